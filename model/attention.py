@@ -1,0 +1,63 @@
+"""Multi-head attention, written out so that every step can be returned.
+
+Shape letters: b batch, h heads, i query positions, j key positions, d d_model, d_k = d / h.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .trace import AttentionTrace
+
+
+class MultiHeadAttention(nn.Module):
+    """softmax(QKᵀ/√d_k) V for h heads in parallel, then an output projection."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        assert d_model % n_heads == 0
+        self.h, self.d_k = n_heads, d_model // n_heads
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        return x.view(b, n, self.h, self.d_k).transpose(1, 2)  # (b, h, n, d_k)
+
+    def forward(
+        self,
+        query: torch.Tensor,  # (b, i, d)
+        key: torch.Tensor,  # (b, j, d)
+        value: torch.Tensor,  # (b, j, d)
+        mask: torch.Tensor | None = None,  # bool (b, 1, i|1, j); True = may attend
+        head_mask: torch.Tensor | None = None,  # (h,) 1 keeps a head, 0 switches it off
+        trace: bool = False,
+    ) -> tuple[torch.Tensor, AttentionTrace | None]:
+        q, k, v = self._split(self.w_q(query)), self._split(self.w_k(key)), self._split(self.w_v(value))
+        p_drop = self.dropout if self.training else 0.0
+        if trace:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (b, h, i, j)
+            masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+            probs = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # a fully masked row gives 0, not NaN
+            heads = F.dropout(probs, p_drop, self.training) @ v  # (b, h, i, d_k)
+            b, _, i, j = scores.shape
+            if mask is None:
+                full_mask = torch.ones(b, 1, i, j, dtype=torch.bool, device=scores.device)
+            else:
+                full_mask = mask.expand(b, 1, i, j)  # masks carry no head dimension
+            record = AttentionTrace(q=q, k=k, v=v, scores=scores, mask=full_mask, probs=probs, out=heads)
+        else:
+            # Fused kernel: same maths, no probabilities kept (tests check both paths agree).
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
+            record = None
+        if head_mask is not None:
+            heads = heads * head_mask.view(1, self.h, 1, 1).to(heads.dtype)
+        b, _, i, _ = heads.shape
+        out = self.w_o(heads.transpose(1, 2).reshape(b, i, self.h * self.d_k))  # (b, i, d)
+        return out, record

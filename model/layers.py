@@ -1,0 +1,106 @@
+"""Embeddings, positional encoding, feed-forward and the encoder/decoder layers."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .trace import AttentionTrace, EmbeddingTrace
+
+
+def sinusoidal_encoding(n_positions: int, d_model: int) -> torch.Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...); shape (n, d)."""
+    pos = torch.arange(n_positions, dtype=torch.float32).unsqueeze(1)  # (n, 1)
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(n_positions, d_model)
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)[:, : d_model // 2]
+    return pe
+
+
+class Embeddings(nn.Module):
+    """Token embedding × √d_model + sinusoidal positional encoding, then dropout."""
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float, pad_idx: int):
+        super().__init__()
+        self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx)
+        nn.init.normal_(self.lut.weight, mean=0.0, std=d_model**-0.5)
+        with torch.no_grad():
+            self.lut.weight[pad_idx].zero_()
+        self.scale = math.sqrt(d_model)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor, trace: bool = False) -> tuple[torch.Tensor, EmbeddingTrace | None]:
+        n = ids.shape[1]
+        if n > self.pe.shape[0]:
+            raise ValueError(f"sequence of {n} tokens is longer than max_len {self.pe.shape[0]}")
+        token = self.lut(ids)  # (b, n, d)
+        scaled = token * self.scale
+        total = scaled + self.pe[:n]
+        record = EmbeddingTrace(token, scaled, self.pe[:n], total) if trace else None
+        return self.dropout(total), record
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = W2 ReLU(W1 x + b1) + b2, applied at every position alike."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+
+
+class SublayerConnection(nn.Module):
+    """Residual + LayerNorm around a sub-layer: pre-norm x + f(LN(x)) or post-norm LN(x + f(x))."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, object]:
+        if self.norm_first:
+            y, extra = sublayer(self.norm(x))
+            return x + self.dropout(y), extra
+        y, extra = sublayer(x)
+        return self.norm(x + self.dropout(y)), extra
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the source, then feed-forward."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
+
+    def forward(self, x, src_mask, head_mask=None, trace=False) -> tuple[torch.Tensor, AttentionTrace | None]:
+        x, rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, head_mask, trace))
+        x, _ = self.sub[1](x, lambda y: (self.ff(y), None))
+        return x, rec
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder memory, then feed-forward."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
+
+    def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, trace=False):
+        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, trace))
+        x, cross_rec = self.sub[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, trace))
+        x, _ = self.sub[2](x, lambda y: (self.ff(y), None))
+        return x, self_rec, cross_rec

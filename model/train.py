@@ -1,0 +1,285 @@
+"""Train a German→English Transformer on Multi30k and write a checkpoint folder.
+
+    python -m model.train --data-dir ../shared/data/multi30k --out checkpoints/multi30k-de-en
+
+Token-bucketed batches, label smoothing, Adam with warm-up and inverse-square-root decay,
+gradient clipping, tied target embedding/generator, a fixed seed. State is saved every epoch
+under OUT/train/ and `--resume` continues from it; the final weights average the last epochs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from .checkpoint import TIED_KEY, save_checkpoint
+from .config import ModelConfig
+from .data import DataError, collate, find_file, read_split, token_batches
+from .evaluate import bleu_scores
+from .tokenize import tokenize
+from .translator import Translator
+from .transformer import EncoderDecoder, make_src_mask, make_tgt_mask, parameter_counts
+from .vocab import Vocab
+
+BOS_IDX, EOS_IDX = 2, 3  # fixed by vocab.SPECIALS
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", required=True, help="folder with train/val/test_2016_flickr .de/.en (plain or .gz)")
+    ap.add_argument("--out", required=True, help="checkpoint folder to write")
+    ap.add_argument("--test-split", default="test_2016_flickr", help="evaluated once at the end ('' to skip)")
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--n-heads", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
+    ap.add_argument("--d-ff", type=int, default=1024)
+    ap.add_argument("--dropout", type=float, default=0.2)
+    ap.add_argument("--attn-dropout", type=float, default=0.1)
+    ap.add_argument("--post-norm", action="store_true", help="post-norm as in the paper (default pre-norm)")
+    ap.add_argument("--no-tie", action="store_true", help="do not tie the target embedding and the generator")
+    ap.add_argument("--max-len", type=int, default=256)
+    ap.add_argument("--min-freq", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--max-tokens", type=int, default=3000, help="padded tokens per batch")
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, reached after warm-up")
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--average-last", type=int, default=5, help="average the last N epochs' weights (1 = no averaging)")
+    ap.add_argument("--bleu-every", type=int, default=5, help="validation BLEU every N epochs")
+    ap.add_argument("--beam", type=int, default=5, help="beam size for the final metrics")
+    ap.add_argument("--time-budget-min", type=float, default=0, help="stop after the epoch that would overrun it")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--half", action="store_true", help="store weights as float16 (loading restores float32)")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/train/state.pt")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N training pairs (smoke tests)")
+    return ap.parse_args(argv)
+
+
+class Log:
+    """Appends to OUT/train/train.log and echoes to stderr (tqdm-safe)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, msg: str) -> None:
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}"
+        tqdm.write(line, file=sys.stderr)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def lr_at(step: int, peak: float, warmup: int) -> float:
+    """Linear warm-up to `peak`, then decay with 1/sqrt(step)."""
+    step = max(step, 1)
+    return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def encode_pairs(src_lines, tgt_lines, sv: Vocab, tv: Vocab, max_len: int):
+    pairs = []
+    for s, t in zip(src_lines, tgt_lines):
+        a = sv.encode(tokenize(s, "de"))[: max_len - 1] + [sv.eos_idx]
+        b = tv.encode(tokenize(t, "en"))[: max_len - 2]
+        pairs.append((a, b))
+    return pairs
+
+
+def loss_on(model, pairs, max_tokens, device, smoothing=0.0) -> float:
+    """Mean per-token cross-entropy (teacher forced) in eval mode."""
+    model.eval()
+    total, n = 0.0, 0
+    cfg = model.cfg
+    with torch.inference_mode():
+        for batch in token_batches(pairs, max_tokens, shuffle=False):
+            src, tgt_in, tgt_out = (x.to(device) for x in collate(pairs, batch, cfg.pad_idx, BOS_IDX, EOS_IDX))
+            logp, _ = model(src, tgt_in)
+            total += F.nll_loss(logp.reshape(-1, logp.shape[-1]), tgt_out.reshape(-1), ignore_index=cfg.pad_idx,
+                                reduction="sum").item()
+            n += int((tgt_out != cfg.pad_idx).sum())
+    return total / max(n, 1)
+
+
+def save_weights(model, path: Path) -> None:
+    save_file({k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k != TIED_KEY}, str(path))
+
+
+def averaged_state(paths: list[Path]) -> dict:
+    avg = None
+    for p in paths:
+        sd = load_file(str(p))
+        if avg is None:
+            avg = {k: v.double() for k, v in sd.items()}
+        else:
+            for k in avg:
+                avg[k] += sd[k].double()
+    return {k: (v / len(paths)).float() for k, v in avg.items()}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    work = out / "train"
+    work.mkdir(parents=True, exist_ok=True)
+    log = Log(work / "train.log")
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    try:
+        train_src, train_tgt = read_split(args.data_dir, "train")
+        val_src, val_tgt = read_split(args.data_dir, "val")
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.limit:
+        train_src, train_tgt = train_src[: args.limit], train_tgt[: args.limit]
+    log(f"start: {vars(args)}; device {device}, {args.threads} threads")
+
+    state_path = work / "state.pt"
+    if args.resume and state_path.is_file():
+        # Our own training state: tensors and plain containers only (weights_only refuses code).
+        state = torch.load(state_path, map_location="cpu", weights_only=True)
+        sv, tv = Vocab(state["src_itos"]), Vocab(state["tgt_itos"])
+        cfg = ModelConfig.from_dict(state["config"])
+    else:
+        state = None
+        sv = Vocab.build((tokenize(s, "de") for s in train_src), args.min_freq)
+        tv = Vocab.build((tokenize(t, "en") for t in train_tgt), args.min_freq)
+        cfg = ModelConfig(
+            src_vocab_size=len(sv), tgt_vocab_size=len(tv), d_model=args.d_model, n_heads=args.n_heads,
+            n_encoder_layers=args.layers, n_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
+            attn_dropout=args.attn_dropout, max_len=args.max_len, norm_first=not args.post_norm,
+            tie_weights=not args.no_tie, pad_idx=sv.pad_idx,
+        )
+    train_pairs = encode_pairs(train_src, train_tgt, sv, tv, cfg.max_len)
+    val_pairs = encode_pairs(val_src, val_tgt, sv, tv, cfg.max_len)
+    model = EncoderDecoder(cfg).to(device)
+    n_params = sum(parameter_counts(model).values())
+    log(f"vocab de {len(sv)}, en {len(tv)}; {n_params:,} parameters; {len(train_pairs)} training pairs")
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    step, first_epoch, history, train_seconds = 0, 1, [], 0.0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step, first_epoch, history = state["step"], state["epoch"] + 1, state["history"]
+        train_seconds = state["train_seconds"]
+        torch.set_rng_state(state["torch_rng"])
+        log(f"resumed after epoch {state['epoch']} (step {step})")
+
+    for epoch in range(first_epoch, args.epochs + 1):
+        t0 = time.time()
+        model.train()
+        batches = token_batches(train_pairs, args.max_tokens, shuffle=True, seed=args.seed * 1000 + epoch)
+        tokens_seen, loss_sum, loss_tokens = 0, 0.0, 0
+        bar = tqdm(batches, desc=f"epoch {epoch}/{args.epochs}", unit="batch", disable=None, file=sys.stderr)
+        for batch in bar:
+            src, tgt_in, tgt_out = (x.to(device) for x in collate(train_pairs, batch, cfg.pad_idx, tv.bos_idx, tv.eos_idx))
+            step += 1
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, args.lr, args.warmup)
+            src_mask = make_src_mask(src, cfg.pad_idx)
+            x = model.decode(model.encode(src, src_mask), src_mask, tgt_in, make_tgt_mask(tgt_in, cfg.pad_idx))
+            logits = model.generator.proj(x).reshape(-1, cfg.tgt_vocab_size)  # (b*t, V); fused log-softmax below
+            target = tgt_out.reshape(-1)
+            train_loss = F.cross_entropy(logits, target, ignore_index=cfg.pad_idx, label_smoothing=args.label_smoothing)
+            with torch.no_grad():
+                loss = F.cross_entropy(logits, target, ignore_index=cfg.pad_idx)  # plain NLL, for the log
+            opt.zero_grad(set_to_none=True)
+            train_loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            opt.step()
+            n_tok = int((tgt_out != cfg.pad_idx).sum())
+            tokens_seen += n_tok
+            loss_sum += loss.item() * n_tok
+            loss_tokens += n_tok
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_seen / (time.time() - t0):.0f}")
+        bar.close()
+        epoch_seconds = time.time() - t0
+        train_seconds += epoch_seconds
+        val_loss = loss_on(model, val_pairs, 4000, device)
+        record = {"epoch": epoch, "step": step, "train_nll": loss_sum / max(loss_tokens, 1), "val_nll": val_loss,
+                  "val_ppl": math.exp(val_loss), "seconds": epoch_seconds, "tok_s": tokens_seen / epoch_seconds}
+        if epoch % args.bleu_every == 0 or epoch == args.epochs:
+            model.eval()
+            hyps = Translator(model, sv, tv).translate_batch(val_src)
+            record["val_bleu_greedy"] = bleu_scores(hyps, val_tgt)["sacrebleu"]
+        history.append(record)
+        log("epoch " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in record.items()}))
+        save_weights(model, work / f"epoch_{epoch}.safetensors")
+        old = work / f"epoch_{epoch - args.average_last}.safetensors"
+        if old.exists():
+            old.unlink()
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "epoch": epoch,
+                    "history": history, "train_seconds": train_seconds, "torch_rng": torch.get_rng_state(),
+                    "config": cfg.to_dict(), "src_itos": sv.itos, "tgt_itos": tv.itos}, work / "state.pt.tmp")
+        os.replace(work / "state.pt.tmp", state_path)
+        if args.time_budget_min and (train_seconds + epoch_seconds * 1.1) / 60 > args.time_budget_min:
+            log(f"time budget of {args.time_budget_min} min would be overrun by another epoch: stopping")
+            break
+
+    last_epoch = history[-1]["epoch"]
+    model.eval()
+    val_greedy = lambda m: bleu_scores(Translator(m, sv, tv).translate_batch(val_src), val_tgt)  # noqa: E731
+    last_bleu = val_greedy(model)["sacrebleu"]
+    paths = [work / f"epoch_{e}.safetensors" for e in range(last_epoch - args.average_last + 1, last_epoch + 1)]
+    paths = [p for p in paths if p.exists()]
+    chosen = "last epoch"
+    if len(paths) > 1:
+        last_state = {k: v.clone() for k, v in model.state_dict().items()}
+        avg = averaged_state(paths)
+        if cfg.tie_weights:
+            avg[TIED_KEY] = avg["tgt_embed.lut.weight"]
+        model.load_state_dict({k: v.to(device) for k, v in avg.items()})
+        avg_bleu = val_greedy(model)["sacrebleu"]
+        log(f"val BLEU greedy: last epoch {last_bleu}, average of {len(paths)} epochs {avg_bleu}")
+        if avg_bleu >= last_bleu:
+            chosen = f"average of epochs {last_epoch - len(paths) + 1}-{last_epoch}"
+        else:
+            model.load_state_dict(last_state)
+    model = model.cpu().eval()
+    translator = Translator(model, sv, tv)
+    metrics = {
+        "model": {"parameters": n_params, "config": cfg.to_dict(), "weights": chosen,
+                  "stored_as": "float16" if args.half else "float32"},
+        "training": {"command": "python -m model.train " + " ".join(sys.argv[1:] if argv is None else argv),
+                     "epochs": last_epoch, "steps": step, "train_minutes": round(train_seconds / 60, 1),
+                     "hardware": f"{device.type}: {torch.cuda.get_device_name() if device.type == 'cuda' else platform.processor() or platform.machine()}, {args.threads} threads",
+                     "torch": torch.__version__, "data_files": [str(find_file(args.data_dir, s, l).name) for s in ("train", "val") for l in ("de", "en")],
+                     "history": history},
+        "val": {}, "test": {},
+    }
+    splits = [("val", val_src, val_tgt)]
+    if args.test_split:
+        try:
+            test_src, test_tgt = read_split(args.data_dir, args.test_split)
+            splits.append(("test", test_src, test_tgt))
+            metrics["training"]["data_files"] += [find_file(args.data_dir, args.test_split, l).name for l in ("de", "en")]
+            metrics["test"]["split"] = args.test_split
+        except DataError as e:
+            log(f"no test split: {e}")
+    for name, src_lines, ref_lines in splits:
+        for beam in (1, args.beam):
+            t0 = time.time()
+            hyps = translator.translate_batch(src_lines, beam=beam)
+            scores = bleu_scores(hyps, ref_lines)
+            metrics[name]["greedy" if beam == 1 else f"beam{beam}"] = {**scores, "seconds": round(time.time() - t0, 1)}
+            log(f"{name} {'greedy' if beam == 1 else f'beam {beam}'}: {scores}")
+    save_checkpoint(out, model, sv, tv, metrics, half=args.half)
+    log(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

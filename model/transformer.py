@@ -1,0 +1,133 @@
+"""EncoderDecoder: the whole model, and the masks it uses.
+
+Shape letters: b batch, s source positions, t target positions, d d_model, V vocabulary.
+Masks are bool with True = may attend and no head dimension: (b, 1, 1, s) or (b, 1, t, t).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .layers import DecoderLayer, Embeddings, EncoderLayer
+from .trace import Trace
+
+HeadMask = dict[str, torch.Tensor]  # 'enc_self' | 'dec_self' | 'cross' -> (n_layers, n_heads) of 0/1
+
+
+def subsequent_mask(size: int, device=None) -> torch.Tensor:
+    """(1, 1, t, t) lower-triangular: position i may look at positions <= i."""
+    return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device)).view(1, 1, size, size)
+
+
+def make_src_mask(src: torch.Tensor, pad_idx: int, use_padding_mask: bool = True) -> torch.Tensor:
+    """(b, 1, 1, s): padded source positions are masked as keys (queries still compute rows)."""
+    if not use_padding_mask:
+        return torch.ones(src.shape[0], 1, 1, src.shape[1], dtype=torch.bool, device=src.device)
+    return (src != pad_idx).view(src.shape[0], 1, 1, src.shape[1])
+
+
+def make_tgt_mask(tgt: torch.Tensor, pad_idx: int, causal: bool = True, use_padding_mask: bool = True) -> torch.Tensor:
+    """(b, 1, t, t): target padding (as keys) combined with the causal mask."""
+    b, t = tgt.shape
+    mask = torch.ones(b, 1, t, t, dtype=torch.bool, device=tgt.device)
+    if use_padding_mask:
+        mask = mask & (tgt != pad_idx).view(b, 1, 1, t)
+    if causal:
+        mask = mask & subsequent_mask(t, tgt.device)
+    return mask
+
+
+class Generator(nn.Module):
+    """Linear projection to the target vocabulary, then log-softmax."""
+
+    def __init__(self, d_model: int, vocab_size: int):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self.proj(x), dim=-1)
+
+
+class EncoderDecoder(nn.Module):
+    """The Transformer of "Attention Is All You Need", with an optional pre-norm variant."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        layer_args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attn_dropout, cfg.norm_first)
+        self.src_embed = Embeddings(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx)
+        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx)
+        self.encoder_layers = nn.ModuleList([EncoderLayer(*layer_args) for _ in range(cfg.n_encoder_layers)])
+        self.decoder_layers = nn.ModuleList([DecoderLayer(*layer_args) for _ in range(cfg.n_decoder_layers)])
+        # Pre-norm leaves the residual stream un-normalised, so each stack ends with a LayerNorm.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size)
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "lut" not in name:
+                nn.init.xavier_uniform_(p)
+        if cfg.tie_weights:
+            self.generator.proj.weight = self.tgt_embed.lut.weight
+
+    def encode(self, src, src_mask, head_mask: HeadMask | None = None, trace: Trace | None = None) -> torch.Tensor:
+        """(b, s) ids -> (b, s, d) memory; fills trace.src_embed / enc_self when a Trace is given."""
+        want = trace is not None
+        x, emb = self.src_embed(src, want)
+        records = []
+        for n, layer in enumerate(self.encoder_layers):
+            hm = None if head_mask is None or "enc_self" not in head_mask else head_mask["enc_self"][n]
+            x, rec = layer(x, src_mask, hm, want)
+            records.append(rec)
+        if want:
+            trace.src_embed, trace.enc_self = emb, records
+        return self.encoder_norm(x)
+
+    def decode(self, memory, src_mask, tgt, tgt_mask, head_mask: HeadMask | None = None, trace: Trace | None = None):
+        """(b, t) ids + memory -> (b, t, d) decoder states; fills trace.tgt_embed / dec_self / cross."""
+        want = trace is not None
+        x, emb = self.tgt_embed(tgt, want)
+        self_recs, cross_recs = [], []
+        for n, layer in enumerate(self.decoder_layers):
+            shm = None if head_mask is None or "dec_self" not in head_mask else head_mask["dec_self"][n]
+            chm = None if head_mask is None or "cross" not in head_mask else head_mask["cross"][n]
+            x, self_rec, cross_rec = layer(x, memory, src_mask, tgt_mask, shm, chm, want)
+            self_recs.append(self_rec)
+            cross_recs.append(cross_rec)
+        if want:
+            trace.tgt_embed, trace.dec_self, trace.cross = emb, self_recs, cross_recs
+        return self.decoder_norm(x)
+
+    def forward(
+        self,
+        src: torch.Tensor,  # (b, s)
+        tgt: torch.Tensor,  # (b, t) decoder input: <bos> y1 .. y_{t-1}
+        trace: bool = False,
+        head_mask: HeadMask | None = None,
+        use_src_padding_mask: bool = True,
+        use_causal_mask: bool = True,
+    ) -> tuple[torch.Tensor, Trace | None]:
+        """Teacher-forced pass: (b, t, V) log-probabilities, and the Trace when asked."""
+        pad = self.cfg.pad_idx
+        src_mask = make_src_mask(src, pad, use_src_padding_mask)
+        tgt_mask = make_tgt_mask(tgt, pad, causal=use_causal_mask)
+        record = Trace() if trace else None
+        memory = self.encode(src, src_mask, head_mask, record)
+        log_probs = self.generator(self.decode(memory, src_mask, tgt, tgt_mask, head_mask, record))
+        if record is not None:
+            record.log_probs = log_probs
+        return log_probs, record
+
+
+def parameter_counts(model: EncoderDecoder) -> dict[str, int]:
+    """Parameters per top-level module; a tied generator counts only its bias."""
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
+    for name, p in model.named_parameters():  # named_parameters yields a shared tensor once
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        top = name.split(".")[0]
+        counts[top] = counts.get(top, 0) + p.numel()
+    return counts

@@ -1,0 +1,50 @@
+"""Translate German to English from the command line.
+
+    python -m model.translate "Ein Mann fährt Fahrrad." [--checkpoint DIR] [--beam N]
+    python -m model.translate --file sentences.de [--beam N]    # one sentence per line
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+from .data import DataError, read_lines
+from .translator import Translator
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("text", nargs="*", help="German sentence (quote it)")
+    ap.add_argument("--file", help="translate each line of this file (plain or .gz) to standard output")
+    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy (default)")
+    ap.add_argument("--max-len", type=int, default=None, help="maximum output tokens")
+    ap.add_argument("--no-unk-replace", action="store_true", help="keep <unk> instead of copying the attended source word")
+    args = ap.parse_args(argv)
+    if bool(args.text) == bool(args.file):
+        ap.error("give either a sentence or --file")
+    if args.beam < 1:
+        ap.error("--beam must be at least 1")
+    try:
+        translator = Translator.from_checkpoint(args.checkpoint)
+        lines = read_lines(args.file) if args.file else [" ".join(args.text)]
+    except (CheckpointError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.file:
+        for line in translator.translate_batch(lines, beam=args.beam, replace_unk=not args.no_unk_replace):
+            print(line)
+        return 0
+    result = translator.translate(lines[0], beam=args.beam, max_len=args.max_len, replace_unk=not args.no_unk_replace)
+    if not result.source.tokens:
+        print("error: the sentence is empty", file=sys.stderr)
+        return 2
+    if result.source.truncated:
+        print(f"note: input cut to {len(result.source.tokens)} tokens", file=sys.stderr)
+    print(result.text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Tests for viz.embeddings: heatmaps, scaling, stages, PCA, vocabulary map, neighbours."""
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours,
+                            pca_2d, scaling_figure, vocab_map_figure)
+
+TOKENS = ["der", "Hund", "<b>", "der", "."]
+
+
+def test_embedding_heatmap_tokens_by_dimensions():
+    m = np.random.default_rng(0).normal(size=(5, 16))
+    fig = embedding_heatmap(m, TOKENS)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (5, 16) and z.dtype == np.float32
+    assert list(fig.layout.yaxis.ticktext) == ["der", "Hund", "&lt;b&gt;", "der", "."]
+    assert list(fig.layout.yaxis.tickvals) == list(range(5))
+    assert fig.data[0].zmin == -fig.data[0].zmax
+    assert "dimension" in fig.layout.xaxis.title.text
+
+
+def test_scaling_figure_std_grows_by_sqrt_d():
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(5, 64)).astype(np.float32) * 0.1
+    fig = scaling_figure(emb, emb * 8.0, 64, TOKENS)
+    boxes = [t for t in fig.data if isinstance(t, go.Box)]
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert len(boxes) == 2 and len(bars) == 2
+    np.testing.assert_allclose(np.asarray(bars[1].y), np.asarray(bars[0].y) * 8.0, rtol=1e-5)
+    assert "8.0" in fig.layout.title.text
+    with pytest.raises(ValueError, match="same"):
+        scaling_figure(emb, emb[:, :10], 64)
+
+
+def test_stages_figure_four_panels_shared_scale():
+    rng = np.random.default_rng(2)
+    stages = [rng.normal(size=(5, 32)) * s for s in (0.1, 1.0, 1.0, 1.5)]
+    fig = embedding_stages_figure(*stages, TOKENS)
+    heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(heat) == 4
+    assert all(t.coloraxis == "coloraxis" for t in heat)
+    cmin, cmax = fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax
+    assert cmin == -cmax and cmax > 0
+    assert [a.text for a in fig.layout.annotations][:4] == [
+        "token embedding", "× √d_model", "+ positional encoding", "= input to layer 1"]
+
+
+def test_pca_shape_and_variance_order():
+    rng = np.random.default_rng(3)
+    # Strong spread along one direction, weaker along a second, noise elsewhere.
+    base = rng.normal(size=(200, 3)) * np.array([10.0, 3.0, 0.5])
+    rot, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+    m = np.pad(base, ((0, 0), (0, 5))) @ rot + 5.0
+    coords = pca_2d(m)
+    assert coords.shape == (200, 2) and coords.dtype == np.float32
+    var = coords.var(axis=0)
+    assert var[0] > var[1] > 0
+    assert var[0] == pytest.approx(100, rel=0.3)
+    np.testing.assert_allclose(coords.mean(axis=0), 0, atol=1e-3)
+
+
+def test_vocab_map_highlights_sentence_tokens():
+    coords = np.random.default_rng(4).normal(size=(50, 2))
+    vocab = [f"w{i}" for i in range(50)]
+    fig = vocab_map_figure(coords, vocab, [3, 7], ["Hund", "<i>"])
+    assert isinstance(fig.data[0], go.Scattergl) and len(fig.data[0].x) == 50
+    hl = fig.data[1]
+    assert list(hl.text) == ["Hund", "&lt;i&gt;"]
+    np.testing.assert_allclose(np.asarray(hl.x), coords[[3, 7], 0], rtol=1e-6)
+    with pytest.raises(ValueError, match="V, 2"):
+        vocab_map_figure(coords[:10], vocab, [])
+
+
+def test_nearest_neighbours_on_constructed_matrix():
+    vocab = ["king", "queen", "apple", "pear", "car"]
+    m = np.array([[1.0, 0.0, 0.0],
+                  [0.9, 0.1, 0.0],
+                  [0.0, 1.0, 0.0],
+                  [0.0, 0.95, 0.2],
+                  [0.5, 0.0, 0.8660254]])
+    df = nearest_neighbours(m * 3.0, vocab, [0, 2], k=2)
+    assert list(df.columns) == ["token", "neighbour 1", "neighbour 2"]
+    assert list(df["token"]) == ["king", "apple"]
+    assert df.loc[0, "neighbour 1"].startswith("queen (0.99")
+    assert df.loc[1, "neighbour 1"].startswith("pear (")
+    assert not any(df.loc[0, c].startswith("king") for c in ["neighbour 1", "neighbour 2"])
+    excl = nearest_neighbours(m, vocab, [0], k=1, exclude_idx=[1])
+    assert excl.loc[0, "neighbour 1"] == "car (0.50)"

@@ -1,0 +1,107 @@
+"""Tests for viz.head: the per-step figures of one attention head."""
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from viz.common import MASK_TRACE_NAME
+from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
+
+EN = ["<s>", "the", "dog", "the", "."]
+DE = ["der", "Hund", "<b>", "."]
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.fixture
+def head():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(n, 8)).astype(np.float32) for n in (5, 4, 4))
+    mask = np.ones((5, 4), dtype=bool)
+    mask[:, 3] = False  # last source key is padding
+    scores = q @ k.T / np.sqrt(8)
+    probs = softmax(np.where(mask, scores, -np.inf))
+    return dict(q=q, k=k, v=v, mask=mask, probs=probs, out=probs @ v)
+
+
+def values(fig):
+    return next(t for t in fig.data if isinstance(t, go.Heatmap) and t.name != MASK_TRACE_NAME)
+
+
+def test_pipeline_order_and_shapes(head):
+    drop = head["probs"] * (np.arange(20).reshape(5, 4) % 3 != 0) / 0.9
+    figs = head_pipeline_figures(head["q"], head["k"], head["v"], None, head["mask"],
+                                 head["probs"], head["out"], EN, DE, "cross",
+                                 dropout_probs=drop)
+    assert list(figs) == ["Q", "K", "V", "scores", "scaled", "masked", "softmax", "dropout",
+                          "output"]
+    shapes = {name: np.asarray(values(f).z).shape for name, f in figs.items()}
+    assert shapes["Q"] == (5, 8) and shapes["K"] == (4, 8) and shapes["V"] == (4, 8)
+    assert shapes["scores"] == shapes["softmax"] == shapes["dropout"] == (5, 4)
+    assert shapes["output"] == (5, 8)
+    assert "EN" in figs["Q"].layout.yaxis.title.text
+    assert "DE" in figs["K"].layout.yaxis.title.text
+    assert list(figs["K"].layout.yaxis.ticktext) == ["der", "Hund", "&lt;b&gt;", "."]
+
+
+def test_scores_scaled_by_sqrt_dk(head):
+    figs = head_pipeline_figures(head["q"], head["k"], head["v"], None, None, head["probs"],
+                                 head["out"], EN, DE, "cross")
+    raw = np.asarray(values(figs["scores"]).z)
+    np.testing.assert_allclose(raw, head["q"] @ head["k"].T, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(values(figs["scaled"]).z), raw / np.sqrt(8), rtol=1e-5)
+    assert "masked" not in figs and "dropout" not in figs
+    trace = values(figs["scores"])
+    assert trace.zmin == -trace.zmax and trace.zmax == pytest.approx(np.abs(raw).max())
+
+
+def test_masked_fill_values_are_not_data(head):
+    raw = head["q"] @ head["k"].T
+    raw[:, 3] = -1e9
+    figs = head_pipeline_figures(head["q"], head["k"], head["v"], raw, head["mask"],
+                                 head["probs"], head["out"], EN, DE, "cross")
+    z = np.asarray(values(figs["scores"]).z, dtype=float)
+    assert np.isnan(z[:, 3]).all() and np.isfinite(z[:, :3]).all()
+    masked = figs["masked"]
+    assert np.isnan(np.asarray(values(masked).z, dtype=float)[:, 3]).all()
+    overlay = next(t for t in masked.data if t.name == MASK_TRACE_NAME)
+    assert np.array_equal(~np.isnan(np.asarray(overlay.z, dtype=float)), ~head["mask"])
+
+
+def test_softmax_figure_fixed_range_and_row_sums(head):
+    fig = probs_figure(head["probs"], EN, DE, "cross", mask=head["mask"])
+    assert values(fig).zmin == 0 and values(fig).zmax == 1
+    bars = next(t for t in fig.data if isinstance(t, go.Bar))
+    np.testing.assert_allclose(np.asarray(bars.x), 1.0, atol=1e-5)
+    assert bars.yaxis == "y" and bars.xaxis == "x2"
+    assert "sums to 1" in fig.layout.title.text
+
+
+def test_dropout_rows_no_longer_sum_to_one(head):
+    keep = np.ones((5, 4), dtype=bool)
+    keep[1, 0] = keep[2, 1] = False
+    drop = head["probs"] * keep / 0.9
+    fig = dropout_figure(drop, EN, DE, "cross", p_drop=0.1)
+    sums = np.asarray(next(t for t in fig.data if isinstance(t, go.Bar)).x)
+    np.testing.assert_allclose(sums, drop.sum(-1), rtol=1e-5)
+    assert not np.allclose(sums, 1.0)
+    assert values(fig).zmax >= drop.max()
+    assert "p = 0.1" in fig.layout.title.text
+
+
+def test_matrix_figure_diverging_centred_at_zero():
+    m = np.array([[-2.0, 1.0], [0.5, 0.0]])
+    fig = matrix_figure(m, ["a", "b"], ["c", "d"], "t", "rows ↓", "cols →")
+    t = values(fig)
+    assert t.zmin == -2.0 and t.zmax == 2.0 and t.colorscale[0][1] != t.colorscale[-1][1]
+    fig = matrix_figure(np.abs(m), ["a", "b"], None, "t", "rows ↓", "dims →", signed=False)
+    assert values(fig).zmin == 0 and values(fig).zmax == 2.0
+
+
+def test_shape_mismatch_is_explained(head):
+    with pytest.raises(ValueError, match="expected Q"):
+        head_pipeline_figures(head["q"], head["k"][:, :4], head["v"], None, None,
+                              head["probs"], head["out"], EN, DE, "cross")

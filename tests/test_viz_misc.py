@@ -1,0 +1,106 @@
+"""Tests for viz.masks, viz.decoding and viz.architecture."""
+
+import numpy as np
+import pytest
+
+from viz.architecture import architecture_figure, parameter_table
+from viz.common import MASK_TRACE_NAME
+from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
+from viz.masks import causal_mask, mask_figure, padding_demo_figure, padding_mask
+
+EN = ["<s>", "the", "dog", "sees", "the", "cat"]
+
+
+def test_causal_and_padding_masks():
+    m = causal_mask(4)
+    assert m.dtype == bool and m[3].all() and not m[0, 1:].any() and m[2, :3].all()
+    assert padding_mask(["a", "b", "<pad>"]).tolist() == [True, True, False]
+
+
+def test_mask_figure_two_colours_and_labels():
+    m = causal_mask(6)
+    fig = mask_figure(m, EN, EN, kind="dec_self")
+    z = np.asarray(fig.data[0].z)
+    np.testing.assert_array_equal(z, m.astype(np.float32))
+    assert list(fig.data[0].colorbar.ticktext) == ["masked", "may attend"]
+    cs = fig.data[0].colorscale
+    assert cs[0][1] == cs[1][1] != cs[-1][1]
+    assert list(fig.layout.xaxis.ticktext) == ["&lt;s&gt;", "the", "dog", "sees", "the", "cat"]
+    assert "EN" in fig.layout.yaxis.title.text and "query" in fig.layout.yaxis.title.text
+    assert np.asarray(fig.data[0].customdata)[0, 1, 2] == "masked"
+    assert "15 of 36" in fig.layout.annotations[0].text
+
+
+def test_padding_demo_masks_pad_keys():
+    src = ["der", "Hund", ".", "<pad>", "<pad>"]
+    p = np.full((5, 5), 0.2, dtype=np.float32)
+    fig = padding_demo_figure(p, src, src)
+    z = np.asarray(next(t for t in fig.data if t.name == "weight").z, dtype=float)
+    assert np.isnan(z[:, 3:]).all() and not np.isnan(z[:, :3]).any()
+    overlay = next(t for t in fig.data if t.name == MASK_TRACE_NAME)
+    assert (~np.isnan(np.asarray(overlay.z, dtype=float))).sum() == 10
+    assert "DE" in fig.layout.xaxis.title.text
+    assert "&lt;pad&gt;" in fig.layout.title.text
+
+
+def test_candidates_figure():
+    fig = candidates_figure(["cat", "dog", "<unk>"], [0.7, 0.2, 0.05], chosen_index=1)
+    bar = fig.data[0]
+    assert list(bar.text) == ["0.700", "0.200", "0.050"]
+    assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
+    assert fig.layout.xaxis.range[0] == 0 and fig.layout.xaxis.range[1] >= 1
+    assert list(fig.layout.yaxis.ticktext) == ["cat", "dog", "&lt;unk&gt;"]
+    with pytest.raises(ValueError, match="chosen_index"):
+        candidates_figure(["a"], [1.0], chosen_index=2)
+
+
+def test_step_cross_attention_uses_integer_positions():
+    src = ["die", "Katze", "sieht", "die", "Katze", "."]
+    w = np.array([0.05, 0.6, 0.05, 0.05, 0.2, 0.05])
+    fig = step_cross_attention_figure(w, src)
+    assert list(fig.data[0].x) == list(range(6))
+    assert list(fig.layout.xaxis.tickvals) == list(range(6))
+    assert list(fig.layout.xaxis.ticktext) == src
+    assert fig.layout.yaxis.range[0] == 0 and fig.layout.yaxis.range[1] >= 1
+    colours = fig.data[0].marker.color
+    assert colours[1] != colours[4] == colours[0]
+    with pytest.raises(ValueError, match="source tokens"):
+        step_cross_attention_figure(w[:3], src)
+
+
+def test_decoding_table():
+    steps = [{"step": 1, "prefix": ["<s>"], "chosen": "the", "prob": 0.91},
+             {"step": 2, "prefix": "<s> the", "chosen": "dog", "prob": np.float32(0.5)}]
+    df = decoding_table(steps)
+    assert list(df.columns) == ["step", "prefix", "chosen", "prob"]
+    assert df["prefix"].tolist() == ["<s>", "<s> the"]
+    assert df["prob"].dtype == float and df.loc[1, "prob"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="missing"):
+        decoding_table([{"step": 1}])
+
+
+def test_parameter_table_shares():
+    df = parameter_table({"embeddings": 300, "encoder": 500, "decoder": 200})
+    assert df["component"].tolist() == ["embeddings", "encoder", "decoder", "total"]
+    assert df["parameters"].tolist() == [300, 500, 200, 1000]
+    assert df["share (%)"].tolist() == [30.0, 50.0, 20.0, 100.0]
+    with pytest.raises(ValueError, match="empty"):
+        parameter_table({})
+
+
+def test_architecture_figure_mentions_layers():
+    fig = architecture_figure(3, 2, 256, 8)
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "encoder layer × 3" in texts and "decoder layer × 2" in texts
+    assert "256" in fig.layout.title.text
+    assert len(fig.layout.shapes) == 5
+
+
+def test_viz_imports_neither_torch_nor_streamlit():
+    import subprocess
+    import sys
+    code = ("import sys, viz.common, viz.attention, viz.embeddings, viz.positional, viz.head, "
+            "viz.masks, viz.decoding, viz.architecture; "
+            "print(sorted({'torch', 'streamlit'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,55 @@
+"""Embeddings: token vectors, the √d_model scaling, the positional encoding added, and a vocabulary map."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours, pca_2d,
+                            scaling_figure, vocab_map_figure)
+from views.state import Context, vocab_embeddings
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _pca(key: str, side: str) -> np.ndarray:
+    lut, _ = vocab_embeddings(key, side)
+    return pca_2d(lut[4:])  # without the specials: <pad> is all zeros and would pull the map
+
+
+def render(ctx: Context) -> None:
+    res = ctx.result
+    cfg = ctx.cfg
+    st.subheader("Embeddings")
+    side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side",
+                    format_func={"src": "source (German, encoder input)", "tgt": "target (English, decoder input)"}.get)
+    emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
+    tokens = res.trace.src_tokens if side == "src" else res.trace.tgt_tokens
+    scale = float(np.sqrt(cfg.d_model))
+    st.write(f"Each token id selects one row of a learned {cfg.d_model}-dimensional table. The row is multiplied by "
+             f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
+             "that is added next. The sum is what enters encoder/decoder layer 1.")
+    st.plotly_chart(embedding_stages_figure(emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
+                    width="stretch")
+    c1, c2, c3 = st.columns(3)
+    c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
+    c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
+    c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
+    st.plotly_chart(scaling_figure(emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch")
+    with st.expander("Token embeddings alone (tokens × dimensions)"):
+        st.plotly_chart(embedding_heatmap(emb["token"], tokens, "token embeddings (before scaling)"),
+                        width="stretch")
+
+    st.markdown("#### The whole vocabulary")
+    lut, itos = vocab_embeddings(ctx.key, side)
+    vocab = ctx.translator.src_vocab if side == "src" else ctx.translator.tgt_vocab
+    ids = sorted({vocab.stoi[t] for t in tokens if t in vocab.stoi and vocab.stoi[t] >= 4})
+    coords = _pca(ctx.key, side)
+    st.plotly_chart(vocab_map_figure(coords, itos[4:], [i - 4 for i in ids], [itos[i] for i in ids],
+                                     title=f"{len(itos) - 4:,} learned embeddings, first two principal components"),
+                    width="stretch")
+    st.caption("Grey: every word the model knows; large: this sentence's words. A 2-D projection keeps only part "
+               "of the structure, so the neighbours by cosine similarity in all dimensions are listed below.")
+    if ids:
+        st.dataframe(nearest_neighbours(lut, itos, ids, k=5, exclude_idx=range(4)), hide_index=True,
+                     width="stretch")
+    else:
+        st.info("None of this sentence's words is in the vocabulary.")

@@ -1,0 +1,65 @@
+"""Overview: the source tokens, the translation, the architecture and its parameter counts."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from model.transformer import parameter_counts
+from viz.architecture import architecture_figure, parameter_table
+from views.state import Context
+
+NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (EN)",
+         "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
+         "encoder_norm": "final encoder LayerNorm", "decoder_norm": "final decoder LayerNorm",
+         "generator": "generator (linear + log-softmax)"}
+
+
+def render(ctx: Context) -> None:
+    res, cfg = ctx.result, ctx.cfg
+    st.subheader("Overview")
+    st.write("The sentence is split into tokens, each token becomes a vector, the encoder reads them all at once, "
+             "and the decoder writes English one token at a time, looking back at the German through cross-attention.")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Source tokens** (what the encoder reads; ❓ = not in the vocabulary, read as `<unk>`)")
+        ids = res.source.ids[:-1]
+        st.dataframe(pd.DataFrame({
+            "position": range(len(res.source.tokens)),
+            "token": res.source.tokens,
+            "id": ids,
+            "known": ["❓ unknown" if u else "✓" for u in res.source.unknown],
+        }), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
+    with right:
+        st.markdown("**Output tokens** (greedy decoding, one per step)")
+        probs = [s.chosen_prob for s in res.steps[: len(res.raw_tokens)]]
+        st.dataframe(pd.DataFrame({
+            "step": range(1, len(res.raw_tokens) + 1),
+            "token": res.raw_tokens,
+            "shown as": res.tokens,
+            "probability": probs,
+        }), hide_index=True, width="stretch", height=min(400, 38 + 35 * max(1, len(probs))),
+            column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.2f")})
+        if res.tokens != res.raw_tokens:
+            st.caption("`<unk>` outputs are replaced by the source word they attended to most (mean cross-attention).")
+    st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
+              help="Tokenize, encode, greedy decoding with every step recorded, and the full trace.")
+    a, b = st.columns([3, 2])
+    with a:
+        st.plotly_chart(architecture_figure(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),
+                        width="stretch")
+    with b:
+        counts = {NAMES.get(k, k): v for k, v in parameter_counts(ctx.translator.model).items()}
+        st.dataframe(parameter_table(counts), hide_index=True, width="stretch")
+        st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
+                   f"{'pre' if cfg.norm_first else 'post'}-norm, "
+                   f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
+                   f"vocabularies DE {cfg.src_vocab_size:,} / EN {cfg.tgt_vocab_size:,} tokens.")
+        metrics = ctx.translator.metrics
+        test = metrics.get("test", {})
+        if test:
+            rows = [{"decoding": k, "sacreBLEU": v.get("sacrebleu"), "BLEU lowercased, spaCy tokens": v.get("bleu_lower_spacy_tokens")}
+                    for k, v in test.items() if isinstance(v, dict)]
+            st.markdown(f"**Measured quality** on {test.get('split', 'test')}")
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        elif metrics.get("note"):
+            st.caption(metrics["note"])

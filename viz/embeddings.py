@@ -1,0 +1,181 @@
+"""Embedding views: token × dimension maps, √d_model scaling, stages, vocabulary map.
+
+Shape letters: ``n`` tokens of a sentence, ``V`` vocabulary size, ``d`` = d_model.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.common import (SIGNED_SCALE, TICK_FONT, escape_tokens, facet_heatmaps, heatmap,
+                        style)
+
+
+def _sym_limit(*arrays: np.ndarray) -> float:
+    """Symmetric colour limit: the 99th percentile of |values| (robust to outliers)."""
+    vals = np.concatenate([np.abs(np.asarray(a, dtype=np.float32)).ravel() for a in arrays])
+    lim = float(np.nanpercentile(vals, 99)) if vals.size else 1.0
+    return lim if lim > 0 else 1.0
+
+
+def embedding_heatmap(matrix: np.ndarray, tokens: Sequence[str],
+                      title: str = "token embeddings") -> go.Figure:
+    """Heatmap of ``matrix`` (n, d): one row per token (top to bottom), one column per dimension.
+
+    Diverging colour scale centred at 0, symmetric range (99th percentile of |value|).
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    lim = _sym_limit(m)
+    return heatmap(m, None, tokens, x_title="embedding dimension →", y_title="token ↓",
+                   zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE, title=title,
+                   value_name="value", x_name="dim", y_name="token")
+
+
+def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
+                   tokens: Sequence[str] | None = None) -> go.Figure:
+    """Values before and after multiplying by √d_model; both inputs (n, d).
+
+    Left: box plots of all values per stage. Right: per-token standard
+    deviation before and after (grouped bars; x = token position, labelled
+    with ``tokens`` when given).
+    """
+    a = np.asarray(token_emb, dtype=np.float32)
+    b = np.asarray(scaled, dtype=np.float32)
+    if a.shape != b.shape:
+        raise ValueError(f"token_emb {a.shape} and scaled {b.shape} must have the same "
+                         f"(n, d) shape")
+    factor = float(np.sqrt(d_model))
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.1,
+                        subplot_titles=["all values", "standard deviation per token"])
+    for arr, name, colour in ((a, "token embedding", "#7f7f7f"),
+                              (b, f"× √{d_model} = × {factor:.1f}", "#1f77b4")):
+        fig.add_trace(go.Box(y=arr.ravel(), name=name, marker_color=colour, boxpoints=False,
+                             showlegend=False), row=1, col=1)
+    xs = np.arange(a.shape[0], dtype=np.int32)
+    labels = escape_tokens(tokens) if tokens is not None else [str(i) for i in xs]
+    for arr, name, colour in ((a, "before", "#7f7f7f"), (b, "after", "#1f77b4")):
+        std = arr.std(axis=1).astype(np.float32)
+        fig.add_trace(go.Bar(x=xs, y=std, name=f"std {name}", marker_color=colour,
+                             customdata=np.asarray(labels, dtype=object),
+                             hovertemplate=("%{customdata} (%{x})<br>std " + name
+                                            + " %{y:.3f}<extra></extra>")), row=1, col=2)
+    fig.update_xaxes(tickmode="array", tickvals=xs.tolist(), ticktext=labels, tickangle=-45,
+                     tickfont=dict(size=TICK_FONT), title=dict(text="token"), row=1, col=2)
+    fig.update_yaxes(title=dict(text="value"), row=1, col=1)
+    fig.update_yaxes(title=dict(text="std over dimensions"), row=1, col=2)
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
+    return style(fig, f"Scaling token embeddings by √d_model = √{d_model} ≈ {factor:.1f}",
+                 height=480)
+
+
+def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positional: np.ndarray,
+                            total: np.ndarray, tokens: Sequence[str],
+                            shared_scale: bool = True) -> go.Figure:
+    """Four panels (each (n, d), rows = tokens): embedding, ×√d_model, positional, sum.
+
+    With ``shared_scale`` all panels use one symmetric colour range, so the
+    relative sizes of embedding and positional encoding are visible (which is
+    the point of the √d_model factor); otherwise each panel has its own range.
+    """
+    stages = [np.asarray(m, dtype=np.float32) for m in (token_emb, scaled, positional, total)]
+    shapes = {s.shape for s in stages}
+    if len(shapes) != 1:
+        raise ValueError(f"all four stages must have the same (n, d) shape, got {sorted(shapes)}")
+    lim = _sym_limit(*stages)
+    titles = ["token embedding", "× √d_model", "+ positional encoding", "= input to layer 1"]
+    return facet_heatmaps(np.stack(stages), titles, None, tokens, x_title="dimension →",
+                          y_title="token ↓", zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE,
+                          value_name="value", x_name="dim", y_name="token", max_cols=4,
+                          shared_scale=shared_scale,
+                          title="From token to layer input: embedding stages")
+
+
+def pca_2d(matrix: np.ndarray) -> np.ndarray:
+    """Project ``matrix`` (V, d) onto its first two principal components -> (V, 2) float32.
+
+    Centred, via SVD; column 0 has the largest variance. Signs are fixed so the
+    largest-magnitude loading of each component is positive (stable plots).
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] < 2:
+        raise ValueError(f"pca_2d expects (V, d) with V >= 2, got {m.shape}")
+    centred = m - m.mean(axis=0, keepdims=True)
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)  # vt: (r, d)
+    comps = vt[:2]  # (2, d)
+    signs = np.sign(comps[np.arange(comps.shape[0]), np.abs(comps).argmax(axis=1)])
+    comps = comps * signs[:, None]
+    coords = centred @ comps.T  # (V, 2)
+    if coords.shape[1] < 2:
+        coords = np.pad(coords, ((0, 0), (0, 2 - coords.shape[1])))
+    return coords.astype(np.float32)
+
+
+def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
+                     highlight_idx: Sequence[int] = (),
+                     highlight_labels: Sequence[str] | None = None,
+                     title: str = "Vocabulary embeddings (PCA, 2-D)") -> go.Figure:
+    """Scatter of the whole vocabulary ``coords`` (V, 2) in faint grey (WebGL).
+
+    Points ``highlight_idx`` (e.g. the sentence's token ids) are drawn large and
+    labelled with ``highlight_labels`` (default: their vocabulary tokens).
+    """
+    c = np.asarray(coords, dtype=np.float32)
+    if c.ndim != 2 or c.shape[1] != 2 or c.shape[0] != len(vocab_tokens):
+        raise ValueError(f"coords must be (V, 2) with V = len(vocab_tokens) = "
+                         f"{len(vocab_tokens)}, got {c.shape}")
+    idx = np.asarray(list(highlight_idx), dtype=np.int64)
+    labels = (list(highlight_labels) if highlight_labels is not None
+              else [vocab_tokens[i] for i in idx])
+    if len(labels) != len(idx):
+        raise ValueError(f"{len(labels)} highlight labels for {len(idx)} highlighted points")
+    fig = go.Figure(go.Scattergl(
+        x=c[:, 0], y=c[:, 1], mode="markers", name="vocabulary",
+        marker=dict(size=4, color="rgba(120,120,120,0.25)"),
+        text=escape_tokens(vocab_tokens), hovertemplate="%{text}<extra></extra>"))
+    if len(idx):
+        fig.add_trace(go.Scatter(
+            x=c[idx, 0], y=c[idx, 1], mode="markers+text", name="sentence",
+            text=escape_tokens(labels), textposition="top center", textfont=dict(size=16),
+            marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),
+            hovertemplate="%{text}<extra></extra>"))
+    fig.update_xaxes(title=dict(text="principal component 1"), tickfont=dict(size=TICK_FONT))
+    fig.update_yaxes(title=dict(text="principal component 2"), tickfont=dict(size=TICK_FONT))
+    return style(fig, title, height=600)
+
+
+def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
+                       query_idx: Sequence[int], k: int = 5,
+                       exclude_idx: Sequence[int] = ()) -> pd.DataFrame:
+    """Cosine nearest neighbours of rows ``query_idx`` of ``matrix`` (V, d).
+
+    Returns one row per query token; columns ``token``, then ``neighbour 1``..
+    ``neighbour k`` holding strings ``"word (0.83)"`` (cosine similarity, 2
+    decimals), best first. The token itself and ``exclude_idx`` (e.g. padding
+    and other special tokens) are never listed. Text is plain (not escaped).
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.shape[0] != len(vocab_tokens):
+        raise ValueError(f"matrix has {m.shape[0]} rows but {len(vocab_tokens)} vocab tokens")
+    unit = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-8)  # (V, d)
+    qi = np.asarray(list(query_idx), dtype=np.int64)
+    sims = unit[qi] @ unit.T  # (n, V)
+    sims[np.arange(len(qi)), qi] = -np.inf
+    if len(exclude_idx):
+        sims[:, np.asarray(list(exclude_idx), dtype=np.int64)] = -np.inf
+    k = min(k, m.shape[0] - 1)
+    rows = []
+    for r, i in enumerate(qi):
+        order = np.argsort(-sims[r], kind="stable")[:k]
+        row = {"token": str(vocab_tokens[i])}
+        for rank, j in enumerate(order, start=1):
+            row[f"neighbour {rank}"] = (f"{vocab_tokens[j]} ({sims[r, j]:.2f})"
+                                        if np.isfinite(sims[r, j]) else "")
+        rows.append(row)
+    columns = ["token"] + [f"neighbour {i}" for i in range(1, k + 1)]
+    return pd.DataFrame(rows, columns=columns)
+

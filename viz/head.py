@@ -1,0 +1,173 @@
+"""Inside one attention head: Q, K, V, scores, scaling, mask, softmax, dropout, output.
+
+Shape letters: ``q`` query positions, ``k`` key positions, ``d_k`` head size.
+Masks are bool (q, k) with True = may attend.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.common import (PROB_SCALE, SIGNED_SCALE, TICK_FONT, as_mask, axis_titles, heatmap,
+                        kind_sides)
+
+# Scores at or below this are a model's masked_fill value (-1e9, -inf), not data.
+MASKED_FILL_BELOW = -1e4
+
+
+def _clean(scores: np.ndarray) -> np.ndarray:
+    """float32 copy with masked_fill values (-inf, -1e9) replaced by NaN."""
+    s = np.array(scores, dtype=np.float32)
+    s[~np.isfinite(s) | (s <= MASKED_FILL_BELOW)] = np.nan
+    return s
+
+
+def _limit(m: np.ndarray) -> float:
+    """Largest |value| ignoring NaN (1.0 for an all-zero or all-NaN array)."""
+    if m.size == 0 or np.all(np.isnan(m)):
+        return 1.0
+    return float(np.nanmax(np.abs(m))) or 1.0
+
+
+def matrix_figure(m: np.ndarray, row_tokens: Sequence[str] | None,
+                  col_tokens: Sequence[str] | None, title: str, row_title: str,
+                  col_title: str, signed: bool = True, mask: np.ndarray | None = None,
+                  value_name: str = "value", row_name: str = "row", col_name: str = "col",
+                  zmin: float | None = None, zmax: float | None = None) -> go.Figure:
+    """Heatmap of any matrix ``m`` (r, c); rows top to bottom, columns left to right.
+
+    ``signed`` uses a diverging scale centred at 0 with a symmetric range
+    (±max|m| unless ``zmin``/``zmax`` are given); otherwise 0..max (or given).
+    ``col_tokens=None`` numbers the columns (e.g. dimensions of d_k).
+    """
+    m = np.asarray(m, dtype=np.float32)
+    if signed:
+        lim = _limit(m)
+        zmin, zmax = (-lim if zmin is None else zmin), (lim if zmax is None else zmax)
+        scale = SIGNED_SCALE
+    else:
+        zmin = 0.0 if zmin is None else zmin
+        zmax = _limit(m) if zmax is None else zmax
+        scale = PROB_SCALE
+    return heatmap(m, col_tokens, row_tokens, x_title=col_title, y_title=row_title, mask=mask,
+                   zmin=zmin, zmax=zmax, colorscale=scale, title=title, value_name=value_name,
+                   x_name=col_name, y_name=row_name, fmt=".3f")
+
+
+def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
+                   title: str) -> go.Figure:
+    """Per-token vectors ``m`` (n, d_k) such as Q, K, V or the output; rows = tokens.
+
+    ``role`` is "query" or "key" (which token axis the rows belong to) and
+    ``side`` its language label, e.g. "EN, decoder input".
+    """
+    return matrix_figure(m, tokens, None, title=title, row_title=f"{role} token ({side}) ↓",
+                         col_title="dimension of d_k →", row_name=role, col_name="dim")
+
+
+def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0) -> go.Figure:
+    """Add a narrow bar panel of per-row sums (q,) to the right of a heatmap figure.
+
+    The bars share the heatmap's y axis, so bar i sits next to query row i.
+    ``expected`` draws a dashed reference line (1.0 after softmax).
+    """
+    sums = np.asarray(sums, dtype=np.float32)
+    top = max(1.25, float(np.nanmax(sums)) * 1.15) if sums.size else 1.25
+    fig.update_layout(showlegend=False, xaxis=dict(domain=[0.0, 0.78]),
+                      xaxis2=dict(domain=[0.82, 1.0], anchor="y", title=dict(text="row sum"),
+                                  range=[0, top], tickfont=dict(size=TICK_FONT), showgrid=True))
+    fig.add_trace(go.Bar(x=sums, y=np.arange(len(sums), dtype=np.int32), orientation="h",
+                         xaxis="x2", yaxis="y", name="row sum", marker_color="#ff7f0e",
+                         text=[f"{v:.2f}" for v in sums], textposition="auto",
+                         hovertemplate="row %{y}: sum %{x:.3f}<extra></extra>"))
+    if expected is not None:
+        fig.add_shape(type="line", x0=expected, x1=expected, y0=0, y1=1, xref="x2",
+                      yref="y domain", line=dict(dash="dash", color="#333333"))
+    return fig
+
+
+def probs_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
+                 kind: str, mask: np.ndarray | None = None, title: str | None = None,
+                 zmax: float | None = None, show_row_sums: bool = True) -> go.Figure:
+    """Softmax weights (q, k) on the fixed 0..1 scale, with a row-sum bar panel."""
+    q_title, k_title = axis_titles(kind)
+    p = np.asarray(probs, dtype=np.float32)
+    sums = p.sum(axis=-1)
+    ok = bool(np.allclose(sums, 1.0, atol=1e-3))
+    fig = heatmap(p, key_tokens, query_tokens, x_title=k_title, y_title=q_title, mask=mask,
+                  zmin=0.0, zmax=1.0 if zmax is None else zmax, colorscale=PROB_SCALE,
+                  title=title or ("softmax: " + ("every row sums to 1 ✓" if ok
+                                                 else "rows do NOT sum to 1")))
+    return with_row_sums(fig, sums) if show_row_sums else fig
+
+
+def dropout_figure(dropout_probs: np.ndarray, query_tokens: Sequence[str],
+                   key_tokens: Sequence[str], kind: str, mask: np.ndarray | None = None,
+                   p_drop: float | None = None) -> go.Figure:
+    """Weights after dropout (q, k): zeros where dropped, survivors scaled by 1/(1-p).
+
+    Rows no longer sum to 1, so the row-sum panel is always shown; the colour
+    range is 0..max(1, largest weight) because survivors can exceed 1.
+    """
+    q_title, k_title = axis_titles(kind)
+    d = np.asarray(dropout_probs, dtype=np.float32)
+    top = max(1.0, _limit(d))
+    rate = f" (p = {p_drop:g})" if p_drop is not None else ""
+    fig = heatmap(d, key_tokens, query_tokens, x_title=k_title, y_title=q_title, mask=mask,
+                  zmin=0.0, zmax=top, colorscale=PROB_SCALE,
+                  title=f"after dropout{rate}: rows no longer sum to 1")
+    return with_row_sums(fig, d.sum(axis=-1))
+
+
+def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                          raw_scores: np.ndarray | None, mask: np.ndarray | None,
+                          probs: np.ndarray, out: np.ndarray, query_tokens: Sequence[str],
+                          key_tokens: Sequence[str], kind: str,
+                          dropout_probs: np.ndarray | None = None) -> dict[str, go.Figure]:
+    """Every step of one head as an ordered dict of figures.
+
+    Inputs: ``q`` (q, d_k), ``k`` (k, d_k), ``v`` (k, d_k), ``raw_scores`` the
+    UNSCALED Q·Kᵀ (q, k) or None to compute it here (recommended; masked_fill
+    values such as -1e9 or -inf are shown as NaN), ``mask`` (q, k) bool or
+    broadcastable (True = may attend) or None, ``probs`` softmax weights
+    (q, k), ``out`` = probs·V (q, d_k), ``dropout_probs`` (q, k) or None.
+
+    Keys in order: "Q", "K", "V", "scores", "scaled", "masked" (only with a
+    mask), "softmax", "dropout" (only with dropout_probs), "output".
+    """
+    q_arr, k_arr, v_arr = (np.asarray(a, dtype=np.float32) for a in (q, k, v))
+    d_k = q_arr.shape[-1]
+    if k_arr.shape[-1] != d_k or v_arr.shape[0] != k_arr.shape[0]:
+        raise ValueError(f"shapes disagree: Q {q_arr.shape}, K {k_arr.shape}, V {v_arr.shape}; "
+                         f"expected Q (q, d_k), K (k, d_k), V (k, d_k)")
+    raw = q_arr @ k_arr.T if raw_scores is None else _clean(raw_scores)  # (q, k)
+    scaled = raw / np.float32(np.sqrt(d_k))  # (q, k)
+    m = as_mask(mask, raw.shape[0], raw.shape[1])
+    q_side, k_side = kind_sides(kind)
+    q_title, k_title = axis_titles(kind)
+
+    def scores(z, title, with_mask=None):
+        return matrix_figure(z, query_tokens, key_tokens, title=title, row_title=q_title,
+                             col_title=k_title, mask=with_mask, value_name="score",
+                             row_name="query", col_name="key")
+
+    figs: dict[str, go.Figure] = {
+        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token"),
+        "K": vectors_figure(k_arr, key_tokens, k_side, "key", "K: one key vector per token"),
+        "V": vectors_figure(v_arr, key_tokens, k_side, "key", "V: one value vector per token"),
+        "scores": scores(raw, f"scores Q·Kᵀ (max |score| = {_limit(raw):.2f})"),
+        "scaled": scores(scaled, f"scaled scores Q·Kᵀ / √d_k = / √{d_k} "
+                                 f"(max |score| = {_limit(scaled):.2f})"),
+    }
+    if m is not None:
+        figs["masked"] = scores(scaled, "masked scores: grey cells get weight 0 (−∞ before "
+                                        "softmax)", with_mask=m)
+    figs["softmax"] = probs_figure(probs, query_tokens, key_tokens, kind, mask=m)
+    if dropout_probs is not None:
+        figs["dropout"] = dropout_figure(dropout_probs, query_tokens, key_tokens, kind, mask=m)
+    figs["output"] = vectors_figure(out, query_tokens, q_side, "query",
+                                    "output = weights · V: one vector per query token")
+    return figs

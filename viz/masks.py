@@ -1,0 +1,83 @@
+"""Mask views: which query may look at which key, causal and padding masks.
+
+Shape letters: ``q`` query positions, ``k`` key positions.
+Convention everywhere: True = may attend (visible), False = masked.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.attention import attention_figure
+from viz.common import (TICK_FONT, as_mask, axis_ticks, axis_titles, check_tokens, escape_token,
+                        hover_customdata, hover_labels, style)
+
+ALLOWED_COLOUR = "#2b7bba"
+MASKED_COLOUR = "#d9d9d9"
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """(n, n) bool, True on and below the diagonal: position i may see 0..i."""
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def padding_mask(tokens: Sequence[str], pad_token: str = "<pad>") -> np.ndarray:
+    """(k,) bool, False where the key token is ``pad_token``; broadcasts over queries."""
+    return np.array([t != pad_token for t in tokens], dtype=bool)
+
+
+def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
+                title: str = "attention mask", kind: str | None = None) -> go.Figure:
+    """Two-colour map of ``mask`` (q, k) bool (or broadcastable): blue = may attend, grey = masked.
+
+    z is 1.0 where allowed and 0.0 where masked; the colourbar is labelled
+    "masked" / "may attend". ``kind`` (optional) sets language axis titles.
+    """
+    q, k = len(query_tokens), len(key_tokens)
+    m = as_mask(mask, q, k)
+    z = m.astype(np.float32)  # (q, k)
+    check_tokens(z, key_tokens, query_tokens, what="mask")
+    q_title, k_title = axis_titles(kind) if kind else ("query ↓", "key →")
+    y_hover, _ = hover_labels(query_tokens, q, "query")
+    x_hover, _ = hover_labels(key_tokens, k, "key")
+    cd = hover_customdata(y_hover, x_hover)
+    state = np.where(m, "may attend", "masked").astype(object)
+    cd = np.concatenate([cd, state[:, :, None]], axis=2)  # (q, k, 3)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=np.arange(k, dtype=np.int32), y=np.arange(q, dtype=np.int32), customdata=cd,
+        zmin=0.0, zmax=1.0, xgap=1, ygap=1, name="mask",
+        colorscale=[[0.0, MASKED_COLOUR], [0.5, MASKED_COLOUR],
+                    [0.5, ALLOWED_COLOUR], [1.0, ALLOWED_COLOUR]],
+        colorbar=dict(tickmode="array", tickvals=[0.25, 0.75], ticktext=["masked", "may attend"],
+                      tickfont=dict(size=TICK_FONT), len=0.4),
+        hovertemplate=("query: %{customdata[0]}<br>key: %{customdata[1]}"
+                       "<br>%{customdata[2]}<extra></extra>"),
+    ))
+    fig.update_xaxes(title=dict(text=k_title), showgrid=False, zeroline=False,
+                     **axis_ticks(key_tokens, k, angle=-45))
+    fig.update_yaxes(title=dict(text=q_title), showgrid=False, zeroline=False,
+                     **axis_ticks(query_tokens, q, reverse=True))
+    n_masked = int((~m).sum())
+    fig.add_annotation(text=f"{n_masked} of {m.size} cells masked", showarrow=False,
+                       xref="paper", yref="paper", x=1.0, y=1.02, xanchor="right",
+                       yanchor="bottom", font=dict(size=14, color="#555555"))
+    return style(fig, title, height=min(950, max(360, 150 + 30 * q)))
+
+
+def padding_demo_figure(probs: np.ndarray, query_tokens: Sequence[str],
+                        key_tokens: Sequence[str], pad_token: str = "<pad>",
+                        kind: str = "enc_self", title: str | None = None) -> go.Figure:
+    """Attention ``probs`` (q, k) of a padded sentence with the ``pad_token`` keys masked.
+
+    Same view as :func:`viz.attention.attention_figure`; pad key columns show
+    as grey "masked" cells, so any weight the model put there would be hidden
+    (a correct model puts none).
+    """
+    keep = padding_mask(key_tokens, pad_token)  # (k,)
+    n_pad = int((~keep).sum())
+    return attention_figure(probs, query_tokens, key_tokens, kind, mask=keep,
+                            title=title or (f"padding mask: {n_pad} {escape_token(pad_token)} "
+                                            "key(s) masked"))

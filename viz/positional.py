@@ -1,0 +1,98 @@
+"""Sinusoidal positional encoding and its views.
+
+Shape letters: ``n`` positions, ``d`` = d_model.
+PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.common import SIGNED_SCALE, TICK_FONT, heatmap, style
+
+
+def sinusoidal_encoding(n_positions: int, d_model: int) -> np.ndarray:
+    """Positional encoding of "Attention Is All You Need" -> (n_positions, d_model) float32."""
+    pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (n, 1)
+    two_i = np.arange(0, d_model, 2, dtype=np.float64)  # (ceil(d/2),)
+    angles = pos / np.power(10000.0, two_i / d_model)  # (n, ceil(d/2))
+    pe = np.zeros((n_positions, d_model), dtype=np.float64)
+    pe[:, 0::2] = np.sin(angles)
+    pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return pe.astype(np.float32)
+
+
+def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17)) -> go.Figure:
+    """Lines of ``pe[:, dim]`` (pe: (n, d)) over positions, one line per chosen dimension.
+
+    Even dimensions are sines, odd ones cosines; low dimensions oscillate fast,
+    high ones slowly.
+    """
+    pe = np.asarray(pe, dtype=np.float32)
+    bad = [d for d in dims if not 0 <= d < pe.shape[1]]
+    if bad:
+        raise ValueError(f"dims {bad} are outside 0..{pe.shape[1] - 1} (d_model = {pe.shape[1]})")
+    x = np.arange(pe.shape[0], dtype=np.int32)
+    fig = go.Figure()
+    for d in dims:
+        wave = "sin" if d % 2 == 0 else "cos"
+        fig.add_trace(go.Scatter(
+            x=x, y=pe[:, d], mode="lines", name=f"dim {d} ({wave})", line=dict(width=2.5),
+            hovertemplate=(f"dim {d} ({wave})<br>position %{{x}}<br>value %{{y:.3f}}"
+                           "<extra></extra>")))
+    fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=TICK_FONT))
+    fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1], tickfont=dict(size=TICK_FONT))
+    return style(fig, "Positional encoding: one wave per dimension", height=450)
+
+
+def pe_heatmap(pe: np.ndarray, title: str = "Positional encoding (positions × dimensions)"
+               ) -> go.Figure:
+    """Heatmap of ``pe`` (n, d): rows = positions (0 at top), columns = dimensions, range -1..1."""
+    pe = np.asarray(pe, dtype=np.float32)
+    fig = heatmap(pe, None, None, x_title="dimension →", y_title="position ↓", zmin=-1.0,
+                  zmax=1.0, colorscale=SIGNED_SCALE, title=title, value_name="value",
+                  x_name="dim", y_name="position")
+    return fig.update_layout(height=min(900, max(380, 120 + 6 * pe.shape[0])))
+
+
+def position_similarity_figure(pe: np.ndarray, ref_position: int | None = None) -> go.Figure:
+    """Dot-product similarity between every pair of positions; ``pe`` (n, d) -> (n, n) map.
+
+    With ``ref_position`` a second panel plots the similarity of that position
+    to every other one against the offset (pos - ref_position): it peaks at 0
+    and falls off with distance, symmetrically.
+    """
+    pe = np.asarray(pe, dtype=np.float32)
+    sim = (pe @ pe.T).astype(np.float32)  # (n, n)
+    n = pe.shape[0]
+    if ref_position is None:
+        return heatmap(sim, None, None, x_title="position →", y_title="position ↓",
+                       zmin=None, zmax=None, colorscale="Viridis", value_name="dot product",
+                       x_name="position", y_name="position", fmt=".2f",
+                       title="Similarity of positional encodings (PE·PEᵀ)").update_layout(
+                           height=min(800, max(420, 140 + 6 * n)))
+    if not 0 <= ref_position < n:
+        raise ValueError(f"ref_position {ref_position} is outside 0..{n - 1}")
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.14,
+                        subplot_titles=["PE·PEᵀ for every pair of positions",
+                                        f"similarity to position {ref_position}"])
+    fig.add_trace(go.Heatmap(
+        z=sim, x=np.arange(n, dtype=np.int32), y=np.arange(n, dtype=np.int32),
+        colorscale="Viridis", colorbar=dict(title=dict(text="dot product"), x=0.43),
+        hovertemplate="position %{y} · position %{x}<br>dot product %{z:.2f}<extra></extra>"),
+        row=1, col=1)
+    offsets = np.arange(n, dtype=np.int32) - ref_position
+    fig.add_trace(go.Scatter(
+        x=offsets, y=sim[ref_position], mode="lines+markers", name="similarity",
+        showlegend=False,
+        hovertemplate="offset %{x}<br>dot product %{y:.2f}<extra></extra>"), row=1, col=2)
+    fig.update_yaxes(autorange="reversed", title=dict(text="position ↓"), row=1, col=1)
+    fig.update_xaxes(title=dict(text="position →"), row=1, col=1)
+    fig.update_xaxes(title=dict(text=f"offset from position {ref_position}"), row=1, col=2)
+    fig.update_yaxes(title=dict(text="dot product"), row=1, col=2)
+    fig.update_xaxes(tickfont=dict(size=TICK_FONT), showgrid=False)
+    return style(fig, "How similar are the positional encodings of two positions?", height=500)
