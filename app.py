@@ -14,7 +14,7 @@ from views.state import (EXAMPLES, KINDS, MAX_DECODE_STEPS, VIEWS, Context, chec
                          checkpoint_label, init_state, load_translator, sync_url, trace_sentence)
 from views.text import md_escape
 
-st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
+st.set_page_config(page_title="Attention Atlas", page_icon=":material/translate:", layout="wide")
 st.markdown(  # larger base font: readable from the back of a lecture room
     "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;}</style>",
     unsafe_allow_html=True,
@@ -33,7 +33,7 @@ def _use_example() -> None:
 
 
 with st.sidebar:
-    st.title("🔭 Attention Atlas")
+    st.title("Attention Atlas")
     st.caption("A small Transformer, German → English, opened up.")
     choices = checkpoint_choices()
     if ss["ckpt"] not in choices:
@@ -60,7 +60,7 @@ if error:
 
 text = ss["text"] or ""
 if not text.strip():
-    st.info("✍️ Type a German sentence in the sidebar (or pick an example) to see how the model translates it.")
+    st.info("Type a German sentence in the sidebar (or pick an example) to see how the model translates it.")
     sync_url()
     st.stop()
 
@@ -78,18 +78,18 @@ if ss["decoding"] == "beam":
 
     shown = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"])
 label = "beam search (beam %d)" % ss["beam"] if ss["decoding"] == "beam" else "greedy"
-st.markdown(f"#### 🇩🇪 {md_escape(' '.join(source.tokens))}")
-st.markdown(f"### 🇬🇧 {md_escape(shown.text) or '∅ (empty output)'}")
+st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
+st.markdown(f"### :gray[EN] {md_escape(shown.text) or '∅ (empty output)'}")
 st.caption(f"{label} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source tokens · "
-           f"{shown.seconds * 1000:.0f} ms" + ("" if shown.finished else " · stopped at the length limit before <eos>"))
+           f"{shown.seconds * 1000:.0f} ms" + ("" if shown.finished else " · stopped at the length limit before `<eos>`"))
 if source.truncated:
     cut = " ".join(source.dropped[:12]) + (" …" if len(source.dropped) > 12 else "")
     extra = f" and {source.chars_cut} characters beyond the reading limit" if source.chars_cut else ""
-    st.warning(f"✂️ The sentence was cut to its first {len(source.tokens)} tokens (the limit protects a shared server). "
+    st.warning(f"The sentence was cut to its first {len(source.tokens)} tokens (the limit protects a shared server). "
                f"Left out: {len(source.dropped)} tokens{extra}: {md_escape(cut)}")
 unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
 if unknown:
-    st.caption("❓ Unknown to the model (read as <unk>): " + md_escape(", ".join(unknown)))
+    st.caption("? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown)))
 
 ctx = Context(key=ss["ckpt"], translator=translator, result=result, text=text, max_len=ss["max_len"])
 PAGES[ss["view"]].render(ctx)

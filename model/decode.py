@@ -102,16 +102,17 @@ def greedy_decode(
 
 
 @torch.inference_mode()
-def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int) -> list[list[int]]:
+def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int,
+                        head_mask: HeadMask | None = None) -> list[list[int]]:
     """Untraced greedy decoding of a padded batch (b, s); returns ids without <bos>/<eos>."""
     pad = model.cfg.pad_idx
     src_mask = make_src_mask(src, pad)
-    memory = model.encode(src, src_mask)
+    memory = model.encode(src, src_mask, head_mask)
     b = src.shape[0]
     ys = torch.full((b, 1), bos, dtype=torch.long, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        x = model.decode(memory, src_mask, ys, make_tgt_mask(ys, pad))
+        x = model.decode(memory, src_mask, ys, make_tgt_mask(ys, pad), head_mask)
         nxt = model.generator(x[:, -1]).argmax(-1)
         nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
         ys = torch.cat([ys, nxt[:, None]], dim=1)

@@ -67,9 +67,7 @@ class Translation:
         """The trace as NumPy with token labels (None when there is no trace)."""
         if self.trace is None:
             return None
-        # The trace is the last step's pass: when max_len stopped decoding, its input lacks the last token.
-        n = len(self.steps[-1].prefix) if self.steps else len(self.decoder_input)
-        return to_sentence_trace(self.trace, self.source.axis_tokens, self.decoder_input[:n])
+        return to_sentence_trace(self.trace, self.source.axis_tokens, self.decoder_input)
 
     def detached(self) -> "Translation":
         """A copy whose trace is a SentenceTrace (NumPy): picklable and cacheable."""
@@ -134,8 +132,8 @@ class Translator:
         return Translation(detokenize(tokens, self.tgt_lang), tokens, raw, source, finished, time.perf_counter() - t0, **extra)
 
     def translate(self, text: str, beam: int = 1, max_len: int | None = None, replace_unk: bool = True,
-                  alpha: float = 0.6) -> Translation:
-        """Translate one sentence; beam 1 is greedy decoding."""
+                  alpha: float = 0.6, head_mask: HeadMask | None = None) -> Translation:
+        """Translate one sentence; beam 1 is greedy decoding (the only one that takes a head mask)."""
         t0 = time.perf_counter()
         source = self.prepare(text)
         if not source.tokens:
@@ -147,7 +145,7 @@ class Translator:
             ids = beam_search(self.model, src, v.bos_idx, v.eos_idx, steps, beam, alpha)
             finished = True
         else:
-            res = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, steps)
+            res = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, steps, head_mask=head_mask)
             ids, finished = res.ids, res.finished
         cross = self.cross_attention(src, ids) if replace_unk and v.unk_idx in ids else None
         return self._finish(ids, source, finished, t0, cross, replace_unk)
@@ -174,6 +172,16 @@ class Translator:
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + self.tgt_vocab.encode(tgt_tokens)], dtype=torch.long)
         _, trace = self.model(self._src_tensor(source), tgt, trace=True, use_causal_mask=use_causal_mask)
         return to_sentence_trace(trace, source.axis_tokens, ["<bos>"] + list(tgt_tokens))
+
+    @torch.inference_mode()
+    def score(self, text: str, tgt_tokens: list[str], head_mask: HeadMask | None = None) -> float:
+        """Log-probability of tgt_tokens + <eos> as the translation of text (teacher forced)."""
+        source = self.prepare(text)
+        ids = self.tgt_vocab.encode(tgt_tokens)
+        tgt = torch.tensor([[self.tgt_vocab.bos_idx] + ids], dtype=torch.long)
+        log_probs, _ = self.model(self._src_tensor(source), tgt, head_mask=head_mask)
+        gold = torch.tensor(ids + [self.tgt_vocab.eos_idx])
+        return float(log_probs[0].gather(-1, gold[:, None]).sum())
 
     @torch.inference_mode()
     def padded_batch(self, text: str, longer: str, use_padding_mask: bool = True) -> dict:
@@ -214,8 +222,10 @@ class Translator:
         return trace.probs("cross").transpose(2, 0, 1, 3)  # (L, h, t, s) -> (t, L, h, s)
 
     def translate_batch(self, texts: list[str], beam: int = 1, batch_size: int = 64, replace_unk: bool = True,
-                        alpha: float = 0.6, progress=None) -> list[str]:
-        """Translate many sentences (for evaluation); greedy runs batched."""
+                        alpha: float = 0.6, progress=None, head_mask: HeadMask | None = None) -> list[str]:
+        """Translate many sentences (for evaluation); greedy runs batched and takes a head mask."""
+        if head_mask is not None and beam != 1:
+            raise ValueError("head masks are supported with greedy decoding (beam 1) only")
         out: list[str] = [""] * len(texts)
         sources = [self.prepare(t) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: len(sources[i].ids))
@@ -230,7 +240,7 @@ class Translator:
                 src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
             steps = self.max_steps(sources[idx[-1]], None)
             if beam == 1:
-                hyps = greedy_decode_batch(self.model, src, v.bos_idx, v.eos_idx, steps)
+                hyps = greedy_decode_batch(self.model, src, v.bos_idx, v.eos_idx, steps, head_mask)
             else:
                 hyps = [beam_search(self.model, src, v.bos_idx, v.eos_idx, steps, beam, alpha)]
             for r, i in enumerate(idx):

@@ -5,6 +5,7 @@ import numpy as np
 import streamlit as st
 
 from viz.attention import attention_figure, heads_figure, overview_figure, robust_zmax, rows_sum_to_one, sink_key
+from views import ablation
 from views.state import Context
 from views.text import md_escape
 from views.widgets import kind_layer_head
@@ -28,11 +29,11 @@ def render(ctx: Context) -> None:
     mask = tr.attn[kind][layer]["mask"]  # (i, j) True = may attend
     sink = sink_key(probs[layer])
     hide = st.toggle(f"Rescale colours without the most-attended key ({md_escape(k_tokens[sink])})", key="hide_sink",
-                     help="When one token (often '.' or <eos>) takes most of the weight, the rest of the map is pale; "
+                     help="When one token (often '.' or `<eos>`) takes most of the weight, the rest of the map is pale; "
                           "this sets the colour maximum from the other keys. The colourbar says so.")
     zmax = robust_zmax(probs[layer], ignore_key=sink) if hide else None
     ok = rows_sum_to_one(probs)
-    st.markdown(("✅ every row of every head sums to 1" if ok else "⚠️ some rows do not sum to 1")
+    st.markdown((":material/check_circle: every row of every head sums to 1" if ok else ":material/warning: some rows do not sum to 1")
                 + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
     st.plotly_chart(heads_figure(probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax),
                     width="stretch", key="heads_fig")
@@ -44,3 +45,4 @@ def render(ctx: Context) -> None:
     st.caption("Choose a layer and head above to open one large. Entropy (lower = sharper attention) per head: "
                + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row) for i, row in enumerate(entropy)))
     st.plotly_chart(overview_figure(probs, kind, zmax=zmax), width="stretch", key="overview_fig")
+    ablation.render(ctx, kind, layer)

@@ -41,7 +41,7 @@ def render(ctx: Context) -> None:
                f"Layer {layer + 1}, head {head + 1}; attention dropout p = {p}.")
     check = np.abs(a["scores"][head] - a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k)).max()
     out_check = np.abs(a["out"][head] - a["probs"][head] @ a["v"][head]).max()
-    st.markdown(f"✅ recomputed from Q and K, the scaled scores match the model's to {check:.1e}; "
+    st.markdown(f":material/check_circle: recomputed from Q and K, the scaled scores match the model's to {check:.1e}; "
                 f"weights · V matches the head output to {out_check:.1e}")
     for name, fig in figs.items():
         st.markdown(f"**{STEPS.get(name, name)}**")

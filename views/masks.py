@@ -39,7 +39,7 @@ def _padding(ctx: Context) -> None:
                                             f"head {head + 1}: pad keys masked"), width="stretch")
     else:
         c1.plotly_chart(attention_figure(probs, toks, toks, "enc_self", title="padding mask OFF: weight leaks onto "
-                                         "<pad> keys"), width="stretch")
+                                         "&lt;pad&gt; keys"), width="stretch")
     c2.plotly_chart(mask_figure(np.broadcast_to(padding_mask(toks), (len(toks), len(toks))) if use_mask else
                                 np.ones((len(toks), len(toks)), bool), toks, toks,
                                 title="mask used (blue = may attend)", kind="enc_self"), width="stretch")

@@ -21,13 +21,13 @@ def render(ctx: Context) -> None:
              "and the decoder writes English one token at a time, looking back at the German through cross-attention.")
     left, right = st.columns(2)
     with left:
-        st.markdown("**Source tokens** (what the encoder reads; ❓ = not in the vocabulary, read as `<unk>`)")
+        st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
         ids = res.source.ids[:-1]
         st.dataframe(pd.DataFrame({
             "position": range(len(res.source.tokens)),
             "token": res.source.tokens,
             "id": ids,
-            "known": ["❓ unknown" if u else "✓" for u in res.source.unknown],
+            "known": ["unknown" if u else "✓" for u in res.source.unknown],
         }), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
     with right:
         st.markdown("**Output tokens** (greedy decoding, one per step)")

@@ -33,7 +33,7 @@ def _box(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, text: str,
     fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, fillcolor=colour,
                   line=dict(color="#333333", width=1.5), layer="below")
     fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=text, showarrow=False,
-                       font=dict(size=15))
+                       font=dict(size=14, color="#111111"))
 
 
 def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None:
@@ -51,11 +51,11 @@ def architecture_figure(n_enc_layers: int, n_dec_layers: int, d_model: int, n_he
     """
     fig = go.Figure()
     enc, dec = "#c6dbef", "#fdd0a2"
-    _box(fig, 0, 0, 4, 1, "DE tokens → embedding ×√d_model<br>+ positional encoding",
+    _box(fig, 0, 0, 4, 1, "DE tokens → embedding<br>× √d_model + positional enc.",
          "#e5e5e5")
     _box(fig, 0, 1.6, 4, 3.6, f"encoder layer × {n_enc_layers}<br>self-attention "
          f"({n_heads} heads)<br>feed-forward", enc)
-    _box(fig, 6, 0, 10, 1, "EN tokens (shifted) → embedding<br>+ positional encoding", "#e5e5e5")
+    _box(fig, 6, 0, 10, 1, "EN tokens (shifted right)<br>→ embedding + positional enc.", "#e5e5e5")
     _box(fig, 6, 1.6, 10, 3.6, f"decoder layer × {n_dec_layers}<br>masked self-attention<br>"
          f"cross-attention · feed-forward", dec)
     _box(fig, 6, 4.2, 10, 5.0, "generator: linear + softmax<br>→ next EN token", "#c7e9c0")

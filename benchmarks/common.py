@@ -1,0 +1,95 @@
+"""Shared by the benchmark scripts: paths, German test sentences, statistics, result files."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+for p in (ROOT, ROOT / "tests"):  # the model package, and tests/browser_support.py for the browser scripts
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+# Multi30k-style caption words (image descriptions: people, animals, places, actions).
+SUBJECTS = ["Ein Mann", "Eine Frau", "Ein kleines Kind", "Zwei Hunde", "Ein brauner Hund", "Eine Gruppe von Menschen",
+            "Ein Junge", "Ein Mädchen", "Drei Männer", "Eine ältere Frau", "Ein junger Mann", "Zwei Kinder",
+            "Ein Radfahrer", "Ein Arbeiter", "Eine Musikerin", "Ein schwarzer Hund"]
+PLURAL = {"Zwei Hunde", "Drei Männer", "Zwei Kinder"}
+VERBS = [("läuft", "laufen"), ("spielt", "spielen"), ("sitzt", "sitzen"), ("steht", "stehen"), ("springt", "springen"),
+         ("fährt", "fahren"), ("arbeitet", "arbeiten"), ("schläft", "schlafen"), ("wartet", "warten"),
+         ("lacht", "lachen"), ("tanzt", "tanzen"), ("liest", "lesen")]
+PLACES = ["im Schnee", "auf der Straße", "im Park", "am Strand", "in einem grünen Raum", "vor einem Gebäude",
+          "auf einer Bank", "im hohen Gras", "neben einem Auto", "in der Küche", "auf einem Felsen", "im Wasser"]
+EXTRAS = ["mit einem roten Ball", "mit einer Gitarre", "mit einem orangen Spielzeug", "in einem blauen Hemd",
+          "mit einem Hut", "mit einem Fahrrad", "mit Kopfhörern", "mit einer Tasche"]
+
+
+def distinct_sentences(n: int) -> list[str]:
+    """n different German caption-like sentences (up to 18,432 before they repeat)."""
+    combos = list(itertools.product(SUBJECTS, VERBS, PLACES, EXTRAS))
+    if n > len(combos):
+        raise ValueError(f"only {len(combos)} distinct sentences available")
+    random.Random(0).shuffle(combos)  # fixed order, so every run sees the same sentences
+    return [f"{s} {v[s in PLURAL]} {p} {e}." for s, v, p, e in combos[:n]]
+
+
+def sentence_of_length(n_tokens: int, tokenize) -> str:
+    """A German sentence of exactly n_tokens tokens according to `tokenize` (text -> tokens)."""
+    words: list[str] = []
+    for i, s in enumerate(distinct_sentences(64)):  # one long stream of caption clauses, cut to length
+        clause = tokenize(s)[:-1]  # without the full stop
+        words += clause if i == 0 else [","] + [clause[0].lower()] + clause[1:]
+    tokens = words[: n_tokens - 1] + ["."]
+    if tokens[-2] == ",":
+        tokens[-2] = "und"
+    text = " ".join(tokens).replace(" ,", ",").replace(" .", ".")
+    got = len(tokenize(text))
+    if got != n_tokens:
+        raise RuntimeError(f"built a sentence of {got} tokens, wanted {n_tokens}: {text!r}")
+    return text
+
+
+def summary(seconds: list[float]) -> dict:
+    """Median, p10, p90, min, max in milliseconds."""
+    ms = sorted(x * 1000 for x in seconds)
+    q = statistics.quantiles(ms, n=10, method="inclusive") if len(ms) > 1 else [ms[0]] * 9
+    return {"n": len(ms), "median_ms": statistics.median(ms), "p10_ms": q[0], "p90_ms": q[-1],
+            "min_ms": ms[0], "max_ms": ms[-1]}
+
+
+def machine() -> dict:
+    """What the numbers were measured on, including the load (a busy machine makes everything slower)."""
+    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        info["loadavg_1_5_15"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def verdict(value: float, limit: float) -> str:
+    return "ok" if value <= limit else "MISSED"
+
+
+def write_results(name: str, data: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    """A plain fixed-width text table."""
+    cells = [[str(c) for c in header]] + [[f"{c:.1f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

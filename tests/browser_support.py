@@ -1,0 +1,300 @@
+"""Real-browser helpers: `streamlit run app.py` on a free port, Debian's Chromium through Playwright.
+
+As in Streamlit's own e2e suite: start the server, poll `/_stcore/health`, and wait for
+`[data-testid='stApp'][data-test-script-state='notRunning']` before asserting. One server and one
+browser serve a whole test session; every test gets a fresh page (a fresh Streamlit session).
+
+The plain functions (free_port, start_server, stop_server, launch_chromium, wait_*) are also used by
+the scripts in benchmarks/; the pytest fixtures at the bottom are imported by tests/test_browser.py.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-dev-shm-usage"]
+MISSING_CHROMIUM = (f"Chromium is not installed at {CHROMIUM}. The browser tests drive Debian's Chromium "
+                    "(Playwright's own browser download is not used): run `apt-get install chromium` "
+                    "(as .ci/run does) and try again.")
+
+APP = "[data-testid='stApp']"
+IDLE = f"{APP}[data-test-script-state='notRunning']"
+RUNNING = f"{APP}[data-test-script-state='running']"
+CHART = "[data-testid='stPlotlyChart']"
+DRAWN_CHART = f"{CHART} .js-plotly-plot .main-svg"
+EXCEPTION = "[data-testid='stException']"
+MAIN = "[data-testid='stMain']"
+SIDEBAR = "[data-testid='stSidebar']"
+TRANSLATION = f"{MAIN} h3:has-text('🇬🇧')"  # the "### 🇬🇧 translation" line above every view
+
+# Installed in every page before the app's own scripts (context.add_init_script): counts the app's
+# script runs (each switch of stApp's data-test-script-state to 'running'), so a wait can tell "a new
+# run has finished" from "the previous run is still the last one", including the very first run.
+RUN_COUNTER_JS = """
+window.__atlasRuns = 0;
+new MutationObserver(records => {
+  for (const r of records) {
+    if (r.target.getAttribute('data-test-script-state') === 'running' && r.oldValue !== 'running') window.__atlasRuns += 1;
+  }
+}).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                      attributeFilter: ['data-test-script-state']});
+"""
+
+
+# ----------------------------------------------------------------------------- server
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A running `streamlit run app.py` (process, port, base URL, log file, checkpoint root)."""
+
+    def __init__(self, proc: subprocess.Popen, port: int, log: Path, checkpoint_dir: Path, started: float):
+        self.proc, self.port, self.log, self.checkpoint_dir, self.started = proc, port, log, checkpoint_dir, started
+        self.url = f"http://127.0.0.1:{port}/"
+
+    def link(self, **params) -> str:
+        """The app's URL with query parameters (as a shared link would carry them)."""
+        return self.url + ("?" + urlencode(params) if params else "")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(encoding="utf-8", errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+
+def start_server(checkpoint_dir: str | Path, model: str, log: str | Path, port: int | None = None,
+                 timeout: float = 60.0, extra_env: dict | None = None) -> Server:
+    """Start the app with ATLAS_CHECKPOINT_DIR / ATLAS_DEFAULT_MODEL and wait until /_stcore/health says ok."""
+    port = port or free_port()
+    env = {**os.environ, "ATLAS_CHECKPOINT_DIR": str(checkpoint_dir), "ATLAS_DEFAULT_MODEL": model,
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]  # nobody edits the code during a test run; watching costs CPU
+    log = Path(log)
+    started = time.perf_counter()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(proc, port, log, Path(checkpoint_dir), started)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode} before it was healthy:\n{server.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{server.url}_stcore/health", timeout=2) as r:
+                if r.status == 200 and r.read().strip() == b"ok":
+                    return server
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            stop_server(server)
+            raise RuntimeError(f"streamlit was not healthy after {timeout:.0f} s:\n{server.log_tail()}")
+        time.sleep(0.25)
+
+
+def stop_server(server: Server) -> None:
+    """Stop the server process we started (only that process, by its id)."""
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+
+
+# ----------------------------------------------------------------------------- browser
+
+def chromium_missing() -> str | None:
+    """None when Debian's Chromium and the playwright package are there, else what to install."""
+    if not Path(CHROMIUM).is_file():
+        return MISSING_CHROMIUM
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "The playwright Python package is missing: `pip install -r requirements.txt`."
+    return None
+
+
+def launch_chromium(playwright):
+    """Debian's Chromium, headless (never `playwright install`)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+def new_page(browser, width: int = 1440, height: int = 1000, timeout: float = 30_000):
+    """A page in a fresh context (so a fresh Streamlit session) that counts the app's script runs."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(timeout)
+    context.add_init_script(RUN_COUNTER_JS)
+    return context.new_page()
+
+
+def wait_idle(page, timeout: float = 30_000) -> None:
+    """The app is connected and no script run is in progress."""
+    page.wait_for_selector(IDLE, timeout=timeout)
+
+
+def runs(page) -> int:
+    """How many script runs this page has seen start."""
+    return page.evaluate("() => window.__atlasRuns")
+
+
+def wait_new_run(page, before: int, timeout: float = 30_000) -> None:
+    """Wait until a script run started after the first `before` ones, and the app is idle again."""
+    page.wait_for_function("n => window.__atlasRuns > n", arg=before, timeout=timeout, polling="raf")
+    wait_idle(page, timeout)
+
+
+def wait_charts(page, timeout: float = 30_000) -> int:
+    """Wait until every Plotly chart on the page has drawn its SVG; returns how many there are."""
+    page.wait_for_function(
+        """sel => {
+            const charts = document.querySelectorAll(sel);
+            return charts.length > 0 && [...charts].every(c => c.querySelector('.js-plotly-plot .main-svg'));
+        }""", arg=CHART, timeout=timeout, polling="raf")
+    return page.locator(CHART).count()
+
+
+def open_app(page, url: str, timeout: float = 60_000) -> None:
+    """Load the app and wait for its first script run to finish."""
+    page.goto(url, wait_until="domcontentloaded", timeout=timeout)
+    wait_new_run(page, 0, timeout)
+
+
+def full_screenshot(page, path: str | Path, max_height: int = 12_000) -> Path:
+    """A screenshot of the whole page: Streamlit scrolls inside stMain, so grow the viewport to fit it."""
+    size = page.viewport_size
+    height = page.evaluate("""() => Math.max(...[...document.querySelectorAll(
+        "[data-testid='stMain'], [data-testid='stSidebarContent']")].map(e => e.scrollHeight), window.innerHeight)""")
+    try:
+        if height > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": min(height, max_height)})
+            page.wait_for_timeout(300)  # let Plotly re-lay out the charts to the new size
+            wait_charts(page) if page.locator(CHART).count() else None
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        page.set_viewport_size(size)
+    return Path(path)
+
+
+def alert_texts(page, kind: str) -> list[str]:
+    """Texts of the st.error / st.info / st.warning / st.success boxes ('Error', 'Info', ...)."""
+    return page.locator(f"[data-testid='stAlertContent{kind}']").all_inner_texts()
+
+
+def chart_titles(page) -> list[str]:
+    return [t.strip() for t in page.locator(f"{CHART} .main-svg .gtitle").all_text_contents()]
+
+
+def widget(page, key: str):
+    """The element container of the widget created with key=`key` (Streamlit gives it class st-key-KEY)."""
+    return page.locator(f".st-key-{key}")
+
+
+def choose_view(page, view: str, timeout: float = 30_000) -> None:
+    """Click a view in the sidebar's "View" radio and wait for the new run to finish."""
+    before = runs(page)
+    widget(page, "view").locator("[data-testid='stRadioOption']").get_by_text(view, exact=True).click()
+    wait_new_run(page, before, timeout)
+
+
+def selected_view(page) -> str:
+    return widget(page, "view").locator("[data-testid='stRadioOption'][data-selected='true']").inner_text().strip()
+
+
+def enter_text(page, text: str, timeout: float = 30_000) -> None:
+    """Replace the sidebar's German sentence and commit it with Ctrl+Enter; waits for the new run."""
+    before = runs(page)
+    area = widget(page, "text").locator("textarea")
+    area.fill(text)
+    area.press("Control+Enter")
+    wait_new_run(page, before, timeout)
+
+
+def select_option(page, key: str, option: str, timeout: float = 30_000) -> None:
+    """Pick `option` in the selectbox with key `key` and wait for the new run."""
+    before = runs(page)
+    widget(page, key).locator("input[role='combobox']").click()
+    page.locator("[role='listbox'] [role='option']").get_by_text(option, exact=True).click()
+    wait_new_run(page, before, timeout)
+
+
+def selectbox_value(page, key: str) -> str:
+    return widget(page, key).locator("input[role='combobox']").input_value()
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="session")
+def atlas_checkpoints(tmp_path_factory) -> Path:
+    """A checkpoint root holding one tiny trained model, `demo`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tiny_checkpoint import make_tiny_checkpoint
+
+    import torch
+
+    root = tmp_path_factory.mktemp("atlas_checkpoints")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # ten times faster than 2 threads on a busy 2-core machine
+    try:
+        make_tiny_checkpoint(root / "demo")
+    finally:
+        torch.set_num_threads(threads)
+    return root
+
+
+@pytest.fixture(scope="session")
+def app_server(atlas_checkpoints, tmp_path_factory):
+    """`streamlit run app.py` serving the tiny `demo` model; stopped at the end of the session."""
+    log = tmp_path_factory.mktemp("atlas_server") / "streamlit.log"
+    # One torch thread: the tiny model gains nothing from more, and a second thread fights the browser for CPU.
+    server = start_server(atlas_checkpoints, "demo", log, extra_env={"OMP_NUM_THREADS": "1"})
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Debian Chromium for the whole session. A missing Chromium fails, never skips."""
+    missing = chromium_missing()
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, app_server):
+    """A fresh browser context and page (so a fresh Streamlit session) per test."""
+    pg = new_page(chromium)
+    yield pg
+    pg.context.close()
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir() -> Path:
+    folder = ROOT / "artifacts" / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+

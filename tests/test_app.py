@@ -1,0 +1,173 @@
+"""The app through streamlit.testing.v1.AppTest, on a tiny checkpoint built by the tests."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
+SENTENCES = {
+    "normal": GERMAN[3],
+    "empty": "",
+    "whitespace": "   \n\t ",
+    "long": " ".join(["Ein Hund läuft im Schnee."] * 60),
+    "markup": "<script>alert(1)</script><b>Hund</b> läuft",
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpts")
+    make_tiny_checkpoint(root / "demo")
+    broken = root / "broken"
+    broken.mkdir()
+    for name in ("config.json", "vocab.src.json", "vocab.tgt.json"):
+        (broken / name).write_bytes((root / "demo" / name).read_bytes())
+    (broken / "model.safetensors").write_bytes(b"\x80\x04this is not safetensors")
+    old = {k: os.environ.get(k) for k in ("ATLAS_CHECKPOINT_DIR", "ATLAS_DEFAULT_MODEL")}
+    os.environ["ATLAS_CHECKPOINT_DIR"], os.environ["ATLAS_DEFAULT_MODEL"] = str(root), "demo"
+    yield root
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def run_app(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    at.run()
+    return at
+
+
+def all_text(at: AppTest) -> str:
+    parts = [e.value for e in at.markdown] + [e.value for e in at.caption] + [e.value for e in at.info]
+    parts += [e.value for e in at.warning] + [e.value for e in at.error]
+    return "\n".join(str(p) for p in parts)
+
+
+def charts(at: AppTest):
+    return at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("case", list(SENTENCES))
+def test_every_view_renders(checkpoints, view, case):
+    at = run_app(view=view, text=SENTENCES[case])
+    assert not at.exception, [e.value for e in at.exception]
+    if case in ("empty", "whitespace"):
+        assert any("Type a German sentence" in e.value for e in at.info)
+        assert not charts(at)
+    else:
+        assert charts(at), f"{view} drew no chart"
+    if case == "long":
+        assert any("cut to its first" in w.value for w in at.warning)
+
+
+def test_markup_is_shown_as_text(checkpoints):
+    at = run_app(view="Overview", text=SENTENCES["markup"])
+    text = all_text(at)
+    # Markdown gets the tokens HTML-escaped, so the browser prints them literally and runs nothing.
+    assert "<script>" not in text and "<b>" not in text
+    assert "&lt;" in text and "script" in text
+    assert not at.exception
+
+
+def test_translation_visible_and_correct(checkpoints):
+    at = run_app(view="Overview", text=GERMAN[3])
+    assert any(ENGLISH[3].rstrip(".") in m.value.replace("\\", "") for m in at.markdown)
+
+
+def test_url_parameters_select_view_and_widgets(checkpoints):
+    at = run_app(view="Attention", kind="enc_self", layer=2, head=3, text=GERMAN[0])
+    assert at.sidebar.radio(key="view").value == "Attention"
+    assert at.selectbox(key="kind").value == "enc_self"
+    assert at.selectbox(key="layer").value == 2
+    assert at.selectbox(key="head").value == 3
+    assert at.query_params["view"] == ["Attention"] or at.query_params["view"] == "Attention"
+
+
+def test_changing_layer_changes_the_figure(checkpoints):
+    at = run_app(view="Attention", kind="cross", layer=1, head=1, text=GERMAN[0])
+    before = charts(at)[0].proto.spec
+    at.selectbox(key="layer").set_value(2).run()
+    assert not at.exception
+    after = charts(at)[0].proto.spec
+    assert before != after
+    assert at.query_params["layer"] in (["2"], "2")
+
+
+def test_changing_view_widget_updates_url(checkpoints):
+    at = run_app(view="Overview", text=GERMAN[1])
+    at.sidebar.radio(key="view").set_value("Decoding").run()
+    assert not at.exception
+    assert at.query_params["view"] in (["Decoding"], "Decoding")
+    assert any("Step" in e.label for e in at.slider) or any("step" in m.value.lower() for m in at.markdown)
+
+
+def test_forcing_a_candidate_continues_from_it(checkpoints):
+    at = run_app(view="Decoding", text=GERMAN[3])
+    buttons = [b for b in at.button if b.key and b.key.startswith("force_1_") and not b.disabled]
+    assert buttons
+    buttons[0].click().run()
+    assert not at.exception
+    assert any("You forced the first 1 token" in e.value for e in at.info)
+
+
+def test_broken_checkpoint_gives_clear_message(checkpoints):
+    at = run_app(ckpt="broken", text=GERMAN[0])
+    assert not at.exception
+    msg = " ".join(e.value for e in at.error).replace("\\", "")  # Markdown escapes
+    assert "broken" in msg and "model.safetensors" in msg
+    # the rest of the page still works: switching to the good model renders charts
+    at.sidebar.selectbox(key="ckpt").set_value("demo").run()
+    assert not at.exception and charts(at)
+
+
+def test_missing_checkpoint_gives_clear_message(checkpoints):
+    at = run_app(ckpt="does-not-exist", text=GERMAN[0])
+    assert not at.exception
+    assert any("does-not-exist" in e.value.replace("\\", "") and "does not exist" in e.value for e in at.error)
+
+
+def test_untrained_twin_differs(checkpoints):
+    trained = run_app(view="Attention", text=GERMAN[0], kind="enc_self")
+    twin = run_app(view="Attention", text=GERMAN[0], kind="enc_self", ckpt="demo:untrained")
+    assert not twin.exception
+    assert charts(trained)[0].proto.spec != charts(twin)[0].proto.spec
+
+
+def test_concurrent_sessions_see_their_own_sentence(checkpoints):
+    """16 sessions at once through one cached model: each sees its own translation."""
+    sentences = [GERMAN[i % 4] + " " + "Hund " * (i // 4) for i in range(16)]
+    expected = {}
+    for s in set(sentences):
+        at = run_app(view="Attention", text=s)
+        expected[s] = (tuple(m.value for m in at.markdown[:3]), charts(at)[0].proto.spec)
+    results, errors = {}, []
+    barrier = threading.Barrier(len(sentences))
+
+    def session(i, s):
+        try:
+            barrier.wait()
+            at = run_app(view="Attention", text=s)
+            results[i] = (tuple(m.value for m in at.markdown[:3]), charts(at)[0].proto.spec)
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=session, args=(i, s)) for i, s in enumerate(sentences)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, s in enumerate(sentences):
+        assert results[i] == expected[s], f"session {i} saw another session's result"

@@ -1,0 +1,133 @@
+"""Real-browser tests: Debian's Chromium, driven by Playwright, against `streamlit run app.py`.
+
+One server (serving a tiny model built for the session) and one browser serve every test; each
+test opens its own page, so its own Streamlit session. Run only these with `pytest -m browser`.
+Screenshots of every view go to artifacts/screenshots/.
+"""
+from __future__ import annotations
+
+import shutil
+import urllib.parse
+
+import pytest
+
+from browser_support import (  # noqa: F401 - fixtures are used by name
+    CHART, EXCEPTION, MAIN, TRANSLATION, alert_texts, app_server, atlas_checkpoints, chart_titles, choose_view,
+    chromium, enter_text, full_screenshot, new_page, open_app, page, screenshot_dir, selectbox_value, selected_view, wait_charts,
+    widget,
+)
+
+VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
+SENTENCE = "Zwei Hunde spielen im Schnee mit einem Spielzeug."
+SOURCE_LINE = f"{MAIN} h4:has-text('🇩🇪')"  # the "#### 🇩🇪 tokens" line above every view
+
+
+def assert_no_exception(page) -> None:
+    boxes = page.locator(EXCEPTION)
+    assert boxes.count() == 0, "the app showed an exception:\n" + "\n---\n".join(boxes.all_inner_texts())
+
+
+@pytest.fixture(scope="module")
+def sentence_page(chromium, app_server):
+    """One page with SENTENCE typed into the sidebar, shared by the per-view tests (in VIEWS order)."""
+    pg = new_page(chromium)
+    open_app(pg, app_server.url)
+    enter_text(pg, SENTENCE)
+    yield pg
+    pg.context.close()
+
+
+@pytest.mark.browser
+def test_typed_sentence_is_translated(sentence_page):
+    pg = sentence_page
+    assert widget(pg, "text").locator("textarea").input_value() == SENTENCE
+    assert "Zwei Hunde spielen im Schnee" in pg.locator(SOURCE_LINE).inner_text()
+    assert pg.locator(TRANSLATION).inner_text().strip() != "🇬🇧"
+    assert "text=" + urllib.parse.quote_plus(SENTENCE) in pg.url  # the URL follows the state: a shareable link
+    assert_no_exception(pg)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("view", VIEWS)
+def test_view_draws_without_exception(sentence_page, screenshot_dir, view):
+    pg = sentence_page
+    if selected_view(pg) != view:  # clicking the selected option would not start a run
+        choose_view(pg, view)
+    assert selected_view(pg) == view
+    assert pg.locator(f"{MAIN} h3", has_text=view if view != "Decoding" else "Decoding, step by step").count() == 1
+    n = wait_charts(pg)
+    assert n >= 1
+    assert pg.locator(f"{CHART} .js-plotly-plot .main-svg").count() >= n
+    assert_no_exception(pg)
+    assert alert_texts(pg, "Error") == []
+    assert "Zwei Hunde spielen im Schnee" in pg.locator(SOURCE_LINE).inner_text()  # the sentence survived the switch
+    assert "view=" + urllib.parse.quote_plus(view) in pg.url
+    path = full_screenshot(pg, screenshot_dir / f"{view.lower().replace(' ', '_')}.png")
+    assert path.stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_link_opens_the_view_layer_head_and_kind_it_names(page, app_server):
+    text = "Ein Mann schläft auf einem Sofa."
+    open_app(page, app_server.link(view="Attention", layer=2, head=3, kind="enc_self", text=text))
+    wait_charts(page)
+    assert selected_view(page) == "Attention"
+    assert selectbox_value(page, "kind") == "Encoder self-attention (DE → DE)"
+    assert selectbox_value(page, "layer") == "2"
+    assert selectbox_value(page, "head") == "3"
+    assert widget(page, "text").locator("textarea").input_value() == text
+    assert "Ein Mann schläft auf einem Sofa" in page.locator(SOURCE_LINE).inner_text()
+    titles = chart_titles(page)
+    assert any("layer 2, head 3" in t for t in titles), titles
+    assert page.locator(MAIN).get_by_text("layer 2 of 2").count() == 1
+    assert_no_exception(page)
+
+
+@pytest.mark.browser
+def test_markup_in_the_sentence_is_shown_as_text_never_run(page, app_server):
+    markup = "<script>window.__pwned=1</script><b>fett</b>"
+    open_app(page, app_server.url)
+    enter_text(page, markup)
+    wait_charts(page)
+    assert page.evaluate("() => window.__pwned") is None  # undefined: the script never ran
+    assert page.locator("[data-testid='stApp'] b", has_text="fett").count() == 0
+    assert page.locator("[data-testid='stApp'] script", has_text="__pwned").count() == 0
+    shown = page.locator(SOURCE_LINE).inner_text().replace("🇩🇪", "")
+    assert "".join(shown.split()) == markup  # the tokens, joined: every character there, literally
+    assert widget(page, "text").locator("textarea").input_value() == markup
+    assert_no_exception(page)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("text", ["", "   \n  "])
+def test_empty_input_asks_for_a_sentence(page, app_server, text):
+    open_app(page, app_server.url)
+    enter_text(page, text)
+    infos = alert_texts(page, "Info")
+    assert any("Type a German sentence" in t for t in infos), infos
+    assert page.locator(CHART).count() == 0
+    assert_no_exception(page)
+
+
+@pytest.fixture
+def broken_checkpoint(atlas_checkpoints):
+    """A folder beside `demo` with a valid config and vocabularies but garbage weights."""
+    folder = atlas_checkpoints / "broken"
+    folder.mkdir()
+    for name in ("config.json", "vocab.src.json", "vocab.tgt.json"):
+        shutil.copy(atlas_checkpoints / "demo" / name, folder / name)
+    (folder / "model.safetensors").write_bytes(b"\x00garbage, not safetensors\xff" * 100)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.browser
+def test_broken_checkpoint_shows_an_error_naming_the_folder(page, app_server, broken_checkpoint):
+    open_app(page, app_server.link(ckpt="broken"))
+    errors = alert_texts(page, "Error")
+    assert len(errors) == 1, errors
+    assert "could not be loaded" in errors[0]
+    assert str(broken_checkpoint) in errors[0] and "model.safetensors" in errors[0]
+    assert selectbox_value(page, "ckpt") == "broken"
+    assert page.locator(CHART).count() == 0
+    assert_no_exception(page)
