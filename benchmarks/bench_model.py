@@ -20,7 +20,7 @@ import time
 from common import ROOT, machine, sentence_of_length, summary, table, verdict, write_results
 
 LENGTHS = [5, 10, 20, 40, 80]
-THREADS = 2  # this machine has 2 cores; fixed so runs compare
+THREADS = 2  # the default: this machine has 2 cores; fixed so runs compare
 TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5}
 
 
@@ -38,8 +38,12 @@ def timed(fn, repeats: int, warmup: int = 3) -> tuple[list[float], object]:
 
 def reference_model(cfg):
     """torch.nn.Transformer with our dimensions: embeddings (scaled, + sinusoidal positions) and a generator."""
+    import warnings
+
     import torch
     from torch import nn
+
+    warnings.filterwarnings("ignore", message="enable_nested_tensor is True")  # pre-norm has no nested-tensor path
 
     class Reference(nn.Module):
         def __init__(self):
@@ -81,6 +85,9 @@ def main() -> int:
     ap.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "multi30k-de-en"))
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--load-repeats", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=THREADS,
+                    help="torch.set_num_threads (default 2; on a machine that is busy with something else, 2 threads "
+                         "can be many times slower than 1)")
     args = ap.parse_args()
 
     import torch
@@ -88,7 +95,7 @@ def main() -> int:
     from model.checkpoint import CheckpointError
     from model.translator import Translator
 
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(args.threads)
     try:
         translator = Translator.from_checkpoint(args.checkpoint)
     except CheckpointError as e:
@@ -99,7 +106,7 @@ def main() -> int:
     tok = lambda text: translator.prepare(text, max_tokens=10**6).tokens  # noqa: E731 - the app's own tokenizer
     print(f"checkpoint {args.checkpoint}: d_model {cfg.d_model}, {cfg.n_heads} heads, "
           f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers, d_ff {cfg.d_ff}; "
-          f"torch {torch.__version__}, torch.set_num_threads({THREADS}), {args.repeats} repeats after 3 warm-up runs")
+          f"torch {torch.__version__}, torch.set_num_threads({args.threads}), {args.repeats} repeats after 3 warm-up runs")
 
     rows, results = [], []
     for n in LENGTHS:
@@ -143,7 +150,7 @@ def main() -> int:
     print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
     path = write_results("model", {
         "benchmark": "model", "checkpoint": args.checkpoint, "config": cfg.to_dict(),
-        "torch": torch.__version__, "torch_threads": THREADS, "repeats": args.repeats, "warmup": 3,
+        "torch": torch.__version__, "torch_threads": args.threads, "repeats": args.repeats, "warmup": 3,
         "machine": machine(), "lengths": results, "load": load, "targets": TARGETS,
         "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
         "reference_note": "torch.nn.Transformer, same d_model/heads/layers/d_ff, random weights, embeddings and "

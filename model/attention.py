@@ -38,8 +38,18 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,  # bool (b, 1, i|1, j); True = may attend
         head_mask: torch.Tensor | None = None,  # (h,) 1 keeps a head, 0 switches it off
         trace: bool = False,
+        cache: dict | None = None,  # the caller's per-request key/value cache for incremental decoding
+        static_kv: bool = False,  # keys/values do not grow (cross-attention): project them once
     ) -> tuple[torch.Tensor, AttentionTrace | None]:
-        q, k, v = self._split(self.w_q(query)), self._split(self.w_k(key)), self._split(self.w_v(value))
+        q = self._split(self.w_q(query))
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k, v = self._split(self.w_k(key)), self._split(self.w_v(value))  # (b, h, j, d_k)
+            if cache is not None:
+                if "k" in cache:  # self-attention: the new positions join the cached ones
+                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
         p_drop = self.dropout if self.training else 0.0
         if trace:
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (b, h, i, j)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .trace import Trace
-from .transformer import EncoderDecoder, HeadMask, make_src_mask, make_tgt_mask
+from .transformer import EncoderDecoder, HeadMask, make_src_mask, reorder_cache
 
 
 @dataclass
@@ -35,6 +35,13 @@ class GreedyResult:
     trace: Trace | None = None  # the encoder and the last step's full decoder trace, when recorded
 
 
+def decode_step(model: EncoderDecoder, memory, src_mask, tokens: torch.Tensor, cache: dict,
+                head_mask: HeadMask | None = None) -> torch.Tensor:
+    """(b, 1) newest tokens -> (b, V) next-token log-probabilities; `cache` carries the earlier positions."""
+    x = model.decode(memory, src_mask, tokens, None, head_mask, cache=cache)  # one query sees every cached key
+    return model.generator(x[:, -1])
+
+
 @torch.inference_mode()
 def greedy_decode(
     model: EncoderDecoder,
@@ -50,54 +57,39 @@ def greedy_decode(
 ) -> GreedyResult:
     """Pick the most probable token at each step until <eos> or max_len tokens.
 
-    `prefix` forces the first tokens (a user chose another candidate at some step). With
-    `record`, every step keeps its top-k candidates and attention, and the result carries the
-    full trace of the last step, which equals a teacher-forced pass over <bos> + output.
+    Decoding is incremental (a key/value cache, one new position per step). `prefix` forces the
+    first tokens (a user chose another candidate at some step). With `record`, one traced
+    teacher-forced pass over <bos> + output follows: row i of its matrices is exactly what step i
+    computed (tests check this), so it gives every step's candidates and attention, and the full trace.
     """
     prefix = list(prefix or [])
     src_mask = make_src_mask(src, model.cfg.pad_idx, use_src_padding_mask)
-    enc_trace = Trace() if record else None
-    memory = model.encode(src, src_mask, head_mask, enc_trace)  # (1, s, d)
+    memory = model.encode(src, src_mask, head_mask)  # (1, s, d)
+    cache = model.new_cache()
     ys = [bos]
-    steps: list[Step] = []
-    last_trace = None
     finished = False
     while len(ys) - 1 < max_len:
-        tgt = torch.tensor([ys], dtype=torch.long, device=src.device)
-        step_trace = Trace() if record else None
-        x = model.decode(memory, src_mask, tgt, make_tgt_mask(tgt, model.cfg.pad_idx), head_mask, step_trace)
-        log_probs = model.generator(x[:, -1])[0]  # (V,)
-        forced = len(ys) - 1 < len(prefix)
-        nxt = prefix[len(ys) - 1] if forced else int(log_probs.argmax())
-        if record:
-            probs = log_probs.exp()
-            top_p, top_i = probs.topk(min(top_k, probs.shape[0]))
-            steps.append(
-                Step(
-                    prefix=list(ys),
-                    top_ids=top_i.tolist(),
-                    top_probs=top_p.tolist(),
-                    chosen=nxt,
-                    chosen_prob=float(probs[nxt]),
-                    forced=forced,
-                    dec_self=torch.stack([a.probs[0, :, -1] for a in step_trace.dec_self]).float().numpy(),
-                    cross=torch.stack([a.probs[0, :, -1] for a in step_trace.cross]).float().numpy(),
-                )
-            )
-            last_trace, last_x = step_trace, x
+        log_probs = decode_step(model, memory, src_mask, torch.tensor([[ys[-1]]], device=src.device), cache, head_mask)[0]
+        nxt = prefix[len(ys) - 1] if len(ys) - 1 < len(prefix) else int(log_probs.argmax())
         if nxt == eos:
             finished = True
             break
         ys.append(nxt)
-    if record and not finished and last_trace is not None and len(ys) <= model.cfg.max_len:
-        # max_len stopped it: the last pass did not see the last chosen token, so trace <bos> + output once more.
-        tgt = torch.tensor([ys], dtype=torch.long, device=src.device)
-        last_trace = Trace()
-        last_x = model.decode(memory, src_mask, tgt, make_tgt_mask(tgt, model.cfg.pad_idx), head_mask, last_trace)
-    trace = None
-    if record and last_trace is not None:
-        trace = Trace(enc_trace.src_embed, last_trace.tgt_embed, enc_trace.enc_self, last_trace.dec_self, last_trace.cross)
-        trace.log_probs = model.generator(last_x)  # (1, t, V) for every position, not only the last
+    if not record:
+        return GreedyResult(ids=ys[1:], finished=finished)
+    tgt = torch.tensor([ys], dtype=torch.long, device=src.device)
+    log_probs, trace = model(src, tgt, trace=True, head_mask=head_mask, use_src_padding_mask=use_src_padding_mask)
+    probs = log_probs[0].exp()  # (t, V)
+    dec_self = torch.stack([a.probs[0] for a in trace.dec_self]).float().numpy()  # (L, h, t, t)
+    cross = torch.stack([a.probs[0] for a in trace.cross]).float().numpy()  # (L, h, t, s)
+    steps = []
+    for i, chosen in enumerate(ys[1:] + ([eos] if finished else [])):
+        top_p, top_i = probs[i].topk(min(top_k, probs.shape[-1]))
+        steps.append(Step(
+            prefix=ys[: i + 1], top_ids=top_i.tolist(), top_probs=top_p.tolist(), chosen=chosen,
+            chosen_prob=float(probs[i, chosen]), forced=i < len(prefix),
+            dec_self=dec_self[:, :, i, : i + 1], cross=cross[:, :, i],
+        ))
     return GreedyResult(ids=ys[1:], finished=finished, steps=steps, trace=trace)
 
 
@@ -109,11 +101,11 @@ def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos:
     src_mask = make_src_mask(src, pad)
     memory = model.encode(src, src_mask, head_mask)
     b = src.shape[0]
+    cache = model.new_cache()
     ys = torch.full((b, 1), bos, dtype=torch.long, device=src.device)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        x = model.decode(memory, src_mask, ys, make_tgt_mask(ys, pad), head_mask)
-        nxt = model.generator(x[:, -1]).argmax(-1)
+        nxt = decode_step(model, memory, src_mask, ys[:, -1:], cache, head_mask).argmax(-1)
         nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == eos
@@ -152,10 +144,10 @@ def beam_search(
     ys = torch.full((1, 1), bos, dtype=torch.long, device=src.device)  # (n, t) the live beams
     scores = torch.zeros(1, device=src.device)  # (n,) summed log-probs
     finished: list[tuple[float, list[int]]] = []
+    cache = model.new_cache()
     for t in range(1, max_len + 1):
         n = ys.shape[0]
-        x = model.decode(memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1), ys, make_tgt_mask(ys, pad))
-        log_probs = model.generator(x[:, -1])  # (n, V)
+        log_probs = decode_step(model, memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1), ys[:, -1:], cache)  # (n, V)
         V = log_probs.shape[-1]
         cand = (scores[:, None] + log_probs).view(-1)  # (n * V,)
         top_s, top_i = cand.topk(min(2 * beam_size, cand.shape[0]))
@@ -177,6 +169,7 @@ def beam_search(
         if not keep_rows or best_live < best_done:
             break
         rows = torch.tensor(keep_rows, device=src.device)
+        reorder_cache(cache, rows)
         ys = torch.cat([ys[rows], torch.tensor(keep_tok, device=src.device)[:, None]], dim=1)
         scores = torch.tensor(keep_s, device=src.device)
     if not finished:  # max_len reached: take the best live beam

@@ -34,14 +34,16 @@ class Embeddings(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, trace: bool = False) -> tuple[torch.Tensor, EmbeddingTrace | None]:
+    def forward(self, ids: torch.Tensor, trace: bool = False, offset: int = 0) -> tuple[torch.Tensor, EmbeddingTrace | None]:
+        """`offset` is the position of ids[:, 0] (incremental decoding feeds one position at a time)."""
         n = ids.shape[1]
-        if n > self.pe.shape[0]:
-            raise ValueError(f"sequence of {n} tokens is longer than max_len {self.pe.shape[0]}")
+        if offset + n > self.pe.shape[0]:
+            raise ValueError(f"sequence of {offset + n} tokens is longer than max_len {self.pe.shape[0]}")
         token = self.lut(ids)  # (b, n, d)
         scaled = token * self.scale
-        total = scaled + self.pe[:n]
-        record = EmbeddingTrace(token, scaled, self.pe[:n], total) if trace else None
+        pe = self.pe[offset : offset + n]
+        total = scaled + pe
+        record = EmbeddingTrace(token, scaled, pe, total) if trace else None
         return self.dropout(total), record
 
 
@@ -99,8 +101,15 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
 
-    def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, trace=False):
-        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, trace))
-        x, cross_rec = self.sub[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, trace))
+    def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, trace=False,
+                cache: dict | None = None):
+        """`cache` ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding."""
+        self_cache = cross_cache = None
+        if cache is not None:
+            self_cache, cross_cache = cache["self"], cache["cross"]
+        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, trace, self_cache))
+        x, cross_rec = self.sub[1](
+            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, trace, cross_cache, static_kv=True)
+        )
         x, _ = self.sub[2](x, lambda y: (self.ff(y), None))
         return x, self_rec, cross_rec

@@ -84,6 +84,8 @@ class Log:
 def lr_at(step: int, peak: float, warmup: int) -> float:
     """Linear warm-up to `peak`, then decay with 1/sqrt(step)."""
     step = max(step, 1)
+    if warmup <= 0:
+        return peak / math.sqrt(step)
     return peak * min(step / warmup, math.sqrt(warmup / step))
 
 

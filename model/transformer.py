@@ -84,20 +84,34 @@ class EncoderDecoder(nn.Module):
             trace.src_embed, trace.enc_self = emb, records
         return self.encoder_norm(x)
 
-    def decode(self, memory, src_mask, tgt, tgt_mask, head_mask: HeadMask | None = None, trace: Trace | None = None):
-        """(b, t) ids + memory -> (b, t, d) decoder states; fills trace.tgt_embed / dec_self / cross."""
+    def decode(self, memory, src_mask, tgt, tgt_mask, head_mask: HeadMask | None = None, trace: Trace | None = None,
+               cache: dict | None = None):
+        """(b, t) ids + memory -> (b, t, d) decoder states; fills trace.tgt_embed / dec_self / cross.
+
+        With a `cache` from new_cache(), `tgt` holds only the newest position(s): keys and values of
+        earlier positions come from the cache, which this call extends.
+        """
         want = trace is not None
-        x, emb = self.tgt_embed(tgt, want)
+        offset = 0 if cache is None else cache["len"]
+        x, emb = self.tgt_embed(tgt, want, offset)
         self_recs, cross_recs = [], []
         for n, layer in enumerate(self.decoder_layers):
             shm = None if head_mask is None or "dec_self" not in head_mask else head_mask["dec_self"][n]
             chm = None if head_mask is None or "cross" not in head_mask else head_mask["cross"][n]
-            x, self_rec, cross_rec = layer(x, memory, src_mask, tgt_mask, shm, chm, want)
+            layer_cache = None if cache is None else cache["layers"][n]
+            x, self_rec, cross_rec = layer(x, memory, src_mask, tgt_mask, shm, chm, want, layer_cache)
             self_recs.append(self_rec)
             cross_recs.append(cross_rec)
         if want:
             trace.tgt_embed, trace.dec_self, trace.cross = emb, self_recs, cross_recs
+        if cache is not None:
+            cache["len"] += tgt.shape[1]
         return self.decoder_norm(x)
+
+    def new_cache(self) -> dict:
+        """An empty key/value cache for one incremental decoding; it belongs to the caller, not the model."""
+        return {"len": 0, "layers": [{"self": {}, "cross": {}} for _ in self.decoder_layers]}
+
 
     def forward(
         self,
@@ -131,3 +145,12 @@ def parameter_counts(model: EncoderDecoder) -> dict[str, int]:
         top = name.split(".")[0]
         counts[top] = counts.get(top, 0) + p.numel()
     return counts
+
+
+def reorder_cache(cache: dict, rows: torch.Tensor) -> None:
+    """Select/repeat batch rows of every cached key and value (beam search keeps some beams)."""
+    for layer in cache["layers"]:
+        for part in layer.values():
+            for name in ("k", "v"):
+                if name in part:
+                    part[name] = part[name].index_select(0, rows)

@@ -315,3 +315,47 @@ def test_untrained_twin_is_fixed_and_leaves_the_global_rng_alone(translator, pai
     assert not torch.equal(a.model.src_embed.lut.weight, translator.model.src_embed.lut.weight)
     assert a.src_vocab is translator.src_vocab and "untrained" in a.metrics["note"]
     assert isinstance(a, Translator) and isinstance(a.translate(pairs[0][0], max_len=4).text, str)
+
+
+def test_incremental_cached_steps_equal_teacher_forced_pass(trained_model, tiny_model, vocabs, pairs):
+    """decode_step with the key/value cache gives, position by position, the teacher-forced distributions."""
+    from model.decode import decode_step
+    from model.transformer import make_src_mask
+
+    sv, _ = vocabs
+    for model in (trained_model, tiny_model):
+        for de, _ in pairs:
+            src = src_tensor(sv, de)
+            res = greedy_decode(model, src, BOS, EOS, max_len=8)
+            tgt = torch.tensor([[BOS] + res.ids])
+            with torch.inference_mode():
+                lp, _ = model(src, tgt)  # (1, t, V) teacher forced, fused path
+                src_mask = make_src_mask(src, model.cfg.pad_idx)
+                memory = model.encode(src, src_mask)
+                cache = model.new_cache()
+                for i in range(tgt.shape[1]):
+                    step_lp = decode_step(model, memory, src_mask, tgt[:, i : i + 1], cache)[0]
+                    torch.testing.assert_close(step_lp, lp[0, i], atol=1e-4, rtol=1e-4)
+                assert cache["len"] == tgt.shape[1]
+
+
+def test_reordered_cache_follows_the_selected_rows(trained_model, vocabs, pairs):
+    """Beam search reorders cached keys/values; the result must equal decoding those rows afresh."""
+    from model.decode import decode_step
+    from model.transformer import make_src_mask, reorder_cache
+
+    sv, _ = vocabs
+    src = src_tensor(sv, pairs[0][0])
+    with torch.inference_mode():
+        src_mask = make_src_mask(src, trained_model.cfg.pad_idx)
+        memory = trained_model.encode(src, src_mask)
+        a, b = 5, 9  # two different first tokens in a batch of two beams
+        cache = trained_model.new_cache()
+        decode_step(trained_model, memory, src_mask, torch.tensor([[BOS]]), cache)
+        reorder_cache(cache, torch.tensor([0, 0]))
+        decode_step(trained_model, memory.expand(2, -1, -1), src_mask.expand(2, -1, -1, -1),
+                    torch.tensor([[a], [b]]), cache)
+        reorder_cache(cache, torch.tensor([1]))  # keep only the beam that read b
+        got = decode_step(trained_model, memory, src_mask, torch.tensor([[7]]), cache)[0]
+        lp, _ = trained_model(src, torch.tensor([[BOS, b, 7]]))
+    torch.testing.assert_close(got, lp[0, 2], atol=1e-4, rtol=1e-4)

@@ -1,0 +1,132 @@
+"""Does the server's memory settle, or keep growing, as sentences come in?
+
+    python benchmarks/bench_memory.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--sentences 200]
+
+Starts `streamlit run app.py`, opens the Attention view in Debian's Chromium (Playwright) and types
+--sentences different sentences, one after another, each committed with Ctrl+Enter. After each
+run has finished it reads the resident memory (VmRSS from /proc) of the server process and its
+children. Reports the RSS after the last sentence and its growth over the last 100 sentences.
+Writes benchmarks/results/memory.json.
+
+Note: the app caches up to 256 traced sentences (st.cache_data), so part of the growth is that
+cache filling up, by design; a leak shows as growth that does not level off.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, distinct_sentences, machine, table, verdict, write_results
+
+TARGETS = {"rss_mb": 600.0, "growth_last_100_mb": 50.0}
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it (from /proc/*/stat)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of pid and its children, in MB (VmRSS from /proc/PID/status)."""
+    total_kb = 0
+    for p in descendants(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+                    break
+        except OSError:
+            pass  # the process ended meanwhile
+    return total_kb / 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
+    ap.add_argument("--model", default="multi30k-de-en")
+    ap.add_argument("--sentences", type=int, default=200)
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="set OMP_NUM_THREADS for the server (default: torch's default, as `streamlit run` does)")
+    args = ap.parse_args()
+
+    import browser_support as bs
+
+    ckpt_dir = Path(args.checkpoint_dir).resolve()
+    if not (ckpt_dir / args.model / "model.safetensors").is_file():
+        print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
+        return 2
+    missing = bs.chromium_missing()
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    env = {"OMP_NUM_THREADS": str(args.torch_threads)} if args.torch_threads else {}
+    from playwright.sync_api import sync_playwright
+
+    sentences = distinct_sentences(args.sentences)
+    samples: list[float] = []
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench_memory_") as tmp, sync_playwright() as p:
+        server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
+        chromium = bs.launch_chromium(p)
+        try:
+            idle_mb = rss_mb(server.proc.pid)
+            page = bs.new_page(chromium, timeout=120_000)
+            bs.open_app(page, server.link(view="Attention"), timeout=120_000)
+            bs.wait_charts(page, timeout=120_000)
+            first_mb = rss_mb(server.proc.pid)
+            for i, text in enumerate(sentences, 1):
+                bs.enter_text(page, text, timeout=120_000)
+                samples.append(rss_mb(server.proc.pid))
+                if i % 25 == 0 or i == len(sentences):
+                    print(f"{i:>4} sentences: RSS {samples[-1]:.0f} MB", flush=True)
+            exceptions = page.locator(bs.EXCEPTION).count()
+            page.context.close()
+        finally:
+            chromium.close()
+            bs.stop_server(server)
+
+    n = len(samples)
+    window = min(100, n - 1)
+    growth = samples[-1] - samples[-1 - window] if window > 0 else 0.0
+    rows = [["server started, no session", f"{idle_mb:.0f}"], ["first page drawn", f"{first_mb:.0f}"]]
+    for k in sorted({1, n // 4, n // 2, 3 * n // 4, n} - {0}):
+        rows.append([f"after {k} sentences", f"{samples[k - 1]:.0f}"])
+    rows += [["peak", f"{max(samples):.0f}"], [f"growth over the last {window} sentences", f"{growth:+.1f}"]]
+    print()
+    print(table(rows, ["server RSS (with children)", "MB"]))
+    checks = [("RSS after %d sentences" % n, f"{samples[-1]:.0f} MB", "<= 600 MB", verdict(samples[-1], TARGETS["rss_mb"])),
+              (f"growth over the last {window}", f"{growth:+.1f} MB", "<= 50 MB",
+               verdict(growth, TARGETS["growth_last_100_mb"]))]
+    print()
+    print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
+    if exceptions:
+        print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
+    path = write_results("memory", {
+        "benchmark": "memory", "checkpoint_dir": str(ckpt_dir), "model": args.model, "sentences": n,
+        "torch_threads_env": args.torch_threads, "machine": machine(), "seconds": time.perf_counter() - t_start,
+        "rss_mb_idle": idle_mb, "rss_mb_first_page": first_mb, "rss_mb_after_each": samples,
+        "rss_mb_final": samples[-1], "rss_mb_peak": max(samples), "growth_window": window, "growth_mb": growth,
+        "exceptions_seen": exceptions, "targets": TARGETS,
+        "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
+    })
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The model that ships in checkpoints/multi30k-de-en: loads, translates sensibly, metrics agree."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from model.config import ModelConfig
+from model.translator import Translator
+
+pytestmark = pytest.mark.checkpoint
+
+
+@pytest.fixture(scope="module")
+def translator():
+    return Translator.from_checkpoint(DEFAULT_CHECKPOINT)
+
+
+@pytest.mark.parametrize("german, words", [
+    ("Ein Hund läuft im Schnee.", ["dog", "snow"]),
+    ("Ein Mann fährt Fahrrad.", ["man", "bike"]),
+    ("Zwei Kinder spielen im Wasser.", ["children", "water"]),
+    ("Eine Frau mit einem roten Hut sitzt auf einer Bank.", ["woman", "red", "hat", "bench"]),
+    ("Ein brauner Hund rennt dem schwarzen Hund hinterher.", ["brown", "dog", "black"]),
+])
+def test_translates_sensibly(translator, german, words):
+    for beam in (1, 5):
+        text = translator.translate(german, beam=beam).text.lower()
+        for w in words:
+            assert w in text, f"{w!r} missing from {text!r} (beam {beam})"
+
+
+def test_metrics_agree_with_config():
+    folder = DEFAULT_CHECKPOINT
+    cfg = ModelConfig.load(folder / "config.json")
+    metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    assert ModelConfig.from_dict(metrics["model"]["config"]) == cfg
+    model, sv, tv, _ = load_checkpoint(folder)
+    n_params = sum(p.numel() for p in model.parameters())  # parameters() yields a tied tensor once
+    assert metrics["model"]["parameters"] == n_params
+    assert (len(sv), len(tv)) == (cfg.src_vocab_size, cfg.tgt_vocab_size)
+    for split in ("val", "test"):
+        for decoding in ("greedy", "beam5"):
+            m = metrics[split][decoding]
+            assert m["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+            assert 0 < m["sacrebleu"] < 100 and 0 < m["bleu_lower_spacy_tokens"] < 100
+
+
+def test_small_enough_to_commit():
+    size = (DEFAULT_CHECKPOINT / "model.safetensors").stat().st_size
+    assert size <= 25 * 1024 * 1024, f"model.safetensors is {size / 2**20:.1f} MB"
+
+
+def test_untrained_twin_has_same_shapes_and_other_weights(translator):
+    twin = translator.untrained_twin(seed=0)
+    a, b = translator.model.state_dict(), twin.model.state_dict()
+    assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)
+    assert any(not (a[k] == b[k]).all() for k in a if a[k].is_floating_point())
+    again = translator.untrained_twin(seed=0).model.state_dict()
+    assert all((b[k] == again[k]).all() for k in b), "the twin's weights must be reproducible"
