@@ -7,7 +7,8 @@ For source sentences of 5, 10, 20, 40 and 80 tokens it times
   +numpy     the same followed by .detached() (the trace as NumPy), which is what the app caches
   untraced   Translator.translate(text): greedy (beam 1), fused attention, no trace
   reference  torch.nn.Transformer of the same size (random weights, embeddings + generator), greedy decoding
-             exactly as many steps as the untraced run made, no trace: what plain PyTorch costs
+             exactly as many steps as the untraced run made, no trace: what plain PyTorch costs (it has no
+             key/value cache, so it recomputes the whole prefix at every step)
 and the checkpoint load time (Translator.from_checkpoint, median of 10). Writes benchmarks/results/model.json.
 """
 from __future__ import annotations
@@ -154,7 +155,8 @@ def main() -> int:
         "machine": machine(), "lengths": results, "load": load, "targets": TARGETS,
         "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
         "reference_note": "torch.nn.Transformer, same d_model/heads/layers/d_ff, random weights, embeddings and "
-                          "generator, greedy for the untraced run's number of decoder steps, no KV cache (like ours)",
+                          "generator, greedy for the untraced run's number of decoder steps; nn.Transformer has no key/value "
+                          "cache, so each step recomputes the whole prefix",
     })
     print(f"\nwrote {path.relative_to(ROOT)}; median load {load['median_ms']:.0f} ms, "
           f"spread p10-p90 of the 20-token traced run {at20['traced']['p10_ms']:.1f}-{at20['traced']['p90_ms']:.1f} ms")

@@ -37,7 +37,7 @@ DRAWN_CHART = f"{CHART} .js-plotly-plot .main-svg"
 EXCEPTION = "[data-testid='stException']"
 MAIN = "[data-testid='stMain']"
 SIDEBAR = "[data-testid='stSidebar']"
-TRANSLATION = f"{MAIN} h3:has-text('🇬🇧')"  # the "### 🇬🇧 translation" line above every view
+TRANSLATION = f"{MAIN} h3"  # the first one is the "### EN translation" line above every view
 
 # Installed in every page before the app's own scripts (context.add_init_script): counts the app's
 # script runs (each switch of stApp's data-test-script-state to 'running'), so a wait can tell "a new
@@ -221,11 +221,19 @@ def selected_view(page) -> str:
 
 def enter_text(page, text: str, timeout: float = 30_000) -> None:
     """Replace the sidebar's German sentence and commit it with Ctrl+Enter; waits for the new run."""
-    before = runs(page)
     area = widget(page, "text").locator("textarea")
-    area.fill(text)
-    area.press("Control+Enter")
-    wait_new_run(page, before, timeout)
+    # Right after a run, the widget may still re-render with the server's value and swallow the
+    # edit; then no run starts. Try again a few times before failing.
+    for attempt in range(3):
+        before = runs(page)
+        area.fill(text)
+        area.press("Control+Enter")
+        try:
+            wait_new_run(page, before, timeout / 3 if attempt < 2 else timeout)
+            return
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last attempt re-raises
+            if attempt == 2:
+                raise
 
 
 def select_option(page, key: str, option: str, timeout: float = 30_000) -> None:

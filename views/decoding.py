@@ -37,7 +37,7 @@ def render(ctx: Context) -> None:
     step = steps[step_no - 1]
     tv = ctx.translator.tgt_vocab
     prefix_tokens = tv.decode(step.prefix)
-    st.markdown(f"**Step {step_no} of {n}.** The decoder has read: `{md_escape(' '.join(prefix_tokens))}`")
+    st.markdown(f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(prefix_tokens))}**")
     cands = tv.decode(step.top_ids)
     chosen_idx = step.top_ids.index(step.chosen) if step.chosen in step.top_ids else None
     left, right = st.columns(2)
@@ -62,11 +62,11 @@ def render(ctx: Context) -> None:
         layer = c1.selectbox("Layer", range(1, cfg.n_decoder_layers + 1), index=cfg.n_decoder_layers - 1,
                              key="dec_layer")
         head = c2.selectbox("Head", ["mean of heads"] + list(range(1, cfg.n_heads + 1)), key="dec_head")
+        st.caption(f"Cross-attention of layer {layer}, {head if head == 'mean of heads' else f'head {head}'}.")
         cross = step.cross[layer - 1]  # (h, s)
         weights = cross.mean(0) if head == "mean of heads" else cross[head - 1]
         st.plotly_chart(step_cross_attention_figure(weights, res.source.axis_tokens,
-                                                    title=f"where step {step_no} looked in the German (cross-attention, "
-                                                          f"layer {layer}, {'mean of heads' if head == 'mean of heads' else f'head {head}'})"),
+                                                    title=f"step {step_no}: where it looked in the German"),
                         width="stretch", key="step_cross")
     st.markdown("#### All steps")
     rows = [{"step": i + 1, "prefix": " ".join(tv.decode(s.prefix)), "chosen": tv.itos[s.chosen], "prob": s.chosen_prob}

@@ -43,6 +43,11 @@ def render(ctx: Context) -> None:
     out_check = np.abs(a["out"][head] - a["probs"][head] @ a["v"][head]).max()
     st.markdown(f":material/check_circle: recomputed from Q and K, the scaled scores match the model's to {check:.1e}; "
                 f"weights · V matches the head output to {out_check:.1e}")
-    for name, fig in figs.items():
-        st.markdown(f"**{STEPS.get(name, name)}**")
-        st.plotly_chart(fig, width="stretch", key=f"head_{name}")
+    # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output.
+    rows = [["Q", "K", "V"], ["scores", "scaled", "masked"], ["softmax", "dropout"], ["output"]]
+    for row in rows:
+        names = [n for n in row if n in figs]
+        for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
+            with col:
+                st.markdown(f"**{STEPS.get(name, name)}**")
+                st.plotly_chart(figs[name], width="stretch", key=f"head_{name}")

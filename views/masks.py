@@ -33,7 +33,7 @@ def _padding(ctx: Context) -> None:
     layer, head = _layer_head(ctx.cfg, ctx.cfg.n_encoder_layers, "pad")
     probs = tr.attn["enc_self"][layer]["probs"][head]  # (s, s) with pad rows and columns
     toks = tr.src_tokens
-    c1, c2 = st.columns([2, 1])
+    c1, c2 = st.columns([3, 2])
     if use_mask:
         c1.plotly_chart(padding_demo_figure(probs, toks, toks, title=f"encoder self-attention, layer {layer + 1}, "
                                             f"head {head + 1}: pad keys masked"), width="stretch")
@@ -69,11 +69,15 @@ def _causal(ctx: Context) -> None:
     off = teacher_forced(ctx.key, ctx.text, tuple(tokens), False)
     t = on.tgt_tokens
     layer, head = _layer_head(ctx.cfg, ctx.cfg.n_decoder_layers, "causal")
-    c1, c2, c3 = st.columns(3)
+    c1, c2 = st.columns([2, 3])
     c1.plotly_chart(mask_figure(causal_mask(len(t)), t, t, title="causal mask", kind="dec_self"), width="stretch")
+    c2.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
+                "before the softmax, so they get weight exactly 0. Row i is the step that predicts output token i+1; "
+                "the cell right of the diagonal holds that very token.")
+    c2, c3 = st.columns(2)
     c2.plotly_chart(attention_figure(on.attn["dec_self"][layer]["probs"][head], t, t, "dec_self",
-                                     mask=on.attn["dec_self"][layer]["mask"], title="with the mask"),
-                    width="stretch")
+                                     mask=on.attn["dec_self"][layer]["mask"],
+                                     title=f"with the mask (layer {layer + 1}, head {head + 1})"), width="stretch")
     c3.plotly_chart(attention_figure(off.attn["dec_self"][layer]["probs"][head], t, t, "dec_self",
                                      title="without it: the upper triangle fills"), width="stretch")
     target = tokens + ["<eos>"]  # what each decoder position must predict

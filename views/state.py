@@ -11,9 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import streamlit as st
+import torch
 
 from model.checkpoint import CheckpointError
 from model.translator import Translation, Translator
+
+# One sentence is small matrix work: one thread per request is as fast as two, and sessions
+# running at once do not fight over the cores.
+torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = Path(os.environ.get("ATLAS_CHECKPOINT_DIR", ROOT / "checkpoints"))
