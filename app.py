@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from views import attention, decoding, embeddings, head, masks, overview, positional
-from views.state import (EXAMPLES, KINDS, MAX_DECODE_STEPS, VIEWS, Context, checkpoint_choices,
+from views.state import (EXAMPLES, MAX_DECODE_STEPS, VIEWS, Context, beam_translation, checkpoint_choices,
                          checkpoint_label, init_state, load_translator, sync_url, trace_sentence)
 from views.text import md_escape
 
@@ -74,8 +74,6 @@ if not source.tokens:
 # The translation stays visible on every view.
 shown = result
 if ss["decoding"] == "beam":
-    from views.state import beam_translation
-
     shown = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"])
 label = "beam search (beam %d)" % ss["beam"] if ss["decoding"] == "beam" else "greedy"
 st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")

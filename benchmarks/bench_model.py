@@ -21,7 +21,7 @@ import time
 from common import ROOT, machine, sentence_of_length, summary, table, verdict, write_results
 
 LENGTHS = [5, 10, 20, 40, 80]
-THREADS = 2  # the default: this machine has 2 cores; fixed so runs compare
+THREADS = 1  # as the app: one torch thread per request (views/state.py, ATLAS_TORCH_THREADS)
 TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5}
 
 

@@ -125,7 +125,7 @@ def load_translator(key: str) -> tuple[Translator | None, str | None]:
         return None, f"{folder}: could not be loaded ({type(e).__name__}: {e}). Choose another checkpoint."
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@st.cache_data(max_entries=64, show_spinner=False)  # ~0.6 MB each with the shipped model
 def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = ()) -> Translation:
     """Greedy decoding with the full trace, as NumPy (cached per checkpoint, sentence and prefix)."""
     translator, _ = load_translator(key)
