@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from .checkpoint import TIED_KEY, save_checkpoint
+from .checkpoint import TIED_KEY, CheckpointError, save_checkpoint
 from .config import ModelConfig
 from .data import DataError, collate, find_file, read_split, token_batches
 from .evaluate import bleu_scores
@@ -65,6 +65,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--half", action="store_true", help="store weights as float16 (loading restores float32)")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/train/state.pt")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N training pairs (smoke tests)")
+    ap.add_argument("--evaluate-only", action="store_true",
+                    help="only recompute val/test BLEU of the checkpoint in OUT and update its metrics.json")
     return ap.parse_args(argv)
 
 
@@ -132,6 +134,14 @@ def averaged_state(paths: list[Path]) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
+    if args.evaluate_only:
+        torch.set_num_threads(args.threads)
+        try:
+            evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam)
+        except (DataError, CheckpointError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     work = out / "train"
     work.mkdir(parents=True, exist_ok=True)
     log = Log(work / "train.log")
@@ -251,7 +261,6 @@ def main(argv=None) -> int:
         else:
             model.load_state_dict(last_state)
     model = model.cpu().eval()
-    translator = Translator(model, sv, tv)
     metrics = {
         "model": {"parameters": n_params, "config": cfg.to_dict(), "weights": chosen,
                   "stored_as": "float16" if args.half else "float32"},
@@ -260,27 +269,39 @@ def main(argv=None) -> int:
                      "hardware": f"{device.type}: {torch.cuda.get_device_name() if device.type == 'cuda' else platform.processor() or platform.machine()}, {args.threads} threads",
                      "torch": torch.__version__, "data_files": [str(find_file(args.data_dir, s, l).name) for s in ("train", "val") for l in ("de", "en")],
                      "history": history},
-        "val": {}, "test": {},
     }
-    splits = [("val", val_src, val_tgt)]
-    if args.test_split:
+    save_checkpoint(out, model, sv, tv, metrics, half=args.half)
+    evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam, log)
+    log(f"wrote {out}")
+    return 0
+
+
+def evaluate_checkpoint(out: Path, data_dir, test_split: str, beam: int, log=print) -> dict:
+    """BLEU of the checkpoint as saved (half-precision storage included) on val and test; updates metrics.json.
+
+    Also runnable alone: python -m model.train --data-dir DIR --out FOLDER --evaluate-only
+    """
+    translator = Translator.from_checkpoint(out)
+    metrics = dict(translator.metrics)
+    metrics["val"], metrics["test"] = {}, {}
+    splits = [("val", *read_split(data_dir, "val"))]
+    if test_split:
         try:
-            test_src, test_tgt = read_split(args.data_dir, args.test_split)
-            splits.append(("test", test_src, test_tgt))
-            metrics["training"]["data_files"] += [find_file(args.data_dir, args.test_split, l).name for l in ("de", "en")]
-            metrics["test"]["split"] = args.test_split
+            splits.append(("test", *read_split(data_dir, test_split)))
+            metrics["test"]["split"] = test_split
+            files = metrics.setdefault("training", {}).setdefault("data_files", [])
+            files += [n for n in (find_file(data_dir, test_split, l).name for l in ("de", "en")) if n not in files]
         except DataError as e:
             log(f"no test split: {e}")
     for name, src_lines, ref_lines in splits:
-        for beam in (1, args.beam):
+        for b in (1, beam):
             t0 = time.time()
-            hyps = translator.translate_batch(src_lines, beam=beam)
+            hyps = translator.translate_batch(src_lines, beam=b)
             scores = bleu_scores(hyps, ref_lines)
-            metrics[name]["greedy" if beam == 1 else f"beam{beam}"] = {**scores, "seconds": round(time.time() - t0, 1)}
-            log(f"{name} {'greedy' if beam == 1 else f'beam {beam}'}: {scores}")
-    save_checkpoint(out, model, sv, tv, metrics, half=args.half)
-    log(f"wrote {out}")
-    return 0
+            metrics[name]["greedy" if b == 1 else f"beam{b}"] = {**scores, "seconds": round(time.time() - t0, 1)}
+            log(f"{name} {'greedy' if b == 1 else f'beam {b}'}: {scores}")
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return metrics
 
 
 if __name__ == "__main__":
