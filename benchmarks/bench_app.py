@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, distinct_sentences, machine, summary, table, verdict, write_results
+from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, summary, table, verdict, write_results
 
 TARGETS = {"cold_start_s": 6.0, "new_sentence_median_s": 1.5, "layer_head_median_s": 0.5}
 
@@ -122,25 +122,15 @@ def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
-    ap.add_argument("--model", default="multi30k-de-en")
+    add_server_args(ap)
     ap.add_argument("--repeats", type=int, default=10, help="new sentences and layer/head changes measured")
     ap.add_argument("--cold-repeats", type=int, default=3, help="fresh servers started for the cold start")
-    ap.add_argument("--torch-threads", type=int, default=None,
-                    help="set OMP_NUM_THREADS for the server (default: leave torch's default, as `streamlit run` does)")
     args = ap.parse_args()
 
-    import browser_support as bs
-
-    ckpt_dir = Path(args.checkpoint_dir).resolve()
-    if not (ckpt_dir / args.model / "model.safetensors").is_file():
-        print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
+    ready = server_preflight(args)
+    if ready is None:
         return 2
-    missing = bs.chromium_missing()
-    if missing:
-        print(missing, file=sys.stderr)
-        return 2
-    env = {"OMP_NUM_THREADS": str(args.torch_threads)} if args.torch_threads else {}
+    bs, ckpt_dir, env = ready
     from playwright.sync_api import sync_playwright
 
     sentences = distinct_sentences(args.repeats + 1)
@@ -220,7 +210,7 @@ def main() -> int:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("app", {
         "benchmark": "app", "checkpoint_dir": str(ckpt_dir), "model": args.model, "repeats": args.repeats,
-        "torch_threads_env": args.torch_threads, "machine": machine(),
+        "torch_threads": args.torch_threads or 1, "machine": machine(),
         "cold_start": {"runs": colds, **cold}, "new_sentence": {"seconds": sentence_s, **sent},
         "layer_head": {"seconds": switch_s, "changed": kinds, **sw, "head": sw_head, "layer": sw_layer},
         "exceptions_seen": exceptions, "targets": TARGETS,

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, distinct_sentences, machine, table, verdict, write_results
+from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, verdict, write_results
 
 TARGETS = {"rss_mb": 600.0, "growth_last_100_mb": 50.0}
 
@@ -57,24 +57,14 @@ def rss_mb(pid: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
-    ap.add_argument("--model", default="multi30k-de-en")
+    add_server_args(ap)
     ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--torch-threads", type=int, default=None,
-                    help="set OMP_NUM_THREADS for the server (default: torch's default, as `streamlit run` does)")
     args = ap.parse_args()
 
-    import browser_support as bs
-
-    ckpt_dir = Path(args.checkpoint_dir).resolve()
-    if not (ckpt_dir / args.model / "model.safetensors").is_file():
-        print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
+    ready = server_preflight(args)
+    if ready is None:
         return 2
-    missing = bs.chromium_missing()
-    if missing:
-        print(missing, file=sys.stderr)
-        return 2
-    env = {"OMP_NUM_THREADS": str(args.torch_threads)} if args.torch_threads else {}
+    bs, ckpt_dir, env = ready
     from playwright.sync_api import sync_playwright
 
     sentences = distinct_sentences(args.sentences)
@@ -118,7 +108,7 @@ def main() -> int:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("memory", {
         "benchmark": "memory", "checkpoint_dir": str(ckpt_dir), "model": args.model, "sentences": n,
-        "torch_threads_env": args.torch_threads, "machine": machine(), "seconds": time.perf_counter() - t_start,
+        "torch_threads": args.torch_threads or 1, "machine": machine(), "seconds": time.perf_counter() - t_start,
         "rss_mb_idle": idle_mb, "rss_mb_first_page": first_mb, "rss_mb_after_each": samples,
         "rss_mb_final": samples[-1], "rss_mb_peak": max(samples), "growth_window": window, "growth_mb": growth,
         "exceptions_seen": exceptions, "targets": TARGETS,

@@ -93,3 +93,27 @@ def table(rows: list[list], header: list[str]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def add_server_args(ap) -> None:
+    """Arguments shared by the browser benchmarks: which checkpoint the server loads, and its threads."""
+    ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
+    ap.add_argument("--model", default="multi30k-de-en")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch threads per request in the server (ATLAS_TORCH_THREADS; the app's default is 1)")
+
+
+def server_preflight(args):
+    """(browser_support module, checkpoint folder, server env), or None after saying what is missing."""
+    import browser_support as bs
+
+    ckpt_dir = Path(args.checkpoint_dir).resolve()
+    if not (ckpt_dir / args.model / "model.safetensors").is_file():
+        print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
+        return None
+    missing = bs.chromium_missing()
+    if missing:
+        print(missing, file=sys.stderr)
+        return None
+    env = {"ATLAS_TORCH_THREADS": str(args.torch_threads)} if args.torch_threads else {}
+    return bs, ckpt_dir, env

@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from tests.app_support import run_app, visible_text
 
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
 SENTENCES = {
     "normal": GERMAN[3],
@@ -40,21 +38,7 @@ def checkpoints(tmp_path_factory):
             os.environ[k] = v
 
 
-def run_app(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = str(v)
-    at.run()
-    return at
-
-
-def all_text(at: AppTest) -> str:
-    parts = [e.value for e in at.markdown] + [e.value for e in at.caption] + [e.value for e in at.info]
-    parts += [e.value for e in at.warning] + [e.value for e in at.error]
-    return "\n".join(str(p) for p in parts)
-
-
-def charts(at: AppTest):
+def charts(at):
     return at.get("plotly_chart")
 
 
@@ -74,7 +58,7 @@ def test_every_view_renders(checkpoints, view, case):
 
 def test_markup_is_shown_as_text(checkpoints):
     at = run_app(view="Overview", text=SENTENCES["markup"])
-    text = all_text(at)
+    text = visible_text(at)
     # Markdown gets the tokens HTML-escaped, so the browser prints them literally and runs nothing.
     assert "<script>" not in text and "<b>" not in text
     assert "&lt;" in text and "script" in text

@@ -1,17 +1,15 @@
 """Bad input, broken checkpoints and server limits, through the model API and through the app."""
 from __future__ import annotations
 
-import os
 import pickle
 import shutil
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from tests.app_support import run_app, visible_text
 
 from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 BAD_INPUTS = {
     "empty": "",
@@ -76,20 +74,6 @@ def app_env(tiny, monkeypatch):
     monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(tiny))
     monkeypatch.setenv("ATLAS_DEFAULT_MODEL", "demo")
     return tiny
-
-
-def run_app(**params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = str(v)
-    at.run()
-    return at
-
-
-def visible_text(at: AppTest) -> str:
-    parts = [e.value for e in at.markdown] + [e.value for e in at.caption]
-    parts += [e.value for e in at.info] + [e.value for e in at.warning] + [e.value for e in at.error]
-    return "\n".join(map(str, parts))
 
 
 @pytest.mark.parametrize("name", list(BAD_INPUTS))

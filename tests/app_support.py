@@ -1,0 +1,24 @@
+"""Helpers shared by the AppTest modules."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def run_app(**params) -> AppTest:
+    """Run app.py once with these URL query parameters."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    at.run()
+    return at
+
+
+def visible_text(at: AppTest) -> str:
+    """Markdown, captions and alerts of a run, joined."""
+    parts = [e.value for e in at.markdown] + [e.value for e in at.caption] + [e.value for e in at.info]
+    parts += [e.value for e in at.warning] + [e.value for e in at.error]
+    return "\n".join(str(p) for p in parts)
