@@ -71,7 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 class Log:
-    """Appends to OUT/train/train.log and echoes to stderr (tqdm-safe)."""
+    """Appends to OUT/train.log (shipped with the checkpoint) and echoes to stderr (tqdm-safe)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
         return 0
     work = out / "train"
     work.mkdir(parents=True, exist_ok=True)
-    log = Log(work / "train.log")
+    log = Log(out / "train.log")
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     random.seed(args.seed)
@@ -216,7 +216,12 @@ def main(argv=None) -> int:
             tokens_seen += n_tok
             loss_sum += loss.item() * n_tok
             loss_tokens += n_tok
-            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_seen / (time.time() - t0):.0f}")
+            tok_s = tokens_seen / (time.time() - t0)
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tok_s:.0f}")
+            if bar.n % 50 == 0:  # the log file shows progress too when nobody watches the bar
+                left = (len(batches) - bar.n) * (time.time() - t0) / max(bar.n, 1)
+                log(f"epoch {epoch} batch {bar.n}/{len(batches)} loss {loss_sum / loss_tokens:.3f} "
+                    f"{tok_s:.0f} tok/s, {left / 60:.1f} min left in this epoch")
         bar.close()
         epoch_seconds = time.time() - t0
         train_seconds += epoch_seconds

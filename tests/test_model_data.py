@@ -236,7 +236,7 @@ def test_train_writes_a_loadable_checkpoint(three_epochs, data_dir):
     assert all("val_bleu_greedy" in h for h in training["history"])
     assert "test_2016_flickr.de.gz" in training["data_files"] and "train.de.gz" in training["data_files"]
     # per-epoch state lives under OUT/train
-    assert (out / "train" / "state.pt").is_file() and (out / "train" / "train.log").is_file()
+    assert (out / "train" / "state.pt").is_file() and (out / "train.log").is_file()
     assert sorted(p.name for p in (out / "train").glob("epoch_*.safetensors")) == ["epoch_3.safetensors"]
 
 
@@ -252,7 +252,7 @@ def test_train_resumes(three_epochs, data_dir, tmp_path):
     assert train_cli.main(train_args(data_dir, out, 1)) == 0
     assert [h["epoch"] for h in metrics_of(out)["training"]["history"]] == [1]
     assert train_cli.main(train_args(data_dir, out, 2, "--resume")) == 0
-    log = (out / "train" / "train.log").read_text(encoding="utf-8")
+    log = (out / "train.log").read_text(encoding="utf-8")
     assert "resumed after epoch 1" in log
     history = metrics_of(out)["training"]["history"]
     assert [h["epoch"] for h in history] == [1, 2]
