@@ -196,7 +196,7 @@ def main(argv=None) -> int:
         batches = token_batches(train_pairs, args.max_tokens, shuffle=True, seed=args.seed * 1000 + epoch)
         tokens_seen, loss_sum, loss_tokens = 0, 0.0, 0
         bar = tqdm(batches, desc=f"epoch {epoch}/{args.epochs}", unit="batch", disable=None, file=sys.stderr)
-        for batch in bar:
+        for done, batch in enumerate(bar, 1):
             src, tgt_in, tgt_out = (x.to(device) for x in collate(train_pairs, batch, cfg.pad_idx, tv.bos_idx, tv.eos_idx))
             step += 1
             for g in opt.param_groups:
@@ -218,9 +218,9 @@ def main(argv=None) -> int:
             loss_tokens += n_tok
             tok_s = tokens_seen / (time.time() - t0)
             bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tok_s:.0f}")
-            if bar.n % 50 == 0:  # the log file shows progress too when nobody watches the bar
-                left = (len(batches) - bar.n) * (time.time() - t0) / max(bar.n, 1)
-                log(f"epoch {epoch} batch {bar.n}/{len(batches)} loss {loss_sum / loss_tokens:.3f} "
+            if done % 50 == 0:  # the log file shows progress too when nobody watches the bar (tqdm off)
+                left = (len(batches) - done) * (time.time() - t0) / done
+                log(f"epoch {epoch} batch {done}/{len(batches)} loss {loss_sum / loss_tokens:.3f} "
                     f"{tok_s:.0f} tok/s, {left / 60:.1f} min left in this epoch")
         bar.close()
         epoch_seconds = time.time() - t0
