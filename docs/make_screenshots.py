@@ -1,0 +1,67 @@
+"""Screenshots of every view on the shipped model, for the README.
+
+    python docs/make_screenshots.py [--checkpoint-dir checkpoints] [--model multi30k-de-en]
+
+Starts `streamlit run app.py`, opens each view in Debian's Chromium (Playwright) through a shareable
+link, waits until every chart is drawn, and writes docs/screenshots/<view>.png.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import browser_support as bs  # noqa: E402
+
+SENTENCE = "Ein brauner Hund rennt dem schwarzen Hund hinterher."
+SHOTS = {  # file name -> query parameters
+    "overview": {"view": "Overview"},
+    "embeddings": {"view": "Embeddings"},
+    "positional_encoding": {"view": "Positional encoding"},
+    "attention_cross": {"view": "Attention", "kind": "cross", "layer": 2, "head": 1},
+    "attention_encoder": {"view": "Attention", "kind": "enc_self", "layer": 1, "head": 1},
+    "inside_one_head": {"view": "Inside one head", "kind": "dec_self", "layer": 1, "head": 1},
+    "masks": {"view": "Masks"},
+    "decoding": {"view": "Decoding"},
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
+    ap.add_argument("--model", default="multi30k-de-en")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    args = ap.parse_args()
+    missing = bs.chromium_missing()
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    server = bs.start_server(args.checkpoint_dir, args.model, Path(tempfile.gettempdir()) / "atlas-shots.log")
+    try:
+        with sync_playwright() as p:
+            browser = bs.launch_chromium(p)
+            for name, params in SHOTS.items():
+                page = bs.new_page(browser, width=1500, height=1000)
+                url = server.link(**params, text=SENTENCE)
+                bs.open_app(page, url)
+                bs.wait_charts(page)
+                bs.assert_no_exception(page)
+                path = bs.full_screenshot(page, out / f"{name}.png", max_height=5000)
+                print(path.relative_to(ROOT))
+                page.context.close()
+            browser.close()
+    finally:
+        bs.stop_server(server)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
