@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .trace import Trace
-from .transformer import EncoderDecoder, HeadMask, make_src_mask, reorder_cache
+from .transformer import EncoderDecoder, HeadMask, make_src_mask, make_tgt_mask, reorder_cache
 
 
 @dataclass
@@ -58,19 +58,23 @@ def greedy_decode(
     """Pick the most probable token at each step until <eos> or max_len tokens.
 
     Decoding is incremental (a key/value cache, one new position per step). `prefix` forces the
-    first tokens (a user chose another candidate at some step). With `record`, one traced
-    teacher-forced pass over <bos> + output follows: row i of its matrices is exactly what step i
-    computed (tests check this), so it gives every step's candidates and attention, and the full trace.
+    first tokens (a user chose another candidate at some step). With `record`, the encoder runs
+    traced and one traced teacher-forced decoder pass over <bos> + output follows: row i of its
+    matrices is exactly what step i computed (tests check this), so it gives every step's
+    candidates and attention, and the full trace.
     """
     prefix = list(prefix or [])
-    src_mask = make_src_mask(src, model.cfg.pad_idx, use_src_padding_mask)
-    memory = model.encode(src, src_mask, head_mask)  # (1, s, d)
+    pad = model.cfg.pad_idx
+    src_mask = make_src_mask(src, pad, use_src_padding_mask)
+    trace = Trace() if record else None
+    memory = model.encode(src, src_mask, head_mask, trace)  # (1, s, d); the encoder runs once, traced if asked
     cache = model.new_cache()
     ys = [bos]
     finished = False
     while len(ys) - 1 < max_len:
-        log_probs = decode_step(model, memory, src_mask, torch.tensor([[ys[-1]]], device=src.device), cache, head_mask)[0]
-        nxt = prefix[len(ys) - 1] if len(ys) - 1 < len(prefix) else int(log_probs.argmax())
+        token = torch.tensor([[ys[-1]]], device=src.device)
+        x = model.decode(memory, src_mask, token, None, head_mask, cache=cache)  # one query sees every cached key
+        nxt = prefix[len(ys) - 1] if len(ys) - 1 < len(prefix) else int(model.generator.proj(x[0, -1]).argmax())
         if nxt == eos:
             finished = True
             break
@@ -78,18 +82,18 @@ def greedy_decode(
     if not record:
         return GreedyResult(ids=ys[1:], finished=finished)
     tgt = torch.tensor([ys], dtype=torch.long, device=src.device)
-    log_probs, trace = model(src, tgt, trace=True, head_mask=head_mask, use_src_padding_mask=use_src_padding_mask)
-    probs = log_probs[0].exp()  # (t, V)
+    trace.log_probs = model.generator(model.decode(memory, src_mask, tgt, make_tgt_mask(tgt, pad), head_mask, trace))
+    decisions = ys[1:] + ([eos] if finished else [])
+    probs = trace.log_probs[0, : len(decisions)].exp()  # (n, V): row i is step i's distribution
+    top_p, top_i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+    chosen_p = probs[torch.arange(len(decisions)), torch.tensor(decisions, dtype=torch.long)].tolist()
     dec_self = torch.stack([a.probs[0] for a in trace.dec_self]).float().numpy()  # (L, h, t, t)
     cross = torch.stack([a.probs[0] for a in trace.cross]).float().numpy()  # (L, h, t, s)
-    steps = []
-    for i, chosen in enumerate(ys[1:] + ([eos] if finished else [])):
-        top_p, top_i = probs[i].topk(min(top_k, probs.shape[-1]))
-        steps.append(Step(
-            prefix=ys[: i + 1], top_ids=top_i.tolist(), top_probs=top_p.tolist(), chosen=chosen,
-            chosen_prob=float(probs[i, chosen]), forced=i < len(prefix),
-            dec_self=dec_self[:, :, i, : i + 1], cross=cross[:, :, i],
-        ))
+    steps = [
+        Step(prefix=ys[: i + 1], top_ids=ti, top_probs=tp, chosen=chosen, chosen_prob=cp, forced=i < len(prefix),
+             dec_self=dec_self[:, :, i, : i + 1], cross=cross[:, :, i])
+        for i, (chosen, cp, ti, tp) in enumerate(zip(decisions, chosen_p, top_i.tolist(), top_p.tolist()))
+    ]
     return GreedyResult(ids=ys[1:], finished=finished, steps=steps, trace=trace)
 
 

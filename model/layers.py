@@ -44,7 +44,7 @@ class Embeddings(nn.Module):
         pe = self.pe[offset : offset + n]
         total = scaled + pe
         record = EmbeddingTrace(token, scaled, pe, total) if trace else None
-        return self.dropout(total), record
+        return (self.dropout(total) if self.training else total), record  # skip no-op calls: decoding is per token
 
 
 class FeedForward(nn.Module):
@@ -56,7 +56,8 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+        h = F.relu(self.w_1(x))
+        return self.w_2(self.dropout(h) if self.training else h)
 
 
 class SublayerConnection(nn.Module):
@@ -71,9 +72,9 @@ class SublayerConnection(nn.Module):
     def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, object]:
         if self.norm_first:
             y, extra = sublayer(self.norm(x))
-            return x + self.dropout(y), extra
+            return x + (self.dropout(y) if self.training else y), extra
         y, extra = sublayer(x)
-        return self.norm(x + self.dropout(y)), extra
+        return self.norm(x + (self.dropout(y) if self.training else y)), extra
 
 
 class EncoderLayer(nn.Module):
