@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import threading
 
 import pytest
 from tests.app_support import run_app, visible_text
@@ -127,31 +126,3 @@ def test_untrained_twin_differs(checkpoints):
     twin = run_app(view="Attention", text=GERMAN[0], kind="enc_self", ckpt="demo:untrained")
     assert not twin.exception
     assert charts(trained)[0].proto.spec != charts(twin)[0].proto.spec
-
-
-def test_concurrent_sessions_see_their_own_sentence(checkpoints):
-    """16 sessions at once through one cached model: each sees its own translation."""
-    sentences = [GERMAN[i % 4] + " " + "Hund " * (i // 4) for i in range(16)]
-    expected = {}
-    for s in set(sentences):
-        at = run_app(view="Attention", text=s)
-        expected[s] = (tuple(m.value for m in at.markdown[:3]), charts(at)[0].proto.spec)
-    results, errors = {}, []
-    barrier = threading.Barrier(len(sentences))
-
-    def session(i, s):
-        try:
-            barrier.wait()
-            at = run_app(view="Attention", text=s)
-            results[i] = (tuple(m.value for m in at.markdown[:3]), charts(at)[0].proto.spec)
-        except Exception as e:  # noqa: BLE001 - collected and asserted below
-            errors.append(e)
-
-    threads = [threading.Thread(target=session, args=(i, s)) for i, s in enumerate(sentences)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    for i, s in enumerate(sentences):
-        assert results[i] == expected[s], f"session {i} saw another session's result"

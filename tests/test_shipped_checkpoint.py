@@ -19,7 +19,7 @@ def translator():
 
 @pytest.mark.parametrize("german, words", [
     ("Ein Hund läuft im Schnee.", ["dog", "snow"]),
-    ("Ein Mann fährt Fahrrad.", ["man", "bike"]),
+    ("Ein Mann fährt Fahrrad.", ["man", ("bike", "bicycle")]),
     ("Zwei Kinder spielen im Wasser.", ["children", "water"]),
     ("Eine Frau mit einem roten Hut sitzt auf einer Bank.", ["woman", "red", "hat", "bench"]),
     ("Ein brauner Hund rennt dem schwarzen Hund hinterher.", ["brown", "dog", "black"]),
@@ -27,8 +27,8 @@ def translator():
 def test_translates_sensibly(translator, german, words):
     for beam in (1, 5):
         text = translator.translate(german, beam=beam).text.lower()
-        for w in words:
-            assert w in text, f"{w!r} missing from {text!r} (beam {beam})"
+        for w in words:  # a tuple lists acceptable alternatives
+            assert any(a in text for a in (w if isinstance(w, tuple) else (w,))), f"{w!r} missing from {text!r} (beam {beam})"
 
 
 def test_metrics_agree_with_config():

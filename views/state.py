@@ -21,8 +21,17 @@ from model.translator import Translation, Translator
 torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINT_DIR = Path(os.environ.get("ATLAS_CHECKPOINT_DIR", ROOT / "checkpoints"))
-DEFAULT_MODEL = os.environ.get("ATLAS_DEFAULT_MODEL", "multi30k-de-en")
+
+
+def checkpoint_dir() -> Path:
+    """Where checkpoint folders are looked for (ATLAS_CHECKPOINT_DIR, read at each run so tests can point it)."""
+    return Path(os.environ.get("ATLAS_CHECKPOINT_DIR", ROOT / "checkpoints"))
+
+
+def default_model() -> str:
+    """The model a new session opens (ATLAS_DEFAULT_MODEL)."""
+    return os.environ.get("ATLAS_DEFAULT_MODEL", "multi30k-de-en")
+
 TWIN = ":untrained"  # suffix of a checkpoint key: same architecture, random weights
 
 EXAMPLES = [  # from Multi30k's validation set
@@ -47,7 +56,7 @@ PARAMS = {
     "kind": ("cross", str),
     "layer": (1, int),
     "head": (1, int),
-    "ckpt": (DEFAULT_MODEL, str),
+    "ckpt": (None, str),  # None: default_model()
     "decoding": ("greedy", str),
     "beam": (5, int),
     "max_len": (0, int),
@@ -67,6 +76,8 @@ def init_state() -> None:
                 except ValueError:
                     value = default
             ss[key] = value
+        if ss["ckpt"] is None:
+            ss["ckpt"] = default_model()
         if ss["view"] not in VIEWS:
             ss["view"] = "Overview"
         if ss["kind"] not in KINDS:
@@ -91,16 +102,15 @@ def sync_url() -> None:
 
 def checkpoint_choices() -> list[str]:
     """Checkpoint keys: every folder under checkpoints/, plus the untrained twin of the default."""
-    folders = sorted(p.name for p in CHECKPOINT_DIR.iterdir() if p.is_dir()) if CHECKPOINT_DIR.is_dir() else []
-    if DEFAULT_MODEL in folders:
-        folders.remove(DEFAULT_MODEL)
-    return [DEFAULT_MODEL, DEFAULT_MODEL + TWIN] + folders
+    root, default = checkpoint_dir(), default_model()
+    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != default) if root.is_dir() else []
+    return [default, default + TWIN] + folders
 
 
 def checkpoint_label(key: str) -> str:
     if key.endswith(TWIN):
         return f"{key[: -len(TWIN)]} · untrained twin (random weights)"
-    return f"{key} · trained" if key == DEFAULT_MODEL else key
+    return f"{key} · trained" if key == default_model() else key
 
 
 @st.cache_resource(show_spinner="Loading the model…")
@@ -116,7 +126,7 @@ def _twin(folder: str) -> Translator:
 def load_translator(key: str) -> tuple[Translator | None, str | None]:
     """(translator, None) or (None, a message saying what is wrong and how to fix it)."""
     name = key[: -len(TWIN)] if key.endswith(TWIN) else key
-    folder = CHECKPOINT_DIR / name
+    folder = checkpoint_dir() / name
     try:
         return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
     except CheckpointError as e:
