@@ -230,8 +230,9 @@ class Translator:
         sources = [self.prepare(t) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: len(sources[i].ids))
         v = self.tgt_vocab
-        for start in range(0, len(order), batch_size if beam == 1 else 1):
-            idx = [i for i in order[start : start + (batch_size if beam == 1 else 1)] if sources[i].tokens]
+        step = batch_size if beam == 1 else 1  # beam search decodes one sentence at a time
+        for start in range(0, len(order), step):
+            idx = [i for i in order[start : start + step] if sources[i].tokens]
             if not idx:
                 continue
             width = max(len(sources[i].ids) for i in idx)

@@ -230,28 +230,17 @@ def test_config_not_an_object(checkpoint_dir, text):
     assert_fails(folder, folder / CONFIG)
 
 
-def test_config_disagrees_with_weights(checkpoint_dir):
+@pytest.mark.parametrize("field, value, expected", [
+    ("d_model", 64, ("does not match config.json", "wrong shape")),
+    ("n_encoder_layers", 3, ("missing", "encoder_layers.2")),
+    ("tie_weights", False, (TIED_KEY,)),
+], ids=["d_model", "more-layers", "untied"])
+def test_config_disagrees_with_weights(checkpoint_dir, field, value, expected):
     folder, _ = checkpoint_dir
     cfg = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    cfg["d_model"] = 64
+    cfg[field] = value
     (folder / CONFIG).write_text(json.dumps(cfg), encoding="utf-8")
-    assert_fails(folder, folder / WEIGHTS, "does not match config.json", "wrong shape")
-
-
-def test_config_with_more_layers_than_the_weights(checkpoint_dir):
-    folder, _ = checkpoint_dir
-    cfg = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    cfg["n_encoder_layers"] = 3
-    (folder / CONFIG).write_text(json.dumps(cfg), encoding="utf-8")
-    assert_fails(folder, folder / WEIGHTS, "missing", "encoder_layers.2")
-
-
-def test_untied_config_for_tied_weights(checkpoint_dir):
-    folder, _ = checkpoint_dir
-    cfg = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    cfg["tie_weights"] = False
-    (folder / CONFIG).write_text(json.dumps(cfg), encoding="utf-8")
-    assert_fails(folder, folder / WEIGHTS, TIED_KEY)
+    assert_fails(folder, folder / WEIGHTS, *expected)
 
 
 def test_extra_tensor_in_weights(checkpoint_dir):

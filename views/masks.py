@@ -84,10 +84,11 @@ def _causal(ctx: Context) -> None:
     tv = ctx.translator.tgt_vocab
     ids = tv.encode(target)
     rows = []
+    off_self = off.probs("dec_self")  # (L, h, t, t)
     for i, tok in enumerate(t):
         p_on, p_off = np.exp(on.log_probs[i]), np.exp(off.log_probs[i])
         nxt_on, off_tok = tv.itos[int(p_on.argmax())], tv.itos[int(p_off.argmax())]
-        future = off.probs("dec_self")[:, :, i, i + 1:].sum(-1).mean()  # mean over layers and heads
+        future = off_self[:, :, i, i + 1:].sum(-1).mean()  # mean over layers and heads
         rows.append({"position": i, "input": tok, "must predict": target[i],
                      "prediction (mask on)": nxt_on, "p(correct), mask on": float(p_on[ids[i]]),
                      "prediction (mask off)": off_tok, "p(correct), mask off": float(p_off[ids[i]]),
