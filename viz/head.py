@@ -158,13 +158,11 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
         "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token"),
         "K": vectors_figure(k_arr, key_tokens, k_side, "key", "K: one key vector per token"),
         "V": vectors_figure(v_arr, key_tokens, k_side, "key", "V: one value vector per token"),
-        "scores": scores(raw, f"scores Q·Kᵀ (max |score| = {_limit(raw):.2f})"),
-        "scaled": scores(scaled, f"scaled scores Q·Kᵀ / √d_k = / √{d_k} "
-                                 f"(max |score| = {_limit(scaled):.2f})"),
+        "scores": scores(raw, f"Q·Kᵀ, max |s| {_limit(raw):.1f}"),
+        "scaled": scores(scaled, f"Q·Kᵀ / √{d_k}, max |s| {_limit(scaled):.1f}"),
     }
     if m is not None:
-        figs["masked"] = scores(scaled, "masked scores: grey cells get weight 0 (−∞ before "
-                                        "softmax)", with_mask=m)
+        figs["masked"] = scores(scaled, "masked: grey = −∞", with_mask=m)
     figs["softmax"] = probs_figure(probs, query_tokens, key_tokens, kind, mask=m)
     if dropout_probs is not None:
         figs["dropout"] = dropout_figure(dropout_probs, query_tokens, key_tokens, kind, mask=m)
