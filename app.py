@@ -2,19 +2,25 @@
 
     streamlit run app.py
 
-This file is the router: sidebar controls, loading, bad-input handling, then one view.
-Every figure comes from viz/; every number from model/.
+This file is the router: sidebar controls, loading, bad-input handling, the translation the
+figures show, then one view. Every figure comes from viz/; every number from model/.
 """
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import streamlit as st
 
+from model.experiments import looks_like_target_language, next_token_entropy
 from views import attention, decoding, embeddings, head, masks, overview, positional
 from views.state import (EXAMPLES, MAX_DECODE_STEPS, VIEWS, Context, beam_translation, checkpoint_choices,
-                         checkpoint_label, init_state, load_translator, sync_url, trace_sentence)
+                         checkpoint_label, init_state, is_twin, load_translator, model_facts, sync_url, trace_sentence)
 from views.text import md_escape
 
-st.set_page_config(page_title="Attention Atlas", page_icon=":material/translate:", layout="wide")
+# A local icon: an emoji or Material icon would make the browser fetch it from the internet.
+st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
+                   layout="wide")
 st.markdown(  # larger base font: readable from the back of a lecture room
     "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;}</style>",
     unsafe_allow_html=True,
@@ -27,9 +33,15 @@ init_state()
 ss = st.session_state
 
 
+def _new_sentence() -> None:
+    """A new sentence or model starts from plain decoding at step 1."""
+    ss["prefix"], ss["dec_step"] = (), 1
+
+
 def _use_example() -> None:
     if ss.get("example"):
         ss["text"] = ss["example"]
+        _new_sentence()
 
 
 with st.sidebar:
@@ -38,18 +50,21 @@ with st.sidebar:
     choices = checkpoint_choices()
     if ss["ckpt"] not in choices:
         choices.append(ss["ckpt"])  # keep the URL's choice visible, even if it turns out broken
-    st.selectbox("Model", choices, key="ckpt", format_func=checkpoint_label,
-                 help="The trained model, its untrained twin (same architecture, random weights) or any folder under checkpoints/.")
-    st.text_area("German sentence", key="text", height=90, max_chars=5000,
+    st.selectbox("Model", choices, key="ckpt", format_func=checkpoint_label, on_change=_new_sentence,
+                 help="trained: the shipped model. untrained: its twin with the same architecture and random "
+                      "weights (seed 0). Any other folder under checkpoints/ is listed by name.")
+    st.text_area("German sentence", key="text", height=90, max_chars=5000, on_change=_new_sentence,
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")
     st.radio("View", VIEWS, key="view")
     with st.expander("Decoding options"):
-        st.radio("Translation shown", ["greedy", "beam"], key="decoding", horizontal=True,
-                 help="The views trace greedy decoding; beam search gives the best-scoring translation.")
-        st.slider("Beam size", 2, 10, key="beam", disabled=ss["decoding"] != "beam")
-        st.slider("Maximum output length (0 = automatic)", 0, MAX_DECODE_STEPS, key="max_len")
+        st.radio("Decoding traced in the figures", ["greedy", "beam"], key="decoding", horizontal=True,
+                 on_change=_new_sentence,
+                 help="greedy: the most probable token at each step. beam: beam search's best translation, traced "
+                      "by running the decoder along its tokens (the attention it computed for that hypothesis).")
+        st.slider("Beam size", 2, 10, key="beam", disabled=ss["decoding"] != "beam", on_change=_new_sentence)
+        st.slider("Maximum output length (0 = automatic)", 0, MAX_DECODE_STEPS, key="max_len", on_change=_new_sentence)
 
 translator, error = load_translator(ss["ckpt"])
 if error:
@@ -57,6 +72,7 @@ if error:
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
     sync_url()
     st.stop()
+facts = model_facts(ss["ckpt"])
 
 text = ss["text"] or ""
 if not text.strip():
@@ -64,22 +80,40 @@ if not text.strip():
     sync_url()
     st.stop()
 
-result = trace_sentence(ss["ckpt"], text, ss["max_len"])
-source = result.source
+greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
+source = greedy.source
 if not source.tokens:
     st.info("This text has no words the tokenizer can read (only control characters or spaces). Type a German sentence.")
     sync_url()
     st.stop()
 
-# The translation stays visible on every view.
-shown = result
+# The figures show one decoding; the header shows that same translation and says which one it is.
+beam = None
+prefix = tuple(ss["prefix"])
 if ss["decoding"] == "beam":
-    shown = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"])
-label = "beam search (beam %d)" % ss["beam"] if ss["decoding"] == "beam" else "greedy"
+    beam = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"])
+if prefix:
+    result = trace_sentence(ss["ckpt"], text, ss["max_len"], prefix)
+    shows = f"your forced first {len(prefix)} token(s), then greedy decoding"
+elif beam is not None and beam.raw_tokens:
+    # Forcing the decoder along the beam's tokens (and its <eos>) records exactly what it computed for them.
+    whole = tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())
+    result = trace_sentence(ss["ckpt"], text, ss["max_len"], whole)
+    shows = f"beam search (beam {ss['beam']}), traced along its output"
+else:
+    result, shows = greedy, "greedy decoding"
+    if beam is not None:
+        shows += " (beam search gave an empty output)"
+
 st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
-st.markdown(f"### :gray[EN] {md_escape(shown.text) or '∅ (empty output)'}")
-st.caption(f"{label} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source tokens · "
-           f"{shown.seconds * 1000:.0f} ms" + ("" if shown.finished else " · stopped at the length limit before `<eos>`"))
+st.markdown(f"### :gray[EN] {md_escape(result.text) or '∅ (empty output)'}")
+status = "" if result.finished else " · stopped at the length limit before `<eos>`"
+st.caption(f"**Every figure below shows: {shows}** · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
+           f"tokens · {result.seconds * 1000:.0f} ms{status}")
+if beam is not None and prefix:
+    st.caption(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")
+elif beam is not None and beam.text != greedy.text:
+    st.caption(f"Greedy decoding would give: {md_escape(greedy.text) or '∅'}")
 if source.truncated:
     cut = " ".join(source.dropped[:12]) + (" …" if len(source.dropped) > 12 else "")
     extra = f" and {source.chars_cut} characters beyond the reading limit" if source.chars_cut else ""
@@ -88,7 +122,18 @@ if source.truncated:
 unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
 if unknown:
     st.caption("? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown)))
+if looks_like_target_language(source.tokens, [not u for u in source.unknown], set(facts["tgt_itos"])):
+    st.info("Most of these words are unknown to the model's German vocabulary but are English words it can write. "
+            "This model translates German into English: type a German sentence.")
+if is_twin(ss["ckpt"]) and result.trace is not None:
+    h = next_token_entropy(result.trace.log_probs)
+    v = len(facts["tgt_itos"])
+    st.caption(f"This is the untrained twin: random weights, nothing learned. Its next-token distributions here have a "
+               f"mean entropy of {h.mean():.2f} nats; a uniform choice among its {v:,} tokens would have "
+               f"{math.log(v):.2f}. It " + ("ended with `<eos>`." if result.finished else
+                                               "never chose `<eos>` and ran to the length limit."))
 
-ctx = Context(key=ss["ckpt"], translator=translator, result=result, text=text, max_len=ss["max_len"])
+ctx = Context(key=ss["ckpt"], cfg=translator.cfg, result=result, text=text, max_len=ss["max_len"], shows=shows,
+              facts=facts)
 PAGES[ss["view"]].render(ctx)
 sync_url()

@@ -8,8 +8,23 @@ Modules (paper vocabulary, "Attention Is All You Need"):
 - trace.py       the trace dataclasses that forward returns
 - vocab.py       Vocab with <unk> <pad> <bos> <eos>
 - tokenize.py    spaCy blank tokenizers and Moses detokenizer
-- decode.py      greedy (recorded step by step), forced prefix, beam search
-- checkpoint.py  safetensors checkpoint folders, with clear errors
+- decode.py      one search loop: greedy (recorded, batched, from a forced prefix) and beam search
+- checkpoint.py  the checkpoint format: folders, per-epoch weights, averaging, metrics.json
 - translator.py  text in, translation + trace out (what the app and the CLI use)
 - data.py, train.py, evaluate.py, translate.py  data loading and command lines
+- experiments.py numbers the pages state, computed from what the model recorded (NumPy in, NumPy out)
+- runtime.py     process-wide torch settings the app sets once
+
+Shape letters, the same in every module's shape comments:
+    b    batch (sentences, or sentences × beams while searching)
+    L    layers
+    h    heads
+    s    source positions
+    t    target (decoder) positions
+    i    query positions of an attention (s or t)
+    j    key positions of an attention (s or t)
+    n    positions of one sequence where either side fits (embeddings, positional table)
+    d    d_model
+    d_k  per-head size, d_model / h
+    V    vocabulary size
 """

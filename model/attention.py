@@ -1,6 +1,6 @@
 """Multi-head attention, written out so that every step can be returned.
 
-Shape letters: b batch, h heads, i query positions, j key positions, d d_model, d_k = d / h.
+Shape letters: see model/__init__.py.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,  # (b, j, d)
         mask: torch.Tensor | None = None,  # bool (b, 1, i|1, j); True = may attend
         head_mask: torch.Tensor | None = None,  # (h,) 1 keeps a head, 0 switches it off
-        trace: bool = False,
+        return_trace: bool = False,  # also return an AttentionTrace (the explicit path)
         cache: dict | None = None,  # the caller's per-request key/value cache for incremental decoding
         static_kv: bool = False,  # keys/values do not grow (cross-attention): project them once
     ) -> tuple[torch.Tensor, AttentionTrace | None]:
@@ -51,7 +51,7 @@ class MultiHeadAttention(nn.Module):
                     k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
         p_drop = self.dropout if self.training else 0.0
-        if trace:
+        if return_trace:
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (b, h, i, j)
             masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
             probs = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # a fully masked row gives 0, not NaN

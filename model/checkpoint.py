@@ -1,7 +1,10 @@
-"""Checkpoint folders: model.safetensors, config.json, vocab.src.json, vocab.tgt.json, metrics.json.
+"""The checkpoint format, in one place: folders, weights files, averaging and metrics.json.
 
-Loading never unpickles, and every way a folder can be broken gives one CheckpointError that
-names the file and says what to do.
+A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json.
+Weights files (the folder's and training's per-epoch ones) store the state dict without the
+generator matrix when it is tied to the target embedding (safetensors refuses shared tensors;
+model_state restores the tie) and with it when it is not. Loading never unpickles, and every way
+a folder can be broken gives one CheckpointError that names the file and says what to do.
 """
 from __future__ import annotations
 
@@ -28,6 +31,60 @@ class CheckpointError(Exception):
     """A checkpoint folder that cannot be loaded; the message says which file and what to do."""
 
 
+def weights_state(model: EncoderDecoder, half: bool = False) -> dict[str, torch.Tensor]:
+    """What a weights file stores: CPU copies of the state dict, the tied generator matrix left out."""
+    state = {}
+    for k, v in model.state_dict().items():
+        if model.cfg.tie_weights and k == TIED_KEY:
+            continue  # the same tensor as tgt_embed.lut.weight; restored by model_state
+        v = v.detach().cpu().contiguous()
+        state[k] = v.half() if half and v.is_floating_point() else v.clone()
+    return state
+
+
+def model_state(cfg: ModelConfig, stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A stored state (any float dtype) as load_state_dict wants it: float32, the tie restored."""
+    state = {k: v.float() if v.is_floating_point() else v for k, v in stored.items()}
+    if cfg.tie_weights:
+        state.pop(TIED_KEY, None)  # a stored copy of the tied matrix would be a second, separate tensor
+    if cfg.tie_weights and "tgt_embed.lut.weight" in state:
+        state[TIED_KEY] = state["tgt_embed.lut.weight"]
+    return state
+
+
+def save_weights(model: EncoderDecoder, path: str | Path, half: bool = False) -> Path:
+    """Write the model's weights to one safetensors file (a checkpoint's, or one epoch's in training)."""
+    save_file(weights_state(model, half), str(path), metadata={"format_version": str(FORMAT_VERSION)})
+    return Path(path)
+
+
+def average_weights(paths: list[str | Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean (in float64, returned as float32) of weights files written by save_weights."""
+    if not paths:
+        raise ValueError("nothing to average: no weights files given")
+    total: dict[str, torch.Tensor] = {}
+    for p in paths:
+        state = load_file(str(p))
+        if total and set(state) != set(total):
+            raise ValueError(f"{p}: holds other tensors than {paths[0]}; cannot average them")
+        for k, v in state.items():
+            total[k] = total[k] + v.double() if k in total else v.double()
+    return {k: (v / len(paths)).float() for k, v in total.items()}
+
+
+def load_weights_into(model: EncoderDecoder, stored: dict[str, torch.Tensor]) -> EncoderDecoder:
+    """Copy a stored state (from a weights file or average_weights) into the model, strictly."""
+    model.load_state_dict(model_state(model.cfg, stored), strict=True)
+    return model
+
+
+def write_metrics(folder: str | Path, metrics: dict) -> Path:
+    """Write (or overwrite) the folder's metrics.json."""
+    path = Path(folder) / METRICS
+    path.write_text(json.dumps(metrics or {}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
 def save_checkpoint(
     folder: str | Path,
     model: EncoderDecoder,
@@ -39,17 +96,11 @@ def save_checkpoint(
     """Write a complete checkpoint folder; `half` stores weights as float16 (loading restores float32)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    state = {}
-    for k, v in model.state_dict().items():
-        if model.cfg.tie_weights and k == TIED_KEY:
-            continue  # safetensors refuses shared tensors; the tie is restored on load
-        v = v.detach().cpu().contiguous()
-        state[k] = v.half() if half and v.is_floating_point() else v.clone()
-    save_file(state, str(folder / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
+    save_weights(model, folder / WEIGHTS, half)
     model.cfg.save(folder / CONFIG)
     src_vocab.save(folder / SRC_VOCAB)
     tgt_vocab.save(folder / TGT_VOCAB)
-    (folder / METRICS).write_text(json.dumps(metrics or {}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_metrics(folder, metrics or {})
     return folder
 
 
@@ -113,10 +164,7 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise _fail(folder / WEIGHTS, f"holds NaN or infinite values ({', '.join(bad[:3])})", "Restore the file or retrain.")
-    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
-    if cfg.tie_weights:
-        state[TIED_KEY] = state["tgt_embed.lut.weight"]
-    model.load_state_dict(state, strict=True)
+    load_weights_into(model, state)
     model.eval()
     metrics = {}
     if (folder / METRICS).is_file():

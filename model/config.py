@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 FORMAT_VERSION = 1  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
@@ -15,16 +15,16 @@ class ModelConfig:
 
     src_vocab_size: int
     tgt_vocab_size: int
-    d_model: int = 256
-    n_heads: int = 4
-    n_encoder_layers: int = 3
-    n_decoder_layers: int = 3
-    d_ff: int = 1024
-    dropout: float = 0.2  # on embeddings, sub-layer outputs and inside the feed-forward
-    attn_dropout: float = 0.1  # on attention probabilities
-    max_len: int = 256  # positions of the sinusoidal table, so the longest sequence
-    norm_first: bool = True  # pre-norm + final LayerNorm; False = post-norm as in the paper
-    tie_weights: bool = True  # generator shares the target embedding matrix
+    d_model: int = field(default=256, metadata={"help": "width of the residual stream and the embeddings"})
+    n_heads: int = field(default=4, metadata={"help": "attention heads per sub-layer (d_model must divide by it)"})
+    n_encoder_layers: int = field(default=3, metadata={"help": "encoder layers"})
+    n_decoder_layers: int = field(default=3, metadata={"help": "decoder layers"})
+    d_ff: int = field(default=1024, metadata={"help": "inner width of the position-wise feed-forward"})
+    dropout: float = field(default=0.2, metadata={"help": "on embeddings, sub-layer outputs and inside the feed-forward"})
+    attn_dropout: float = field(default=0.1, metadata={"help": "on attention probabilities"})
+    max_len: int = field(default=256, metadata={"help": "positions of the sinusoidal table, so the longest sequence"})
+    norm_first: bool = field(default=True, metadata={"help": "pre-norm + final LayerNorm; off = post-norm as in the paper"})
+    tie_weights: bool = field(default=True, metadata={"help": "the generator shares the target embedding matrix"})
     pad_idx: int = 1
 
     def __post_init__(self) -> None:

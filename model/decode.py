@@ -1,9 +1,14 @@
-"""Greedy decoding recorded step by step, decoding from a forced prefix, and beam search.
+"""One search loop for greedy decoding (recorded, batched, from a forced prefix) and beam search.
 
-Shape letters: b batch, s source positions, t decoded positions, L layers, h heads, V vocabulary.
+Shape letters: see model/__init__.py.
+
+`<bos>` and `<pad>` are never generated: at every step their log-probabilities are set to -inf and
+the rest renormalised before anything is chosen, and a recorded Step reports that distribution,
+the one the choice was made from. `<unk>` stays allowed (translator.py copies source words into it).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,30 +24,189 @@ class Step:
 
     prefix: list[int]  # decoder input ids so far, starting with <bos>
     top_ids: list[int]  # the k most probable next tokens, best first
-    top_probs: list[float]
+    top_probs: list[float]  # their probabilities after <bos>/<pad> were removed and the rest renormalised
     chosen: int
-    chosen_prob: float
+    chosen_prob: float  # from the same distribution as top_probs
     forced: bool  # True when the token came from a given prefix, not from the argmax
-    dec_self: np.ndarray  # (L, h, t) the last query's self-attention over the prefix
-    cross: np.ndarray  # (L, h, s) the last query's attention over the source
+    dec_self: np.ndarray | None = None  # (L, h, t) the last query's self-attention over the prefix
+    cross: np.ndarray | None = None  # (L, h, s) the last query's attention over the source
+    prefix_tokens: list[str] = field(default_factory=list)  # the same as strings (the Translator fills them)
+    top_tokens: list[str] = field(default_factory=list)
+    chosen_token: str = ""
 
 
 @dataclass
-class GreedyResult:
+class Decoded:
+    """One sentence's search result."""
+
     ids: list[int]  # output ids without <bos> and <eos>
-    finished: bool  # True when <eos> was produced, False when max_len stopped it
+    finished: bool  # True when <eos> ended it, False when max_len stopped it
     steps: list[Step] = field(default_factory=list)  # empty unless recorded
-    trace: Trace | None = None  # the encoder and the last step's full decoder trace, when recorded
+    trace: Trace | None = None  # the encoder and the final decoder pass, when recorded
+
+
+GreedyResult = Decoded  # the earlier name
 
 
 def decode_step(model: EncoderDecoder, memory, src_mask, tokens: torch.Tensor, cache: dict,
                 head_mask: HeadMask | None = None) -> torch.Tensor:
-    """(b, 1) newest tokens -> (b, V) next-token log-probabilities; `cache` carries the earlier positions."""
+    """(b, 1) newest tokens -> (b, V) the generator's next-token log-probabilities.
+
+    `cache` carries the earlier positions. Nothing is removed here: see allowed_log_probs.
+    """
     x = model.decode(memory, src_mask, tokens, None, head_mask, cache=cache)  # one query sees every cached key
     return model.generator(x[:, -1])
 
 
+def allowed_log_probs(log_probs: torch.Tensor, banned: torch.Tensor) -> torch.Tensor:
+    """(b, V) -> (b, V): the `banned` ids at -inf and the other tokens renormalised to sum to 1."""
+    log_probs = log_probs.index_fill(-1, banned, float("-inf"))
+    return log_probs - log_probs.logsumexp(-1, keepdim=True)
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length normalisation ((5 + |Y|) / 6)^alpha; alpha 0 switches it off."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
 @torch.inference_mode()
+def search(
+    model: EncoderDecoder,
+    src: torch.Tensor,  # (b, s), padded with cfg.pad_idx
+    bos: int,
+    eos: int,
+    max_len: int | Sequence[int],  # per sentence, or one for all
+    beam_size: int = 1,
+    alpha: float = 0.0,
+    prefix: list[int] | None = None,
+    record: bool = False,
+    top_k: int = 5,
+    head_mask: HeadMask | None = None,
+    use_src_padding_mask: bool = True,
+) -> list[Decoded]:
+    """Beam search over a batch of sentences; beam_size 1 with alpha 0 is exactly greedy decoding.
+
+    Each sentence keeps its `beam_size` best live hypotheses by summed log-probability. A
+    hypothesis ends when <eos> is among the candidates that fill the beam, scored by
+    log-probability / length_penalty; a sentence stops when no live hypothesis can beat its best
+    ended one (live scores only fall; the most favourable penalty is that of max_len), or at
+    max_len, where the best live hypothesis, cut off, competes with the ended ones (it then
+    reports finished=False). With one beam and no length penalty this stops exactly when <eos> is
+    the argmax: greedy decoding.
+
+    The first tokens can be forced (`prefix`, the same for every sentence): a user chose another
+    candidate at some step. Decoding is incremental (a key/value cache, one new position per step)
+    and finished sentences leave the batch. With `record` (one sentence, greedy), every step's
+    candidates are kept, the encoder runs traced, and one traced teacher-forced decoder pass over
+    <bos> + output follows: row i of its matrices is what step i computed (tests check this), so it
+    gives every step's attention and the full trace.
+    """
+    b = src.shape[0]
+    max_lens = [int(max_len)] * b if isinstance(max_len, int) else [int(m) for m in max_len]
+    if len(max_lens) != b:
+        raise ValueError(f"{len(max_lens)} max_len values for {b} sentences")
+    if record and (b != 1 or beam_size != 1):
+        raise ValueError("only greedy decoding of one sentence (beam_size 1) can be recorded")
+    pad = model.cfg.pad_idx
+    banned_list = sorted({bos, pad})
+    prefix = list(prefix or [])
+    if any(tok in banned_list for tok in prefix):
+        raise ValueError("a forced prefix cannot hold <bos> or <pad>: the model never generates them")
+    device = src.device
+    banned = torch.tensor(banned_list, device=device)
+    src_mask = make_src_mask(src, pad, use_src_padding_mask)  # (b, 1, 1, s)
+    trace = Trace() if record else None
+    memory = model.encode(src, src_mask, head_mask, trace)  # (b, s, d); the encoder runs once
+    cache = model.new_cache()
+    active = list(range(b))  # the unfinished sentences, in row order; each has the same number of rows
+    ys = torch.full((b, 1), bos, dtype=torch.long, device=device)  # (n, t) the live hypotheses
+    scores = torch.zeros(b, device=device)  # (n,) their summed log-probabilities
+    ended: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]  # (normalised score, ids)
+    results: list[Decoded | None] = [None] * b
+    steps: list[Step] = []
+    rows_mask = src_mask  # (n, 1, 1, s): each row's source mask
+    for t in range(1, max(max_lens, default=0) + 1):
+        n, groups = ys.shape[0], len(active)
+        rows_per = n // groups
+        # `memory` is read only at t = 1 (when n == b); afterwards the cache holds the cross-attention keys/values.
+        log_probs = allowed_log_probs(decode_step(model, memory, rows_mask, ys[:, -1:], cache, head_mask), banned)
+        V = log_probs.shape[-1]
+        total = scores[:, None] + log_probs  # (n, V)
+        if t <= len(prefix):  # forced: one candidate per row (a prefix keeps one row per sentence)
+            tok = prefix[t - 1]
+            cand_s, cand_tok = total[:, tok : tok + 1], torch.full((n, 1), tok, device=device)
+            cand_row = torch.arange(n, device=device)[:, None]
+        else:
+            flat = total.view(groups, rows_per * V)  # rows are grouped by sentence
+            cand_s, flat_i = flat.topk(min(2 * beam_size, flat.shape[1]), dim=-1)  # (groups, c), best first
+            cand_row = flat_i // V + torch.arange(groups, device=device)[:, None] * rows_per
+            cand_tok = flat_i % V
+        if record:
+            probs = log_probs[0].exp()
+            top_p, top_i = probs.topk(min(top_k, V))
+            chosen = int(cand_tok[0, 0])
+            steps.append(Step(prefix=ys[0].tolist(), top_ids=top_i.tolist(), top_probs=top_p.tolist(), chosen=chosen,
+                              chosen_prob=float(probs[chosen]), forced=t <= len(prefix)))
+        keep_rows, keep_tok, keep_s, still = [], [], [], []
+        for g, (c_s, c_row, c_tok) in enumerate(zip(cand_s.tolist(), cand_row.tolist(), cand_tok.tolist())):
+            j = active[g]
+            live = []  # (score, row, token), best first
+            for s_, row, tok in zip(c_s, c_row, c_tok):
+                if s_ == float("-inf"):
+                    break  # a banned token: so is every later candidate
+                if tok == eos:
+                    ended[j].append((s_ / length_penalty(t, alpha), ys[row, 1:].tolist()))
+                else:
+                    live.append((s_, row, tok))
+                if len(live) == beam_size:
+                    break
+            best_ended = max((e[0] for e in ended[j]), default=float("-inf"))
+            best_live = live[0][0] / length_penalty(max_lens[j], alpha) if live else float("-inf")
+            if not live or best_live <= best_ended or t >= max_lens[j]:
+                # At max_len a cut-off hypothesis competes too (normalised by its own length): a complete
+                # but improbable translation should not beat a far likelier one that ran out of steps.
+                at_limit = live[:1] if t >= max_lens[j] else []
+                cut = [(s_ / length_penalty(t, alpha), ys[row, 1:].tolist() + [tok]) for s_, row, tok in at_limit]
+                options = [(e[0], e[1], True) for e in ended[j]] + [(c[0], c[1], False) for c in cut]
+                best = max(options, key=lambda o: o[0], default=(0.0, ys[c_row[0], 1:].tolist(), False))
+                results[j] = Decoded(best[1], best[2])
+                continue
+            still.append(j)
+            while len(live) < (1 if t <= len(prefix) else beam_size):  # a tiny vocabulary ran out of candidates:
+                live.append((float("-inf"), live[0][1], live[0][2]))  # a dead row keeps the groups the same size
+            for s_, row, tok in live:
+                keep_rows.append(row)
+                keep_tok.append(tok)
+                keep_s.append(s_)
+        if not still:
+            break
+        if keep_rows != list(range(n)):  # greedy without a finished sentence keeps every row in place
+            rows = torch.tensor(keep_rows, device=device)
+            reorder_cache(cache, rows)
+            rows_mask, ys = rows_mask.index_select(0, rows), ys.index_select(0, rows)
+        ys = torch.cat([ys, torch.tensor(keep_tok, device=device)[:, None]], dim=1)
+        scores = torch.tensor(keep_s, device=device)
+        active = still
+    for j in range(b):  # max_len 0
+        if results[j] is None:
+            results[j] = Decoded([], False)
+    if record:
+        _attach_record(model, memory, src_mask, bos, head_mask, trace, results[0], steps)
+    return results
+
+
+def _attach_record(model, memory, src_mask, bos, head_mask, trace: Trace, res: Decoded, steps: list[Step]) -> None:
+    """One traced teacher-forced decoder pass over <bos> + output: every step's attention and the full trace."""
+    tgt = torch.tensor([[bos] + res.ids], dtype=torch.long, device=memory.device)
+    tgt_mask = make_tgt_mask(tgt, model.cfg.pad_idx)
+    trace.log_probs = model.generator(model.decode(memory, src_mask, tgt, tgt_mask, head_mask, trace))
+    dec_self = torch.stack([a.probs[0] for a in trace.dec_self]).float().cpu().numpy()  # (L, h, t, t)
+    cross = torch.stack([a.probs[0] for a in trace.cross]).float().cpu().numpy()  # (L, h, t, s)
+    for i, step in enumerate(steps):
+        step.dec_self, step.cross = dec_self[:, :, i, : i + 1], cross[:, :, i]
+    res.steps, res.trace = steps, trace
+
+
 def greedy_decode(
     model: EncoderDecoder,
     src: torch.Tensor,  # (1, s)
@@ -54,84 +218,17 @@ def greedy_decode(
     top_k: int = 5,
     head_mask: HeadMask | None = None,
     use_src_padding_mask: bool = True,
-) -> GreedyResult:
-    """Pick the most probable token at each step until <eos> or max_len tokens.
-
-    Decoding is incremental (a key/value cache, one new position per step). `prefix` forces the
-    first tokens (a user chose another candidate at some step). With `record`, the encoder runs
-    traced and one traced teacher-forced decoder pass over <bos> + output follows: row i of its
-    matrices is exactly what step i computed (tests check this), so it gives every step's
-    candidates and attention, and the full trace.
-    """
-    prefix = list(prefix or [])
-    pad = model.cfg.pad_idx
-    src_mask = make_src_mask(src, pad, use_src_padding_mask)
-    trace = Trace() if record else None
-    memory = model.encode(src, src_mask, head_mask, trace)  # (1, s, d); the encoder runs once, traced if asked
-    cache = model.new_cache()
-    ys = [bos]
-    finished = False
-    while len(ys) - 1 < max_len:
-        token = torch.tensor([[ys[-1]]], device=src.device)
-        x = model.decode(memory, src_mask, token, None, head_mask, cache=cache)  # one query sees every cached key
-        nxt = prefix[len(ys) - 1] if len(ys) - 1 < len(prefix) else int(model.generator.proj(x[0, -1]).argmax())
-        if nxt == eos:
-            finished = True
-            break
-        ys.append(nxt)
-    if not record:
-        return GreedyResult(ids=ys[1:], finished=finished)
-    tgt = torch.tensor([ys], dtype=torch.long, device=src.device)
-    trace.log_probs = model.generator(model.decode(memory, src_mask, tgt, make_tgt_mask(tgt, pad), head_mask, trace))
-    decisions = ys[1:] + ([eos] if finished else [])
-    probs = trace.log_probs[0, : len(decisions)].exp()  # (n, V): row i is step i's distribution
-    top_p, top_i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
-    chosen_p = probs[torch.arange(len(decisions)), torch.tensor(decisions, dtype=torch.long)].tolist()
-    dec_self = torch.stack([a.probs[0] for a in trace.dec_self]).float().numpy()  # (L, h, t, t)
-    cross = torch.stack([a.probs[0] for a in trace.cross]).float().numpy()  # (L, h, t, s)
-    steps = [
-        Step(prefix=ys[: i + 1], top_ids=ti, top_probs=tp, chosen=chosen, chosen_prob=cp, forced=i < len(prefix),
-             dec_self=dec_self[:, :, i, : i + 1], cross=cross[:, :, i])
-        for i, (chosen, cp, ti, tp) in enumerate(zip(decisions, chosen_p, top_i.tolist(), top_p.tolist()))
-    ]
-    return GreedyResult(ids=ys[1:], finished=finished, steps=steps, trace=trace)
+) -> Decoded:
+    """The most probable allowed token at each step until <eos> or max_len tokens (see search)."""
+    return search(model, src, bos, eos, max_len, 1, 0.0, prefix, record, top_k, head_mask, use_src_padding_mask)[0]
 
 
-@torch.inference_mode()
-def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int,
-                        head_mask: HeadMask | None = None) -> list[list[int]]:
-    """Untraced greedy decoding of a padded batch (b, s); returns ids without <bos>/<eos>."""
-    pad = model.cfg.pad_idx
-    src_mask = make_src_mask(src, pad)
-    memory = model.encode(src, src_mask, head_mask)
-    b = src.shape[0]
-    cache = model.new_cache()
-    ys = torch.full((b, 1), bos, dtype=torch.long, device=src.device)
-    done = torch.zeros(b, dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        nxt = decode_step(model, memory, src_mask, ys[:, -1:], cache, head_mask).argmax(-1)
-        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done |= nxt == eos
-        if bool(done.all()):
-            break
-    out = []
-    for row in ys[:, 1:].tolist():
-        ids = []
-        for i in row:
-            if i in (eos, pad):
-                break
-            ids.append(i)
-        out.append(ids)
-    return out
+def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int | Sequence[int],
+                        head_mask: HeadMask | None = None) -> list[Decoded]:
+    """Greedy decoding of a padded batch (b, s); each sentence's result equals greedy_decode's."""
+    return search(model, src, bos, eos, max_len, 1, 0.0, head_mask=head_mask)
 
 
-def length_penalty(length: int, alpha: float) -> float:
-    """GNMT length normalisation ((5 + |Y|) / 6)^alpha; alpha 0 switches it off."""
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-@torch.inference_mode()
 def beam_search(
     model: EncoderDecoder,
     src: torch.Tensor,  # (1, s)
@@ -140,42 +237,7 @@ def beam_search(
     max_len: int,
     beam_size: int = 5,
     alpha: float = 0.6,
-) -> list[int]:
-    """The best hypothesis by length-normalised log-probability; ids without <bos>/<eos>."""
-    pad = model.cfg.pad_idx
-    src_mask = make_src_mask(src, pad)
-    memory = model.encode(src, src_mask)  # (1, s, d)
-    ys = torch.full((1, 1), bos, dtype=torch.long, device=src.device)  # (n, t) the live beams
-    scores = torch.zeros(1, device=src.device)  # (n,) summed log-probs
-    finished: list[tuple[float, list[int]]] = []
-    cache = model.new_cache()
-    for t in range(1, max_len + 1):
-        n = ys.shape[0]
-        log_probs = decode_step(model, memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1), ys[:, -1:], cache)  # (n, V)
-        V = log_probs.shape[-1]
-        cand = (scores[:, None] + log_probs).view(-1)  # (n * V,)
-        top_s, top_i = cand.topk(min(2 * beam_size, cand.shape[0]))
-        keep_rows, keep_tok, keep_s = [], [], []
-        for s_, i_ in zip(top_s.tolist(), top_i.tolist()):
-            row, tok = divmod(i_, V)
-            if tok == eos:
-                finished.append((s_ / length_penalty(t, alpha), ys[row, 1:].tolist()))
-            else:
-                keep_rows.append(row)
-                keep_tok.append(tok)
-                keep_s.append(s_)
-            if len(keep_rows) == beam_size:
-                break
-        best_done = max((f[0] for f in finished), default=float("-inf"))
-        # Live beams only lose log-probability; stop when none can beat the best finished one
-        # even at the most favourable length penalty that max_len allows.
-        best_live = max(keep_s, default=float("-inf")) / length_penalty(max_len, alpha)
-        if not keep_rows or best_live < best_done:
-            break
-        rows = torch.tensor(keep_rows, device=src.device)
-        reorder_cache(cache, rows)
-        ys = torch.cat([ys[rows], torch.tensor(keep_tok, device=src.device)[:, None]], dim=1)
-        scores = torch.tensor(keep_s, device=src.device)
-    if not finished:  # max_len reached: take the best live beam
-        return ys[int(scores.argmax()), 1:].tolist()
-    return max(finished, key=lambda f: f[0])[1]
+    head_mask: HeadMask | None = None,
+) -> Decoded:
+    """The best hypothesis by length-normalised log-probability (see search), and whether it ended."""
+    return search(model, src, bos, eos, max_len, beam_size, alpha, head_mask=head_mask)[0]

@@ -1,6 +1,6 @@
 """BLEU of a checkpoint on a test set.
 
-    python -m model.evaluate --checkpoint DIR --src F.de --ref F.en [--beam N]
+    python -m model.evaluate --checkpoint DIR --src F.de --ref F.en [--beam N] [--unk {copy,keep}]
 
 Prints sacreBLEU (cased, detokenized, 13a) with its signature, and the tutorials' metric:
 lowercased BLEU on spaCy tokens (sacreBLEU with tokenize='none' on space-joined tokens).
@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
     ap.add_argument("--ref", required=True, help="reference translations, one per line (plain or .gz)")
     ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy")
-    ap.add_argument("--no-unk-replace", action="store_true", help="keep <unk> in the output")
+    ap.add_argument("--unk", choices=("copy", "keep"), default="copy",
+                    help="copy: fill each output <unk> with an unreadable source word (unknown or a number), each at "
+                         "most once (default); keep: leave <unk> in the output")
+    ap.add_argument("--no-unk-replace", dest="unk", action="store_const", const="keep", help="the same as --unk keep")
     ap.add_argument("--out", help="also write the translations to this file")
     ap.add_argument("--json", action="store_true", help="print the scores as JSON")
     args = ap.parse_args(argv)
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.src} has {len(src)} lines but {args.ref} has {len(ref)}", file=sys.stderr)
         return 2
     with tqdm(total=len(src), desc="translating", unit="sent", disable=None, file=sys.stderr) as bar:
-        hyps = translator.translate_batch(src, beam=args.beam, replace_unk=not args.no_unk_replace, progress=bar.update)
+        hyps = translator.translate_batch(src, beam=args.beam, replace_unk=args.unk == "copy", progress=bar.update)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write("\n".join(hyps) + "\n")

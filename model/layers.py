@@ -1,4 +1,7 @@
-"""Embeddings, positional encoding, feed-forward and the encoder/decoder layers."""
+"""Embeddings, positional encoding, feed-forward and the encoder/decoder layers.
+
+Shape letters: see model/__init__.py.
+"""
 from __future__ import annotations
 
 import math
@@ -34,7 +37,7 @@ class Embeddings(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, trace: bool = False, offset: int = 0) -> tuple[torch.Tensor, EmbeddingTrace | None]:
+    def forward(self, ids: torch.Tensor, return_trace: bool = False, offset: int = 0) -> tuple[torch.Tensor, EmbeddingTrace | None]:
         """`offset` is the position of ids[:, 0] (incremental decoding feeds one position at a time)."""
         n = ids.shape[1]
         if offset + n > self.pe.shape[0]:
@@ -43,7 +46,7 @@ class Embeddings(nn.Module):
         scaled = token * self.scale
         pe = self.pe[offset : offset + n]
         total = scaled + pe
-        record = EmbeddingTrace(token, scaled, pe, total) if trace else None
+        record = EmbeddingTrace(token, scaled, pe, total) if return_trace else None
         return (self.dropout(total) if self.training else total), record  # skip no-op calls: decoding is per token
 
 
@@ -86,8 +89,8 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
 
-    def forward(self, x, src_mask, head_mask=None, trace=False) -> tuple[torch.Tensor, AttentionTrace | None]:
-        x, rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, head_mask, trace))
+    def forward(self, x, src_mask, head_mask=None, return_trace=False) -> tuple[torch.Tensor, AttentionTrace | None]:
+        x, rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, head_mask, return_trace))
         x, _ = self.sub[1](x, lambda y: (self.ff(y), None))
         return x, rec
 
@@ -102,15 +105,15 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
 
-    def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, trace=False,
+    def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, return_trace=False,
                 cache: dict | None = None):
         """`cache` ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding."""
         self_cache = cross_cache = None
         if cache is not None:
             self_cache, cross_cache = cache["self"], cache["cross"]
-        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, trace, self_cache))
+        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, return_trace, self_cache))
         x, cross_rec = self.sub[1](
-            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, trace, cross_cache, static_kv=True)
+            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, return_trace, cross_cache, static_kv=True)
         )
         x, _ = self.sub[2](x, lambda y: (self.ff(y), None))
         return x, self_rec, cross_rec

@@ -1,6 +1,6 @@
 """What forward hands back when asked for a trace: plain data, never module state.
 
-Shape letters: b batch, h heads, i query positions, j key positions, d d_model, d_k d_model/h.
+Shape letters: see model/__init__.py.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ under OUT/train/ and `--resume` continues from it; the final weights average the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -16,14 +17,15 @@ import platform
 import random
 import sys
 import time
+import typing
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from .checkpoint import TIED_KEY, CheckpointError, save_checkpoint
+from .checkpoint import (CheckpointError, average_weights, load_weights_into, save_checkpoint, save_weights,
+                         write_metrics)
 from .config import ModelConfig
 from .data import DataError, collate, find_file, read_split, token_batches
 from .evaluate import bleu_scores
@@ -32,7 +34,38 @@ from .translator import Translator
 from .transformer import EncoderDecoder, make_src_mask, make_tgt_mask, parameter_counts
 from .vocab import Vocab
 
-BOS_IDX, EOS_IDX = 2, 3  # fixed by vocab.SPECIALS
+FROM_DATA = ("src_vocab_size", "tgt_vocab_size", "pad_idx")  # set from the vocabularies, not by flags
+
+
+class _BothLayerCounts(argparse.Action):
+    """--layers N: N encoder and N decoder layers (a later --n-encoder-layers/--n-decoder-layers wins)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.n_encoder_layers = namespace.n_decoder_layers = values
+
+
+def add_config_flags(ap: argparse.ArgumentParser) -> None:
+    """One flag per ModelConfig field (name, type, default and help from the field), and the aliases."""
+    group = ap.add_argument_group("architecture (the fields of ModelConfig; later flags win)")
+    types = typing.get_type_hints(ModelConfig)
+    for f in dataclasses.fields(ModelConfig):
+        if f.name in FROM_DATA:
+            continue
+        flag, help_ = "--" + f.name.replace("_", "-"), f"{f.metadata.get('help', f.name)} (default: %(default)s)"
+        if types[f.name] is bool:
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_)
+        else:
+            group.add_argument(flag, type=types[f.name], default=f.default, help=help_)
+    group.add_argument("--layers", type=int, action=_BothLayerCounts, default=argparse.SUPPRESS,
+                       help="encoder and decoder layers each: sets --n-encoder-layers and --n-decoder-layers")
+    group.add_argument("--post-norm", dest="norm_first", action="store_false", help="the same as --no-norm-first")
+    group.add_argument("--no-tie", dest="tie_weights", action="store_false", help="the same as --no-tie-weights")
+
+
+def config_from_args(args: argparse.Namespace, src_vocab: Vocab, tgt_vocab: Vocab) -> ModelConfig:
+    """The ModelConfig the flags describe, with the sizes and padding id of the vocabularies."""
+    chosen = {f.name: getattr(args, f.name) for f in dataclasses.fields(ModelConfig) if f.name not in FROM_DATA}
+    return ModelConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), pad_idx=src_vocab.pad_idx, **chosen)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,15 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--data-dir", required=True, help="folder with train/val/test_2016_flickr .de/.en (plain or .gz)")
     ap.add_argument("--out", required=True, help="checkpoint folder to write")
     ap.add_argument("--test-split", default="test_2016_flickr", help="evaluated once at the end ('' to skip)")
-    ap.add_argument("--d-model", type=int, default=256)
-    ap.add_argument("--n-heads", type=int, default=4)
-    ap.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
-    ap.add_argument("--d-ff", type=int, default=1024)
-    ap.add_argument("--dropout", type=float, default=0.2)
-    ap.add_argument("--attn-dropout", type=float, default=0.1)
-    ap.add_argument("--post-norm", action="store_true", help="post-norm as in the paper (default pre-norm)")
-    ap.add_argument("--no-tie", action="store_true", help="do not tie the target embedding and the generator")
-    ap.add_argument("--max-len", type=int, default=256)
+    add_config_flags(ap)
     ap.add_argument("--min-freq", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=3000, help="padded tokens per batch")
@@ -100,35 +125,19 @@ def encode_pairs(src_lines, tgt_lines, sv: Vocab, tv: Vocab, max_len: int):
     return pairs
 
 
-def loss_on(model, pairs, max_tokens, device, smoothing=0.0) -> float:
+def loss_on(model, pairs, max_tokens, device, bos: int, eos: int) -> float:
     """Mean per-token cross-entropy (teacher forced) in eval mode."""
     model.eval()
     total, n = 0.0, 0
     cfg = model.cfg
     with torch.inference_mode():
         for batch in token_batches(pairs, max_tokens, shuffle=False):
-            src, tgt_in, tgt_out = (x.to(device) for x in collate(pairs, batch, cfg.pad_idx, BOS_IDX, EOS_IDX))
+            src, tgt_in, tgt_out = (x.to(device) for x in collate(pairs, batch, cfg.pad_idx, bos, eos))
             logp, _ = model(src, tgt_in)
             total += F.nll_loss(logp.reshape(-1, logp.shape[-1]), tgt_out.reshape(-1), ignore_index=cfg.pad_idx,
                                 reduction="sum").item()
             n += int((tgt_out != cfg.pad_idx).sum())
     return total / max(n, 1)
-
-
-def save_weights(model, path: Path) -> None:
-    save_file({k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k != TIED_KEY}, str(path))
-
-
-def averaged_state(paths: list[Path]) -> dict:
-    avg = None
-    for p in paths:
-        sd = load_file(str(p))
-        if avg is None:
-            avg = {k: v.double() for k, v in sd.items()}
-        else:
-            for k in avg:
-                avg[k] += sd[k].double()
-    return {k: (v / len(paths)).float() for k, v in avg.items()}
 
 
 def main(argv=None) -> int:
@@ -169,12 +178,11 @@ def main(argv=None) -> int:
         state = None
         sv = Vocab.build((tokenize(s, "de") for s in train_src), args.min_freq)
         tv = Vocab.build((tokenize(t, "en") for t in train_tgt), args.min_freq)
-        cfg = ModelConfig(
-            src_vocab_size=len(sv), tgt_vocab_size=len(tv), d_model=args.d_model, n_heads=args.n_heads,
-            n_encoder_layers=args.layers, n_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
-            attn_dropout=args.attn_dropout, max_len=args.max_len, norm_first=not args.post_norm,
-            tie_weights=not args.no_tie, pad_idx=sv.pad_idx,
-        )
+        try:
+            cfg = config_from_args(args, sv, tv)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     train_pairs = encode_pairs(train_src, train_tgt, sv, tv, cfg.max_len)
     val_pairs = encode_pairs(val_src, val_tgt, sv, tv, cfg.max_len)
     model = EncoderDecoder(cfg).to(device)
@@ -225,7 +233,7 @@ def main(argv=None) -> int:
         bar.close()
         epoch_seconds = time.time() - t0
         train_seconds += epoch_seconds
-        val_loss = loss_on(model, val_pairs, 4000, device)
+        val_loss = loss_on(model, val_pairs, 4000, device, tv.bos_idx, tv.eos_idx)
         record = {"epoch": epoch, "step": step, "train_nll": loss_sum / max(loss_tokens, 1), "val_nll": val_loss,
                   "val_ppl": math.exp(val_loss), "seconds": epoch_seconds, "tok_s": tokens_seen / epoch_seconds}
         if epoch % args.bleu_every == 0 or epoch == args.epochs:
@@ -255,10 +263,7 @@ def main(argv=None) -> int:
     chosen = "last epoch"
     if len(paths) > 1:
         last_state = {k: v.clone() for k, v in model.state_dict().items()}
-        avg = averaged_state(paths)
-        if cfg.tie_weights:
-            avg[TIED_KEY] = avg["tgt_embed.lut.weight"]
-        model.load_state_dict({k: v.to(device) for k, v in avg.items()})
+        load_weights_into(model, average_weights(paths))
         avg_bleu = val_greedy(model)["sacrebleu"]
         log(f"val BLEU greedy: last epoch {last_bleu}, average of {len(paths)} epochs {avg_bleu}")
         if avg_bleu >= last_bleu:
@@ -305,7 +310,7 @@ def evaluate_checkpoint(out: Path, data_dir, test_split: str, beam: int, log=pri
             scores = bleu_scores(hyps, ref_lines)
             metrics[name]["greedy" if b == 1 else f"beam{b}"] = {**scores, "seconds": round(time.time() - t0, 1)}
             log(f"{name} {'greedy' if b == 1 else f'beam {b}'}: {scores}")
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_metrics(out, metrics)
     return metrics
 
 

@@ -1,6 +1,6 @@
 """EncoderDecoder: the whole model, and the masks it uses.
 
-Shape letters: b batch, s source positions, t target positions, d d_model, V vocabulary.
+Shape letters: see model/__init__.py.
 Masks are bool with True = may attend and no head dimension: (b, 1, 1, s) or (b, 1, t, t).
 """
 from __future__ import annotations
@@ -112,21 +112,20 @@ class EncoderDecoder(nn.Module):
         """An empty key/value cache for one incremental decoding; it belongs to the caller, not the model."""
         return {"len": 0, "layers": [{"self": {}, "cross": {}} for _ in self.decoder_layers]}
 
-
     def forward(
         self,
         src: torch.Tensor,  # (b, s)
         tgt: torch.Tensor,  # (b, t) decoder input: <bos> y1 .. y_{t-1}
-        trace: bool = False,
+        return_trace: bool = False,
         head_mask: HeadMask | None = None,
         use_src_padding_mask: bool = True,
         use_causal_mask: bool = True,
     ) -> tuple[torch.Tensor, Trace | None]:
-        """Teacher-forced pass: (b, t, V) log-probabilities, and the Trace when asked."""
+        """Teacher-forced pass: (b, t, V) log-probabilities, and the Trace when `return_trace` (else None)."""
         pad = self.cfg.pad_idx
         src_mask = make_src_mask(src, pad, use_src_padding_mask)
         tgt_mask = make_tgt_mask(tgt, pad, causal=use_causal_mask)
-        record = Trace() if trace else None
+        record = Trace() if return_trace else None
         memory = self.encode(src, src_mask, head_mask, record)
         log_probs = self.generator(self.decode(memory, src_mask, tgt, tgt_mask, head_mask, record))
         if record is not None:

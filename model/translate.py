@@ -20,7 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
     ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy (default)")
     ap.add_argument("--max-len", type=int, default=None, help="maximum output tokens")
-    ap.add_argument("--no-unk-replace", action="store_true", help="keep <unk> instead of copying the attended source word")
+    ap.add_argument("--unk", choices=("copy", "keep"), default="copy",
+                    help="copy: fill each output <unk> with an unreadable source word (unknown or a number), each at "
+                         "most once (default); keep: leave <unk> in the output")
+    ap.add_argument("--no-unk-replace", dest="unk", action="store_const", const="keep", help="the same as --unk keep")
     args = ap.parse_args(argv)
     if bool(args.text) == bool(args.file):
         ap.error("give either a sentence or --file")
@@ -33,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.file:
-        for line in translator.translate_batch(lines, beam=args.beam, replace_unk=not args.no_unk_replace):
+        for line in translator.translate_batch(lines, beam=args.beam, replace_unk=args.unk == "copy"):
             print(line)
         return 0
-    result = translator.translate(lines[0], beam=args.beam, max_len=args.max_len, replace_unk=not args.no_unk_replace)
+    result = translator.translate(lines[0], beam=args.beam, max_len=args.max_len, replace_unk=args.unk == "copy")
     if not result.source.tokens:
         print("error: the sentence is empty", file=sys.stderr)
         return 2

@@ -1,12 +1,14 @@
 """Text in, translation and trace out: what the app and the command line use.
 
 A Translator holds one model in eval mode and keeps no per-request state, so one instance
-can serve many threads at once.
+can serve many threads at once. Its answers are plain data (strings, lists, NumPy arrays and
+the dataclasses below): a page never needs the model, a tensor or a vocabulary.
 """
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,14 +17,18 @@ import torch
 
 from .checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 from .config import ModelConfig
-from .decode import GreedyResult, Step, beam_search, greedy_decode, greedy_decode_batch
+from .decode import Decoded, Step, greedy_decode, search
 from .tokenize import clean_text, detokenize, tokenize
 from .trace import SentenceTrace, Trace, to_sentence_trace
 from .transformer import EncoderDecoder, HeadMask, make_src_mask
-from .vocab import EOS, UNK, Vocab
+from .transformer import parameter_counts as _parameter_counts
+from .vocab import BOS, EOS, N_SPECIALS, UNK, Vocab
 
 MAX_SRC_TOKENS = 100  # longer input is cut, with a notice; protects a shared server
 MAX_CHARS = 2000  # characters looked at before tokenizing (tokenizing 1 MB of text is slow too)
+LONGER_EXAMPLE = "Ein älterer Mann geht mit einem braunen Hund an einer roten Leine im Park spazieren."
+HEAD_KINDS = ("enc_self", "dec_self", "cross")
+OffHeads = Iterable[tuple[str, int, int]]  # (kind, 0-based layer, 0-based head) of heads switched off
 
 
 @dataclass
@@ -44,6 +50,12 @@ class Source:
         """Labels of the source axis: the tokens and the final <eos>."""
         return self.tokens + [EOS]
 
+    @property
+    def copyable(self) -> list[bool]:
+        """Per token: may an output <unk> become this word? Only words the model could not read:
+        unknown to the source vocabulary, or numbers (a token with a digit)."""
+        return [unk or any(c.isdigit() for c in tok) for tok, unk in zip(self.tokens, self.unknown)]
+
 
 @dataclass
 class Translation:
@@ -56,17 +68,18 @@ class Translation:
     finished: bool  # stopped at <eos>, not at the length limit
     seconds: float
     steps: list[Step] | None = None
-    trace: Trace | None = None
+    trace: Trace | SentenceTrace | None = None
+    decoding: str = "greedy"  # "greedy", "beam 5", "greedy after a forced prefix of 2 tokens"
 
     @property
     def decoder_input(self) -> list[str]:
         """Decoder query/key labels: <bos> followed by the raw output tokens."""
-        return ["<bos>"] + self.raw_tokens
+        return [BOS] + self.raw_tokens
 
     def sentence_trace(self) -> SentenceTrace | None:
         """The trace as NumPy with token labels (None when there is no trace)."""
-        if self.trace is None:
-            return None
+        if self.trace is None or isinstance(self.trace, SentenceTrace):
+            return self.trace
         return to_sentence_trace(self.trace, self.source.axis_tokens, self.decoder_input)
 
     def detached(self) -> "Translation":
@@ -104,6 +117,43 @@ class Translator:
     def cfg(self) -> ModelConfig:
         return self.model.cfg
 
+    @property
+    def n_specials(self) -> int:
+        """How many ids at the start of each vocabulary are the specials <unk> <pad> <bos> <eos>."""
+        return N_SPECIALS
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Parameters per top-level module (a tied generator counts only its bias)."""
+        return _parameter_counts(self.model)
+
+    def embedding_matrix(self, side: str) -> tuple[np.ndarray, list[str]]:
+        """The learned (V, d) float32 embedding table of 'src' or 'tgt' (a copy) and its tokens."""
+        if side not in ("src", "tgt"):
+            raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
+        embed, vocab = (self.model.src_embed, self.src_vocab) if side == "src" else (self.model.tgt_embed, self.tgt_vocab)
+        return embed.lut.weight.detach().cpu().float().numpy().copy(), list(vocab.itos)
+
+    def head_mask(self, off_heads: OffHeads | None) -> HeadMask | None:
+        """The model's head masks with the given (kind, layer, head) switched off; None when none is."""
+        off = list(off_heads or ())
+        if not off:
+            return None
+        cfg = self.cfg
+        layers = {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
+        mask = {kind: torch.ones(n, cfg.n_heads) for kind, n in layers.items()}
+        for item in off:
+            try:
+                kind, layer, head = item
+            except (TypeError, ValueError):
+                raise ValueError(f"off_heads holds (kind, layer, head) triples, got {item!r}") from None
+            if kind not in layers:
+                raise ValueError(f"unknown attention kind {kind!r}: use one of {', '.join(HEAD_KINDS)}")
+            for name, value, n in (("layer", layer, layers[kind]), ("head", head, cfg.n_heads)):
+                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+                    raise ValueError(f"{kind} {name} {value!r} is out of range: 0-based, 0 to {n - 1}")
+            mask[kind][int(layer), int(head)] = 0.0
+        return mask
+
     def prepare(self, text: str, max_tokens: int = MAX_SRC_TOKENS) -> Source:
         """Clean, tokenize and truncate; the model's own max_len is never exceeded."""
         text = clean_text(text)
@@ -123,146 +173,179 @@ class Translator:
     def _src_tensor(self, source: Source) -> torch.Tensor:
         return torch.tensor([source.ids], dtype=torch.long)
 
-    def _finish(self, raw_ids: list[int], source: Source, finished: bool, t0: float, cross: np.ndarray | None,
-                replace_unk: bool, **extra) -> Translation:
-        raw = self.tgt_vocab.decode(raw_ids)
+    def _finish(self, source: Source, dec: Decoded, t0: float, src: torch.Tensor, head_mask: HeadMask | None,
+                replace_unk: bool, decoding: str, cross: np.ndarray | None = None,
+                use_src_padding_mask: bool = True) -> Translation:
+        """The one way decoded ids become a Translation: tokens, <unk> copies, step strings, text."""
+        v = self.tgt_vocab
+        raw = v.decode(dec.ids)
         tokens = list(raw)
-        if replace_unk and cross is not None and source.tokens:
-            tokens = replace_unknown(raw, cross, source.tokens)
-        return Translation(detokenize(tokens, self.tgt_lang), tokens, raw, source, finished, time.perf_counter() - t0, **extra)
+        copyable = source.copyable
+        if replace_unk and UNK in raw and any(copyable):
+            if cross is None:
+                cross = self.cross_attention(src, dec.ids, head_mask, use_src_padding_mask)
+            tokens = replace_unknown(raw, cross, source.tokens, copyable)
+        for step in dec.steps:
+            step.prefix_tokens, step.top_tokens = v.decode(step.prefix), v.decode(step.top_ids)
+            step.chosen_token = v.itos[step.chosen]
+        steps = dec.steps if dec.trace is not None else None
+        return Translation(detokenize(tokens, self.tgt_lang), tokens, raw, source, dec.finished,
+                           time.perf_counter() - t0, steps=steps, trace=dec.trace, decoding=decoding)
 
     def translate(self, text: str, beam: int = 1, max_len: int | None = None, replace_unk: bool = True,
-                  alpha: float = 0.6, head_mask: HeadMask | None = None) -> Translation:
-        """Translate one sentence; beam 1 is greedy decoding (the only one that takes a head mask)."""
+                  alpha: float = 0.6, off_heads: OffHeads | None = None) -> Translation:
+        """Translate one sentence; beam 1 is greedy decoding. `off_heads` switches heads off."""
         t0 = time.perf_counter()
+        decoding = "greedy" if beam <= 1 else f"beam {beam}"
+        hm = self.head_mask(off_heads)
         source = self.prepare(text)
         if not source.tokens:
-            return Translation("", [], [], source, True, time.perf_counter() - t0)
+            return Translation("", [], [], source, True, time.perf_counter() - t0, decoding=decoding)
         src = self._src_tensor(source)
-        steps = self.max_steps(source, max_len)
         v = self.tgt_vocab
-        if beam > 1:
-            ids = beam_search(self.model, src, v.bos_idx, v.eos_idx, steps, beam, alpha)
-            finished = True
-        else:
-            res = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, steps, head_mask=head_mask)
-            ids, finished = res.ids, res.finished
-        cross = self.cross_attention(src, ids) if replace_unk and v.unk_idx in ids else None
-        return self._finish(ids, source, finished, t0, cross, replace_unk)
+        dec = search(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), max(beam, 1),
+                     alpha if beam > 1 else 0.0, head_mask=hm)[0]
+        return self._finish(source, dec, t0, src, hm, replace_unk, decoding)
 
     def trace(self, text: str, max_len: int | None = None, prefix: list[str] | None = None, top_k: int = 5,
-              head_mask: HeadMask | None = None, replace_unk: bool = True) -> Translation:
-        """Greedy decoding with every step recorded and the full trace of the final pass."""
+              off_heads: OffHeads | None = None, replace_unk: bool = True) -> Translation:
+        """Greedy decoding with every step recorded (ids and strings) and the full trace of the final pass.
+
+        `prefix` forces the first output words (a user picked another candidate).
+        """
         t0 = time.perf_counter()
+        n = len(prefix or [])
+        decoding = f"greedy after a forced prefix of {n} token{'s' if n != 1 else ''}" if n else "greedy"
+        hm = self.head_mask(off_heads)
         source = self.prepare(text)
         if not source.tokens:
-            return Translation("", [], [], source, True, time.perf_counter() - t0, steps=[], trace=None)
+            return Translation("", [], [], source, True, time.perf_counter() - t0, steps=[], decoding=decoding)
         v = self.tgt_vocab
+        src = self._src_tensor(source)
         forced = v.encode(prefix) if prefix else None
-        res: GreedyResult = greedy_decode(self.model, self._src_tensor(source), v.bos_idx, v.eos_idx,
-                                          self.max_steps(source, max_len), forced, record=True, top_k=top_k,
-                                          head_mask=head_mask)
-        cross = np.stack([s.cross for s in res.steps[: len(res.ids)]]) if res.ids else None  # (t, L, h, s)
-        return self._finish(res.ids, source, res.finished, t0, cross, replace_unk, steps=res.steps, trace=res.trace)
+        dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced,
+                            record=True, top_k=top_k, head_mask=hm)
+        cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
+        return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
 
     @torch.inference_mode()
     def teacher_forced(self, text: str, tgt_tokens: list[str], use_causal_mask: bool = True) -> SentenceTrace:
         """Traced teacher-forced pass over <bos> + tgt_tokens; the causal mask can be switched off."""
         source = self.prepare(text)
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + self.tgt_vocab.encode(tgt_tokens)], dtype=torch.long)
-        _, trace = self.model(self._src_tensor(source), tgt, trace=True, use_causal_mask=use_causal_mask)
-        return to_sentence_trace(trace, source.axis_tokens, ["<bos>"] + list(tgt_tokens))
+        _, trace = self.model(self._src_tensor(source), tgt, return_trace=True, use_causal_mask=use_causal_mask)
+        return to_sentence_trace(trace, source.axis_tokens, [BOS] + list(tgt_tokens))
 
     @torch.inference_mode()
-    def score(self, text: str, tgt_tokens: list[str], head_mask: HeadMask | None = None) -> float:
-        """Log-probability of tgt_tokens + <eos> as the translation of text (teacher forced)."""
+    def score(self, text: str, tgt_tokens: list[str], off_heads: OffHeads | None = None) -> float:
+        """Log-probability of tgt_tokens + <eos> as the translation of text (teacher forced, raw generator)."""
         source = self.prepare(text)
         ids = self.tgt_vocab.encode(tgt_tokens)
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + ids], dtype=torch.long)
-        log_probs, _ = self.model(self._src_tensor(source), tgt, head_mask=head_mask)
+        log_probs, _ = self.model(self._src_tensor(source), tgt, head_mask=self.head_mask(off_heads))
         gold = torch.tensor(ids + [self.tgt_vocab.eos_idx])
         return float(log_probs[0].gather(-1, gold[:, None]).sum())
 
     @torch.inference_mode()
-    def padded_batch(self, text: str, longer: str, use_padding_mask: bool = True) -> dict:
+    def padded_batch(self, text: str, partner: str | None = None, use_padding_mask: bool = True) -> dict:
         """`text` padded in one batch with a longer sentence, as in training.
 
-        Returns the padded sentence's SentenceTrace (its source axis ends in <pad> tokens),
-        how far its encoder output moved from the unpadded run, and its greedy translation.
+        The partner is LONGER_EXAMPLE unless given; when it is not longer than `text`, `text` + " " +
+        partner is used, so that padding appears (unless `text` is already at the length limit).
+        Returns "trace": the padded sentence's SentenceTrace (its source axis ends in <pad> tokens;
+        attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens"
+        (also as "longer_tokens"), "n_pads", "encoder_shift": max |memory(padded) - memory(alone)|
+        over the real positions, and the greedy translations "alone" and "padded".
         """
-        a, b = self.prepare(text), self.prepare(longer)
+        a = self.prepare(text)
+        partner = LONGER_EXAMPLE if partner is None else partner
+        if len(self.prepare(partner).ids) <= len(a.ids):
+            partner = text + " " + partner  # the partner must be longer for padding to appear
+        b = self.prepare(partner)
         width = max(len(a.ids), len(b.ids))
         pad = self.cfg.pad_idx
         src = torch.full((2, width), pad, dtype=torch.long)
         src[0, : len(a.ids)], src[1, : len(b.ids)] = torch.tensor(a.ids), torch.tensor(b.ids)
         v = self.tgt_vocab
-        alone = greedy_decode(self.model, self._src_tensor(a), v.bos_idx, v.eos_idx, self.max_steps(a, None))
+        t0 = time.perf_counter()
+        alone_src = self._src_tensor(a)
+        alone = greedy_decode(self.model, alone_src, v.bos_idx, v.eos_idx, self.max_steps(a, None))
         tgt = torch.tensor([[v.bos_idx] + alone.ids] * 2, dtype=torch.long)
         tgt[1] = v.bos_idx  # the longer sentence's decoder input does not matter here
-        _, trace = self.model(src, tgt, trace=True, use_src_padding_mask=use_padding_mask)
+        _, trace = self.model(src, tgt, return_trace=True, use_src_padding_mask=use_padding_mask)
         memory = lambda s, m: self.model.encode(s, make_src_mask(s, pad, m))  # noqa: E731
         n = len(a.ids)
-        shift = float((memory(src, use_padding_mask)[0, :n] - memory(self._src_tensor(a), True)[0]).abs().max())
+        shift = float((memory(src, use_padding_mask)[0, :n] - memory(alone_src, True)[0]).abs().max())
         padded = greedy_decode(self.model, src[:1], v.bos_idx, v.eos_idx, self.max_steps(a, None),
                                use_src_padding_mask=use_padding_mask)
         src_axis = a.axis_tokens + ["<pad>"] * (width - n)
         return {
-            "trace": to_sentence_trace(trace, src_axis, ["<bos>"] + v.decode(alone.ids), index=0),
+            "trace": to_sentence_trace(trace, src_axis, [BOS] + v.decode(alone.ids), index=0),
+            "partner": partner,
+            "partner_tokens": b.axis_tokens,
             "longer_tokens": b.axis_tokens,
-            "encoder_shift": shift,  # max |memory(padded) - memory(alone)| over the real positions
-            "alone": detokenize(v.decode(alone.ids), self.tgt_lang),
-            "padded": detokenize(v.decode(padded.ids), self.tgt_lang),
+            "n_pads": width - n,
+            "encoder_shift": shift,
+            "alone": self._finish(a, alone, t0, alone_src, None, True, "greedy").text,
+            "padded": self._finish(a, padded, t0, src[:1], None, True, "greedy", None, use_padding_mask).text,
         }
 
     @torch.inference_mode()
-    def cross_attention(self, src: torch.Tensor, ids: list[int]) -> np.ndarray:
+    def cross_attention(self, src: torch.Tensor, ids: list[int], head_mask: HeadMask | None = None,
+                        use_src_padding_mask: bool = True) -> np.ndarray:
         """(t, L, h, s): cross-attention of a teacher-forced pass over <bos> + ids."""
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + ids], dtype=torch.long)
-        _, trace = self.model(src, tgt, trace=True)
+        _, trace = self.model(src, tgt, return_trace=True, head_mask=head_mask,
+                              use_src_padding_mask=use_src_padding_mask)
         return trace.probs("cross").transpose(2, 0, 1, 3)  # (L, h, t, s) -> (t, L, h, s)
 
     def translate_batch(self, texts: list[str], beam: int = 1, batch_size: int = 64, replace_unk: bool = True,
-                        alpha: float = 0.6, progress=None, head_mask: HeadMask | None = None) -> list[str]:
-        """Translate many sentences (for evaluation); greedy runs batched and takes a head mask."""
-        if head_mask is not None and beam != 1:
-            raise ValueError("head masks are supported with greedy decoding (beam 1) only")
+                        alpha: float = 0.6, progress: Callable[[int], object] | None = None,
+                        off_heads: OffHeads | None = None) -> list[str]:
+        """Translate many sentences (for evaluation), in batches of similar length.
+
+        Each sentence gets what translate() would give it (its own step limit, the same <unk> rule).
+        """
+        hm = self.head_mask(off_heads)
+        decoding = "greedy" if beam <= 1 else f"beam {beam}"
         out: list[str] = [""] * len(texts)
         sources = [self.prepare(t) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: len(sources[i].ids))
         v = self.tgt_vocab
-        step = batch_size if beam == 1 else 1  # beam search decodes one sentence at a time
-        for start in range(0, len(order), step):
-            idx = [i for i in order[start : start + step] if sources[i].tokens]
-            if not idx:
-                continue
-            width = max(len(sources[i].ids) for i in idx)
-            src = torch.full((len(idx), width), self.cfg.pad_idx, dtype=torch.long)
-            for r, i in enumerate(idx):
-                src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
-            steps = self.max_steps(sources[idx[-1]], None)
-            if beam == 1:
-                hyps = greedy_decode_batch(self.model, src, v.bos_idx, v.eos_idx, steps, head_mask)
-            else:
-                hyps = [beam_search(self.model, src, v.bos_idx, v.eos_idx, steps, beam, alpha)]
-            for r, i in enumerate(idx):
-                ids = hyps[r]
-                cross = None
-                if replace_unk and v.unk_idx in ids:
-                    cross = self.cross_attention(self._src_tensor(sources[i]), ids)
-                out[i] = self._finish(ids, sources[i], True, 0.0, cross, replace_unk).text
+        for start in range(0, len(order), batch_size):
+            idx = [i for i in order[start : start + batch_size] if sources[i].tokens]
+            if idx:
+                width = max(len(sources[i].ids) for i in idx)
+                src = torch.full((len(idx), width), self.cfg.pad_idx, dtype=torch.long)
+                for r, i in enumerate(idx):
+                    src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
+                limits = [self.max_steps(sources[i], None) for i in idx]
+                decoded = search(self.model, src, v.bos_idx, v.eos_idx, limits, max(beam, 1),
+                                 alpha if beam > 1 else 0.0, head_mask=hm)
+                for i, dec in zip(idx, decoded):
+                    out[i] = self._finish(sources[i], dec, 0.0, self._src_tensor(sources[i]), hm, replace_unk,
+                                          decoding).text
             if progress is not None:
-                progress(len(idx))
+                progress(len(order[start : start + batch_size]))
         return out
 
 
-def replace_unknown(tokens: list[str], cross: np.ndarray, src_tokens: list[str]) -> list[str]:
-    """Replace each <unk> by the source word it attended to most (mean over layers and heads).
+def replace_unknown(tokens: list[str], cross: np.ndarray, src_tokens: list[str], copyable: list[bool]) -> list[str]:
+    """Copy into each output <unk> a source word the model could not read, each word at most once.
 
-    `cross` is (t, L, h, s) with s = len(src_tokens) + 1 (the source <eos>, never copied).
+    `copyable[k]` says whether source token k may be copied (Source.copyable: unknown to the source
+    vocabulary, or a number). Output <unk>s are filled left to right; each takes, among the copyable
+    positions not used yet, the one its step attended to most (cross-attention averaged over layers
+    and heads). When none is left the <unk> stays, visibly. `cross` is (t, L, h, s) with
+    s >= len(src_tokens) (the source <eos> and any padding come after the words and are never copied).
     """
     out = list(tokens)
+    free = [k for k, ok in enumerate(copyable) if ok]
     for i, tok in enumerate(tokens):
-        if tok == UNK and i < cross.shape[0]:
-            weights = cross[i].mean(axis=(0, 1))[: len(src_tokens)]  # (s,) without <eos>
-            out[i] = src_tokens[int(weights.argmax())]
+        if tok != UNK or not free or i >= cross.shape[0]:
+            continue
+        weights = cross[i].mean(axis=(0, 1))[: len(src_tokens)]  # (s,) without <eos>
+        best = max(free, key=lambda k: weights[k])
+        free.remove(best)
+        out[i] = src_tokens[best]
     return out

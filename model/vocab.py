@@ -8,6 +8,7 @@ from pathlib import Path
 
 UNK, PAD, BOS, EOS = "<unk>", "<pad>", "<bos>", "<eos>"
 SPECIALS = (UNK, PAD, BOS, EOS)  # indices 0..3; config.pad_idx is 1
+N_SPECIALS = len(SPECIALS)  # ids below this are specials, in every vocabulary
 
 
 class Vocab:
@@ -15,12 +16,12 @@ class Vocab:
 
     def __init__(self, itos: list[str]):
         if list(itos[: len(SPECIALS)]) != list(SPECIALS):
-            raise ValueError(f"a vocabulary must start with {SPECIALS}, got {itos[:4]}")
+            raise ValueError(f"a vocabulary must start with {SPECIALS}, got {itos[:N_SPECIALS]}")
         if len(set(itos)) != len(itos):
             raise ValueError("a vocabulary must not repeat tokens")
         self.itos = list(itos)
         self.stoi = {t: i for i, t in enumerate(self.itos)}
-        self.unk_idx, self.pad_idx, self.bos_idx, self.eos_idx = range(4)
+        self.unk_idx, self.pad_idx, self.bos_idx, self.eos_idx = (self.stoi[t] for t in SPECIALS)
 
     @classmethod
     def build(cls, sentences: Iterable[list[str]], min_freq: int = 2, max_size: int | None = None) -> "Vocab":

@@ -48,7 +48,7 @@ def test_every_trace_field_has_the_documented_shape(tiny_model, batch):
     src, tgt, _, _ = batch
     cfg = tiny_model.cfg
     b, s, t, h, d, dk, V = 2, src.shape[1], tgt.shape[1], cfg.n_heads, cfg.d_model, cfg.d_k, cfg.tgt_vocab_size
-    log_probs, trace = tiny_model(src, tgt, trace=True)
+    log_probs, trace = tiny_model(src, tgt, return_trace=True)
     assert isinstance(trace, Trace)
     assert log_probs.shape == (b, t, V)
     assert trace.log_probs is log_probs
@@ -96,7 +96,7 @@ def test_untraced_forward_returns_no_trace(tiny_model, batch):
 
 def test_every_attention_row_sums_to_one(tiny_model, batch):
     src, tgt, _, _ = batch
-    _, trace = tiny_model(src, tgt, trace=True)
+    _, trace = tiny_model(src, tgt, return_trace=True)
     for kind, records in kinds(trace).items():
         for rec in records:
             sums = rec.probs.sum(-1)
@@ -109,7 +109,7 @@ def test_every_attention_row_sums_to_one(tiny_model, batch):
 
 def test_padded_source_keys_get_exactly_zero(tiny_model, batch):
     src, tgt, src_lens, _ = batch
-    _, trace = tiny_model(src, tgt, trace=True)
+    _, trace = tiny_model(src, tgt, return_trace=True)
     short = src_lens[1]
     for rec in trace.enc_self + trace.cross:
         assert bool((rec.probs[1, :, :, short:] == 0.0).all())  # padded keys of the short sentence
@@ -120,7 +120,7 @@ def test_padded_source_keys_get_exactly_zero(tiny_model, batch):
 
 def test_future_target_positions_get_exactly_zero(tiny_model, batch):
     src, tgt, _, tgt_lens = batch
-    _, trace = tiny_model(src, tgt, trace=True)
+    _, trace = tiny_model(src, tgt, return_trace=True)
     t = tgt.shape[1]
     upper = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
     for rec in trace.dec_self:
@@ -133,7 +133,7 @@ def test_future_target_positions_get_exactly_zero(tiny_model, batch):
 
 def test_padded_queries_still_compute_rows_that_sum_to_one(tiny_model, batch):
     src, tgt, src_lens, tgt_lens = batch
-    _, trace = tiny_model(src, tgt, trace=True)
+    _, trace = tiny_model(src, tgt, return_trace=True)
     for rec in trace.enc_self:
         rows = rec.probs[1, :, src_lens[1]:, :]  # queries at padded source positions
         assert rows.numel() > 0
@@ -191,7 +191,7 @@ def test_equals_torch_multihead_attention_with_the_same_weights():
     query, key, value, may_attend = _attention_inputs(d)
     mask = may_attend[:, None, None, :]  # ours: (b, 1, 1, j), True = may attend
     with torch.no_grad():
-        out_traced, rec = ours(query, key, value, mask, trace=True)
+        out_traced, rec = ours(query, key, value, mask, return_trace=True)
         out_fused, _ = ours(query, key, value, mask)
         # torch: key_padding_mask True = ignore
         ref_out, ref_per_head = ref(query, key, value, key_padding_mask=~may_attend, need_weights=True,
@@ -212,7 +212,7 @@ def test_per_head_loop_equals_batched_computation():
     query, key, value, may_attend = _attention_inputs(d, seed=3)
     mask = may_attend[:, None, None, :]
     with torch.no_grad():
-        out, rec = mha(query, key, value, mask, trace=True)
+        out, rec = mha(query, key, value, mask, return_trace=True)
         heads = []
         for n in range(h):
             sl = slice(n * dk, (n + 1) * dk)
@@ -238,11 +238,11 @@ def test_traced_and_untraced_paths_agree_for_the_whole_model(tiny_model, batch):
     src, tgt, _, _ = batch
     with torch.no_grad():
         fused, _ = tiny_model(src, tgt)
-        traced, _ = tiny_model(src, tgt, trace=True)
+        traced, _ = tiny_model(src, tgt, return_trace=True)
         torch.testing.assert_close(traced, fused, atol=1e-5, rtol=0)
         for flags in ({"use_src_padding_mask": False}, {"use_causal_mask": False}):
             a, _ = tiny_model(src, tgt, **flags)
-            b, _ = tiny_model(src, tgt, trace=True, **flags)
+            b, _ = tiny_model(src, tgt, return_trace=True, **flags)
             torch.testing.assert_close(b, a, atol=1e-5, rtol=0)
 
 
@@ -251,15 +251,15 @@ def test_post_norm_variant_also_agrees(make_model, batch):
     src, tgt, _, _ = batch
     with torch.no_grad():
         a, _ = model(src, tgt)
-        b, trace = model(src, tgt, trace=True)
+        b, trace = model(src, tgt, return_trace=True)
     torch.testing.assert_close(b, a, atol=1e-5, rtol=0)
     assert model.generator.proj.weight is not model.tgt_embed.lut.weight
 
 
 def test_same_input_twice_is_identical_in_eval_mode(tiny_model, batch):
     src, tgt, _, _ = batch
-    a, ta = tiny_model(src, tgt, trace=True)
-    b, tb = tiny_model(src, tgt, trace=True)
+    a, ta = tiny_model(src, tgt, return_trace=True)
+    b, tb = tiny_model(src, tgt, return_trace=True)
     assert torch.equal(a, b)
     for ra, rb in zip(ta.enc_self + ta.dec_self + ta.cross, tb.enc_self + tb.dec_self + tb.cross):
         assert torch.equal(ra.probs, rb.probs) and torch.equal(ra.out, rb.out)
@@ -297,7 +297,7 @@ def test_head_mask_equals_zeroing_that_heads_output_columns():
     with torch.no_grad():
         zeroed.w_o.weight[:, off * dk : (off + 1) * dk] = 0
         full, _ = mha(query, key, value, mask)
-        masked, rec = mha(query, key, value, mask, head_mask=head_mask, trace=True)
+        masked, rec = mha(query, key, value, mask, head_mask=head_mask, return_trace=True)
         masked_fused, _ = mha(query, key, value, mask, head_mask=head_mask)
         expected, _ = zeroed(query, key, value, mask)
     assert not torch.allclose(full, masked, atol=1e-4)
@@ -321,7 +321,7 @@ def test_model_head_mask_switches_one_head_off(tiny_model, batch, kind, layer_at
         getattr(layers[1], layer_attr).w_o.weight[:, 3 * dk : 4 * dk] = 0
         full, _ = tiny_model(src, tgt)
         masked, _ = tiny_model(src, tgt, head_mask={kind: hm})
-        masked_traced, _ = tiny_model(src, tgt, trace=True, head_mask={kind: hm})
+        masked_traced, _ = tiny_model(src, tgt, return_trace=True, head_mask={kind: hm})
         expected, _ = zeroed(src, tgt)
         all_on, _ = tiny_model(src, tgt, head_mask={kind: torch.ones(n_layers, cfg.n_heads)})
     assert not torch.allclose(full, masked, atol=1e-4)
@@ -335,7 +335,7 @@ def test_masks_can_be_switched_off(tiny_model, batch):
     t = tgt.shape[1]
     upper = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
     with torch.no_grad():
-        lp, trace = tiny_model(src, tgt, trace=True, use_src_padding_mask=False, use_causal_mask=False)
+        lp, trace = tiny_model(src, tgt, return_trace=True, use_src_padding_mask=False, use_causal_mask=False)
     assert bool(torch.isfinite(lp).all())
     for rec in trace.enc_self + trace.cross:
         assert bool(rec.mask.all())
@@ -346,7 +346,7 @@ def test_masks_can_be_switched_off(tiny_model, batch):
         # target padding is still masked
         assert bool((rec.probs[1, :, :, tgt_lens[1]:] == 0).all())
     # only the source padding mask off: the causal structure remains
-    _, trace = tiny_model(src, tgt, trace=True, use_src_padding_mask=False)
+    _, trace = tiny_model(src, tgt, return_trace=True, use_src_padding_mask=False)
     for rec in trace.dec_self:
         assert bool((rec.probs[..., upper] == 0).all())
     # switching masks off changes the (non-padded) predictions of the long example

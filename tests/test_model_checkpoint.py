@@ -19,14 +19,17 @@ from model.checkpoint import (
     TIED_KEY,
     WEIGHTS,
     CheckpointError,
+    average_weights,
     load_checkpoint,
+    load_weights_into,
     save_checkpoint,
+    save_weights,
+    write_metrics,
 )
 from model.config import FORMAT_VERSION, ModelConfig
 from model.translator import Translator
 
 torch.set_num_threads(1)
-
 
 
 def assert_fails(folder: Path, file: Path, *words: str) -> CheckpointError:
@@ -94,6 +97,31 @@ def test_half_round_trip_within_float16_precision(tmp_path, trained_model, vocab
     a = Translator(trained_model, sv, tv).translate("Ein Mann fährt Fahrrad.").text
     b = Translator(loaded, sv, tv).translate("Ein Mann fährt Fahrrad.").text
     assert a == b == "A man rides a bike."
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_epoch_weights_average_and_load_back_tied_or_not(tmp_path, make_model, tie):
+    """Training's per-epoch files: written, averaged and loaded by checkpoint.py, with or without the tie."""
+    models = [make_model(seed=s, tie_weights=tie) for s in (10, 11, 12)]
+    paths = [save_weights(m, tmp_path / f"epoch_{i}.safetensors") for i, m in enumerate(models)]
+    assert (TIED_KEY in load_file(str(paths[0]))) is not tie  # a tied matrix is stored once
+    target = make_model(seed=13, tie_weights=tie)
+    load_weights_into(target, average_weights(paths))
+    for k, v in target.state_dict().items():
+        mean = torch.stack([m.state_dict()[k] for m in models]).double().mean(0).float()
+        torch.testing.assert_close(v, mean, rtol=0, atol=1e-7, msg=k)
+    assert (target.generator.proj.weight is target.tgt_embed.lut.weight) is tie
+    with pytest.raises(ValueError, match="nothing to average"):
+        average_weights([])
+    other = save_weights(make_model(seed=1, tie_weights=not tie), tmp_path / "other.safetensors")
+    with pytest.raises(ValueError, match="other tensors"):
+        average_weights([paths[0], other])
+
+
+def test_write_metrics(tmp_path):
+    path = write_metrics(tmp_path, {"val": {"greedy": {"sacrebleu": 1.5}}, "note": "ä"})
+    assert path == tmp_path / METRICS
+    assert json.loads(path.read_text(encoding="utf-8")) == {"val": {"greedy": {"sacrebleu": 1.5}}, "note": "ä"}
 
 
 def test_translator_from_checkpoint(checkpoint_dir):

@@ -275,3 +275,75 @@ def test_lr_schedule():
     assert train_cli.lr_at(10, 1e-3, 10) == pytest.approx(1e-3)
     assert train_cli.lr_at(40, 1e-3, 10) == pytest.approx(5e-4)
     assert train_cli.lr_at(0, 1e-3, 10) == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize("tie", ["--tie-weights", "--no-tie"])
+def test_train_averages_epochs_tied_or_untied(data_dir, tmp_path, tie):
+    """--no-tie used to crash at the end: the per-epoch files dropped the untied generator matrix."""
+    from model.checkpoint import average_weights
+
+    out = tmp_path / "ckpt"
+    assert train_cli.main(train_args(data_dir, out, 3, tie, "--average-last", "2")) == 0
+    model, _, _, metrics = load_checkpoint(out)
+    tied = tie == "--tie-weights"
+    assert model.cfg.tie_weights is tied and metrics["model"]["config"]["tie_weights"] is tied
+    assert (model.generator.proj.weight is model.tgt_embed.lut.weight) is tied
+    epochs = sorted((out / "train").glob("epoch_*.safetensors"))
+    assert [p.name for p in epochs] == ["epoch_2.safetensors", "epoch_3.safetensors"]
+    assert "average of 2 epochs" in (out / "train.log").read_text(encoding="utf-8")
+    if metrics["model"]["weights"] == "average of epochs 2-3":
+        for k, v in average_weights(epochs).items():
+            torch.testing.assert_close(model.state_dict()[k], v, msg=k)
+    else:
+        assert metrics["model"]["weights"] == "last epoch"
+
+
+def test_every_config_field_has_a_flag_with_the_configs_default():
+    import dataclasses
+
+    from model.config import ModelConfig
+    from model.vocab import Vocab
+
+    base = ["--data-dir", "d", "--out", "o"]
+    args = train_cli.parse_args(base)
+    sv, tv = Vocab.build([["a", "b"]], 1), Vocab.build([["c"]], 1)
+    assert train_cli.config_from_args(args, sv, tv) == ModelConfig(len(sv), len(tv), pad_idx=sv.pad_idx)
+    for f in dataclasses.fields(ModelConfig):
+        if f.name in train_cli.FROM_DATA:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            assert getattr(train_cli.parse_args(base + ["--no-" + flag[2:]]), f.name) is (not f.default)
+            assert getattr(train_cli.parse_args(base + ["--no-" + flag[2:], flag]), f.name) is f.default
+        else:
+            other = type(f.default)(f.default * 2)
+            assert getattr(train_cli.parse_args(base + [flag, str(other)]), f.name) == other, flag
+    # the README's aliases
+    a = train_cli.parse_args(base + ["--layers", "2", "--post-norm", "--no-tie"])
+    assert (a.n_encoder_layers, a.n_decoder_layers, a.norm_first, a.tie_weights) == (2, 2, False, False)
+    a = train_cli.parse_args(base + ["--layers", "2", "--n-decoder-layers", "5"])  # later flags win
+    assert (a.n_encoder_layers, a.n_decoder_layers) == (2, 5)
+
+
+def test_train_reports_an_impossible_config(data_dir, tmp_path, capsys):
+    assert train_cli.main(train_args(data_dir, tmp_path / "bad", 1, "--n-heads", "3")) == 2
+    assert "divisible" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, copy", [([], True), (["--unk", "copy"], True), (["--unk", "keep"], False),
+                                         (["--no-unk-replace"], False)])
+def test_evaluate_unk_option(tmp_path, capsys, monkeypatch, checkpoint_dir, flags, copy):
+    from model.translator import Translator
+
+    folder, _ = checkpoint_dir
+    seen = {}
+
+    def fake(self, texts, beam=1, replace_unk=True, **kw):
+        seen["replace_unk"] = replace_unk
+        return list(texts)
+
+    monkeypatch.setattr(Translator, "translate_batch", fake)
+    (tmp_path / "s.de").write_text("a\n", encoding="utf-8")
+    assert evaluate_cli.main(["--checkpoint", str(folder), "--src", str(tmp_path / "s.de"),
+                              "--ref", str(tmp_path / "s.de"), *flags]) == 0
+    assert seen == {"replace_unk": copy}

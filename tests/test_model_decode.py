@@ -1,4 +1,4 @@
-"""model.decode and Translator: greedy recording, forced prefixes, batching, beam search, <unk>, threads."""
+"""model.decode: one search loop for greedy (recorded, forced prefix, batched) and beam search; threads."""
 from __future__ import annotations
 
 import threading
@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from model.decode import beam_search, greedy_decode, greedy_decode_batch, length_penalty
+from model.decode import allowed_log_probs, beam_search, greedy_decode, greedy_decode_batch, length_penalty, search
 from model.tokenize import tokenize
-from model.translator import Translator, replace_unknown
+from model.translator import Translator
 
 torch.set_num_threads(1)
 
-BOS, EOS = 2, 3
+UNK, PAD, BOS, EOS = 0, 1, 2, 3
 
 
 def src_tensor(sv, text: str) -> torch.Tensor:
@@ -24,13 +24,20 @@ def src_tensor(sv, text: str) -> torch.Tensor:
 def teacher_forced(model, src, ids):
     """(log-probs (t, V), trace) of one teacher-forced pass over <bos> + ids."""
     with torch.inference_mode():
-        lp, trace = model(src, torch.tensor([[BOS] + ids]), trace=True)
+        lp, trace = model(src, torch.tensor([[BOS] + ids]), return_trace=True)
     return lp[0], trace
+
+
+def decoding_probs(lp):
+    """The distribution decoding chooses from: <bos> and <pad> removed, the rest renormalised."""
+    p = lp.exp().clone()
+    p[..., [BOS, PAD]] = 0.0
+    return p / p.sum(-1, keepdim=True)
 
 
 def check_steps_against_teacher_forcing(model, src, res):
     lp, trace = teacher_forced(model, src, res.ids)
-    probs = lp.exp()
+    probs = decoding_probs(lp)
     assert len(res.steps) == len(res.ids) + int(res.finished)
     for k, step in enumerate(res.steps):
         assert step.prefix == [BOS] + res.ids[:k]
@@ -38,6 +45,7 @@ def check_steps_against_teacher_forcing(model, src, res):
         # the top-k really are the k most probable tokens, best first
         np.testing.assert_allclose(step.top_probs, probs[k].topk(len(step.top_ids)).values.numpy(), atol=1e-5)
         assert step.chosen_prob == pytest.approx(float(probs[k, step.chosen]), abs=1e-5)
+        assert BOS not in step.top_ids and PAD not in step.top_ids and sum(step.top_probs) <= 1 + 1e-6
         expected_next = res.ids[k] if k < len(res.ids) else EOS
         assert step.chosen == expected_next
         if not step.forced:
@@ -138,7 +146,7 @@ def test_greedy_batch_equals_per_sentence(trained_model, vocabs, pairs):
     batch = torch.full((len(srcs), width), sv.pad_idx, dtype=torch.long)
     for r, s in enumerate(srcs):
         batch[r, : len(s)] = s
-    got = greedy_decode_batch(trained_model, batch, BOS, EOS, max_len=20)
+    got = [d.ids for d in greedy_decode_batch(trained_model, batch, BOS, EOS, max_len=20)]
     want = [greedy_decode(trained_model, s[None], BOS, EOS, max_len=20).ids for s in srcs]
     assert got == want
     assert len(set(map(tuple, got))) >= 4  # different sentences really give different outputs
@@ -153,8 +161,8 @@ def test_greedy_batch_equals_per_sentence_untrained(tiny_model, vocabs, pairs):
     for r, s in enumerate(srcs):
         batch[r, : len(s)] = s
     got = greedy_decode_batch(tiny_model, batch, BOS, EOS, max_len=5)
-    want = [greedy_decode(tiny_model, s[None], BOS, EOS, max_len=5).ids for s in srcs]
-    assert got == want
+    want = [greedy_decode(tiny_model, s[None], BOS, EOS, max_len=5) for s in srcs]
+    assert [(d.ids, d.finished) for d in got] == [(d.ids, d.finished) for d in want]
 
 
 def test_beam_one_without_length_penalty_equals_greedy(trained_model, tiny_model, vocabs, pairs):
@@ -163,7 +171,7 @@ def test_beam_one_without_length_penalty_equals_greedy(trained_model, tiny_model
         for de in [de for de, _ in pairs] + ["Ein Hund liest."]:
             src = src_tensor(sv, de)
             greedy = greedy_decode(model, src, BOS, EOS, max_len=12).ids
-            assert beam_search(model, src, BOS, EOS, max_len=12, beam_size=1, alpha=0.0) == greedy
+            assert beam_search(model, src, BOS, EOS, max_len=12, beam_size=1, alpha=0.0).ids == greedy
 
 
 def normalised_score(model, src, ids, alpha):
@@ -202,7 +210,7 @@ def test_beam_four_scores_at_least_as_well_as_greedy(half_trained, trained_model
         for de in [de for de, _ in pairs] + ["Ein Hund liest ein Buch.", "Zwei Frauen essen."]:
             src = src_tensor(sv, de)
             greedy = greedy_decode(model, src, BOS, EOS, max_len=20)
-            beam = beam_search(model, src, BOS, EOS, max_len=20, beam_size=4, alpha=alpha)
+            beam = beam_search(model, src, BOS, EOS, max_len=20, beam_size=4, alpha=alpha).ids
             if not greedy.finished:
                 continue
             compared += 1
@@ -214,42 +222,6 @@ def test_length_penalty():
     assert length_penalty(7, 0.0) == 1.0
     assert length_penalty(1, 0.6) == pytest.approx(1.0)
     assert length_penalty(10, 1.0) == pytest.approx(2.5)
-
-
-# --------------------------------------------------------------------------- <unk> replacement
-
-
-def test_replace_unknown_copies_the_most_attended_source_word():
-    src_tokens = ["Ein", "Zebra", "läuft", "."]
-    tokens = ["A", "<unk>", "runs", "<unk>"]
-    t, L, h, s = len(tokens), 2, 3, len(src_tokens) + 1
-    cross = np.full((t, L, h, s), 0.01, dtype=np.float32)
-    cross[1, :, :, 1] = 0.9  # <unk> at 1 looks at "Zebra"
-    cross[1, 0, 0, 2] = 2.0  # one head prefers "läuft", but the mean over layers and heads does not
-    cross[0, :, :, 2] = 0.9  # a known token: never replaced, whatever it attends to
-    cross[3, :, :, 4] = 5.0  # the source <eos> is never copied ...
-    cross[3, :, :, 3] = 0.5  # ... so the next best, ".", is
-    out = replace_unknown(tokens, cross, src_tokens)
-    assert out == ["A", "Zebra", "runs", "."]
-    assert tokens == ["A", "<unk>", "runs", "<unk>"]  # the input list is not modified
-    # a cross array shorter than the tokens leaves the rest alone
-    assert replace_unknown(tokens, cross[:2], src_tokens) == ["A", "Zebra", "runs", "<unk>"]
-
-
-def test_translate_replaces_unknown_output_with_a_source_word(translator, pairs):
-    """Make the model prefer <unk> for one step, then check the replacement comes from the source."""
-    gen = translator.model.generator.proj
-    with torch.no_grad():
-        gen.bias[translator.tgt_vocab.unk_idx] = 30.0  # <unk> wins at every step
-    t = translator.translate(pairs[0][0], max_len=3)
-    assert t.raw_tokens == ["<unk>"] * 3
-    src_words = set(t.source.tokens)
-    assert all(tok in src_words for tok in t.tokens)
-    kept = translator.translate(pairs[0][0], max_len=3, replace_unk=False)
-    assert kept.tokens == ["<unk>"] * 3
-    traced = translator.trace(pairs[0][0], max_len=3)
-    assert traced.tokens == t.tokens  # the step-by-step cross-attention agrees with the teacher-forced one
-    assert translator.translate_batch([pairs[0][0]])[0] == translator.translate(pairs[0][0]).text
 
 
 # --------------------------------------------------------------------------- threads
@@ -359,3 +331,85 @@ def test_reordered_cache_follows_the_selected_rows(trained_model, vocabs, pairs)
         got = decode_step(trained_model, memory, src_mask, torch.tensor([[7]]), cache)[0]
         lp, _ = trained_model(src, torch.tensor([[BOS, b, 7]]))
     torch.testing.assert_close(got, lp[0, 2], atol=1e-4, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- one loop: what it may generate, when it stops
+
+
+@pytest.fixture
+def bos_lover(make_model):
+    """An untrained model whose generator prefers <bos> and <pad> to everything else."""
+    model = make_model(seed=2)
+    with torch.no_grad():
+        model.generator.proj.bias[BOS] = 20.0
+        model.generator.proj.bias[PAD] = 19.0
+    return model
+
+
+def test_allowed_log_probs_removes_and_renormalises():
+    lp = torch.log_softmax(torch.tensor([[0.0, 3.0, 5.0, 1.0, 2.0], [1.0, 1.0, 1.0, 1.0, 1.0]]), -1)
+    out = allowed_log_probs(lp, torch.tensor([BOS, PAD]))
+    assert torch.isneginf(out[:, [BOS, PAD]]).all()
+    torch.testing.assert_close(out.exp().sum(-1), torch.ones(2))
+    torch.testing.assert_close(out[1].exp()[[UNK, EOS, 4]], torch.full((3,), 1 / 3))  # <unk> stays allowed
+
+
+def test_bos_and_pad_are_never_generated(bos_lover, vocabs, pairs):
+    sv, _ = vocabs
+    src = src_tensor(sv, pairs[0][0])
+    with torch.inference_mode():
+        assert int(bos_lover(src, torch.tensor([[BOS]]))[0][0, 0].argmax()) == BOS  # the raw model wants <bos>
+    res = greedy_decode(bos_lover, src, BOS, EOS, max_len=8, record=True, top_k=6)
+    assert res.ids and not {BOS, PAD} & set(res.ids)
+    check_steps_against_teacher_forcing(bos_lover, src, res)  # steps report the distribution the choice used
+    for step in res.steps:
+        assert step.chosen == step.top_ids[0] and step.chosen_prob == pytest.approx(step.top_probs[0])
+        assert 0 < sum(step.top_probs) <= 1 + 1e-6
+    srcs = [src_tensor(sv, de)[0] for de, _ in pairs]
+    batch = torch.full((len(srcs), max(map(len, srcs))), PAD, dtype=torch.long)
+    for r, s in enumerate(srcs):
+        batch[r, : len(s)] = s
+    for dec in greedy_decode_batch(bos_lover, batch, BOS, EOS, max_len=6) + search(bos_lover, batch, BOS, EOS, 6, 3, 0.6):
+        assert dec.ids and not {BOS, PAD} & set(dec.ids)
+
+
+def test_a_prefix_cannot_force_bos_or_pad(trained_model, vocabs, pairs):
+    src = src_tensor(vocabs[0], pairs[0][0])
+    for bad in (BOS, PAD):
+        with pytest.raises(ValueError, match="cannot hold <bos> or <pad>"):
+            greedy_decode(trained_model, src, BOS, EOS, max_len=5, prefix=[5, bad])
+    with pytest.raises(ValueError, match="recorded"):
+        search(trained_model, src, BOS, EOS, 5, beam_size=2, record=True)
+
+
+def test_beam_search_reports_whether_it_finished(tiny_model, trained_model, vocabs, pairs):
+    sv, tv = vocabs
+    src = src_tensor(sv, pairs[1][0])
+    cut = beam_search(tiny_model, src, BOS, EOS, max_len=4, beam_size=3)
+    assert len(cut.ids) == 4 and cut.finished is False
+    done = beam_search(trained_model, src, BOS, EOS, max_len=20, beam_size=3)
+    assert done.finished is True and tv.decode(done.ids) == tokenize(pairs[1][1], "en")
+
+
+def test_batched_beam_search_equals_one_sentence_at_a_time(half_trained, vocabs, pairs):
+    sv, _ = vocabs
+    texts = [de for de, _ in pairs] + ["Ein Hund liest ein Buch.", "Zwei Frauen essen."]
+    srcs = [src_tensor(sv, t)[0] for t in texts]
+    batch = torch.full((len(srcs), max(map(len, srcs))), PAD, dtype=torch.long)
+    for r, s in enumerate(srcs):
+        batch[r, : len(s)] = s
+    limits = [3, 20, 7, 12, 1, 15]  # each sentence its own step limit
+    got = search(half_trained, batch, BOS, EOS, limits, beam_size=3, alpha=0.6)
+    want = [beam_search(half_trained, s[None], BOS, EOS, max_len=m, beam_size=3) for s, m in zip(srcs, limits)]
+    assert [(d.ids, d.finished) for d in got] == [(d.ids, d.finished) for d in want]
+    assert all(len(d.ids) <= m for d, m in zip(got, limits)) and len(got[4].ids) <= 1
+
+
+def test_beam_search_continues_a_forced_prefix(trained_model, vocabs, pairs):
+    sv, tv = vocabs
+    src = src_tensor(sv, pairs[0][0])
+    prefix = tv.encode(["A", "woman"])
+    res = search(trained_model, src, BOS, EOS, 12, beam_size=3, alpha=0.6, prefix=prefix)[0]
+    assert res.ids[:2] == prefix and len(res.ids) > 2
+    greedy = greedy_decode(trained_model, src, BOS, EOS, max_len=12, prefix=prefix)
+    assert search(trained_model, src, BOS, EOS, 12, beam_size=1, alpha=0.0, prefix=prefix)[0].ids == greedy.ids

@@ -59,3 +59,32 @@ def test_untrained_twin_has_same_shapes_and_other_weights(translator):
     assert any(not (a[k] == b[k]).all() for k in a if a[k].is_floating_point())
     again = translator.untrained_twin(seed=0).model.state_dict()
     assert all((b[k] == again[k]).all() for k in b), "the twin's weights must be reproducible"
+
+
+TWIN_SENTENCES = ["Ein Hund läuft im Schnee.", "Zwei Kinder spielen im Wasser.", "Angela Merkel besucht Wolfsburg.",
+                  "Eine Frau mit einem roten Hut sitzt auf einer Bank."]
+
+
+def test_untrained_twin_never_generates_bos_or_pad(translator):
+    twin = translator.untrained_twin(seed=0)
+    for text in TWIN_SENTENCES:
+        for result in (twin.translate(text), twin.translate(text, beam=3), twin.trace(text)):
+            assert result.raw_tokens and not {"<bos>", "<pad>"} & set(result.raw_tokens), result.raw_tokens
+        for step in twin.trace(text, max_len=5).steps:
+            assert not {"<bos>", "<pad>"} & set(step.top_tokens)
+            assert sum(step.top_probs) <= 1 + 1e-6 and step.chosen_prob == pytest.approx(step.top_probs[0])
+    for line in twin.translate_batch(TWIN_SENTENCES):
+        assert "<bos>" not in line and "<pad>" not in line
+
+
+def test_untrained_twin_beam_search_says_it_did_not_finish(translator):
+    cut = translator.untrained_twin(seed=0).translate(TWIN_SENTENCES[0], beam=3, max_len=4)
+    assert len(cut.raw_tokens) == 4 and cut.finished is False and cut.decoding == "beam 3"
+    assert translator.translate(TWIN_SENTENCES[0], beam=3).finished is True
+
+
+def test_unknown_words_copy_only_what_the_model_could_not_read(translator):
+    res = translator.translate("Angela Merkel besucht Wolfsburg.")
+    assert "besucht" not in res.tokens
+    for word in ("Angela", "Merkel", "Wolfsburg"):
+        assert res.tokens.count(word) <= 1

@@ -4,8 +4,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from viz.attention import (attention_figure, heads_figure, overview_figure, robust_zmax,
-                           row_sums, rows_sum_to_one, sink_key)
+from viz.attention import (attention_figure, heads_figure, overview_figure, rescale_note,
+                           robust_zmax, row_sums, rows_sum_to_one, saturated_share, sink_key)
 from viz.common import MASK_TRACE_NAME, as_mask, axis_titles, escape_token, heatmap
 
 EN = ["the", "dog", "sees", "the", "cat", "."]
@@ -13,7 +13,7 @@ DE = ["der", "Hund", "sieht", "die", "Katze", ".", "</s>"]
 
 
 def probs(*shape, seed=0):
-    """Random softmax rows of the given shape (..., q, k)."""
+    """Random softmax rows of the given shape (..., i, j)."""
     x = np.random.default_rng(seed).normal(size=shape)
     e = np.exp(x - x.max(-1, keepdims=True))
     return (e / e.sum(-1, keepdims=True)).astype(np.float32)
@@ -66,8 +66,12 @@ def test_probability_colour_range_fixed_and_overridable():
     fig = attention_figure(probs(6, 6) * 0.3, EN, EN, "enc_self")
     assert value_trace(fig).zmin == 0 and value_trace(fig).zmax == 1
     fig = attention_figure(probs(6, 6), EN, EN, "enc_self", zmax=0.25)
+    bar = value_trace(fig).colorbar
     assert value_trace(fig).zmax == 0.25
-    assert "clipped" in value_trace(fig).colorbar.title.text
+    assert "saturate<br>at 0.250" in bar.title.text and "drawn<br>as 0.250" in bar.title.text
+    assert bar.ticktext[-1] == "≥ 0.250" and bar.tickvals[-1] == pytest.approx(0.25)
+    fig = overview_figure(probs(2, 2, 6, 6), "enc_self", zmax=0.25)
+    assert "saturate" in fig.layout.coloraxis.colorbar.title.text
 
 
 def test_hover_shows_query_key_with_positions_and_three_decimals():
@@ -122,7 +126,7 @@ def test_wrong_shapes_raise_clear_errors():
     with pytest.raises(ValueError, match="kind must be one of"):
         attention_figure(probs(6, 7), EN, DE, "decoder")
     with pytest.raises(ValueError, match="2-D"):
-        heatmap(np.zeros(3), None, None, "x", "y")
+        heatmap(np.zeros(3), None, None, row_title="y", col_title="x")
 
 
 def test_heads_figure_has_one_panel_per_head_and_shared_colour_axis():
@@ -135,7 +139,7 @@ def test_heads_figure_has_one_panel_per_head_and_shared_colour_axis():
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
     titles = [a.text for a in fig.layout.annotations]
     assert titles == ["head 1", "head 2", "head 3", "head 4"]
-    assert "layer 1" in fig.layout.title.text
+    assert "<br>layer 1, all heads" in fig.layout.title.text
     for t in values:
         assert np.isnan(np.asarray(t.z, dtype=float)[~mask]).all()
     assert sum(t.name == MASK_TRACE_NAME for t in fig.data) == 4
@@ -167,11 +171,57 @@ def test_row_sums_and_sink_helpers():
     sink = np.full((6, 7), 0.02, dtype=np.float32)
     sink[:, 0] = 0.88
     assert sink_key(sink) == 0
-    assert robust_zmax(sink, ignore_key=0) == pytest.approx(0.05)
-    sink[2, 3] = 0.3
+    assert robust_zmax(sink, ignore_key=0) == pytest.approx(0.05)  # the floor
+    sink[:, 3] = 0.3  # a strong second key in every row now sets the maximum
     assert robust_zmax(sink, ignore_key=0) == pytest.approx(0.3)
-    assert robust_zmax(sink) == pytest.approx(0.88)
+    assert robust_zmax(np.eye(4)) == 1.0  # nothing but peaks: nothing to rescale
 
 
 def test_axis_titles_helper():
     assert axis_titles("cross") == ("query (EN, decoder input) ↓", "key (DE, source) →")
+
+
+def sharp_cross(n_q=8, n_k=9, peak=0.93, seed=0):
+    """Near one-hot rows (i, j) as in cross-attention: each query aligned to one source key."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(n_k - 1), size=n_q) * (1 - peak)  # (i, j-1) the rest
+    align = np.arange(n_q) % n_k
+    out = np.empty((n_q, n_k), dtype=np.float32)
+    for row, col in enumerate(align):
+        out[row] = np.insert(p[row], col, peak)
+    return out
+
+
+def test_rescale_has_a_visible_effect_on_sharp_cross_attention():
+    p = sharp_cross()
+    layer = np.stack([p, sharp_cross(seed=1), sharp_cross(seed=2)])  # (h, i, j)
+    sink = sink_key(layer)
+    others = np.delete(layer, sink, axis=-1)
+    assert others.max() > 0.9  # the old rule (max of the other keys) gave ~1: no visible change
+    zmax = robust_zmax(layer, ignore_key=sink)
+    assert 0.05 <= zmax < 0.5
+    assert robust_zmax(layer, ignore_key=sink, floor=0.2) == pytest.approx(0.2)
+    above, n = saturated_share(layer, zmax)
+    assert n == layer.size and above >= 3 * 8  # at least every peak saturates
+    note = rescale_note(layer, zmax)
+    assert f"saturate at {zmax:.3f}" in note and f"{above:,} of {n:,}" in note
+    assert rescale_note(layer, None).startswith("Colours span the full range")
+
+
+def test_rescale_quantile_of_secondary_weights():
+    p = np.full((4, 5), 0.025, dtype=np.float32)
+    p[:, 0] = 0.6  # the peaks
+    p[:, 1] = 0.3  # a clear second key
+    zmax = robust_zmax(p)
+    assert zmax == pytest.approx(0.3)  # the peaks are left out, the second keys set the scale
+    assert saturated_share(p, zmax) == (4, 20)
+    assert robust_zmax(p, quantile=0.5) == pytest.approx(0.05)  # median 0.025, floor 0.05
+
+
+def test_rescale_ignores_masked_cells():
+    causal = np.tril(np.ones((6, 6), dtype=bool))
+    p = np.where(causal, probs(6, 6), 0.0)
+    p /= p.sum(-1, keepdims=True)
+    assert saturated_share(p, 0.5)[1] == causal.sum()  # zeros of the mask are not weights
+    assert saturated_share(probs(6, 6), 0.5, mask=causal)[1] == causal.sum()
+    assert robust_zmax(p) == robust_zmax(p, mask=causal)

@@ -4,8 +4,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from viz.common import MASK_TRACE_NAME
-from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
+from viz.common import MASK_TRACE_NAME, fmt_prob
+from viz.head import (dropout_figure, head_pipeline_figures, matrix_figure, probs_figure,
+                      with_row_sums)
 
 EN = ["<s>", "the", "dog", "the", "."]
 DE = ["der", "Hund", "<b>", "."]
@@ -105,3 +106,35 @@ def test_shape_mismatch_is_explained(head):
     with pytest.raises(ValueError, match="expected Q"):
         head_pipeline_figures(head["q"], head["k"][:, :4], head["v"], None, None,
                               head["probs"], head["out"], EN, DE, "cross")
+
+
+def row_sum_parts(fig):
+    """(bars, label trace, x of the reference line or None) of a figure with a row-sum panel."""
+    bars = next(t for t in fig.data if isinstance(t, go.Bar))
+    labels = next(t for t in fig.data if t.name == "row sum labels")
+    lines = [s for s in fig.layout.shapes if s.type == "line" and s.xref == "x2"]
+    return bars, labels, (lines[0].x0 if lines else None)
+
+
+@pytest.mark.parametrize("sums", [[1.0, 1.0, 0.999], [0.9, 1.3, 0.0, 1.0], [0.2, 0.4]])
+def test_row_sum_labels_never_overlap_the_reference_line(sums):
+    fig = with_row_sums(go.Figure(go.Heatmap(z=np.zeros((len(sums), 2)))), np.array(sums))
+    bars, labels, line_x = row_sum_parts(fig)
+    assert line_x == 1.0
+    assert bars.text is None  # no text on the bars, where the line runs
+    assert labels.mode == "text" and labels.textposition == "middle right"
+    assert labels.xaxis == "x2" and labels.yaxis == bars.yaxis == "y"
+    start = min(labels.x)  # the labels grow rightwards from here
+    assert start > line_x and start > max(bars.x)
+    assert fig.layout.xaxis2.range[1] > max(labels.x)
+    assert list(labels.text) == [fmt_prob(v) for v in sums]
+    assert list(labels.y) == list(range(len(sums)))
+    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]
+
+
+def test_dropout_figure_row_sum_labels_beside_the_line(head):
+    drop = head["probs"] * 1.4  # survivors scaled up: sums above the line at 1
+    bars, labels, line_x = row_sum_parts(dropout_figure(drop, EN, DE, "cross"))
+    assert min(labels.x) > max(max(bars.x), line_x)
+    bars, labels, line_x = row_sum_parts(probs_figure(head["probs"], EN, DE, "cross"))
+    assert min(labels.x) > line_x >= max(bars.x) - 1e-6

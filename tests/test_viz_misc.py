@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from viz.architecture import architecture_figure, parameter_table
-from viz.common import MASK_TRACE_NAME
+from viz.common import (MASK_TRACE_NAME, MAX_HEIGHT, MIN_HEIGHT, MIN_TICK_FONT, MIN_TICK_PX,
+                        ROW_PX, heatmap_height, plot_rows_px)
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
 from viz.masks import causal_mask, mask_figure, padding_demo_figure, padding_mask
 
@@ -43,10 +44,36 @@ def test_padding_demo_masks_pad_keys():
     assert "&lt;pad&gt;" in fig.layout.title.text
 
 
+@pytest.mark.parametrize("n", [13, 65])
+def test_mask_figure_grows_with_rows_and_thins_labels(n):
+    toks = [f"tok{i}" for i in range(n)]
+    fig = mask_figure(causal_mask(n), toks, toks, title="causal mask", kind="dec_self")
+    height = fig.layout.height
+    assert height == heatmap_height(n, toks, 1) and MIN_HEIGHT <= height <= MAX_HEIGHT
+    rows_px = plot_rows_px(height, toks, 1)
+    step = fig.layout.yaxis.tickvals[1] - fig.layout.yaxis.tickvals[0]
+    if n == 13:
+        assert rows_px == 13 * ROW_PX and step == 1
+        assert list(fig.layout.xaxis.ticktext) == toks
+    else:
+        assert height == MAX_HEIGHT and step >= 2
+        assert list(fig.layout.xaxis.tickvals)[1] >= 2
+    assert list(fig.layout.yaxis.tickvals) == list(range(0, n, step))
+    assert rows_px / n * step >= MIN_TICK_PX
+    assert min(fig.layout.xaxis.tickfont.size, fig.layout.yaxis.tickfont.size) >= MIN_TICK_FONT
+    assert np.asarray(fig.data[0].customdata).shape == (n, n, 3)  # hover names every token
+    fig = padding_demo_figure(np.full((n, n), 1 / n), toks, toks)
+    assert fig.layout.height == heatmap_height(n, toks, fig.layout.title.text.count("<br>") + 1)
+
+
 def test_candidates_figure():
     fig = candidates_figure(["cat", "dog", "<unk>"], [0.7, 0.2, 0.05], chosen_index=1)
     bar = fig.data[0]
     assert list(bar.text) == ["0.700", "0.200", "0.050"]
+    assert np.asarray(bar.customdata)[2].tolist() == ["&lt;unk&gt;", "0.050"]
+    assert "%{customdata[1]}" in bar.hovertemplate
+    tiny = candidates_figure(["a", "b"], [0.9996, 0.0004]).data[0]
+    assert list(tiny.text) == ["1.000", "<0.001"]
     assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
     assert fig.layout.xaxis.range[0] == 0 and fig.layout.xaxis.range[1] >= 1
     assert list(fig.layout.yaxis.ticktext) == ["cat", "dog", "&lt;unk&gt;"]
@@ -64,8 +91,23 @@ def test_step_cross_attention_uses_integer_positions():
     assert fig.layout.yaxis.range[0] == 0 and fig.layout.yaxis.range[1] >= 1
     colours = fig.data[0].marker.color
     assert colours[1] != colours[4] == colours[0]
+    assert list(fig.data[0].text) == ["0.050", "0.600", "0.050", "0.050", "0.200", "0.050"]
+    assert np.asarray(fig.data[0].customdata)[1].tolist() == ["Katze (1)", "0.600"]
+    assert "DE" in fig.layout.xaxis.title.text
     with pytest.raises(ValueError, match="source tokens"):
         step_cross_attention_figure(w[:3], src)
+
+
+def test_step_cross_attention_labels_only_what_fits():
+    src = [f"w{i}" for i in range(30)]
+    w = np.full(30, 0.01, dtype=np.float32)
+    w[7] = 0.71
+    bar = step_cross_attention_figure(w, src, width_px=600).data[0]
+    assert [t for t in bar.text if t] == ["0.710"] and bar.text[7] == "0.710"
+    assert bar.constraintext == "none" and bar.textfont.size >= 11  # never shrunk below 11 px
+    assert np.asarray(bar.customdata)[3].tolist() == ["w3 (3)", "0.010"]  # hover has every one
+    assert not all(bar.text)
+    assert all(step_cross_attention_figure(w[:8] / w[:8].sum(), src[:8], width_px=600).data[0].text)
 
 
 def test_decoding_table():
@@ -74,7 +116,9 @@ def test_decoding_table():
     df = decoding_table(steps)
     assert list(df.columns) == ["step", "prefix", "chosen", "prob"]
     assert df["prefix"].tolist() == ["<s>", "<s> the"]
-    assert df["prob"].dtype == float and df.loc[1, "prob"] == pytest.approx(0.5)
+    assert df["prob"].tolist() == ["0.910", "0.500"]
+    assert decoding_table([{"step": 1, "prefix": "", "chosen": "a", "prob": 2e-4}]).loc[0, "prob"] \
+        == "<0.001"
     with pytest.raises(ValueError, match="missing"):
         decoding_table([{"step": 1}])
 
@@ -82,8 +126,19 @@ def test_decoding_table():
 def test_parameter_table_shares():
     df = parameter_table({"embeddings": 300, "encoder": 500, "decoder": 200})
     assert df["component"].tolist() == ["embeddings", "encoder", "decoder", "total"]
-    assert df["parameters"].tolist() == [300, 500, 200, 1000]
-    assert df["share (%)"].tolist() == [30.0, 50.0, 20.0, 100.0]
+    assert df["parameters"].tolist() == ["300", "500", "200", "1,000"]
+    assert df["share"].tolist() == ["30.0 %", "50.0 %", "20.0 %", "100 %"]
+
+
+def test_parameter_table_separators_and_small_shares():
+    counts = {"encoder layers": 3_159_552, "decoder layers": 4_213_248, "final LayerNorm": 512,
+              "empty": 0}
+    df = parameter_table(counts)
+    assert df["parameters"].tolist() == ["3,159,552", "4,213,248", "512", "0", "7,373,312"]
+    share = dict(zip(df["component"], df["share"]))
+    assert share["final LayerNorm"] == "0.0069 %" and share["empty"] == "0 %"
+    for name, n in counts.items():  # a non-zero count never reads as zero
+        assert (float(share[name].rstrip(" %")) > 0) == (n > 0)
     with pytest.raises(ValueError, match="empty"):
         parameter_table({})
 
@@ -96,11 +151,23 @@ def test_architecture_figure_mentions_layers():
     assert len(fig.layout.shapes) == 5
 
 
+def test_architecture_figure_scales_both_embeddings_and_names_languages():
+    fig = architecture_figure(3, 3, 256, 4)
+    embeddings = [a.text for a in fig.layout.annotations if "embedding" in a.text]
+    assert len(embeddings) == 2 and all("√d_model" in t for t in embeddings)
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "German" in texts and "English" in texts
+    fig = architecture_figure(3, 3, 256, 4, src_lang="French", tgt_lang="<i>Italian</i>")
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "French tokens" in texts and "&lt;i&gt;Italian&lt;/i&gt; tokens" in texts
+    assert "German" not in texts and "English" not in texts and " DE " not in texts
+
+
 def test_viz_imports_neither_torch_nor_streamlit():
     import subprocess
     import sys
-    code = ("import sys, viz.common, viz.attention, viz.embeddings, viz.positional, viz.head, "
-            "viz.masks, viz.decoding, viz.architecture; "
+    code = ("import sys, viz.text, viz.common, viz.attention, viz.embeddings, viz.positional, "
+            "viz.head, viz.masks, viz.decoding, viz.architecture; "
             "print(sorted({'torch', 'streamlit'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,66 +1,51 @@
-"""Head ablation: switch heads off and see what changes, for this sentence and on validation BLEU."""
+"""Head ablation: switch heads off anywhere in the model and see what changes, for this sentence and on
+validation BLEU with a bootstrap interval."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import streamlit as st
-import torch
 
-from model.data import DataError, read_split
-from model.evaluate import bleu_scores
+from model.data import DataError
+from model.experiments import find_data_dir, paired_bootstrap
 from views.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot
-from views.state import ROOT, Context, load_translator
+from views.state import KINDS, Context, ablated, val_translations
 from views.text import md_escape
 
-DATA_DIR = Path(os.environ.get("ATLAS_DATA_DIR", ROOT.parent / "shared" / "data" / "multi30k"))
+SHORT = {"enc_self": "encoder self", "dec_self": "decoder self", "cross": "cross"}
 
 
-def _head_mask(cfg, off: tuple[tuple[str, int, int], ...]) -> dict[str, torch.Tensor] | None:
-    if not off:
-        return None
-    mask = {"enc_self": torch.ones(cfg.n_encoder_layers, cfg.n_heads),
-            "dec_self": torch.ones(cfg.n_decoder_layers, cfg.n_heads),
-            "cross": torch.ones(cfg.n_decoder_layers, cfg.n_heads)}
-    for kind, layer, head in off:
-        mask[kind][layer, head] = 0.0
-    return mask
+def head_name(h: tuple[str, int, int]) -> str:
+    kind, layer, head = h
+    return f"{SHORT[kind]} L{layer + 1} H{head + 1}"
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _sentence(key: str, text: str, tokens: tuple[str, ...], off: tuple) -> tuple[str, float, float]:
-    tr, _ = load_translator(key)
-    hm = _head_mask(tr.cfg, off)
-    new = tr.translate(text, head_mask=hm)
-    return new.text, tr.score(text, list(tokens)), tr.score(text, list(tokens), hm)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def _val_bleu(key: str, off: tuple, n: int) -> float:
-    src, ref = read_split(DATA_DIR, "val")
-    tr, _ = load_translator(key)
-    hyps = tr.translate_batch(src[:n], head_mask=_head_mask(tr.cfg, off))
-    return bleu_scores(hyps, ref[:n])["sacrebleu"]
-
-
-def render(ctx: Context, kind: str, layer: int) -> None:
-    """Ablation controls for the heads of one layer of one attention kind."""
+def render(ctx: Context) -> None:
+    """Ablation controls for any heads of any layer and attention kind (URL parameter `off`)."""
     cfg = ctx.cfg
+    ss = st.session_state
     st.markdown("#### Switch heads off (ablation)")
-    off_heads = st.multiselect(f"Heads of layer {layer + 1} to switch off", list(range(1, cfg.n_heads + 1)),
-                               key=f"ablate_{kind}_{layer}",
-                               help="A switched-off head's output is replaced by zeros before the output projection.")
-    if not off_heads:
+    options = [(k, l, h) for k in KINDS for l in range(cfg.n_encoder_layers if k == "enc_self" else cfg.n_decoder_layers)
+               for h in range(cfg.n_heads)]
+    ss["off"] = tuple(h for h in ss.get("off", ()) if h in options)
+    st.multiselect("Heads to switch off (any layer, any kind)", options, key="off", format_func=head_name,
+                   placeholder="choose heads, e.g. cross L3 H2",
+                   help="A switched-off head's output is replaced by zeros before the output projection W_O.")
+    off = tuple(ss["off"])
+    st.caption("The heatmaps above always show the model with all heads on.")
+    if not off:
         st.caption("Choose heads to see how the translation and its probability change without them.")
         return
-    off = tuple((kind, layer, h - 1) for h in sorted(off_heads))
-    text, before, after = _sentence(ctx.key, ctx.text, tuple(ctx.result.raw_tokens), off)
-    c1, c2 = st.columns([3, 1])
-    c1.markdown(f"Without head(s) {', '.join(map(str, sorted(off_heads)))}: **{md_escape(text) or '∅'}**")
-    c2.metric("log-prob of the original translation", f"{after:.2f}", f"{after - before:+.2f}")
+    tokens = tuple(ctx.result.raw_tokens)
+    text, before, after = ablated(ctx.key, ctx.text, tokens, off, ctx.max_len)
+    c1, c2 = st.columns([3, 2])
+    c1.markdown(f"Greedy decoding without {', '.join(map(head_name, off))}:  \n**{md_escape(text) or '∅'}**")
+    c2.metric("log-prob of the shown translation", f"{after:.2f}", f"{after - before:+.2f} vs. all heads on",
+              help=f"Teacher-forced log-probability of the translation shown at the top ({ctx.shows}) with these "
+                   f"heads off; all heads on: {before:.2f}.")
     if st.button(f"Measure validation BLEU with and without ({ABLATION_SENTENCES} sentences)", key="ablate_bleu"):
-        if not (DATA_DIR / "val.de.gz").exists() and not (DATA_DIR / "val.de").exists():
-            st.warning(f"Validation data not found in {md_escape(str(DATA_DIR))}; set ATLAS_DATA_DIR to the Multi30k folder.")
+        folder, looked = find_data_dir("val")
+        if folder is None:
+            st.warning("Validation data not found. Looked in: " + md_escape("; ".join(map(str, looked))) +
+                       ". Set ATLAS_DATA_DIR to the Multi30k folder (val.de.gz, val.en.gz) and restart the app.")
             return
         with heavy_job_slot() as ok:
             if not ok:
@@ -69,10 +54,13 @@ def render(ctx: Context, kind: str, layer: int) -> None:
                 return
             try:
                 with st.spinner("Translating the validation sample twice…"):
-                    base = _val_bleu(ctx.key, (), ABLATION_SENTENCES)
-                    ablated = _val_bleu(ctx.key, off, ABLATION_SENTENCES)
+                    base, refs = val_translations(ctx.key, str(folder), (), ABLATION_SENTENCES)
+                    other, _ = val_translations(ctx.key, str(folder), off, ABLATION_SENTENCES)
             except DataError as e:
                 st.warning(md_escape(str(e)))
                 return
-        st.metric(f"sacreBLEU on the first {ABLATION_SENTENCES} validation sentences", f"{ablated:.1f}",
-                  f"{ablated - base:+.1f} vs. all heads on ({base:.1f})")
+        cmp = paired_bootstrap(base, other, refs)
+        st.metric(f"sacreBLEU, first {cmp.n_sentences} validation sentences (greedy)", f"{cmp.other:.1f}",
+                  f"{cmp.delta:+.1f} vs. all heads on ({cmp.base:.1f})")
+        st.caption(md_escape(cmp.sentence()) + f" Data: {md_escape(str(folder))}.")
+

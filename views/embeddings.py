@@ -7,12 +7,13 @@ import streamlit as st
 from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours, pca_2d,
                             scaling_figure, vocab_map_figure)
 from views.state import Context, vocab_embeddings
+from views.widgets import shows_caption
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _pca(key: str, side: str) -> np.ndarray:
+def _pca(key: str, side: str, n_specials: int) -> np.ndarray:
     lut, _ = vocab_embeddings(key, side)
-    return pca_2d(lut[4:])  # without the specials: <pad> is all zeros and would pull the map
+    return pca_2d(lut[n_specials:])  # without the specials: <pad> is all zeros and would pull the map
 
 
 def render(ctx: Context) -> None:
@@ -23,6 +24,7 @@ def render(ctx: Context) -> None:
                     format_func={"src": "source (German, encoder input)", "tgt": "target (English, decoder input)"}.get)
     emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
     tokens = res.trace.src_tokens if side == "src" else res.trace.tgt_tokens
+    shows_caption(ctx, side)
     scale = float(np.sqrt(cfg.d_model))
     st.write(f"Each token id selects one row of a learned {cfg.d_model}-dimensional table. The row is multiplied by "
              f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
@@ -40,16 +42,17 @@ def render(ctx: Context) -> None:
 
     st.markdown("#### The whole vocabulary")
     lut, itos = vocab_embeddings(ctx.key, side)
-    vocab = ctx.translator.src_vocab if side == "src" else ctx.translator.tgt_vocab
-    ids = sorted({vocab.stoi[t] for t in tokens if t in vocab.stoi and vocab.stoi[t] >= 4})
-    coords = _pca(ctx.key, side)
-    st.plotly_chart(vocab_map_figure(coords, itos[4:], [i - 4 for i in ids], [itos[i] for i in ids],
-                                     title=f"{len(itos) - 4:,} learned embeddings, first two principal components"),
+    ns = ctx.facts["n_specials"]
+    index = {t: i for i, t in enumerate(itos)}
+    ids = sorted({index[t] for t in tokens if index.get(t, 0) >= ns})
+    coords = _pca(ctx.key, side, ns)
+    st.plotly_chart(vocab_map_figure(coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
+                                     title=f"{len(itos) - ns:,} learned embeddings, first two principal components"),
                     width="stretch")
     st.caption("Grey: every word the model knows; large: this sentence's words. A 2-D projection keeps only part "
                "of the structure, so the neighbours by cosine similarity in all dimensions are listed below.")
     if ids:
-        st.dataframe(nearest_neighbours(lut, itos, ids, k=5, exclude_idx=range(4)), hide_index=True,
+        st.dataframe(nearest_neighbours(lut, itos, ids, k=5, exclude_idx=range(ns)), hide_index=True,
                      width="stretch")
     else:
         st.info("None of this sentence's words is in the vocabulary.")

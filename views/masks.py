@@ -1,21 +1,21 @@
-"""Masks: the padding mask in a batch, the causal mask, and what goes wrong without them."""
+"""Masks: the padding mask in a batch, the causal mask, and what goes wrong without them.
+
+Every mask drawn here is the one the model recorded in its trace, never one rebuilt from tokens.
+"""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from model.experiments import weight_on_keys
 from viz.attention import attention_figure
-from viz.masks import causal_mask, mask_figure, padding_demo_figure, padding_mask
-from views.state import LONGER_EXAMPLE, Context, padded_batch, teacher_forced
+from viz.common import PAGE_WIDTH_PX
+from viz.masks import mask_figure
+from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
+from views.widgets import layer_head
 
-
-def _layer_head(cfg, n_layers: int, key: str) -> tuple[int, int]:
-    c1, c2, _ = st.columns([1, 1, 3])
-    layer = c1.selectbox("Layer", range(1, n_layers + 1), key=f"{key}_layer")
-    head = c2.selectbox("Head", range(1, cfg.n_heads + 1), key=f"{key}_head")
-    return layer - 1, head - 1
+SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 
 
 def _padding(ctx: Context) -> None:
@@ -23,37 +23,45 @@ def _padding(ctx: Context) -> None:
     st.write("Sentences are trained in batches, so shorter ones are filled up with `<pad>` tokens. The padding mask "
              "hides the pads **as keys** (columns): no real token takes information from them. Pad positions are "
              "still **queries** (rows) and compute attention of their own, which is simply never used.")
-    longer = LONGER_EXAMPLE
-    if len(ctx.translator.prepare(longer).ids) <= len(ctx.result.source.ids):
-        longer = ctx.text + " " + LONGER_EXAMPLE  # the partner must be longer for padding to appear
-    use_mask = st.toggle("Padding mask on", value=True, key="pad_mask_on")
-    demo = padded_batch(ctx.key, ctx.text, longer, use_mask)
+    use_mask = st.toggle("Padding mask on", key="pad_on")
+    on = padded_batch(ctx.key, ctx.text, True)
+    demo = on if use_mask else padded_batch(ctx.key, ctx.text, False)
     tr = demo["trace"]
-    st.caption("Batched with: " + md_escape(" ".join(demo["longer_tokens"])))
-    layer, head = _layer_head(ctx.cfg, ctx.cfg.n_encoder_layers, "pad")
-    probs = tr.attn["enc_self"][layer]["probs"][head]  # (s, s) with pad rows and columns
+    st.caption("Batched with: " + md_escape(" ".join(demo["partner_tokens"])) + " · " +
+               "Encoder side: the same for every decoding.")
+    layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad")
+    rec = tr.attn["enc_self"][layer]
+    probs, mask = rec["probs"][head], rec["mask"]  # (s, s) with pad rows and columns; the mask the model used
+    pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
     toks = tr.src_tokens
     c1, c2 = st.columns([3, 2])
-    if use_mask:
-        c1.plotly_chart(padding_demo_figure(probs, toks, toks, title=f"encoder self-attention, layer {layer + 1}, "
-                                            f"head {head + 1}: pad keys masked"), width="stretch")
-    else:
-        c1.plotly_chart(attention_figure(probs, toks, toks, "enc_self", title="padding mask OFF: weight leaks onto "
-                                         "&lt;pad&gt; keys"), width="stretch")
-    c2.plotly_chart(mask_figure(np.broadcast_to(padding_mask(toks), (len(toks), len(toks))) if use_mask else
-                                np.ones((len(toks), len(toks)), bool), toks, toks,
-                                title="mask used (blue = may attend)", kind="enc_self"), width="stretch")
-    pad_cols = [j for j, t in enumerate(toks) if t == "<pad>"]
-    real_rows = [i for i, t in enumerate(toks) if t != "<pad>"]
-    leak = float(probs[np.ix_(real_rows, pad_cols)].sum(-1).mean()) if pad_cols else 0.0
+    c1.plotly_chart(attention_figure(probs, toks, toks, "enc_self", mask=mask,
+                                     title=f"encoder self-attention, layer {layer + 1}, head {head + 1}, mask "
+                                           + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
+                    width="stretch", key="pad_attn")
+    c2.plotly_chart(mask_figure(mask, toks, toks, title="mask the model used (blue = may attend)", kind="enc_self",
+                                width_px=int(PAGE_WIDTH_PX * 0.4)),
+                    width="stretch", key="pad_mask")
+    leak = weight_on_keys(probs, ~pads, pads)
     m1, m2 = st.columns(2)
-    m1.metric("weight real tokens give to pads", f"{leak:.3f}")
-    m2.metric("encoder output change vs. the sentence alone", f"{demo['encoder_shift']:.2e}",
-              help="max |difference| over the real positions; ~1e-6 is float rounding")
-    st.markdown(f"Alone: **{md_escape(demo['alone'])}**  \nIn the padded batch: **{md_escape(demo['padded'])}**")
-    if not use_mask:
-        st.warning("Without the mask the same sentence is encoded differently just because it shares a batch with a "
-                   "longer one" + (" — and its translation changes." if demo["alone"] != demo["padded"] else "."))
+    m1.metric("weight real tokens give to pads", f"{leak:.3f}",
+              help="Mean over the real query rows of this head of the total weight on `<pad>` keys.")
+    m2.metric("encoder output change", f"{demo['encoder_shift']:.1e}",
+              help="max |difference| of the encoder output over the real positions, padded batch vs. the sentence "
+                   "alone; around 1e-6 is float rounding")
+    st.markdown(f"Alone: **{md_escape(demo['alone'])}**  \nIn the padded batch: **{md_escape(demo['padded'])}**  \n"
+                "(both greedy)")
+    moved = demo["encoder_shift"] > SHIFT_TOLERANCE
+    changed = demo["alone"] != demo["padded"]
+    if use_mask:
+        st.caption(f"With the mask, the pads get {leak:.3f} of the real tokens' weight in this head and the encoder "
+                   f"output moves by {demo['encoder_shift']:.1e}: " +
+                   ("float rounding only." if not moved else "more than float rounding."))
+    else:
+        st.warning(f"Without the mask, real tokens give {leak:.3f} of their weight to pads in this head; the encoder "
+                   f"output {'moves by ' + format(demo['encoder_shift'], '.1e') if moved else 'barely moves'} just "
+                   "because the sentence shares a batch with a longer one, and its translation "
+                   + ("changes." if changed else "stays the same here."))
 
 
 def _causal(ctx: Context) -> None:
@@ -61,48 +69,39 @@ def _causal(ctx: Context) -> None:
     st.write("When the decoder is trained, the whole English reference is fed in at once (teacher forcing). "
              "The causal mask stops position i from seeing positions after i; otherwise it could read the very "
              "token it is asked to predict.")
-    tokens = ctx.result.raw_tokens
-    if not tokens:
+    if not ctx.result.raw_tokens:
         st.info("The translation is empty, so there is no decoder sequence to mask.")
         return
-    on = teacher_forced(ctx.key, ctx.text, tuple(tokens), True)
-    off = teacher_forced(ctx.key, ctx.text, tuple(tokens), False)
+    tokens, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens))
+    on, off, exp = causal_experiment(ctx.key, ctx.text, tokens, reference)
+    st.caption(f"Teacher-forced on {md_escape(reference)}.")
     t = on.tgt_tokens
-    layer, head = _layer_head(ctx.cfg, ctx.cfg.n_decoder_layers, "causal")
+    layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal")
+    rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
     c1, c2 = st.columns([2, 3])
-    c1.plotly_chart(mask_figure(causal_mask(len(t)), t, t, title="causal mask", kind="dec_self"), width="stretch")
+    c1.plotly_chart(mask_figure(rec_on["mask"], t, t, title="causal mask the model used", kind="dec_self",
+                                width_px=int(PAGE_WIDTH_PX * 0.4)),
+                    width="stretch", key="causal_mask")
     c2.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
-                "before the softmax, so they get weight exactly 0. Row i is the step that predicts output token i+1; "
+                "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                 "the cell right of the diagonal holds that very token.")
     c2, c3 = st.columns(2)
-    c2.plotly_chart(attention_figure(on.attn["dec_self"][layer]["probs"][head], t, t, "dec_self",
-                                     mask=on.attn["dec_self"][layer]["mask"],
-                                     title=f"with the mask (layer {layer + 1}, head {head + 1})"), width="stretch")
-    c3.plotly_chart(attention_figure(off.attn["dec_self"][layer]["probs"][head], t, t, "dec_self",
-                                     title="without it: the upper triangle fills"), width="stretch")
-    target = tokens + ["<eos>"]  # what each decoder position must predict
-    tv = ctx.translator.tgt_vocab
-    ids = tv.encode(target)
-    rows = []
-    off_self = off.probs("dec_self")  # (L, h, t, t)
-    for i, tok in enumerate(t):
-        p_on, p_off = np.exp(on.log_probs[i]), np.exp(off.log_probs[i])
-        nxt_on, off_tok = tv.itos[int(p_on.argmax())], tv.itos[int(p_off.argmax())]
-        future = off_self[:, :, i, i + 1:].sum(-1).mean()  # mean over layers and heads
-        rows.append({"position": i, "input": tok, "must predict": target[i],
-                     "prediction (mask on)": nxt_on, "p(correct), mask on": float(p_on[ids[i]]),
-                     "prediction (mask off)": off_tok, "p(correct), mask off": float(p_off[ids[i]]),
-                     "weight on future positions (mask off)": float(future)})
-    df = pd.DataFrame(rows)
-    st.dataframe(df, hide_index=True, width="stretch", column_config={
-        c: st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.2f")
-        for c in df.columns if c.startswith(("p(", "weight"))})
-    fut = df["weight on future positions (mask off)"].mean()
-    st.caption(f"With the mask off, on average {fut:.0%} of the self-attention goes to positions the decoder "
-               "should not see, including the one holding the answer. This model was trained with the mask, so it "
-               "never learned to exploit the leak and its predictions mostly get worse, not better. A model trained "
-               "without the mask would learn to copy the next input token (its training loss would look excellent) "
-               "and then fail at generation, where no future tokens exist.")
+    c2.plotly_chart(attention_figure(rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
+                                     title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                                     width_px=PAGE_WIDTH_PX // 2),
+                    width="stretch", key="causal_on")
+    c3.plotly_chart(attention_figure(rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
+                                     title="without it: the upper triangle may fill", width_px=PAGE_WIDTH_PX // 2),
+                    width="stretch", key="causal_off")
+    df = pd.DataFrame(exp.rows)
+    for c in ("p(ref), on", "p(ref), off", "weight on later"):
+        df[c] = df[c].map(lambda v: f"{v:.3f}")
+    st.table(df.set_index("position"))  # an HTML table: every header and cell is shown whole
+    st.caption("reference next: the token each position must predict (the next token of the reference); top: the most "
+               "probable next token; p(ref): the probability of the reference token; weight on later: self-attention "
+               "on later positions without the mask (mean of layers and heads).")
+    st.caption(md_escape(exp.summary()) + " A model trained without the mask could learn to copy the next input "
+               "token (its training loss would look excellent) and then fail at generation, where no later tokens exist.")
 
 
 def render(ctx: Context) -> None:

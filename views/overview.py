@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from model.transformer import parameter_counts
 from viz.architecture import architecture_figure, parameter_table
 from views.state import Context
+from views.widgets import shows_caption
 
 NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (EN)",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
@@ -30,7 +30,8 @@ def render(ctx: Context) -> None:
             "known": ["unknown" if u else "✓" for u in res.source.unknown],
         }), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
     with right:
-        st.markdown("**Output tokens** (greedy decoding, one per step)")
+        st.markdown("**Output tokens** (one per decoding step)")
+        shows_caption(ctx)
         probs = [s.chosen_prob for s in res.steps[: len(res.raw_tokens)]]
         st.dataframe(pd.DataFrame({
             "step": range(1, len(res.raw_tokens) + 1),
@@ -38,9 +39,13 @@ def render(ctx: Context) -> None:
             "shown as": res.tokens,
             "probability": probs,
         }), hide_index=True, width="stretch", height=min(400, 38 + 35 * max(1, len(probs))),
-            column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.2f")})
+            column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")})
         if res.tokens != res.raw_tokens:
-            st.caption("`<unk>` outputs are replaced by the source word they attended to most (mean cross-attention).")
+            st.caption("Some `<unk>` outputs were replaced by a source word the model could not read (unknown to its "
+                       "vocabulary, or a number), each copied at most once, the one that step's cross-attention "
+                       "weighted most.")
+        elif "<unk>" in res.raw_tokens:
+            st.caption("`<unk>` stays visible where no unreadable source word was left to copy.")
     st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
               help="Tokenize, encode, greedy decoding with every step recorded, and the full trace.")
     a, b = st.columns([3, 2])
@@ -48,13 +53,13 @@ def render(ctx: Context) -> None:
         st.plotly_chart(architecture_figure(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),
                         width="stretch")
     with b:
-        counts = {NAMES.get(k, k): v for k, v in parameter_counts(ctx.translator.model).items()}
+        counts = {NAMES.get(k, k): v for k, v in ctx.facts["parameters"].items()}
         st.dataframe(parameter_table(counts), hide_index=True, width="stretch")
         st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
                    f"{'pre' if cfg.norm_first else 'post'}-norm, "
                    f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
                    f"vocabularies DE {cfg.src_vocab_size:,} / EN {cfg.tgt_vocab_size:,} tokens.")
-        metrics = ctx.translator.metrics
+        metrics = ctx.facts["metrics"]
         test = metrics.get("test", {})
         if test:
             rows = [{"decoding": k, "sacreBLEU": v.get("sacrebleu"), "BLEU lowercased, spaCy tokens": v.get("bleu_lower_spacy_tokens")}

@@ -1,7 +1,8 @@
-"""Shared app state: cached model loading, cached traces, URL query parameters.
+"""Shared app state: cached model loading, cached traces and the URL schema.
 
 The model is loaded once per checkpoint (st.cache_resource) and each sentence is traced once
-(st.cache_data), so changing a layer, head or view never runs the model again.
+(st.cache_data), so changing a layer, head or view never runs the model again. Pages get NumPy
+arrays and strings from here; they never see a tensor or a module.
 """
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import streamlit as st
-import torch
 
+from model import experiments
 from model.checkpoint import CheckpointError
+from model.config import ModelConfig
+from model.runtime import use_threads
+from model.tokenize import tokenize
 from model.translator import Translation, Translator
-
-# One sentence is small matrix work: one thread per request is as fast as two, and sessions
-# running at once do not fight over the cores.
-torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
+from views import urlstate
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request; see model/runtime.py
 
 
 def checkpoint_dir() -> Path:
@@ -32,6 +36,7 @@ def default_model() -> str:
     """The model a new session opens (ATLAS_DEFAULT_MODEL)."""
     return os.environ.get("ATLAS_DEFAULT_MODEL", "multi30k-de-en")
 
+
 TWIN = ":untrained"  # suffix of a checkpoint key: same architecture, random weights
 
 EXAMPLES = [  # from Multi30k's validation set
@@ -42,62 +47,28 @@ EXAMPLES = [  # from Multi30k's validation set
     "Ein kleines Kind steht allein auf einem zerklüfteten Felsen.",
     "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
 ]
-LONGER_EXAMPLE = "Ein älterer Mann geht mit einem braunen Hund an einer roten Leine im Park spazieren."
 
 VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
 KINDS = {"enc_self": "Encoder self-attention (DE → DE)", "dec_self": "Decoder masked self-attention (EN → EN)",
          "cross": "Cross-attention (EN queries → DE keys)"}
 MAX_DECODE_STEPS = 100  # upper bound of the max-length control, protects a shared server
 
-# key -> (default, parser); these live in the URL so a link opens exactly one view
-PARAMS = {
-    "text": (EXAMPLES[0], str),
-    "view": ("Overview", str),
-    "kind": ("cross", str),
-    "layer": (1, int),
-    "head": (1, int),
-    "ckpt": (None, str),  # None: default_model()
-    "decoding": ("greedy", str),
-    "beam": (5, int),
-    "max_len": (0, int),
-}
+PARAMS = urlstate.params(EXAMPLES[0], VIEWS, KINDS, MAX_DECODE_STEPS)
 
 
-def init_state() -> None:
-    """On a session's first run, take state from the URL; afterwards keep widget values alive."""
-    ss = st.session_state
-    if "_initialised" not in ss:
-        ss["_initialised"] = True
-        for key, (default, parse) in PARAMS.items():
-            value = default
-            if key in st.query_params:
-                try:
-                    value = parse(st.query_params[key])
-                except ValueError:
-                    value = default
-            ss[key] = value
-        if ss["ckpt"] is None:
-            ss["ckpt"] = default_model()
-        if ss["view"] not in VIEWS:
-            ss["view"] = "Overview"
-        if ss["kind"] not in KINDS:
-            ss["kind"] = "cross"
-        if ss["decoding"] not in ("greedy", "beam"):
-            ss["decoding"] = "greedy"
-        ss["beam"] = min(max(ss["beam"], 2), 10)
-        ss["max_len"] = min(max(ss["max_len"], 0), MAX_DECODE_STEPS)
-    else:
-        # Streamlit forgets a widget's value when a run does not draw it; re-assigning keeps it.
-        for key in PARAMS:
-            if key in ss:
-                ss[key] = ss[key]
+def _fixups(values: dict) -> None:
+    if values["ckpt"] is None:
+        values["ckpt"] = default_model()
+
+
+def init_state() -> bool:
+    """Take the state from the URL on a session's first run and on Back/Forward; True when it did."""
+    return urlstate.adopt_url_if_needed(PARAMS, _fixups)
 
 
 def sync_url() -> None:
     """Write the current state into the URL's query parameters."""
-    wanted = {k: str(st.session_state[k]) for k in PARAMS if k in st.session_state}
-    if {k: st.query_params.get(k) for k in wanted} != wanted:
-        st.query_params.from_dict(wanted)
+    urlstate.write_url(PARAMS)
 
 
 def checkpoint_choices() -> list[str]:
@@ -108,9 +79,14 @@ def checkpoint_choices() -> list[str]:
 
 
 def checkpoint_label(key: str) -> str:
+    """Short enough for the sidebar's select box; the help text says the rest."""
     if key.endswith(TWIN):
-        return f"{key[: -len(TWIN)]} · untrained twin (random weights)"
-    return f"{key} · trained" if key == default_model() else key
+        return f"{key[: -len(TWIN)]} (untrained)"
+    return f"{key} (trained)" if key == default_model() else key
+
+
+def is_twin(key: str) -> bool:
+    return key.endswith(TWIN)
 
 
 @st.cache_resource(show_spinner="Loading the model…")
@@ -135,51 +111,102 @@ def load_translator(key: str) -> tuple[Translator | None, str | None]:
         return None, f"{folder}: could not be loaded ({type(e).__name__}: {e}). Choose another checkpoint."
 
 
+def _tr(key: str) -> Translator:
+    translator, error = load_translator(key)
+    if translator is None:
+        raise CheckpointError(error)
+    return translator
+
+
 @st.cache_data(max_entries=64, show_spinner=False)  # ~0.6 MB each with the shipped model
 def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = ()) -> Translation:
-    """Greedy decoding with the full trace, as NumPy (cached per checkpoint, sentence and prefix)."""
-    translator, _ = load_translator(key)
-    return translator.trace(text, max_len=max_len or None, prefix=list(prefix) or None).detached()
+    """Greedy decoding with the full trace, as NumPy (cached per checkpoint, sentence and prefix).
+
+    A prefix ending in <eos> is a whole output (a beam hypothesis traced along its tokens).
+    """
+    return _tr(key).trace(text, max_len=max_len or None, prefix=list(prefix) or None).detached()
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
-    translator, _ = load_translator(key)
-    return translator.translate(text, beam=beam, max_len=max_len or None)
+    return _tr(key).translate(text, beam=beam, max_len=max_len or None)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool):
-    translator, _ = load_translator(key)
-    return translator.teacher_forced(text, list(tgt_tokens), use_causal_mask=causal)
+    """SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens (causal mask on or off)."""
+    return _tr(key).teacher_forced(text, list(tgt_tokens), use_causal_mask=causal)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def padded_batch(key: str, text: str, longer: str, use_mask: bool) -> dict:
-    translator, _ = load_translator(key)
-    return translator.padded_batch(text, longer, use_padding_mask=use_mask)
+def padded_batch(key: str, text: str, use_mask: bool) -> dict:
+    """The sentence padded in a batch with a longer partner (the model picks it)."""
+    return _tr(key).padded_batch(text, use_padding_mask=use_mask)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str):
+    """(trace with the causal mask, trace without it, the comparison) over <bos> + reference_tokens."""
+    tr = _tr(key)
+    on = tr.teacher_forced(text, list(reference_tokens), use_causal_mask=True)
+    off = tr.teacher_forced(text, list(reference_tokens), use_causal_mask=False)
+    targets = list(reference_tokens) + ["<eos>"]  # what each decoder position must predict
+    ids = tr.tgt_vocab.encode(list(reference_tokens)) + [tr.tgt_vocab.eos_idx]
+    exp = experiments.causal_experiment(on.log_probs, off.log_probs, off.probs("dec_self"), on.tgt_tokens, targets,
+                                        ids, tr.tgt_vocab.itos, reference)
+    return on, off, exp
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def reference_tokens(key: str, text: str, fallback: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """(tokens to teacher-force, what they are): Multi30k's reference when the sentence is from val, else the
+    model's own output `fallback`."""
+    ref = experiments.reference_for(text)
+    if ref is not None:
+        tr = _tr(key)
+        return tuple(tokenize(ref, tr.tgt_lang))[: tr.cfg.max_len - 2], "the Multi30k reference translation"
+    return fallback, "the model's own output shown at the top (no reference translation is known for this sentence)"
 
 
 @st.cache_data(max_entries=8, show_spinner="Projecting the vocabulary…")
 def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     """(V, d) learned embedding matrix of 'src' or 'tgt', and its tokens."""
-    translator, _ = load_translator(key)
-    model = translator.model
-    lut = (model.src_embed if side == "src" else model.tgt_embed).lut.weight.detach().float().numpy().copy()
-    vocab = translator.src_vocab if side == "src" else translator.tgt_vocab
-    return lut, list(vocab.itos)
+    return _tr(key).embedding_matrix(side)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def model_facts(key: str) -> dict:
+    """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
+    tr = _tr(key)
+    return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics), "n_specials": tr.n_specials,
+            "tgt_itos": list(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def ablated(key: str, text: str, tokens: tuple[str, ...], off: tuple, max_len: int) -> tuple[str, float, float]:
+    """(greedy translation with the heads off, log-prob of `tokens` with all heads, and with the heads off)."""
+    tr = _tr(key)
+    new = tr.translate(text, max_len=max_len or None, off_heads=off)
+    return new.text, tr.score(text, list(tokens)), tr.score(text, list(tokens), off_heads=off)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def val_translations(key: str, folder: str, off: tuple, n: int) -> tuple[list[str], list[str]]:
+    """(greedy translations of the first n validation sentences with the heads off, their references)."""
+    from model.data import read_split
+
+    src, ref = read_split(folder, "val")
+    return _tr(key).translate_batch(src[:n], off_heads=off or None), ref[:n]
 
 
 @dataclass
 class Context:
-    """What every view gets: the loaded model, the traced sentence and the state."""
+    """What every view gets: the traced sentence, the state, and which decoding the figures show."""
 
     key: str
-    translator: Translator
-    result: Translation  # greedy, with .trace a SentenceTrace
+    cfg: ModelConfig
+    result: Translation  # the traced decoding every figure shows (.trace a SentenceTrace)
     text: str
     max_len: int
-
-    @property
-    def cfg(self):
-        return self.translator.cfg
+    shows: str  # which decoding the decoder-side figures show, in words
+    facts: dict

@@ -1,12 +1,12 @@
-"""Controls shared by several views (attention kind, layer, head), bound to URL state."""
+"""Controls and captions shared by several views, bound to URL state."""
 from __future__ import annotations
 
 import streamlit as st
 
-from views.state import KINDS
+from views.state import KINDS, Context
 
 
-def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True, prefix: str = "") -> tuple[str, int, int]:
+def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True) -> tuple[str, int, int]:
     """Selectors for attention kind, layer and head; returns (kind, 0-based layer, 0-based head)."""
     ss = st.session_state
     cols = st.columns([3, 1, 1] if with_head else [3, 1])
@@ -17,3 +17,25 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     layer = cols[1].selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
     head = cols[2].selectbox("Head", list(range(1, n_heads + 1)), key="head") if with_head else 1
     return kind, layer - 1, head - 1
+
+
+def layer_head(n_layers: int, n_heads: int, prefix: str) -> tuple[int, int]:
+    """Layer and head selectors with URL keys `{prefix}_layer` / `{prefix}_head`; returns 0-based indices."""
+    ss = st.session_state
+    ss[f"{prefix}_layer"] = min(max(int(ss.get(f"{prefix}_layer", 1)), 1), n_layers)
+    ss[f"{prefix}_head"] = min(max(int(ss.get(f"{prefix}_head", 1)), 1), n_heads)
+    c1, c2, _ = st.columns([1, 1, 3])
+    layer = c1.selectbox("Layer", list(range(1, n_layers + 1)), key=f"{prefix}_layer")
+    head = c2.selectbox("Head", list(range(1, n_heads + 1)), key=f"{prefix}_head")
+    return layer - 1, head - 1
+
+
+def shows(ctx: Context, kind: str = "dec") -> str:
+    """Which decoding a figure shows, in words: encoder figures do not depend on it."""
+    if kind in ("enc_self", "src"):
+        return "Encoder side: the same for every decoding."
+    return f"Decoding shown: {ctx.shows}."
+
+
+def shows_caption(ctx: Context, kind: str = "dec") -> None:
+    st.caption(":material/route: " + shows(ctx, kind))

@@ -1,16 +1,34 @@
 """Plotly figures and pandas tables for Attention Atlas; NumPy and token lists in, no torch.
 
+Shape letters, the same in model/ and every viz module's shape comments:
+
+    b  batch                      L    layers
+    h  heads                      d    d_model
+    s  source positions           d_k  per-head size (d_model / h)
+    t  target positions           V    vocabulary size
+    i  query positions (rows)     j    key positions (columns)
+
+so one head's attention is (i, j): (s, s) for encoder self-attention, (t, t)
+for decoder self-attention, (t, s) for cross-attention; a layer's is (h, i, j)
+and a whole trace's (L, h, i, j).
+
 Conventions: query on the y axis (first token at the top), key on the x axis,
-integer axes with token tick labels, probabilities on a fixed 0..1 scale, masks
+integer axes with token tick labels (thinned when crowded; hover names every
+token), functions taking both token lists take them as (z, query/row tokens,
+key/column tokens), probabilities on a fixed 0..1 scale and written with
+``common.fmt_prob`` (3 decimals), titles wrapped by ``common.style``, masks
 bool with True = may attend (False = masked: NaN in z plus a grey trace named
 "masked"). Heads and layers are labelled 1-based in figures; ``layer``
 arguments are 0-based indices. Tokens are HTML-escaped in figures, not in tables.
 
 Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
 
-- common: heatmap, facet_heatmaps, escape_token(s), as_mask, axis_titles, style
+- text: escape_token(s), fmt_prob, fmt_share, wrap_title, title_lines (plain strings;
+  all re-exported by common)
+- common: heatmap, facet_heatmaps, as_mask, axis_titles, kind_sides, axis_ticks,
+  tick_step, heatmap_height, plot_rows_px, plot_width_px, style
 - attention: attention_figure, heads_figure, overview_figure, row_sums, rows_sum_to_one,
-  sink_key, robust_zmax
+  sink_key, robust_zmax, saturated_share, rescale_note
 - embeddings: embedding_heatmap, scaling_figure, embedding_stages_figure, pca_2d,
   vocab_map_figure, nearest_neighbours
 - positional: sinusoidal_encoding, waves_figure, pe_heatmap, position_similarity_figure

@@ -5,14 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import style
+from viz.common import escape_token, fmt_share, style
 
 
 def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
     """Parameter counts per component -> DataFrame with a share of the total.
 
-    Columns: ``component``, ``parameters`` (int), ``share (%)`` (float, 1
-    decimal). Rows keep the dict's order and end with a ``total`` row.
+    Columns (text, ready to display): ``component``, ``parameters`` with
+    thousands separators ("1,234,567") and ``share`` of the total
+    (:func:`viz.common.fmt_share`: "30.0 %", "0.0056 %"; never "0" for a
+    non-zero count). Rows keep the dict's order and end with a ``total`` row.
     """
     if not counts:
         raise ValueError("counts is empty; pass {component name: number of parameters}")
@@ -20,11 +22,11 @@ def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
     if bad:
         raise ValueError(f"parameter counts must be >= 0, got {bad}")
     total = sum(int(v) for v in counts.values())
-    rows = [{"component": str(name), "parameters": int(n),
-             "share (%)": round(100.0 * int(n) / total, 1) if total else 0.0}
+    rows = [{"component": str(name), "parameters": f"{int(n):,}", "share": fmt_share(int(n), total)}
             for name, n in counts.items()]
-    rows.append({"component": "total", "parameters": total, "share (%)": 100.0 if total else 0.0})
-    return pd.DataFrame(rows, columns=["component", "parameters", "share (%)"])
+    rows.append({"component": "total", "parameters": f"{total:,}",
+                 "share": "100 %" if total else "0 %"})
+    return pd.DataFrame(rows, columns=["component", "parameters", "share"])
 
 
 def _box(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, text: str,
@@ -43,27 +45,34 @@ def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None:
 
 
 def architecture_figure(n_enc_layers: int, n_dec_layers: int, d_model: int, n_heads: int,
-                        title: str = "Encoder–decoder Transformer") -> go.Figure:
+                        title: str = "Encoder–decoder Transformer", *,
+                        src_lang: str = "German", tgt_lang: str = "English") -> go.Figure:
     """Block diagram: embeddings → encoder ×N → (memory) → decoder ×N → generator.
 
-    Source (DE) flows up the left column, target (EN) up the right; the
-    cross-attention arrow goes from the encoder output into the decoder.
+    Source (``src_lang``) flows up the left column, target (``tgt_lang``) up
+    the right; both embeddings are scaled by √d_model; the cross-attention
+    arrow goes from the encoder output into the decoder.
     """
+    src, tgt = escape_token(src_lang), escape_token(tgt_lang)
     fig = go.Figure()
     enc, dec = "#c6dbef", "#fdd0a2"
-    _box(fig, 0, 0, 4, 1, "DE tokens → embedding<br>× √d_model + positional enc.",
+    _box(fig, 0, 0, 4, 1.1, f"{src} tokens → embedding<br>× √d_model + positional enc.",
          "#e5e5e5")
-    _box(fig, 0, 1.6, 4, 3.6, f"encoder layer × {n_enc_layers}<br>self-attention "
+    _box(fig, 0, 1.7, 4, 3.7, f"encoder layer × {n_enc_layers}<br>self-attention "
          f"({n_heads} heads)<br>feed-forward", enc)
-    _box(fig, 6, 0, 10, 1, "EN tokens (shifted right)<br>→ embedding + positional enc.", "#e5e5e5")
-    _box(fig, 6, 1.6, 10, 3.6, f"decoder layer × {n_dec_layers}<br>masked self-attention<br>"
+    _box(fig, 6, 0, 10, 1.1, f"{tgt} tokens (shifted right)<br>→ embedding × √d_model<br>"
+         "+ positional enc.", "#e5e5e5")
+    _box(fig, 6, 1.7, 10, 3.7, f"decoder layer × {n_dec_layers}<br>masked self-attention<br>"
          f"cross-attention · feed-forward", dec)
-    _box(fig, 6, 4.2, 10, 5.0, "generator: linear + softmax<br>→ next EN token", "#c7e9c0")
-    _arrow(fig, 2, 1.0, 2, 1.6)
-    _arrow(fig, 8, 1.0, 8, 1.6)
-    _arrow(fig, 8, 3.6, 8, 4.2)
-    _arrow(fig, 4, 2.6, 6, 2.6)
-    fig.add_annotation(x=5, y=2.8, text="memory", showarrow=False, font=dict(size=14))
+    _box(fig, 6, 4.3, 10, 5.1, f"generator: linear + softmax<br>→ next {tgt} token", "#c7e9c0")
+    _arrow(fig, 2, 1.1, 2, 1.7)
+    _arrow(fig, 8, 1.1, 8, 1.7)
+    _arrow(fig, 8, 3.7, 8, 4.3)
+    _arrow(fig, 4, 2.7, 6, 2.7)
+    fig.add_annotation(x=5, y=2.9, text="memory", showarrow=False, font=dict(size=14))
+    for x, text in ((2, f"encoder: reads {src}"), (8, f"decoder: writes {tgt}")):
+        fig.add_annotation(x=x, y=-0.45, text=text, showarrow=False,
+                           font=dict(size=15, color="#333333"))
     fig.update_xaxes(visible=False, range=[-0.3, 10.3])
-    fig.update_yaxes(visible=False, range=[-0.3, 5.3])
-    return style(fig, f"{title} (d_model = {d_model}, {n_heads} heads)", height=480)
+    fig.update_yaxes(visible=False, range=[-0.75, 5.4])
+    return style(fig, f"{title}<br>d_model = {d_model}, {n_heads} heads", height=500)

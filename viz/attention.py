@@ -1,8 +1,9 @@
 """Attention heatmaps: one head, all heads of a layer, and a layer × head overview.
 
-Shape letters: ``L`` layers, ``h`` heads, ``q`` query positions, ``k`` key positions.
-``kind`` is one of ``"enc_self"`` (DE→DE), ``"dec_self"`` (EN→EN) and ``"cross"``
-(EN queries over DE keys). Masks are bool with True = may attend.
+Shape letters (see :mod:`viz`): ``L`` layers, ``h`` heads, ``i`` query positions,
+``j`` key positions. ``kind`` is one of ``"enc_self"`` (source→source),
+``"dec_self"`` (target→target) and ``"cross"`` (target queries over source
+keys). Masks are bool with True = may attend.
 Heads and layers are shown 1-based ("layer 1", "head 1") for humans; the
 ``layer`` argument is the 0-based index into the model's trace.
 """
@@ -15,8 +16,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.common import (KIND_NAMES, PROB_SCALE, TICK_FONT, axis_titles, facet_heatmaps,
-                        heatmap, style)
+from viz.common import (BASE_FONT, KIND_NAMES, PROB_D3, PROB_SCALE, TICK_FONT, as_mask,
+                        axis_titles, facet_heatmaps, fmt_prob, fmt_share, heatmap, style)
+
 
 
 def _zmax(zmax: float | None) -> float:
@@ -25,22 +27,34 @@ def _zmax(zmax: float | None) -> float:
 
 
 def _colorbar_title(zmax: float) -> str:
-    """Say on the colourbar when the scale is clipped, so nobody misreads it."""
-    return "weight" if zmax >= 1.0 else f"weight<br>(clipped at {zmax:.2f})"
+    """Say on the colourbar when colours saturate, so nobody misreads the scale."""
+    if zmax >= 1.0:
+        return "weight"
+    z = fmt_prob(zmax)
+    return f"weight<br>colours saturate<br>at {z} (values<br>above drawn<br>as {z})"
+
+
+def _colorbar_ticks(zmax: float) -> dict:
+    """Colourbar ticks 0..zmax; the top one reads "≥ zmax" when colours saturate."""
+    if zmax >= 1.0:
+        return {}
+    vals = np.linspace(0.0, zmax, 5).tolist()
+    return dict(tickmode="array", tickvals=vals,
+                ticktext=[fmt_prob(v) for v in vals[:-1]] + [f"≥ {fmt_prob(zmax)}"])
 
 
 def row_sums(probs: np.ndarray) -> np.ndarray:
-    """Sum over keys: (..., q, k) -> (..., q) float32; ~1 everywhere after softmax."""
+    """Sum over keys: (..., i, j) -> (..., i) float32; ~1 everywhere after softmax."""
     return np.asarray(probs, dtype=np.float32).sum(axis=-1)
 
 
 def rows_sum_to_one(probs: np.ndarray, atol: float = 1e-3) -> bool:
-    """True when every query row of ``probs`` (..., q, k) sums to 1 within ``atol``."""
+    """True when every query row of ``probs`` (..., i, j) sums to 1 within ``atol``."""
     return bool(np.allclose(row_sums(probs), 1.0, atol=atol))
 
 
 def sink_key(probs: np.ndarray) -> int:
-    """Key position that receives the most attention on average ((..., q, k) -> int).
+    """Key position that receives the most attention on average ((..., i, j) -> int).
 
     That column is the usual "attention sink" (often the first token or the
     final "." / end token) that washes out the colour scale.
@@ -49,62 +63,114 @@ def sink_key(probs: np.ndarray) -> int:
     return int(np.nanmean(p.reshape(-1, p.shape[-1]), axis=0).argmax())
 
 
-def robust_zmax(probs: np.ndarray, ignore_key: int | None = None, floor: float = 0.05) -> float:
-    """Colour-scale maximum that ignores key column ``ignore_key``.
+def _unmasked(probs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """(..., i, j) float32 copy with masked cells (mask False, NaN, or exactly 0) as NaN."""
+    p = np.array(probs, dtype=np.float32)
+    if mask is not None:
+        p[..., ~as_mask(mask, p.shape[-2], p.shape[-1])] = np.nan
+    p[p == 0] = np.nan  # softmax of -inf: a masked cell, never a real weight
+    return p
 
-    ``probs`` (..., q, k). Returns the largest weight among the other key
-    columns (at least ``floor``, at most 1), to be passed as ``zmax=`` so the
-    rest of the map is visible when one key (a sink) takes most of the weight.
+
+def robust_zmax(probs: np.ndarray, ignore_key: int | None = None, floor: float = 0.05,
+                quantile: float = 0.95, mask: np.ndarray | None = None) -> float:
+    """Colour maximum that makes the weaker weights of ``probs`` (..., i, j) visible.
+
+    The ``quantile`` (95th percentile) of the "secondary" weights: every
+    unmasked weight except each row's largest one and the key column
+    ``ignore_key`` (a sink, see :func:`sink_key`; usually the peak of most
+    rows anyway), at least ``floor`` and at most 1. Larger weights saturate;
+    say so with :func:`rescale_note`. Taking out each row's peak matters for
+    sharp attention (cross-attention alignments): there the peaks would
+    otherwise set the maximum to about 1 again and rescaling would change
+    nothing. Returns 1.0 when no secondary weight exists
+    (every row puts all its weight on one key).
     """
-    p = np.asarray(probs, dtype=np.float32)
-    if ignore_key is not None:
-        keep = np.ones(p.shape[-1], dtype=bool)
-        keep[ignore_key] = False
-        p = p[..., keep]
-    if p.size == 0 or np.all(np.isnan(p)):
+    p = _unmasked(probs, mask)
+    if p.size == 0:
         return 1.0
-    return float(np.clip(np.nanmax(p), floor, 1.0))
+    rows = p.reshape(-1, p.shape[-1])  # (rows, j)
+    rows = rows[~np.all(np.isnan(rows), axis=1)]
+    if rows.size:
+        rows[np.arange(len(rows)), np.nanargmax(rows, axis=1)] = np.nan  # each row's peak
+    if ignore_key is not None:
+        rows[:, ignore_key] = np.nan
+    rest = rows[~np.isnan(rows)]
+    if rest.size == 0:
+        return 1.0
+    return float(np.clip(np.quantile(rest, quantile), floor, 1.0))
+
+
+def saturated_share(probs: np.ndarray, zmax: float,
+                    mask: np.ndarray | None = None) -> tuple[int, int]:
+    """(cells above ``zmax``, unmasked cells) of ``probs`` (..., i, j)."""
+    p = _unmasked(probs, mask)
+    n = int((~np.isnan(p)).sum())
+    return int((np.nan_to_num(p, nan=0.0) > zmax).sum()), n
+
+
+def rescale_note(probs: np.ndarray, zmax: float | None, mask: np.ndarray | None = None) -> str:
+    """One sentence saying what a colour maximum ``zmax`` does to ``probs`` (..., i, j).
+
+    E.g. "Colours saturate at 0.120: 38 of 420 weights (9.0 %) are larger and are
+    drawn as 0.120, so the weaker ones become visible."
+    """
+    zmax = _zmax(zmax)
+    if zmax >= 1.0:
+        return "Colours span the full range 0 to 1: no weight saturates."
+    above, n = saturated_share(probs, zmax, mask)
+    z = fmt_prob(zmax)
+    return (f"Colours saturate at {z}: {above:,} of {n:,} weights ({fmt_share(above, n)}) are "
+            f"larger and are drawn as {z}, so the weaker ones become visible.")
 
 
 def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
                      key_tokens: Sequence[str], kind: str, mask: np.ndarray | None = None,
-                     zmax: float | None = None, title: str | None = None) -> go.Figure:
-    """Heatmap of one head's attention ``probs`` (q, k) with axis titles for ``kind``.
+                     zmax: float | None = None, title: str | None = None, *,
+                     src_lang: str = "DE", tgt_lang: str = "EN",
+                     width_px: int | None = None) -> go.Figure:
+    """Heatmap of one head's attention ``probs`` (i, j) with axis titles for ``kind``.
 
-    ``mask`` (q, k) or broadcastable (e.g. (k,) key padding), True = may attend.
-    ``zmax=None`` means 1.0; a smaller value clips (see :func:`robust_zmax`).
+    ``mask`` (i, j) or broadcastable (e.g. (j,) key padding), True = may attend.
+    ``zmax=None`` means 1.0; a smaller value saturates (see :func:`robust_zmax`).
+    ``src_lang``/``tgt_lang`` name the languages in the axis titles;
+    ``width_px`` is the width the page gives the figure (key label thinning).
     """
-    q_title, k_title = axis_titles(kind)
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = _zmax(zmax)
-    return heatmap(probs, key_tokens, query_tokens, x_title=k_title, y_title=q_title,
+    return heatmap(probs, query_tokens, key_tokens, row_title=q_title, col_title=k_title,
                    mask=mask, zmin=0.0, zmax=zmax, colorscale=PROB_SCALE,
                    title=title or KIND_NAMES[kind], value_name="weight",
-                   colorbar_title=_colorbar_title(zmax))
+                   colorbar_title=_colorbar_title(zmax), colorbar=_colorbar_ticks(zmax),
+                   width_px=width_px)
 
 
 def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                  kind: str, layer: int, mask: np.ndarray | None = None,
-                 zmax: float | None = None) -> go.Figure:
-    """All heads of one layer as ONE faceted figure; ``probs`` (h, q, k).
+                 zmax: float | None = None, *, src_lang: str = "DE", tgt_lang: str = "EN",
+                 width_px: int | None = None) -> go.Figure:
+    """All heads of one layer as ONE faceted figure; ``probs`` (h, i, j).
 
     Panels are titled "head 1".."head h" (1-based); ``layer`` is the 0-based
     index and is shown as ``layer + 1``. One shared colourbar, 0..zmax.
     """
     probs = np.asarray(probs, dtype=np.float32)
     if probs.ndim != 3:
-        raise ValueError(f"heads_figure expects probs of shape (h, q, k), got {probs.shape}")
-    q_title, k_title = axis_titles(kind)
+        raise ValueError(f"heads_figure expects probs of shape (h, i, j), got {probs.shape}")
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = _zmax(zmax)
-    titles = [f"head {i + 1}" for i in range(probs.shape[0])]
-    return facet_heatmaps(probs, titles, key_tokens, query_tokens, x_title=k_title,
-                          y_title=q_title, mask=mask, zmin=0.0, zmax=zmax,
+    titles = [f"head {h + 1}" for h in range(probs.shape[0])]
+    return facet_heatmaps(probs, titles, query_tokens, key_tokens, row_title=q_title,
+                          col_title=k_title, mask=mask, zmin=0.0, zmax=zmax,
                           colorscale=PROB_SCALE, value_name="weight",
-                          title=f"{KIND_NAMES[kind]}: layer {layer + 1}, all heads",
-                          colorbar_title=_colorbar_title(zmax))
+                          title=f"{KIND_NAMES[kind]}<br>layer {layer + 1}, all heads",
+                          colorbar_title=_colorbar_title(zmax), colorbar=_colorbar_ticks(zmax),
+                          width_px=width_px)
 
 
-def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None) -> go.Figure:
-    """Thumbnail grid of every layer × head; ``probs`` (L, h, q, k).
+def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
+                    src_lang: str = "DE", tgt_lang: str = "EN") -> go.Figure:
+    """Thumbnail grid of every layer × head; ``probs`` (L, h, i, j).
 
     Rows are layers, columns heads (both labelled 1-based), no tick labels;
     hover gives layer, head, query/key positions and the weight. One figure,
@@ -112,29 +178,34 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None) -> 
     """
     probs = np.asarray(probs, dtype=np.float32)
     if probs.ndim != 4:
-        raise ValueError(f"overview_figure expects probs of shape (L, h, q, k), got {probs.shape}")
-    n_layers, n_heads, q, k = probs.shape
-    q_title, k_title = axis_titles(kind)
+        raise ValueError(f"overview_figure expects probs of shape (L, h, i, j), got {probs.shape}")
+    n_layers, n_heads, n_q, n_k = probs.shape
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = _zmax(zmax)
     fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.012,
                         vertical_spacing=min(0.03, 0.5 / max(n_layers - 1, 1)),
-                        column_titles=[f"head {j + 1}" for j in range(n_heads)],
-                        row_titles=[f"layer {i + 1}" for i in range(n_layers)])
-    xs, ys = np.arange(k, dtype=np.int32), np.arange(q, dtype=np.int32)
-    for i in range(n_layers):
-        for j in range(n_heads):
+                        column_titles=[f"head {h + 1}" for h in range(n_heads)],
+                        row_titles=[f"layer {layer + 1}" for layer in range(n_layers)])
+    xs, ys = np.arange(n_k, dtype=np.int32), np.arange(n_q, dtype=np.int32)
+    for layer in range(n_layers):
+        for h in range(n_heads):
             fig.add_trace(go.Heatmap(
-                z=probs[i, j], x=xs, y=ys, coloraxis="coloraxis", zmin=0.0, zmax=zmax,
-                name=f"layer {i + 1}, head {j + 1}", hoverongaps=False,
-                hovertemplate=(f"layer {i + 1}, head {j + 1}<br>query %{{y}} → key %{{x}}"
-                               "<br>weight %{z:.3f}<extra></extra>"),
-            ), row=i + 1, col=j + 1)
+                z=probs[layer, h], x=xs, y=ys, coloraxis="coloraxis", zmin=0.0, zmax=zmax,
+                name=f"layer {layer + 1}, head {h + 1}", hoverongaps=False,
+                hovertemplate=(f"layer {layer + 1}, head {h + 1}<br>query %{{y}} → key %{{x}}"
+                               f"<br>weight %{{z:{PROB_D3}}}<extra></extra>"),
+            ), row=layer + 1, col=h + 1)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
     fig.update_layout(coloraxis=dict(colorscale=PROB_SCALE, cmin=0.0, cmax=zmax, colorbar=dict(
-        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=TICK_FONT))))
+        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=TICK_FONT),
+        **_colorbar_ticks(zmax))))
     fig.update_annotations(font_size=15)
-    title = (f"{KIND_NAMES[kind]}: every layer × head<br><sup>in each thumbnail: rows = "
-             f"{q_title}, columns = {k_title}</sup>")
-    fig = style(fig, title, height=170 + 115 * n_layers)
-    return fig.update_layout(margin=dict(t=110))
+    # One pair of axis titles for the whole grid: every thumbnail has the same axes.
+    fig.add_annotation(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top",
+                       yshift=-8, showarrow=False, font=dict(size=BASE_FONT))
+    fig.add_annotation(text=q_title, x=0, y=0.5, xref="paper", yref="paper", xanchor="right",
+                       xshift=-8, textangle=-90, showarrow=False, font=dict(size=BASE_FONT))
+    fig = style(fig, f"{KIND_NAMES[kind]}<br>every layer × head",
+                height=190 + 115 * n_layers, subplot_titles=True)
+    return fig.update_layout(margin=dict(l=45, b=45))

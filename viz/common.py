@@ -1,16 +1,18 @@
-"""Shared heatmap builders, token escaping and figure styling for every view.
+"""Shared heatmap builders, token axes, number formats and figure styling for every view.
 
-Shape letters: ``q`` query positions, ``k`` key positions, ``n`` panels (heads).
+Shape letters (see :mod:`viz`): ``i`` query (row) positions, ``j`` key (column)
+positions, ``h`` panels (usually heads).
 
 Heatmaps follow one convention everywhere: query on the y axis (first token at
 the top), key on the x axis, INTEGER axes with token tick labels (category axes
 merge repeated tokens such as "the" and "."), and masked cells drawn as a grey
-overlay trace named ``"masked"`` on top of NaN cells in the value trace.
+overlay trace named ``"masked"`` on top of NaN cells in the value trace. Every
+function that takes both token lists takes them as ``(z, row/query tokens,
+column/key tokens)``, the order of the axes of ``z``.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Sequence
 
@@ -18,7 +20,12 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+# Text helpers live in viz.text and are re-exported here, so views import one module.
+from viz.text import (TITLE_WRAP_CHARS, escape_token, escape_tokens, fmt_prob,  # noqa: F401
+                      fmt_share, title_lines, visible_len, wrap_title)
+
 TICK_FONT = 14
+MIN_TICK_FONT = 11  # no label is ever drawn smaller
 BASE_FONT = 15
 TITLE_FONT = 19
 PROB_SCALE = "Blues"
@@ -28,12 +35,35 @@ MASK_TRACE_NAME = "masked"
 # Above this many masked cells (or 30 tokens a side) the "x" markers would be a
 # grey smear; the grey fill alone then carries the message.
 MAX_MASK_MARKERS = 900
+# d3 format of probabilities in hover templates: the browser's twin of fmt_prob.
+PROB_D3 = ".3f"
 
-# Which side each attention kind reads from: (query side, key side).
+# Token axes (issue #8). A heatmap is ROW_PX pixels per query row plus room for
+# the title and the key labels, between MIN_HEIGHT and MAX_HEIGHT; a facet panel
+# is FACET_ROW_PX per row between MIN_PANEL_PX and MAX_PANEL_PX. When tick
+# labels would be closer than MIN_TICK_PX, or more than MAX_TICKS, only every
+# n-th token is labelled (hover still names every token).
+ROW_PX = 28
+MIN_HEIGHT, MAX_HEIGHT = 380, 1000
+FACET_ROW_PX = 22
+MIN_PANEL_PX, MAX_PANEL_PX = 220, 520
+MIN_TICK_PX = 14  # between neighbouring labels, across the text
+MAX_TICKS = 40
+# Width a figure is assumed to get on the page when the caller does not say
+# (``width_px``); only used to decide how many key labels fit. PAGE_WIDTH_PX is
+# the main column of a 1440 px window with the sidebar open (Streamlit's wide
+# layout): a figure in a column of share f gets about f × PAGE_WIDTH_PX.
+FIGURE_WIDTH_PX = 700
+PAGE_WIDTH_PX = 940
+# Titles hang TITLE_PAD_PX below the figure's top edge, TITLE_LINE_PX per line.
+TITLE_PAD_PX, TITLE_LINE_PX = 18, 25
+
+# Which side each attention kind reads from: (query side, key side), filled in
+# with the source / target language names.
 KIND_SIDES = {
-    "enc_self": ("DE, source", "DE, source"),
-    "dec_self": ("EN, decoder input", "EN, decoder input"),
-    "cross": ("EN, decoder input", "DE, source"),
+    "enc_self": ("{src}, source", "{src}, source"),
+    "dec_self": ("{tgt}, decoder input", "{tgt}, decoder input"),
+    "cross": ("{tgt}, decoder input", "{src}, source"),
 }
 KIND_NAMES = {
     "enc_self": "encoder self-attention",
@@ -42,43 +72,30 @@ KIND_NAMES = {
 }
 
 
-def kind_sides(kind: str) -> tuple[str, str]:
-    """Return ``(query_side, key_side)``, e.g. ``("EN, decoder input", "DE, source")``."""
+def kind_sides(kind: str, src_lang: str = "DE", tgt_lang: str = "EN") -> tuple[str, str]:
+    """Return ``(query_side, key_side)``, e.g. ``("EN, decoder input", "DE, source")`` for cross."""
     if kind not in KIND_SIDES:
         raise ValueError(f"kind must be one of {sorted(KIND_SIDES)}, got {kind!r}")
-    return KIND_SIDES[kind]
+    src, tgt = escape_token(src_lang), escape_token(tgt_lang)
+    q_side, k_side = KIND_SIDES[kind]
+    return q_side.format(src=src, tgt=tgt), k_side.format(src=src, tgt=tgt)
 
 
-def axis_titles(kind: str) -> tuple[str, str]:
+def axis_titles(kind: str, src_lang: str = "DE", tgt_lang: str = "EN") -> tuple[str, str]:
     """Return ``(query_title, key_title)`` for ``kind`` in enc_self/dec_self/cross.
 
     E.g. cross: ``("query (EN, decoder input) ↓", "key (DE, source) →")``.
     """
-    q_side, k_side = kind_sides(kind)
+    q_side, k_side = kind_sides(kind, src_lang, tgt_lang)
     return f"query ({q_side}) ↓", f"key ({k_side}) →"
 
 
-def escape_token(token: object) -> str:
-    """Escape a token so plotly shows it literally (``<script>`` stays text).
+def as_mask(mask: np.ndarray | None, n_rows: int, n_cols: int) -> np.ndarray | None:
+    """Bring a mask to an ``(i, j)`` = ``(n_rows, n_cols)`` bool array (True = may attend).
 
-    Plotly renders a subset of HTML in labels and hover text and only knows
-    the entities &amp; &lt; &gt; (plus a few symbols), so quotes are left alone:
-    ``&quot;`` would be printed as-is.
-    """
-    return html.escape(str(token), quote=False)
-
-
-def escape_tokens(tokens: Sequence[object]) -> list[str]:
-    """Escape every token of a list with :func:`escape_token`."""
-    return [escape_token(t) for t in tokens]
-
-
-def as_mask(mask: np.ndarray | None, q: int, k: int) -> np.ndarray | None:
-    """Bring a mask to a ``(q, k)`` bool array (True = may attend / visible).
-
-    Accepts the shapes models usually produce: ``(q, k)``, ``(1, k)`` or ``(k,)``
+    Accepts the shapes models usually produce: ``(i, j)``, ``(1, j)`` or ``(j,)``
     (key padding), or those with extra leading singleton axes such as
-    ``(1, 1, q, k)``.
+    ``(1, 1, i, j)``.
     """
     if mask is None:
         return None
@@ -86,37 +103,48 @@ def as_mask(mask: np.ndarray | None, q: int, k: int) -> np.ndarray | None:
     while m.ndim > 2 and m.shape[0] == 1:
         m = m[0]
     try:
-        return np.broadcast_to(m.astype(bool), (q, k)).copy()
+        return np.broadcast_to(m.astype(bool), (n_rows, n_cols)).copy()
     except ValueError:
         raise ValueError(
             f"mask has shape {np.asarray(mask).shape}, which does not broadcast to "
-            f"(q, k) = ({q}, {k}); pass a bool array with True where attention is allowed"
+            f"(i, j) = ({n_rows}, {n_cols}); pass a bool array with True where attention is allowed"
         ) from None
 
 
-def check_tokens(z: np.ndarray, x_tokens, y_tokens, what: str = "z") -> None:
-    """Raise a clear error when a ``(q, k)`` array and token lists disagree."""
-    q, k = z.shape[-2:]
-    if y_tokens is not None and len(y_tokens) != q:
+def check_tokens(z: np.ndarray, row_tokens, col_tokens, what: str = "z") -> None:
+    """Raise a clear error when an ``(..., i, j)`` array and its token lists disagree."""
+    n_rows, n_cols = z.shape[-2:]
+    if row_tokens is not None and len(row_tokens) != n_rows:
         raise ValueError(
-            f"{what} has shape {tuple(z.shape)} but {len(y_tokens)} query (row) tokens were "
+            f"{what} has shape {tuple(z.shape)} but {len(row_tokens)} query (row) tokens were "
             f"given; the second-to-last axis must have one entry per query token"
         )
-    if x_tokens is not None and len(x_tokens) != k:
+    if col_tokens is not None and len(col_tokens) != n_cols:
         raise ValueError(
-            f"{what} has shape {tuple(z.shape)} but {len(x_tokens)} key (column) tokens were "
+            f"{what} has shape {tuple(z.shape)} but {len(col_tokens)} key (column) tokens were "
             f"given; the last axis must have one entry per key token"
         )
 
 
 def style(fig: go.Figure, title: str | None = None, height: int | None = None,
-          width: int | None = None) -> go.Figure:
-    """Apply the lecture-room styling (large fonts, white template) in place."""
+          width: int | None = None, wrap_chars: int | None = TITLE_WRAP_CHARS,
+          subplot_titles: bool = False) -> go.Figure:
+    """Apply the lecture-room styling (large fonts, white template) in place.
+
+    The title is wrapped with :func:`wrap_title` (``wrap_chars=None``: never),
+    hangs from the top of the figure, and the top margin grows with its number
+    of lines (plus room for ``subplot_titles`` above the top row of plots).
+    """
+    lines = title_lines(title, wrap_chars)
+    if title and wrap_chars:
+        title = wrap_title(title, wrap_chars)
     fig.update_layout(
         template="plotly_white",
         font=dict(size=BASE_FONT),
-        title=dict(text=title, font=dict(size=TITLE_FONT)) if title else None,
-        margin=dict(l=20, r=20, t=70 if title else 30, b=20),
+        title=dict(text=title, font=dict(size=TITLE_FONT), y=1, yref="container",
+                   yanchor="top", pad=dict(t=TITLE_PAD_PX)) if title else None,
+        margin=dict(l=20, r=20, b=20,
+                    t=top_margin(lines) + (20 if subplot_titles and lines else 0)),
         hoverlabel=dict(font_size=15),
     )
     if height:
@@ -124,6 +152,11 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     if width:
         fig.update_layout(width=int(width))
     return fig
+
+
+def top_margin(lines: int) -> int:
+    """Top margin for a title of ``lines`` lines (30 px without a title)."""
+    return TITLE_PAD_PX + TITLE_LINE_PX * lines + 27 if lines else 30
 
 
 def hover_labels(tokens, n: int, word: str) -> tuple[list[str], list[str] | None]:
@@ -134,54 +167,129 @@ def hover_labels(tokens, n: int, word: str) -> tuple[list[str], list[str] | None
     return [f"{t} ({i})" for i, t in enumerate(ticks)], ticks
 
 
-def hover_customdata(y_hover: list[str], x_hover: list[str]) -> np.ndarray:
-    """(q, k, 2) object array of per-cell hover labels: [query label, key label]."""
-    q, k = len(y_hover), len(x_hover)
-    cd = np.empty((q, k, 2), dtype=object)
-    cd[:, :, 0] = np.asarray(y_hover, dtype=object)[:, None]
-    cd[:, :, 1] = np.asarray(x_hover, dtype=object)[None, :]
+def hover_customdata(row_hover: list[str], col_hover: list[str]) -> np.ndarray:
+    """(i, j, 2) object array of per-cell hover labels: [row (query) label, column (key) label]."""
+    n_rows, n_cols = len(row_hover), len(col_hover)
+    cd = np.empty((n_rows, n_cols, 2), dtype=object)
+    cd[:, :, 0] = np.asarray(row_hover, dtype=object)[:, None]
+    cd[:, :, 1] = np.asarray(col_hover, dtype=object)[None, :]
     return cd
 
 
-def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False) -> dict:
-    """Integer axis settings: tickvals 0..n-1 with token tick text, range exactly the cells.
+def tick_step(n: int, axis_px: float | None = None, angle: int | None = None) -> int:
+    """Label every ``tick_step``-th of ``n`` tokens: ≤ MAX_TICKS labels, ≥ MIN_TICK_PX apart.
 
-    ``reverse`` puts position 0 at the top (query axes); the explicit range
-    keeps the mask's "x" markers from padding the axis.
+    The distance counted is the one between neighbouring labels, across the
+    text: for labels rotated by ``angle`` degrees that is the tick spacing
+    times |sin(angle)|.
+    """
+    step = max(1, math.ceil(n / MAX_TICKS))
+    if axis_px and n:
+        step = max(step, math.ceil(MIN_TICK_PX / (axis_px / n * _slant(angle))))
+    return step
+
+
+def tick_font(n: int, axis_px: float | None, step: int, angle: int | None = None) -> int:
+    """Tick label size: TICK_FONT with room to spare, smaller when crowded, ≥ MIN_TICK_FONT."""
+    if not axis_px or not n:
+        return TICK_FONT
+    gap = axis_px / n * step * _slant(angle)  # px between neighbouring labels
+    return int(min(TICK_FONT, max(MIN_TICK_FONT, gap - 3)))
+
+
+def _slant(angle: int | None) -> float:
+    """Share of the tick spacing that separates rotated labels (1 for horizontal ones)."""
+    return abs(math.sin(math.radians(angle))) if angle else 1.0
+
+
+def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
+                  cols: int = 1) -> float:
+    """Width of one plot (of ``cols`` side by side) in a figure ``width_px`` wide (estimate).
+
+    Takes off the margins, the row labels and title, and the colourbar.
+    """
+    longest = max((visible_len(escape_token(t)) for t in row_tokens), default=2) \
+        if row_tokens is not None else 3
+    used = 40 + 8 * min(longest, 16) + 30 + (110 if colorbar else 0)
+    return max(40.0, ((width_px or FIGURE_WIDTH_PX) - used) / cols * (0.95 if cols > 1 else 1))
+
+
+def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
+               axis_px: float | None = None) -> dict:
+    """Integer axis settings: token tick labels at 0..n-1, range exactly the cells.
+
+    ``axis_px`` (the axis length in pixels, if known) thins the labels with
+    :func:`tick_step` and sizes them with :func:`tick_font`; rotated labels
+    (``angle``) turn upright (-90°) when that lets more of them show. ``reverse`` puts
+    position 0 at the top (query axes); the explicit range keeps the mask's
+    "x" markers from padding the axis.
     """
     out: dict = dict(tickfont=dict(size=TICK_FONT))
     if reverse:
         out.update(autorange="reversed")
     if tokens is None:
         return out
-    out.update(tickmode="array", tickvals=list(range(n)), ticktext=escape_tokens(tokens),
+    step = tick_step(n, axis_px, angle)
+    if angle and step > 1 and tick_step(n, axis_px, -90) < step:  # upright labels fit more
+        angle, step = -90, tick_step(n, axis_px, -90)
+    text = escape_tokens(tokens)
+    out.update(tickmode="array", tickvals=list(range(0, n, step)), ticktext=text[::step],
+               tickfont=dict(size=tick_font(n, axis_px, step, angle)),
                range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
     if angle is not None:
         out["tickangle"] = angle
     return out
 
 
-def _traces(z, mask, x_tokens, y_tokens, x_name, y_name, value_name, fmt):
+def label_px(tokens, angle: int = -45) -> int:
+    """Pixels the rotated key tick labels plus the axis title take below a plot (estimate)."""
+    if tokens is None:
+        return 50
+    longest = max((visible_len(escape_token(t)) for t in tokens), default=2)
+    return int(45 + 8 * min(longest, 16) * abs(math.sin(math.radians(angle))))
+
+
+def heatmap_height(n_rows: int, col_tokens=None, title_lines: int = 1, angle: int = -45) -> int:
+    """Height of a one-panel heatmap: ROW_PX per row plus title and key labels, clamped.
+
+    Between MIN_HEIGHT and MAX_HEIGHT; :func:`plot_rows_px` gives the rows' share.
+    ``angle`` is the key labels' rotation (see :func:`axis_ticks`).
+    """
+    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, _overhead(col_tokens, title_lines, angle)
+                                   + ROW_PX * n_rows)))
+
+
+def plot_rows_px(height: int, col_tokens=None, title_lines: int = 1, angle: int = -45) -> int:
+    """Pixels left for the rows of a heatmap of ``height`` (see :func:`heatmap_height`)."""
+    return max(1, height - _overhead(col_tokens, title_lines, angle))
+
+
+def _overhead(col_tokens, title_lines: int, angle: int) -> int:
+    """Title, margins and key labels of a heatmap, in pixels."""
+    return top_margin(title_lines) + 20 + label_px(col_tokens, angle)
+
+
+def _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt):
     """Value heatmap trace plus optional mask overlay traces for one panel."""
     z = np.asarray(z, dtype=np.float32)
-    q, k = z.shape
-    y_hover, _ = hover_labels(y_tokens, q, y_name)
-    x_hover, _ = hover_labels(x_tokens, k, x_name)
-    cd = hover_customdata(y_hover, x_hover)  # (q, k, 2)
-    m = as_mask(mask, q, k)
+    n_rows, n_cols = z.shape
+    row_hover, _ = hover_labels(row_tokens, n_rows, row_name)
+    col_hover, _ = hover_labels(col_tokens, n_cols, col_name)
+    cd = hover_customdata(row_hover, col_hover)  # (i, j, 2)
+    m = as_mask(mask, n_rows, n_cols)
     shown = z.copy()
     masked_cd = None
     if m is not None:
         shown[~m] = np.nan
         # Each cell's labels live in exactly one trace: smaller JSON for the browser.
-        masked_cd = np.where(~m, y_name + ": " + cd[:, :, 0] + "<br>" + x_name + ": "
-                             + cd[:, :, 1], "").astype(object)  # (q, k)
+        masked_cd = np.where(~m, row_name + ": " + cd[:, :, 0] + "<br>" + col_name + ": "
+                             + cd[:, :, 1], "").astype(object)  # (i, j)
         cd[~m] = ""
-    xs = np.arange(k, dtype=np.int32)
-    ys = np.arange(q, dtype=np.int32)
+    xs = np.arange(n_cols, dtype=np.int32)
+    ys = np.arange(n_rows, dtype=np.int32)
     value = go.Heatmap(
         z=shown, x=xs, y=ys, customdata=cd, hoverongaps=False, name=value_name,
-        hovertemplate=(f"{y_name}: %{{customdata[0]}}<br>{x_name}: %{{customdata[1]}}"
+        hovertemplate=(f"{row_name}: %{{customdata[0]}}<br>{col_name}: %{{customdata[1]}}"
                        f"<br>{value_name}: %{{z:{fmt}}}<extra></extra>"),
     )
     traces = [value]
@@ -192,112 +300,123 @@ def _traces(z, mask, x_tokens, y_tokens, x_name, y_name, value_name, fmt):
             colorscale=[[0, MASK_COLOUR], [1, MASK_COLOUR]], zmin=0, zmax=1, hoverongaps=False,
             hovertemplate="%{customdata}<br>masked<extra></extra>",
         ))
-        if (~m).sum() <= MAX_MASK_MARKERS and max(q, k) <= 30:
+        if (~m).sum() <= MAX_MASK_MARKERS and max(n_rows, n_cols) <= 30:
             yy, xx = np.nonzero(~m)
             traces.append(go.Scatter(
                 x=xx.astype(np.int32), y=yy.astype(np.int32), mode="markers",
                 name=MASK_TRACE_NAME + " (x)", showlegend=False, hoverinfo="skip",
-                marker=dict(symbol="x-thin", size=9 if max(q, k) <= 15 else 6,
+                marker=dict(symbol="x-thin", size=9 if max(n_rows, n_cols) <= 15 else 6,
                             line=dict(width=1.5, color="#555555")),
             ))
     return traces
 
 
-def heatmap(z: np.ndarray, x_tokens: Sequence[str] | None, y_tokens: Sequence[str] | None,
-            x_title: str, y_title: str, mask: np.ndarray | None = None,
+def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequence[str] | None,
+            *, row_title: str, col_title: str, mask: np.ndarray | None = None,
             zmin: float | None = 0.0, zmax: float | None = 1.0, colorscale=PROB_SCALE,
             title: str | None = None, value_name: str = "weight",
-            x_name: str = "key", y_name: str = "query", fmt: str = ".3f",
-            colorbar_title: str | None = None) -> go.Figure:
-    """One heatmap of ``z`` (q, k): rows = y tokens top to bottom, columns = x tokens.
+            row_name: str = "query", col_name: str = "key", fmt: str = PROB_D3,
+            colorbar_title: str | None = None, colorbar: dict | None = None,
+            width_px: int | None = None) -> go.Figure:
+    """One heatmap of ``z`` (i, j): rows = row (query) tokens top to bottom, columns = key tokens.
 
-    ``mask`` (q, k) bool: True = may attend / visible, False = masked. Masked
+    Everything after the token lists is keyword-only, so an old positional call
+    with the key tokens first fails loudly instead of swapping the axes.
+    ``mask`` (i, j) bool: True = may attend / visible, False = masked. Masked
     cells become NaN in the value trace and are covered by a grey trace named
     ``"masked"`` (z = 1 at masked cells, NaN elsewhere) plus "x" markers.
-    ``x_tokens``/``y_tokens`` = None gives a plain numbered axis (e.g. dimensions).
-    ``title`` and axis titles are plotly text: escape user text with
-    :func:`escape_token` before putting it there.
+    ``row_tokens``/``col_tokens`` = None gives a plain numbered axis (e.g. dimensions).
+    With row tokens the height follows :func:`heatmap_height`; ``width_px`` (the
+    width the page gives the figure) decides how many key labels fit.
+    ``colorbar`` adds colourbar settings (e.g. tick labels). ``title`` and axis
+    titles are plotly text: escape user text with :func:`escape_token`.
     """
     z = np.asarray(z, dtype=np.float32)
     if z.ndim != 2:
-        raise ValueError(f"heatmap expects a 2-D (q, k) array, got shape {z.shape}")
-    check_tokens(z, x_tokens, y_tokens)
-    q, k = z.shape
-    traces = _traces(z, mask, x_tokens, y_tokens, x_name, y_name, value_name, fmt)
+        raise ValueError(f"heatmap expects a 2-D (i, j) array, got shape {z.shape}")
+    check_tokens(z, row_tokens, col_tokens)
+    n_rows, n_cols = z.shape
+    traces = _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt)
     traces[0].update(zmin=zmin, zmax=zmax, colorscale=colorscale,
                      colorbar=dict(title=dict(text=colorbar_title or value_name),
-                                   tickfont=dict(size=TICK_FONT)))
+                                   tickfont=dict(size=TICK_FONT), **(colorbar or {})))
     if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
         traces[0].update(zmid=0)
     fig = go.Figure(traces)
-    fig.update_xaxes(title=dict(text=x_title), showgrid=False, zeroline=False,
-                     **axis_ticks(x_tokens, k, angle=-45 if x_tokens is not None else None))
-    fig.update_yaxes(title=dict(text=y_title), showgrid=False, zeroline=False,
-                     **axis_ticks(y_tokens, q, reverse=True))
-    cell = 46 if q <= 12 else (32 if q <= 24 else 22)
-    height = min(950, max(360, 150 + cell * q)) if y_tokens is not None else None
+    x_ticks = axis_ticks(col_tokens, n_cols, angle=-45 if col_tokens is not None else None,
+                         axis_px=plot_width_px(width_px, row_tokens))
+    lines, angle = title_lines(title), x_ticks.get("tickangle", -45)
+    height = heatmap_height(n_rows, col_tokens, lines, angle) if row_tokens is not None else None
+    rows_px = plot_rows_px(height, col_tokens, lines, angle) if height else None
+    fig.update_xaxes(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks)
+    fig.update_yaxes(title=dict(text=row_title), showgrid=False, zeroline=False,
+                     **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px))
     return style(fig, title, height=height)
 
 
-def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], x_tokens, y_tokens,
-                   x_title: str, y_title: str, mask: np.ndarray | None = None,
+def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens, *,
+                   row_title: str, col_title: str, mask: np.ndarray | None = None,
                    zmin: float | None = 0.0, zmax: float | None = 1.0,
                    colorscale=PROB_SCALE, title: str | None = None, value_name: str = "weight",
-                   x_name: str = "key", y_name: str = "query", max_cols: int = 4,
-                   fmt: str = ".3f", shared_scale: bool = True,
-                   colorbar_title: str | None = None) -> go.Figure:
-    """ONE figure with n heatmap panels of ``zs`` (n, q, k), up to ``max_cols`` per row.
+                   row_name: str = "query", col_name: str = "key", max_cols: int = 4,
+                   fmt: str = PROB_D3, shared_scale: bool = True,
+                   colorbar_title: str | None = None, colorbar: dict | None = None,
+                   width_px: int | None = None) -> go.Figure:
+    """ONE figure with h heatmap panels of ``zs`` (h, i, j), up to ``max_cols`` per row.
 
     All panels share one colour axis (``layout.coloraxis``, one colourbar) with
     range ``zmin``..``zmax``; ``shared_scale=False`` gives every panel its own
-    symmetric range instead (no colourbar). ``mask`` is (q, k), shared by all
-    panels. Y tick labels are shown on the first column only.
+    symmetric range instead (no colourbar). ``mask`` is (i, j), shared by all
+    panels. Y tick labels are shown on the first column only. A panel is
+    FACET_ROW_PX per row (clamped), and labels are thinned as in :func:`heatmap`.
+    Everything after the token lists is keyword-only.
     """
     zs = np.asarray(zs, dtype=np.float32)
     if zs.ndim != 3:
-        raise ValueError(f"facet_heatmaps expects (n, q, k), got shape {zs.shape}")
-    n, q, k = zs.shape
+        raise ValueError(f"facet_heatmaps expects (h, i, j), got shape {zs.shape}")
+    n, n_rows, n_cols = zs.shape
     if len(titles) != n:
         raise ValueError(f"got {len(titles)} titles for {n} panels")
-    check_tokens(zs, x_tokens, y_tokens)
+    check_tokens(zs, row_tokens, col_tokens)
     cols = min(max_cols, n)
     rows = math.ceil(n / cols)
-    longest = max((len(str(t)) for t in (x_tokens or [])), default=2)
     # Pixels: panel body, rotated x tick labels below it, subplot title above.
-    panel = min(420, max(200, 16 * q + 60))
-    label_px = 75 + 7 * min(longest, 14) if x_tokens is not None else 50
-    height = rows * (panel + label_px) + 100
-    v_space = min(0.9 / max(rows - 1, 1), label_px / height) if rows > 1 else 0.0
+    panel = min(MAX_PANEL_PX, max(MIN_PANEL_PX, FACET_ROW_PX * n_rows))
+    panel_w = plot_width_px(width_px, row_tokens, colorbar=shared_scale, cols=cols)
+    x_ticks = axis_ticks(col_tokens, n_cols, angle=-60 if col_tokens is not None else None,
+                         axis_px=panel_w)
+    labels = label_px(col_tokens, angle=x_ticks.get("tickangle", -60)) + 20
+    height = rows * (panel + labels) + 100
+    v_space = min(0.9 / max(rows - 1, 1), labels / height) if rows > 1 else 0.0
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles),
-                        horizontal_spacing=0.04 if y_tokens is None else 0.05,
+                        horizontal_spacing=0.04 if row_tokens is None else 0.05,
                         vertical_spacing=v_space)
-    for i in range(n):
-        r, c = i // cols + 1, i % cols + 1
-        for j, tr in enumerate(_traces(zs[i], mask, x_tokens, y_tokens, x_name, y_name,
+    for p in range(n):
+        r, c = p // cols + 1, p % cols + 1
+        for t, tr in enumerate(_traces(zs[p], mask, row_tokens, col_tokens, row_name, col_name,
                                        value_name, fmt)):
-            if j == 0:
+            if t == 0:
                 if shared_scale:
                     tr.update(coloraxis="coloraxis", zmin=zmin, zmax=zmax)
                 else:
-                    lim = float(np.nanmax(np.abs(zs[i]))) or 1.0
+                    lim = float(np.nanmax(np.abs(zs[p]))) or 1.0
                     tr.update(zmin=-lim, zmax=lim, colorscale=colorscale, showscale=False)
             fig.add_trace(tr, row=r, col=c)
-        fig.update_xaxes(showgrid=False, zeroline=False, row=r, col=c,
-                         **axis_ticks(x_tokens, k, angle=-60 if x_tokens is not None else None))
-        y_ticks = axis_ticks(y_tokens, q, reverse=True)
-        if c > 1 and y_tokens is not None:
+        fig.update_xaxes(showgrid=False, zeroline=False, row=r, col=c, **x_ticks)
+        y_ticks = axis_ticks(row_tokens, n_rows, reverse=True, axis_px=panel)
+        if c > 1 and row_tokens is not None:
             y_ticks["showticklabels"] = False
         fig.update_yaxes(showgrid=False, zeroline=False, row=r, col=c, **y_ticks)
-        if r == rows or i + cols >= n:
-            fig.update_xaxes(title=dict(text=x_title), row=r, col=c)
+        if r == rows or p + cols >= n:
+            fig.update_xaxes(title=dict(text=col_title), row=r, col=c)
         if c == 1:
-            fig.update_yaxes(title=dict(text=y_title), row=r, col=c)
+            fig.update_yaxes(title=dict(text=row_title), row=r, col=c)
     if shared_scale:
         fig.update_layout(coloraxis=dict(
             colorscale=colorscale, cmin=zmin, cmax=zmax,
             colorbar=dict(title=dict(text=colorbar_title or value_name),
-                          tickfont=dict(size=TICK_FONT))))
+                          tickfont=dict(size=TICK_FONT), **(colorbar or {}))))
         if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
             fig.update_layout(coloraxis_cmid=0)
     fig.update_annotations(font_size=16)
-    return style(fig, title, height=height)
+    return style(fig, title, height=height, subplot_titles=True)

@@ -1,6 +1,6 @@
 """Decoding views: next-token candidates, where a step looked, and the step table.
 
-Shape letters: ``k`` source (key) positions.
+Shape letters (see :mod:`viz`): ``s`` source positions (the keys of cross-attention).
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import TICK_FONT, escape_tokens, style
+from viz.common import (TICK_FONT, axis_ticks, axis_titles, escape_tokens, fmt_prob,
+                        plot_width_px, style)
 
 CHOSEN_COLOUR = "#ff7f0e"
 OTHER_COLOUR = "#9ecae1"
+BAR_LABEL_PX = 44  # a "0.123" label needs this much width; narrower bars: only the top one
 
 
 def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_index: int = 0,
@@ -22,7 +24,8 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
     """Horizontal bars of the top-k next-token probabilities (x range 0..1).
 
     ``tokens`` and ``probs`` are in display order (first at the top); the bar
-    at ``chosen_index`` is highlighted and every bar shows its value as text.
+    at ``chosen_index`` is highlighted and every bar shows its value as text
+    (:func:`viz.common.fmt_prob`, as does the hover).
     """
     p = np.asarray(probs, dtype=np.float32)
     if len(tokens) != len(p):
@@ -31,41 +34,57 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
         raise ValueError(f"chosen_index {chosen_index} is outside 0..{len(p) - 1}")
     ys = np.arange(len(p), dtype=np.int32)
     labels = escape_tokens(tokens)
+    values = [fmt_prob(v) for v in p]
     colours = [CHOSEN_COLOUR if i == chosen_index else OTHER_COLOUR for i in range(len(p))]
     fig = go.Figure(go.Bar(
         x=p, y=ys, orientation="h", marker_color=colours, name="probability",
-        text=[f"{v:.3f}" for v in p], textposition="outside", textfont=dict(size=15),
-        customdata=np.asarray(labels, dtype=object),
-        hovertemplate="%{customdata}<br>probability %{x:.3f}<extra></extra>"))
-    fig.update_xaxes(range=[0, 1.08], title=dict(text="probability"), tickfont=dict(size=TICK_FONT))
+        text=values, textposition="outside", textfont=dict(size=15), cliponaxis=False,
+        constraintext="none",
+        customdata=np.stack([np.asarray(labels, dtype=object),
+                             np.asarray(values, dtype=object)], axis=-1),  # (n, 2)
+        hovertemplate="%{customdata[0]}<br>probability %{customdata[1]}<extra></extra>"))
+    fig.update_xaxes(range=[0, 1.18], title=dict(text="probability"), tickfont=dict(size=TICK_FONT),
+                     tickvals=[0, 0.25, 0.5, 0.75, 1.0])
     fig.update_yaxes(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
                      tickfont=dict(size=16), title=dict(text="candidate"))
     return style(fig, title, height=max(260, 110 + 42 * len(p)))
 
 
 def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str],
-                                title: str = "where this step looked in the source"
-                                ) -> go.Figure:
-    """Bars of one decoding step's cross-attention ``weights`` (k,) over the source.
+                                title: str = "where this step looked in the source", *,
+                                src_lang: str = "DE", tgt_lang: str = "EN",
+                                width_px: int | None = None) -> go.Figure:
+    """Bars of one decoding step's cross-attention ``weights`` (s,) over the source.
 
-    x = source position (integer axis with token tick labels), y = weight on a
-    fixed 0..1 range; the most-attended token is highlighted.
+    x = source position (integer axis with token tick labels, thinned as in
+    :func:`viz.common.axis_ticks` when crowded for ``width_px``), y = weight on
+    a fixed 0..1 range; the most-attended token is highlighted. Every bar is
+    labelled with its weight when the labels fit side by side (BAR_LABEL_PX
+    each at ``width_px``), otherwise only the highlighted one; hover always
+    gives every weight.
     """
     w = np.asarray(weights, dtype=np.float32).reshape(-1)
     if len(w) != len(source_tokens):
         raise ValueError(f"{len(w)} weights but {len(source_tokens)} source tokens; pass the "
-                         f"(k,) row of the cross-attention for one step (averaged over heads)")
+                         f"(s,) row of the cross-attention for one step (averaged over heads)")
     xs = np.arange(len(w), dtype=np.int32)
     labels = escape_tokens(source_tokens)
     top = int(np.nanargmax(w)) if len(w) else -1
+    values = [fmt_prob(v) for v in w]
+    plot_px = plot_width_px(width_px, colorbar=False)
+    every = len(w) * BAR_LABEL_PX <= plot_px
+    shown = [v if every or i == top else "" for i, v in enumerate(values)]
     fig = go.Figure(go.Bar(
         x=xs, y=w, name="weight",
         marker_color=[CHOSEN_COLOUR if i == top else OTHER_COLOUR for i in range(len(w))],
-        customdata=np.asarray([f"{t} ({i})" for i, t in enumerate(labels)], dtype=object),
-        text=[f"{v:.2f}" for v in w], textposition="outside",
-        hovertemplate="key: %{customdata}<br>weight %{y:.3f}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=xs.tolist(), ticktext=labels, tickangle=-45,
-                     tickfont=dict(size=TICK_FONT), title=dict(text="key (DE, source) →"))
+        customdata=np.stack([np.asarray([f"{t} ({i})" for i, t in enumerate(labels)],
+                                        dtype=object),
+                             np.asarray(values, dtype=object)], axis=-1).reshape(len(w), 2),
+        text=shown, textposition="outside", cliponaxis=False, constraintext="none",
+        textfont=dict(size=TICK_FONT),
+        hovertemplate="key: %{customdata[0]}<br>weight %{customdata[1]}<extra></extra>"))
+    fig.update_xaxes(**axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px),
+                     title=dict(text=axis_titles("cross", src_lang, tgt_lang)[1]))
     fig.update_yaxes(range=[0, 1.1], title=dict(text="attention weight"),
                      tickfont=dict(size=TICK_FONT))
     return style(fig, title, height=380)
@@ -75,15 +94,16 @@ def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
     """Table of decoding steps; each dict has "step", "prefix", "chosen", "prob".
 
     ``prefix`` may be a token list (joined with spaces) or a string. Columns:
-    step, prefix, chosen, prob (float). Text is plain, not escaped.
+    step, prefix, chosen, prob (text by :func:`viz.common.fmt_prob`, 3
+    decimals, as in every figure). Text is plain, not escaped.
     """
     needed = ("step", "prefix", "chosen", "prob")
     rows = []
-    for i, s in enumerate(steps):
+    for n, s in enumerate(steps):
         missing = [key for key in needed if key not in s]
         if missing:
-            raise ValueError(f"step {i} is missing {missing}; each step needs keys {list(needed)}")
+            raise ValueError(f"step {n} is missing {missing}; each step needs keys {list(needed)}")
         prefix = s["prefix"] if isinstance(s["prefix"], str) else " ".join(map(str, s["prefix"]))
         rows.append({"step": int(s["step"]), "prefix": prefix, "chosen": str(s["chosen"]),
-                     "prob": float(s["prob"])})
+                     "prob": fmt_prob(s["prob"])})
     return pd.DataFrame(rows, columns=list(needed))

@@ -1,6 +1,7 @@
 """Embedding views: token × dimension maps, √d_model scaling, stages, vocabulary map.
 
-Shape letters: ``n`` tokens of a sentence, ``V`` vocabulary size, ``d`` = d_model.
+Shape letters (see :mod:`viz`): ``s`` positions of one sentence (source; a target
+sentence works the same with ``t``), ``V`` vocabulary size, ``d`` = d_model.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.common import (SIGNED_SCALE, TICK_FONT, escape_tokens, facet_heatmaps, heatmap,
-                        style)
+from viz.common import (SIGNED_SCALE, TICK_FONT, axis_ticks, escape_tokens, facet_heatmaps,
+                        heatmap, plot_width_px, style)
 
 
 def _sym_limit(*arrays: np.ndarray) -> float:
@@ -25,30 +26,31 @@ def _sym_limit(*arrays: np.ndarray) -> float:
 
 def embedding_heatmap(matrix: np.ndarray, tokens: Sequence[str],
                       title: str = "token embeddings") -> go.Figure:
-    """Heatmap of ``matrix`` (n, d): one row per token (top to bottom), one column per dimension.
+    """Heatmap of ``matrix`` (s, d): one row per token (top to bottom), one column per dimension.
 
     Diverging colour scale centred at 0, symmetric range (99th percentile of |value|).
     """
     m = np.asarray(matrix, dtype=np.float32)
     lim = _sym_limit(m)
-    return heatmap(m, None, tokens, x_title="embedding dimension →", y_title="token ↓",
+    return heatmap(m, tokens, None, row_title="token ↓", col_title="embedding dimension →",
                    zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE, title=title,
-                   value_name="value", x_name="dim", y_name="token")
+                   value_name="value", row_name="token", col_name="dim", fmt=".3f")
 
 
 def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
-                   tokens: Sequence[str] | None = None) -> go.Figure:
-    """Values before and after multiplying by √d_model; both inputs (n, d).
+                   tokens: Sequence[str] | None = None, *,
+                   width_px: int | None = None) -> go.Figure:
+    """Values before and after multiplying by √d_model; both inputs (s, d).
 
     Left: box plots of all values per stage. Right: per-token standard
     deviation before and after (grouped bars; x = token position, labelled
-    with ``tokens`` when given).
+    with ``tokens`` when given, thinned when crowded for ``width_px``).
     """
     a = np.asarray(token_emb, dtype=np.float32)
     b = np.asarray(scaled, dtype=np.float32)
     if a.shape != b.shape:
         raise ValueError(f"token_emb {a.shape} and scaled {b.shape} must have the same "
-                         f"(n, d) shape")
+                         f"(s, d) shape")
     factor = float(np.sqrt(d_model))
     fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.1,
                         subplot_titles=["all values", "standard deviation per token"])
@@ -64,19 +66,20 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
                              customdata=np.asarray(labels, dtype=object),
                              hovertemplate=("%{customdata} (%{x})<br>std " + name
                                             + " %{y:.3f}<extra></extra>")), row=1, col=2)
-    fig.update_xaxes(tickmode="array", tickvals=xs.tolist(), ticktext=labels, tickangle=-45,
-                     tickfont=dict(size=TICK_FONT), title=dict(text="token"), row=1, col=2)
+    fig.update_xaxes(**axis_ticks(tokens if tokens is not None else labels, len(xs), angle=-45,
+                                  axis_px=0.55 * plot_width_px(width_px, colorbar=False)),
+                     title=dict(text="token"), row=1, col=2)
     fig.update_yaxes(title=dict(text="value"), row=1, col=1)
     fig.update_yaxes(title=dict(text="std over dimensions"), row=1, col=2)
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
-    return style(fig, f"Scaling token embeddings by √d_model = √{d_model} ≈ {factor:.1f}",
-                 height=480)
+    return style(fig, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}", height=480,
+                 subplot_titles=True)
 
 
 def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positional: np.ndarray,
                             total: np.ndarray, tokens: Sequence[str],
                             shared_scale: bool = True) -> go.Figure:
-    """Four panels (each (n, d), rows = tokens): embedding, ×√d_model, positional, sum.
+    """Four panels (each (s, d), rows = tokens): embedding, ×√d_model, positional, sum.
 
     With ``shared_scale`` all panels use one symmetric colour range, so the
     relative sizes of embedding and positional encoding are visible (which is
@@ -85,14 +88,14 @@ def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positiona
     stages = [np.asarray(m, dtype=np.float32) for m in (token_emb, scaled, positional, total)]
     shapes = {s.shape for s in stages}
     if len(shapes) != 1:
-        raise ValueError(f"all four stages must have the same (n, d) shape, got {sorted(shapes)}")
+        raise ValueError(f"all four stages must have the same (s, d) shape, got {sorted(shapes)}")
     lim = _sym_limit(*stages)
     titles = ["token embedding", "× √d_model", "+ positional encoding", "= input to layer 1"]
-    return facet_heatmaps(np.stack(stages), titles, None, tokens, x_title="dimension →",
-                          y_title="token ↓", zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE,
-                          value_name="value", x_name="dim", y_name="token", max_cols=4,
-                          shared_scale=shared_scale,
-                          title="From token to layer input: embedding stages")
+    return facet_heatmaps(np.stack(stages), titles, tokens, None, row_title="token ↓",
+                          col_title="dimension →", zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE,
+                          value_name="value", row_name="token", col_name="dim", max_cols=4,
+                          fmt=".3f", shared_scale=shared_scale,
+                          title="From token to layer input")
 
 
 def pca_2d(matrix: np.ndarray) -> np.ndarray:
@@ -163,7 +166,7 @@ def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
         raise ValueError(f"matrix has {m.shape[0]} rows but {len(vocab_tokens)} vocab tokens")
     unit = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-8)  # (V, d)
     qi = np.asarray(list(query_idx), dtype=np.int64)
-    sims = unit[qi] @ unit.T  # (n, V)
+    sims = unit[qi] @ unit.T  # (queries, V)
     sims[np.arange(len(qi)), qi] = -np.inf
     if len(exclude_idx):
         sims[:, np.asarray(list(exclude_idx), dtype=np.int64)] = -np.inf

@@ -1,7 +1,7 @@
 """Inside one attention head: Q, K, V, scores, scaling, mask, softmax, dropout, output.
 
-Shape letters: ``q`` query positions, ``k`` key positions, ``d_k`` head size.
-Masks are bool (q, k) with True = may attend.
+Shape letters (see :mod:`viz`): ``i`` query positions, ``j`` key positions, ``d_k``
+per-head size. Masks are bool (i, j) with True = may attend.
 """
 
 from __future__ import annotations
@@ -11,8 +11,16 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (PROB_SCALE, SIGNED_SCALE, TICK_FONT, as_mask, axis_titles, heatmap,
-                        kind_sides)
+from viz.common import (FIGURE_WIDTH_PX, PAGE_WIDTH_PX, PROB_SCALE, SIGNED_SCALE, TICK_FONT,
+                        as_mask, axis_titles, fmt_prob, heatmap, kind_sides)
+
+# Widths the Inside-one-head page gives its figures (three, two or one per row);
+# they only decide how many key labels fit.
+THIRD_WIDTH_PX, HALF_WIDTH_PX = PAGE_WIDTH_PX // 3 - 10, PAGE_WIDTH_PX // 2 - 8
+# Row-sum panel: bars in the first part, their labels right of the bars and of
+# the reference line, so a label never covers the line.
+LABEL_GAP = 1.06  # labels start at this × max(largest sum, reference line)
+RANGE_PAD = 2.0  # the panel's x range ends at this × the same
 
 # Scores at or below this are a model's masked_fill value (-1e9, -inf), not data.
 MASKED_FILL_BELOW = -1e4
@@ -36,8 +44,9 @@ def matrix_figure(m: np.ndarray, row_tokens: Sequence[str] | None,
                   col_tokens: Sequence[str] | None, title: str, row_title: str,
                   col_title: str, signed: bool = True, mask: np.ndarray | None = None,
                   value_name: str = "value", row_name: str = "row", col_name: str = "col",
-                  zmin: float | None = None, zmax: float | None = None) -> go.Figure:
-    """Heatmap of any matrix ``m`` (r, c); rows top to bottom, columns left to right.
+                  zmin: float | None = None, zmax: float | None = None, *,
+                  width_px: int | None = None) -> go.Figure:
+    """Heatmap of any matrix ``m`` (rows, cols); rows top to bottom, columns left to right.
 
     ``signed`` uses a diverging scale centred at 0 with a symmetric range
     (±max|m| unless ``zmin``/``zmax`` are given); otherwise 0..max (or given).
@@ -52,14 +61,14 @@ def matrix_figure(m: np.ndarray, row_tokens: Sequence[str] | None,
         zmin = 0.0 if zmin is None else zmin
         zmax = _limit(m) if zmax is None else zmax
         scale = PROB_SCALE
-    return heatmap(m, col_tokens, row_tokens, x_title=col_title, y_title=row_title, mask=mask,
+    return heatmap(m, row_tokens, col_tokens, row_title=row_title, col_title=col_title, mask=mask,
                    zmin=zmin, zmax=zmax, colorscale=scale, title=title, value_name=value_name,
-                   x_name=col_name, y_name=row_name, fmt=".3f")
+                   row_name=row_name, col_name=col_name, fmt=".3f", width_px=width_px)
 
 
 def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
                    title: str) -> go.Figure:
-    """Per-token vectors ``m`` (n, d_k) such as Q, K, V or the output; rows = tokens.
+    """Per-token vectors ``m`` (i, d_k) or (j, d_k) such as Q, K, V or the output; rows = tokens.
 
     ``role`` is "query" or "key" (which token axis the rows belong to) and
     ``side`` its language label, e.g. "EN, decoder input".
@@ -69,20 +78,32 @@ def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
 
 
 def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0) -> go.Figure:
-    """Add a narrow bar panel of per-row sums (q,) to the right of a heatmap figure.
+    """Add a narrow bar panel of per-row sums (i,) to the right of a heatmap figure.
 
     The bars share the heatmap's y axis, so bar i sits next to query row i.
-    ``expected`` draws a dashed reference line (1.0 after softmax).
+    ``expected`` draws a dashed reference line (1.0 after softmax). Each sum is
+    written right of both the longest bar and the line (a text trace named
+    "row sum labels", anchored "middle right"), so no label covers the line.
     """
     sums = np.asarray(sums, dtype=np.float32)
-    top = max(1.25, float(np.nanmax(sums)) * 1.15) if sums.size else 1.25
-    fig.update_layout(showlegend=False, xaxis=dict(domain=[0.0, 0.78]),
-                      xaxis2=dict(domain=[0.82, 1.0], anchor="y", title=dict(text="row sum"),
-                                  range=[0, top], tickfont=dict(size=TICK_FONT), showgrid=True))
-    fig.add_trace(go.Bar(x=sums, y=np.arange(len(sums), dtype=np.int32), orientation="h",
-                         xaxis="x2", yaxis="y", name="row sum", marker_color="#ff7f0e",
-                         text=[f"{v:.2f}" for v in sums], textposition="auto",
-                         hovertemplate="row %{y}: sum %{x:.3f}<extra></extra>"))
+    biggest = float(np.nanmax(sums)) if sums.size and not np.all(np.isnan(sums)) else 0.0
+    right = max(biggest, expected or 0.0) or 1.0
+    ticks = [0.0, float(expected)] if expected else [0.0, round(right, 2)]
+    fig.update_layout(showlegend=False, xaxis=dict(domain=[0.0, 0.74]),
+                      xaxis2=dict(domain=[0.77, 1.0], anchor="y", title=dict(text="row sum"),
+                                  range=[0, right * RANGE_PAD], tickmode="array", tickvals=ticks,
+                                  ticktext=[f"{t:g}" for t in ticks],
+                                  tickfont=dict(size=TICK_FONT), showgrid=True))
+    ys = np.arange(len(sums), dtype=np.int32)
+    fig.add_trace(go.Bar(x=sums, y=ys, orientation="h", xaxis="x2", yaxis="y", name="row sum",
+                         marker_color="#ff7f0e",
+                         customdata=np.asarray([fmt_prob(v) for v in sums], dtype=object),
+                         hovertemplate="row %{y}: sum %{customdata}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=np.full(len(sums), right * LABEL_GAP, dtype=np.float32), y=ys,
+                             mode="text", text=[fmt_prob(v) for v in sums],
+                             textposition="middle right", textfont=dict(size=12),
+                             xaxis="x2", yaxis="y", name="row sum labels", hoverinfo="skip",
+                             cliponaxis=False))
     if expected is not None:
         fig.add_shape(type="line", x0=expected, x1=expected, y0=0, y1=1, xref="x2",
                       yref="y domain", line=dict(dash="dash", color="#333333"))
@@ -91,68 +112,82 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
 
 def probs_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                  kind: str, mask: np.ndarray | None = None, title: str | None = None,
-                 zmax: float | None = None, show_row_sums: bool = True) -> go.Figure:
-    """Softmax weights (q, k) on the fixed 0..1 scale, with a row-sum bar panel."""
-    q_title, k_title = axis_titles(kind)
+                 zmax: float | None = None, show_row_sums: bool = True, *,
+                 src_lang: str = "DE", tgt_lang: str = "EN",
+                 width_px: int | None = None) -> go.Figure:
+    """Softmax weights (i, j) on the fixed 0..1 scale, with a row-sum bar panel."""
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     p = np.asarray(probs, dtype=np.float32)
     sums = p.sum(axis=-1)
     ok = bool(np.allclose(sums, 1.0, atol=1e-3))
-    fig = heatmap(p, key_tokens, query_tokens, x_title=k_title, y_title=q_title, mask=mask,
+    fig = heatmap(p, query_tokens, key_tokens, row_title=q_title, col_title=k_title, mask=mask,
                   zmin=0.0, zmax=1.0 if zmax is None else zmax, colorscale=PROB_SCALE,
                   title=title or ("softmax: " + ("every row sums to 1 ✓" if ok
-                                                 else "rows do NOT sum to 1")))
+                                                 else "rows do NOT sum to 1")),
+                  width_px=_bars_width(width_px) if show_row_sums else width_px)
     return with_row_sums(fig, sums) if show_row_sums else fig
 
 
 def dropout_figure(dropout_probs: np.ndarray, query_tokens: Sequence[str],
                    key_tokens: Sequence[str], kind: str, mask: np.ndarray | None = None,
-                   p_drop: float | None = None) -> go.Figure:
-    """Weights after dropout (q, k): zeros where dropped, survivors scaled by 1/(1-p).
+                   p_drop: float | None = None, *, src_lang: str = "DE", tgt_lang: str = "EN",
+                   width_px: int | None = None) -> go.Figure:
+    """Weights after dropout (i, j): zeros where dropped, survivors scaled by 1/(1-p).
 
     Rows no longer sum to 1, so the row-sum panel is always shown; the colour
     range is 0..max(1, largest weight) because survivors can exceed 1.
     """
-    q_title, k_title = axis_titles(kind)
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     d = np.asarray(dropout_probs, dtype=np.float32)
     top = max(1.0, _limit(d))
     rate = f" (p = {p_drop:g})" if p_drop is not None else ""
-    fig = heatmap(d, key_tokens, query_tokens, x_title=k_title, y_title=q_title, mask=mask,
+    fig = heatmap(d, query_tokens, key_tokens, row_title=q_title, col_title=k_title, mask=mask,
                   zmin=0.0, zmax=top, colorscale=PROB_SCALE,
-                  title=f"after dropout{rate}: rows no longer sum to 1")
+                  title=f"after dropout{rate}: rows no longer sum to 1",
+                  width_px=_bars_width(width_px))
     return with_row_sums(fig, d.sum(axis=-1))
+
+
+def _bars_width(width_px: int | None) -> int:
+    """Width left to the heatmap when the row-sum panel takes its share."""
+    return int(0.74 * (width_px or FIGURE_WIDTH_PX))
 
 
 def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                           raw_scores: np.ndarray | None, mask: np.ndarray | None,
                           probs: np.ndarray, out: np.ndarray, query_tokens: Sequence[str],
                           key_tokens: Sequence[str], kind: str,
-                          dropout_probs: np.ndarray | None = None) -> dict[str, go.Figure]:
+                          dropout_probs: np.ndarray | None = None, *, src_lang: str = "DE",
+                          tgt_lang: str = "EN") -> dict[str, go.Figure]:
     """Every step of one head as an ordered dict of figures.
 
-    Inputs: ``q`` (q, d_k), ``k`` (k, d_k), ``v`` (k, d_k), ``raw_scores`` the
-    UNSCALED Q·Kᵀ (q, k) or None to compute it here (recommended; masked_fill
-    values such as -1e9 or -inf are shown as NaN), ``mask`` (q, k) bool or
+    Inputs: ``q`` (i, d_k), ``k`` (j, d_k), ``v`` (j, d_k), ``raw_scores`` the
+    UNSCALED Q·Kᵀ (i, j) or None to compute it here (recommended; masked_fill
+    values such as -1e9 or -inf are shown as NaN), ``mask`` (i, j) bool or
     broadcastable (True = may attend) or None, ``probs`` softmax weights
-    (q, k), ``out`` = probs·V (q, d_k), ``dropout_probs`` (q, k) or None.
+    (i, j), ``out`` = probs·V (i, d_k), ``dropout_probs`` (i, j) or None.
 
     Keys in order: "Q", "K", "V", "scores", "scaled", "masked" (only with a
-    mask), "softmax", "dropout" (only with dropout_probs), "output".
+    mask), "softmax", "dropout" (only with dropout_probs), "output". Key labels
+    are thinned for the page's layout: score maps a third of the page wide,
+    softmax and dropout half.
     """
     q_arr, k_arr, v_arr = (np.asarray(a, dtype=np.float32) for a in (q, k, v))
     d_k = q_arr.shape[-1]
     if k_arr.shape[-1] != d_k or v_arr.shape[0] != k_arr.shape[0]:
         raise ValueError(f"shapes disagree: Q {q_arr.shape}, K {k_arr.shape}, V {v_arr.shape}; "
-                         f"expected Q (q, d_k), K (k, d_k), V (k, d_k)")
-    raw = q_arr @ k_arr.T if raw_scores is None else _clean(raw_scores)  # (q, k)
-    scaled = raw / np.float32(np.sqrt(d_k))  # (q, k)
+                         f"expected Q (i, d_k), K (j, d_k), V (j, d_k)")
+    raw = q_arr @ k_arr.T if raw_scores is None else _clean(raw_scores)  # (i, j)
+    scaled = raw / np.float32(np.sqrt(d_k))  # (i, j)
     m = as_mask(mask, raw.shape[0], raw.shape[1])
-    q_side, k_side = kind_sides(kind)
-    q_title, k_title = axis_titles(kind)
+    q_side, k_side = kind_sides(kind, src_lang, tgt_lang)
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
+    langs = dict(src_lang=src_lang, tgt_lang=tgt_lang)
 
     def scores(z, title, with_mask=None):
         return matrix_figure(z, query_tokens, key_tokens, title=title, row_title=q_title,
                              col_title=k_title, mask=with_mask, value_name="score",
-                             row_name="query", col_name="key")
+                             row_name="query", col_name="key", width_px=THIRD_WIDTH_PX)
 
     figs: dict[str, go.Figure] = {
         "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token"),
@@ -163,9 +198,11 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     }
     if m is not None:
         figs["masked"] = scores(scaled, "masked: grey = −∞", with_mask=m)
-    figs["softmax"] = probs_figure(probs, query_tokens, key_tokens, kind, mask=m)
+    figs["softmax"] = probs_figure(probs, query_tokens, key_tokens, kind, mask=m,
+                                   width_px=HALF_WIDTH_PX, **langs)
     if dropout_probs is not None:
-        figs["dropout"] = dropout_figure(dropout_probs, query_tokens, key_tokens, kind, mask=m)
+        figs["dropout"] = dropout_figure(dropout_probs, query_tokens, key_tokens, kind, mask=m,
+                                         width_px=HALF_WIDTH_PX, **langs)
     figs["output"] = vectors_figure(out, query_tokens, q_side, "query",
-                                    "output = weights · V: one vector per query token")
+                                    "output = weights · V, one row per query")
     return figs

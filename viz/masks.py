@@ -1,6 +1,6 @@
 """Mask views: which query may look at which key, causal and padding masks.
 
-Shape letters: ``q`` query positions, ``k`` key positions.
+Shape letters (see :mod:`viz`): ``i`` query positions, ``j`` key positions.
 Convention everywhere: True = may attend (visible), False = masked.
 """
 
@@ -12,8 +12,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import attention_figure
-from viz.common import (TICK_FONT, as_mask, axis_ticks, axis_titles, check_tokens, escape_token,
-                        hover_customdata, hover_labels, style)
+from viz.common import (TICK_FONT, as_mask, axis_ticks, axis_titles, check_tokens,
+                        escape_token, heatmap_height, hover_customdata, hover_labels, plot_rows_px,
+                        plot_width_px, style, title_lines)
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
@@ -25,30 +26,35 @@ def causal_mask(n: int) -> np.ndarray:
 
 
 def padding_mask(tokens: Sequence[str], pad_token: str = "<pad>") -> np.ndarray:
-    """(k,) bool, False where the key token is ``pad_token``; broadcasts over queries."""
+    """(j,) bool, False where the key token is ``pad_token``; broadcasts over queries."""
     return np.array([t != pad_token for t in tokens], dtype=bool)
 
 
 def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
-                title: str = "attention mask", kind: str | None = None) -> go.Figure:
-    """Two-colour map of ``mask`` (q, k) bool (or broadcastable): blue = may attend, grey = masked.
+                title: str = "attention mask", kind: str | None = None, *,
+                src_lang: str = "DE", tgt_lang: str = "EN",
+                width_px: int | None = None) -> go.Figure:
+    """Two-colour map of ``mask`` (i, j) bool (or broadcastable): blue = may attend, grey = masked.
 
     z is 1.0 where allowed and 0.0 where masked; the colourbar is labelled
     "masked" / "may attend". ``kind`` (optional) sets language axis titles.
+    The height grows with the query tokens and crowded labels are thinned as
+    in :func:`viz.common.heatmap` (``width_px``: the width the page gives it).
     """
-    q, k = len(query_tokens), len(key_tokens)
-    m = as_mask(mask, q, k)
-    z = m.astype(np.float32)  # (q, k)
-    check_tokens(z, key_tokens, query_tokens, what="mask")
-    q_title, k_title = axis_titles(kind) if kind else ("query ↓", "key →")
-    y_hover, _ = hover_labels(query_tokens, q, "query")
-    x_hover, _ = hover_labels(key_tokens, k, "key")
-    cd = hover_customdata(y_hover, x_hover)
+    n_q, n_k = len(query_tokens), len(key_tokens)
+    m = as_mask(mask, n_q, n_k)
+    z = m.astype(np.float32)  # (i, j)
+    check_tokens(z, query_tokens, key_tokens, what="mask")
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang) if kind else ("query ↓", "key →")
+    q_hover, _ = hover_labels(query_tokens, n_q, "query")
+    k_hover, _ = hover_labels(key_tokens, n_k, "key")
+    cd = hover_customdata(q_hover, k_hover)
     state = np.where(m, "may attend", "masked").astype(object)
-    cd = np.concatenate([cd, state[:, :, None]], axis=2)  # (q, k, 3)
+    cd = np.concatenate([cd, state[:, :, None]], axis=2)  # (i, j, 3)
+    small = max(n_q, n_k) <= 40  # a 1 px gap between cells would eat thin cells
     fig = go.Figure(go.Heatmap(
-        z=z, x=np.arange(k, dtype=np.int32), y=np.arange(q, dtype=np.int32), customdata=cd,
-        zmin=0.0, zmax=1.0, xgap=1, ygap=1, name="mask",
+        z=z, x=np.arange(n_k, dtype=np.int32), y=np.arange(n_q, dtype=np.int32), customdata=cd,
+        zmin=0.0, zmax=1.0, xgap=1 if small else 0, ygap=1 if small else 0, name="mask",
         colorscale=[[0.0, MASKED_COLOUR], [0.5, MASKED_COLOUR],
                     [0.5, ALLOWED_COLOUR], [1.0, ALLOWED_COLOUR]],
         colorbar=dict(tickmode="array", tickvals=[0.25, 0.75], ticktext=["masked", "may attend"],
@@ -56,28 +62,34 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
         hovertemplate=("query: %{customdata[0]}<br>key: %{customdata[1]}"
                        "<br>%{customdata[2]}<extra></extra>"),
     ))
-    fig.update_xaxes(title=dict(text=k_title), showgrid=False, zeroline=False,
-                     **axis_ticks(key_tokens, k, angle=-45))
+    x_ticks = axis_ticks(key_tokens, n_k, angle=-45, axis_px=plot_width_px(width_px, query_tokens))
+    lines, angle = title_lines(title), x_ticks["tickangle"]
+    height = heatmap_height(n_q, key_tokens, lines, angle)
+    fig.update_xaxes(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks)
     fig.update_yaxes(title=dict(text=q_title), showgrid=False, zeroline=False,
-                     **axis_ticks(query_tokens, q, reverse=True))
+                     **axis_ticks(query_tokens, n_q, reverse=True,
+                                  axis_px=plot_rows_px(height, key_tokens, lines, angle)))
     n_masked = int((~m).sum())
-    fig.add_annotation(text=f"{n_masked} of {m.size} cells masked", showarrow=False,
+    fig.add_annotation(text=f"{n_masked:,} of {m.size:,} cells masked", showarrow=False,
                        xref="paper", yref="paper", x=1.0, y=1.02, xanchor="right",
                        yanchor="bottom", font=dict(size=14, color="#555555"))
-    return style(fig, title, height=min(950, max(360, 150 + 30 * q)))
+    return style(fig, title, height=height)
 
 
 def padding_demo_figure(probs: np.ndarray, query_tokens: Sequence[str],
                         key_tokens: Sequence[str], pad_token: str = "<pad>",
-                        kind: str = "enc_self", title: str | None = None) -> go.Figure:
-    """Attention ``probs`` (q, k) of a padded sentence with the ``pad_token`` keys masked.
+                        kind: str = "enc_self", title: str | None = None, *,
+                        src_lang: str = "DE", tgt_lang: str = "EN",
+                        width_px: int | None = None) -> go.Figure:
+    """Attention ``probs`` (i, j) of a padded sentence with the ``pad_token`` keys masked.
 
     Same view as :func:`viz.attention.attention_figure`; pad key columns show
     as grey "masked" cells, so any weight the model put there would be hidden
     (a correct model puts none).
     """
-    keep = padding_mask(key_tokens, pad_token)  # (k,)
+    keep = padding_mask(key_tokens, pad_token)  # (j,)
     n_pad = int((~keep).sum())
     return attention_figure(probs, query_tokens, key_tokens, kind, mask=keep,
                             title=title or (f"padding mask: {n_pad} {escape_token(pad_token)} "
-                                            "key(s) masked"))
+                                            "key(s) masked"),
+                            src_lang=src_lang, tgt_lang=tgt_lang, width_px=width_px)

@@ -1,6 +1,6 @@
 """Sinusoidal positional encoding and its views.
 
-Shape letters: ``n`` positions, ``d`` = d_model.
+Shape letters (see :mod:`viz`): ``i``, ``j`` positions, ``d`` = d_model.
 PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
 """
 
@@ -17,9 +17,9 @@ from viz.common import SIGNED_SCALE, TICK_FONT, heatmap, style
 
 def sinusoidal_encoding(n_positions: int, d_model: int) -> np.ndarray:
     """Positional encoding of "Attention Is All You Need" -> (n_positions, d_model) float32."""
-    pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (n, 1)
+    pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (i, 1)
     two_i = np.arange(0, d_model, 2, dtype=np.float64)  # (ceil(d/2),)
-    angles = pos / np.power(10000.0, two_i / d_model)  # (n, ceil(d/2))
+    angles = pos / np.power(10000.0, two_i / d_model)  # (i, ceil(d/2))
     pe = np.zeros((n_positions, d_model), dtype=np.float64)
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
@@ -27,7 +27,7 @@ def sinusoidal_encoding(n_positions: int, d_model: int) -> np.ndarray:
 
 
 def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17)) -> go.Figure:
-    """Lines of ``pe[:, dim]`` (pe: (n, d)) over positions, one line per chosen dimension.
+    """Lines of ``pe[:, dim]`` (pe: (i, d)) over positions, one line per chosen dimension.
 
     Even dimensions are sines, odd ones cosines; low dimensions oscillate fast,
     high ones slowly.
@@ -46,34 +46,34 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17)) -> 
                            "<extra></extra>")))
     fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=TICK_FONT))
     fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1], tickfont=dict(size=TICK_FONT))
-    return style(fig, "Positional encoding: one wave per dimension", height=450)
+    return style(fig, "Sine and cosine waves per dimension", height=450)
 
 
-def pe_heatmap(pe: np.ndarray, title: str = "Positional encoding (positions × dimensions)"
+def pe_heatmap(pe: np.ndarray, title: str = "Positional encoding matrix"
                ) -> go.Figure:
-    """Heatmap of ``pe`` (n, d): rows = positions (0 at top), columns = dimensions, range -1..1."""
+    """Heatmap of ``pe`` (i, d): rows = positions (0 at top), columns = dimensions, range -1..1."""
     pe = np.asarray(pe, dtype=np.float32)
-    fig = heatmap(pe, None, None, x_title="dimension →", y_title="position ↓", zmin=-1.0,
+    fig = heatmap(pe, None, None, row_title="position ↓", col_title="dimension →", zmin=-1.0,
                   zmax=1.0, colorscale=SIGNED_SCALE, title=title, value_name="value",
-                  x_name="dim", y_name="position")
+                  row_name="position", col_name="dim", fmt=".3f")
     return fig.update_layout(height=min(900, max(380, 120 + 6 * pe.shape[0])))
 
 
 def position_similarity_figure(pe: np.ndarray, ref_position: int | None = None) -> go.Figure:
-    """Dot-product similarity between every pair of positions; ``pe`` (n, d) -> (n, n) map.
+    """Dot-product similarity between every pair of positions; ``pe`` (i, d) -> (i, j) map.
 
     With ``ref_position`` a second panel plots the similarity of that position
     to every other one against the offset (pos - ref_position): it peaks at 0
     and falls off with distance, symmetrically.
     """
     pe = np.asarray(pe, dtype=np.float32)
-    sim = (pe @ pe.T).astype(np.float32)  # (n, n)
+    sim = (pe @ pe.T).astype(np.float32)  # (i, j)
     n = pe.shape[0]
     if ref_position is None:
-        return heatmap(sim, None, None, x_title="position →", y_title="position ↓",
+        return heatmap(sim, None, None, row_title="position ↓", col_title="position →",
                        zmin=None, zmax=None, colorscale="Viridis", value_name="dot product",
-                       x_name="position", y_name="position", fmt=".2f",
-                       title="Similarity of positional encodings (PE·PEᵀ)").update_layout(
+                       row_name="position", col_name="position", fmt=".2f",
+                       title="Similarity of positions: PE·PEᵀ").update_layout(
                            height=min(800, max(420, 140 + 6 * n)))
     if not 0 <= ref_position < n:
         raise ValueError(f"ref_position {ref_position} is outside 0..{n - 1}")
@@ -95,4 +95,4 @@ def position_similarity_figure(pe: np.ndarray, ref_position: int | None = None) 
     fig.update_xaxes(title=dict(text=f"offset from position {ref_position}"), row=1, col=2)
     fig.update_yaxes(title=dict(text="dot product"), row=1, col=2)
     fig.update_xaxes(tickfont=dict(size=TICK_FONT), showgrid=False)
-    return style(fig, "How similar are the positional encodings of two positions?", height=500)
+    return style(fig, "Similarity of positions: PE·PEᵀ", height=500, subplot_titles=True)

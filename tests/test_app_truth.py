@@ -1,0 +1,203 @@
+"""AppTest regression tests of issue 8: the header shows what the figures show, every choice is in the URL,
+claims are computed from the page's numbers, and pages say which decoding they draw."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from tests.app_support import run_app, visible_text
+
+from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
+
+SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpts_truth")
+    make_tiny_checkpoint(root / "demo")
+    old = {k: os.environ.get(k) for k in ("ATLAS_CHECKPOINT_DIR", "ATLAS_DEFAULT_MODEL")}
+    os.environ["ATLAS_CHECKPOINT_DIR"], os.environ["ATLAS_DEFAULT_MODEL"] = str(root), "demo"
+    yield root
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoints):
+    from model.translator import Translator
+
+    return Translator.from_checkpoint(checkpoints / "demo")
+
+
+def spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def y_ticks(chart) -> list[str]:
+    """Tick labels of the first y axis of a chart (the query tokens of an attention map)."""
+    layout = spec(chart)["layout"]
+    return list(layout["yaxis"]["ticktext"])
+
+
+def header(at) -> str:
+    """The '### EN translation' line above every view, without its Markdown escapes."""
+    line = next(m.value for m in at.markdown if m.value.startswith("### :gray[EN]"))
+    return line.replace("### :gray[EN] ", "").replace("\\", "")
+
+
+def unescape(tokens: list[str]) -> list[str]:
+    return [t.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") for t in tokens]
+
+
+def captions(at) -> str:
+    return "\n".join(c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "beam"])
+def test_header_and_figures_show_the_same_decoding(checkpoints, translator, decoding):
+    at = run_app(view="Attention", kind="cross", text=SENTENCE, decoding=decoding, beam=3)
+    assert not at.exception
+    expected = translator.translate(SENTENCE, beam=3) if decoding == "beam" else translator.translate(SENTENCE)
+    assert header(at) == expected.text
+    assert unescape(y_ticks(at.get("plotly_chart")[1]))[1:] == expected.raw_tokens  # rows: <bos> + the output
+    label = "beam search (beam 3)" if decoding == "beam" else "greedy decoding"
+    assert label in captions(at)
+
+
+def test_forced_prefix_shows_in_the_header_and_every_figure(checkpoints, translator):
+    at = run_app(view="Attention", kind="dec_self", text=SENTENCE, prefix="A dog")
+    forced = translator.trace(SENTENCE, prefix=["A", "dog"])
+    assert header(at) == forced.text
+    assert unescape(y_ticks(at.get("plotly_chart")[1]))[:3] == ["<bos>", "A", "dog"]
+    assert "your forced first 2 token(s)" in captions(at)
+    at.sidebar.text_area(key="text").set_value(GERMAN[0]).run()  # a new sentence drops the forcing
+    assert "prefix" not in at.query_params and not at.exception
+
+
+EVERYTHING = dict(view="Decoding", kind="enc_self", layer=2, head=3, rescale=1, off="enc_self-2-1,cross-1-2",
+                  pad_on=0, pad_layer=2, pad_head=4, causal_layer=2, causal_head=2, prefix="A dog", dec_step=2,
+                  dec_layer=1, dec_head=3, emb_side="tgt", pe_positions=60, pe_dims="0,3", pe_ref=7, decoding="beam",
+                  beam=4, max_len=30)
+
+
+@pytest.mark.parametrize("view", ["Decoding", "Masks", "Attention", "Embeddings", "Positional encoding"])
+def test_a_link_with_every_choice_round_trips(checkpoints, view):
+    params = {**EVERYTHING, "view": view, "text": SENTENCE}
+    at = run_app(**params)
+    assert not at.exception, [e.value for e in at.exception]
+    got = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    for key, value in params.items():
+        assert got.get(key) == str(value), (key, got.get(key), value)
+
+
+def test_url_keys_drive_the_widgets(checkpoints):
+    at = run_app(view="Masks", text=SENTENCE, pad_layer=2, pad_head=3, causal_layer=2, causal_head=4, pad_on=0)
+    assert at.selectbox(key="pad_layer").value == 2 and at.selectbox(key="pad_head").value == 3
+    assert at.selectbox(key="causal_layer").value == 2 and at.selectbox(key="causal_head").value == 4
+    assert at.toggle(key="pad_on").value is False
+    at = run_app(view="Decoding", text=SENTENCE, dec_layer=1, dec_head=2, dec_step=2)
+    assert at.selectbox(key="dec_layer").value == 1 and at.selectbox(key="dec_head").value == 2
+    assert at.slider(key="dec_step").value == 2
+
+
+def test_a_bad_value_in_a_link_falls_back_to_the_default(checkpoints):
+    at = run_app(view="Nope", text=SENTENCE, layer="x", off="cross-9", pad_on="maybe")
+    assert not at.exception
+    assert at.sidebar.radio(key="view").value == "Overview"
+
+
+@pytest.mark.parametrize("ckpt", ["demo", "demo:untrained"])
+def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, ckpt):
+    import numpy as np
+
+    at = run_app(view="Masks", text=SENTENCE, ckpt=ckpt)
+    assert not at.exception
+    text = visible_text(at).replace("\\", "")
+    assert "This model was trained with the mask" not in text and "mostly get worse" not in text
+    summary = next(c.value for c in at.caption if "Measured against" in c.value).replace("\\", "")
+    m = re.search(r"fell at (\d+) of (\d+) positions and rose at (\d+)", summary)
+    assert m, summary
+    df = at.table[-1].value
+    # recompute independently: the teacher-forced passes over the output shown, with and without the mask
+    tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
+    out = tr.trace(SENTENCE).raw_tokens
+    on, off = tr.teacher_forced(SENTENCE, out, True), tr.teacher_forced(SENTENCE, out, False)
+    ids = tr.tgt_vocab.encode(out) + [tr.tgt_vocab.eos_idx]
+    p_on = np.exp(on.log_probs[np.arange(len(ids)), ids])
+    p_off = np.exp(off.log_probs[np.arange(len(ids)), ids])
+    assert int(m.group(1)) == int((p_off < p_on).sum()) and int(m.group(2)) == len(df) == len(ids)
+    assert int(m.group(3)) == int((p_off > p_on).sum())
+    assert "the model's own output" in summary  # no Multi30k reference for this sentence in the test data
+
+
+def test_untrained_twin_never_writes_bos_and_the_page_says_what_it_does(checkpoints):
+    at = run_app(view="Decoding", text=SENTENCE, ckpt="demo:untrained", max_len=12)
+    assert not at.exception
+    assert "<bos>" not in header(at)
+    assert any("random weights" in i.value and "entropy" in i.value for i in at.info)
+
+
+def test_inside_one_head_numbers_its_steps_without_gaps(checkpoints):
+    for kind in ("cross", "dec_self", "enc_self"):
+        at = run_app(view="Inside one head", text=SENTENCE, kind=kind)
+        numbers = [int(m.value.split(" · ")[0].strip("*")) for m in at.markdown if re.match(r"\*\*\d+ · ", m.value)]
+        assert numbers == list(range(1, len(numbers) + 1)), (kind, numbers)
+        titles = " ".join(m.value for m in at.markdown)
+        assert ("Mask:" in titles) == (kind == "dec_self"), kind
+
+
+def test_heads_can_be_switched_off_in_several_layers_and_kinds(checkpoints):
+    at = run_app(view="Attention", text=SENTENCE, off="enc_self-2-1,cross-1-2")
+    assert not at.exception
+    assert list(at.multiselect(key="off").value) == [("enc_self", 1, 0), ("cross", 0, 1)]
+    said = " ".join(m.value for m in at.markdown)
+    assert "encoder self L2 H1" in said and "cross L1 H2" in said
+    assert any("all heads on" in c.value for c in at.caption)
+
+
+def test_validation_bleu_says_where_it_looked(checkpoints, monkeypatch, tmp_path):
+    from model import experiments
+
+    monkeypatch.setattr(experiments, "data_dir_candidates", lambda: [tmp_path / "a", tmp_path / "b"])
+    at = run_app(view="Attention", text=SENTENCE, off="cross-1-1")
+    at.button(key="ablate_bleu").click().run()
+    warning = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert str(tmp_path / "a") in warning and str(tmp_path / "b") in warning and "ATLAS_DATA_DIR" in warning
+
+
+def test_validation_bleu_has_a_noise_estimate(checkpoints, monkeypatch, tmp_path):
+    import gzip
+
+    for lang, lines in (("de", GERMAN), ("en", GERMAN)):
+        with gzip.open(tmp_path / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path))
+    at = run_app(view="Attention", text=SENTENCE, off="cross-1-1,cross-2-1")
+    at.button(key="ablate_bleu").click().run()
+    assert not at.exception
+    said = captions(at).replace("\\", "")
+    assert "95 % paired-bootstrap interval" in said and ("within noise" in said or "outside noise" in said)
+
+
+def test_english_input_gets_a_hint(checkpoints):
+    at = run_app(view="Overview", text="A dog runs in the snow.")
+    assert any("translates German into English" in i.value for i in at.info)
+    at = run_app(view="Overview", text=SENTENCE)
+    assert not any("translates German into English" in i.value for i in at.info)
+
+
+def test_the_favicon_is_a_local_file():
+    import ast
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parent.parent / "app.py").read_text(encoding="utf-8")
+    call = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "set_page_config")
+    icon = next(k.value for k in call.keywords if k.arg == "page_icon")
+    assert "favicon.png" in ast.unparse(icon)
+    assert (Path(__file__).resolve().parent.parent / "docs" / "favicon.png").is_file()

@@ -1,0 +1,117 @@
+"""The numbers pages state (model/experiments.py), on hand-made arrays with known answers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from model import experiments as ex
+
+
+def test_entropy_of_uniform_and_one_hot_rows():
+    uniform = np.full((1, 1, 3, 4), 0.25)
+    one_hot = np.zeros((1, 1, 3, 4))
+    one_hot[..., 0] = 1.0
+    assert ex.entropy(uniform)[0, 0] == pytest.approx(math.log(4))
+    assert ex.entropy(one_hot)[0, 0] == pytest.approx(0.0)
+
+
+def test_entropy_leaves_out_rows_with_no_allowed_key():
+    probs = np.array([[0.5, 0.5], [1.0, 0.0]])
+    mask = np.array([[True, True], [False, False]])
+    assert ex.entropy(probs, mask) == pytest.approx(math.log(2))
+
+
+def test_weight_on_keys_and_future_weight():
+    p = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
+    assert ex.weight_on_keys(p, np.array([True, True, False]), np.array([False, False, True])) == pytest.approx(0.2)
+    assert ex.weight_on_keys(p, np.array([0]), np.array([], dtype=int)) == 0.0
+    fut = ex.future_weight(p[None, None])
+    assert fut.tolist() == pytest.approx([0.3, 0.3, 0.0])
+    assert ex.future_weight(np.tril(p)[None, None]).tolist() == pytest.approx([0.0, 0.0, 0.0])
+
+
+def test_dropout_sample_breaks_row_sums_and_keeps_the_expectation():
+    p = np.full((200, 50), 1 / 50)
+    dropped, sums = ex.dropout_sample(p, 0.1, seed=0)
+    assert not np.allclose(sums, 1.0)
+    assert sums.mean() == pytest.approx(1.0, abs=0.02)
+    assert np.allclose(np.unique(dropped), [0.0, 1 / 50 / 0.9])
+    assert ex.dropout_sample(p, 0.0) == (None, None)
+
+
+def test_next_token_entropy():
+    v = 8
+    uniform = np.log(np.full((2, v), 1 / v))
+    sure = np.array([[0.0] + [-np.inf] * (v - 1)])
+    assert ex.next_token_entropy(uniform) == pytest.approx([math.log(v)] * 2)
+    assert ex.next_token_entropy(sure) == pytest.approx([0.0])
+
+
+def _lp(rows):
+    return np.log(np.clip(np.array(rows, dtype=np.float64), 1e-12, 1))
+
+
+def test_causal_experiment_counts_and_summary_follow_the_numbers():
+    itos = ["<unk>", "<pad>", "<bos>", "<eos>", "a", "dog"]
+    inputs, targets, ids = ["<bos>", "a", "dog"], ["a", "dog", "<eos>"], [4, 5, 3]
+    on = _lp([[0, 0, 0, 0.1, 0.8, 0.1], [0, 0, 0, 0.1, 0.1, 0.8], [0, 0, 0, 0.9, 0.05, 0.05]])
+    off = _lp([[0, 0, 0, 0.5, 0.4, 0.1], [0, 0, 0, 0.1, 0.1, 0.8], [0, 0, 0, 0.95, 0.05, 0.0]])
+    att = np.zeros((1, 1, 3, 3))
+    att[0, 0] = [[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    exp = ex.causal_experiment(on, off, att, inputs, targets, ids, itos, "the reference")
+    assert exp.right_on == 3 and exp.right_off == 2
+    assert exp.worse == 1 and exp.better == 1
+    assert exp.rows[0]["top, mask off"] == "<eos>" and exp.rows[0]["weight on later"] == pytest.approx(0.5)
+    text = exp.summary()
+    assert "the reference" in text and "fell at 1 of 3" in text and "rose at 1" in text
+    assert "2 of 3 without" in text and "3 of 3 positions with the mask" in text
+
+
+def test_causal_summary_of_a_model_that_gains_without_the_mask_says_so():
+    itos = ["<unk>", "<pad>", "<bos>", "<eos>", "x"]
+    on = _lp([[0.2, 0.2, 0.2, 0.2, 0.2]])
+    off = _lp([[0.0, 0.0, 0.0, 0.1, 0.9]])
+    exp = ex.causal_experiment(on, off, np.zeros((1, 1, 1, 1)), ["<bos>"], ["x"], [4], itos, "its own output")
+    assert "higher" in exp.summary() and "mostly get worse" not in exp.summary()
+
+
+def test_looks_like_target_language():
+    tgt = {"a", "dog", "runs", "in", "the", "snow", "."}
+    assert ex.looks_like_target_language(["A", "dog", "runs", "in", "the", "snow", "."],
+                                         [False, False, False, True, False, False, True], tgt)
+    assert not ex.looks_like_target_language(["Ein", "Hund", "läuft", "."], [True, True, True, True], tgt)
+    assert not ex.looks_like_target_language(["dog"], [False], tgt)
+
+
+def test_paired_bootstrap_identical_systems_and_a_clear_difference():
+    refs = [f"a dog number {i} runs in the snow" for i in range(40)]
+    same = ex.paired_bootstrap(refs, refs, refs, n_samples=200)
+    assert same.delta == pytest.approx(0.0) and same.within_noise
+    worse = [r.replace("dog", "cat").replace("snow", "rain") for r in refs]
+    cmp = ex.paired_bootstrap(refs, worse, refs, n_samples=200)
+    assert cmp.delta < -10 and not cmp.within_noise and cmp.high < 0
+    assert "outside noise" in cmp.sentence()
+
+
+def test_paired_bootstrap_agrees_with_sacrebleu():
+    import sacrebleu
+
+    hyps = ["a dog runs in snow", "the man sits on a bench", "two kids play"]
+    refs = ["a dog runs in the snow", "a man sits on a bench", "two children play"]
+    cmp = ex.paired_bootstrap(hyps, hyps, refs, n_samples=10)
+    assert cmp.base == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+
+
+def test_data_dir_lookup_names_every_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv(ex.DATA_ENV, str(tmp_path / "nowhere"))
+    folder, looked = ex.find_data_dir("nosuchsplit")
+    assert folder is None and looked[0] == tmp_path / "nowhere" and len(looked) >= 2
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "val.de").write_text("Ein Hund.\n", encoding="utf-8")
+    (tmp_path / "d" / "val.en").write_text("A dog.\n", encoding="utf-8")
+    monkeypatch.setenv(ex.DATA_ENV, str(tmp_path / "d"))
+    assert ex.find_data_dir("val")[0] == tmp_path / "d"
+    assert ex.reference_for("Ein  Hund.") == "A dog."
+    assert ex.reference_for("Eine Katze.") is None

@@ -1,0 +1,59 @@
+"""The layers stay apart: model/ knows no Streamlit, viz/ neither torch nor Streamlit, views/ and app.py no torch.
+
+Read from the source (AST), so a lazy import inside a function is caught too.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "model": {"streamlit", "plotly", "viz", "views"},
+    "viz": {"torch", "streamlit", "model", "views"},
+    "views": {"torch"},
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level package names of every import statement in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def files(package: str) -> list[Path]:
+    return sorted((ROOT / package).glob("*.py")) + ([ROOT / "app.py"] if package == "views" else [])
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_respect_the_layers(package):
+    bad = {f"{p.relative_to(ROOT)} imports {m}" for p in files(package) for m in imported_modules(p) & FORBIDDEN[package]}
+    assert not bad, sorted(bad)
+
+
+def test_pages_read_no_module_attributes():
+    """Pages get data: no `.model.`, no `.lut`, no vocabularies' id maps, no head-mask tensors in views/ or app.py."""
+    patterns = re.compile(r"\.model\.|\.lut\b|\.stoi\b|\.itos\[|\b(tgt|src)_vocab\b|\.prepare\(|head_mask")
+    offenders = []
+    for p in files("views"):
+        if p.name == "state.py":  # the one place that calls the Translator, and returns data
+            continue
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if patterns.search(line):
+                offenders.append(f"{p.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, offenders
+
+
+def test_the_check_catches_a_forbidden_import(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("def f():\n    import torch.nn as nn\n    from streamlit import cache_data\n", encoding="utf-8")
+    assert {"torch", "streamlit"} <= imported_modules(f)

@@ -1,0 +1,182 @@
+"""Everything a user chose lives in the URL, and Back/Forward move through it.
+
+Each choice is one query parameter (parameters at their default are left out, so links stay short).
+A run adopts the URL when the session starts and when the browser's Back or Forward brought it
+(Streamlit marks those runs as history navigation); every other run writes the state into the URL,
+which adds one history entry per change.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+KINDS_ORDER = ("enc_self", "dec_self", "cross")
+
+
+@dataclass(frozen=True)
+class Param:
+    default: object
+    parse: Callable[[str], object]  # raises ValueError on a bad value (then the default is used)
+    dump: Callable[[object], str] = str
+
+
+def _choice(options) -> Callable[[str], str]:
+    def parse(s: str) -> str:
+        if s not in options:
+            raise ValueError(s)
+        return s
+    return parse
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    return lambda s: min(max(int(s), lo), hi)
+
+
+def _bool(s: str) -> bool:
+    if s.lower() in ("1", "true", "on", "yes"):
+        return True
+    if s.lower() in ("0", "false", "off", "no"):
+        return False
+    raise ValueError(s)
+
+
+def _dump_bool(v: object) -> str:
+    return "1" if v else "0"
+
+
+def parse_heads(s: str) -> tuple[tuple[str, int, int], ...]:
+    """'cross-2-3,enc_self-1-1' (1-based layer and head) -> sorted ((kind, layer0, head0), ...)."""
+    out = set()
+    for part in filter(None, s.split(",")):
+        kind, layer, head = part.rsplit("-", 2)
+        if kind not in KINDS_ORDER or int(layer) < 1 or int(head) < 1:
+            raise ValueError(part)
+        out.add((kind, int(layer) - 1, int(head) - 1))
+    return tuple(sorted(out, key=lambda x: (KINDS_ORDER.index(x[0]), x[1], x[2])))
+
+
+def dump_heads(heads) -> str:
+    return ",".join(f"{k}-{l + 1}-{h + 1}" for k, l, h in heads)
+
+
+def parse_tokens(s: str) -> tuple[str, ...]:
+    """A forced prefix: tokens separated by single spaces (vocabulary tokens hold no spaces)."""
+    return tuple(t for t in s.split(" ") if t)
+
+
+def dump_tokens(tokens) -> str:
+    return " ".join(tokens)
+
+
+def parse_ints(s: str) -> tuple[int, ...]:
+    return tuple(sorted({int(x) for x in s.split(",") if x.strip()}))
+
+
+def dump_ints(v) -> str:
+    return ",".join(str(x) for x in v)
+
+
+def params(examples_default: str, views: list[str], kinds, max_steps: int) -> dict[str, Param]:
+    """The app's URL schema: parameter -> (default, parser, writer)."""
+    layer = _int_in(1, 64)
+    return {
+        "text": Param(examples_default, str),
+        "view": Param("Overview", _choice(views)),
+        "ckpt": Param(None, str),  # None: the default model (ATLAS_DEFAULT_MODEL)
+        "decoding": Param("greedy", _choice(("greedy", "beam"))),
+        "beam": Param(5, _int_in(2, 10)),
+        "max_len": Param(0, _int_in(0, max_steps)),
+        # Attention, Inside one head
+        "kind": Param("cross", _choice(kinds)),
+        "layer": Param(1, layer),
+        "head": Param(1, layer),
+        "rescale": Param(False, _bool, _dump_bool),
+        "off": Param((), parse_heads, dump_heads),  # switched-off heads (ablation)
+        # Masks
+        "pad_on": Param(True, _bool, _dump_bool),
+        "pad_layer": Param(1, layer),
+        "pad_head": Param(1, layer),
+        "causal_layer": Param(1, layer),
+        "causal_head": Param(1, layer),
+        # Decoding
+        "prefix": Param((), parse_tokens, dump_tokens),  # tokens the user forced
+        "dec_step": Param(1, _int_in(1, max_steps + 1)),
+        "dec_layer": Param(0, _int_in(0, 64)),  # 0: the last decoder layer
+        "dec_head": Param(0, _int_in(0, 64)),  # 0: mean of the heads
+        # Embeddings, Positional encoding
+        "emb_side": Param("src", _choice(("src", "tgt"))),
+        "pe_positions": Param(50, _int_in(10, 256)),
+        "pe_dims": Param((0, 1, 4, 5, 16, 17, 64, 65), parse_ints, dump_ints),
+        "pe_ref": Param(10, _int_in(0, 255)),
+    }
+
+
+def _from_url(schema: dict[str, Param]) -> dict[str, object]:
+    values = {}
+    for key, p in schema.items():
+        value = p.default
+        if key in st.query_params:
+            try:
+                value = p.parse(st.query_params[key])
+            except (ValueError, TypeError):
+                value = p.default
+        values[key] = value
+    return values
+
+
+def _history_navigation() -> bool | None:
+    """True when this run was started by the browser's Back or Forward button (None: cannot tell)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return getattr(ctx, "is_history_navigation", None) if ctx is not None else None
+
+
+def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]) -> bool:
+    """Load the state from the URL on a session's first run and on Back/Forward; returns True if it did.
+
+    Otherwise re-assign every key, because Streamlit forgets a widget's value when a run does not draw it.
+    """
+    ss = st.session_state
+    written = ss.get("_url_written")
+    url_now = {k: st.query_params[k] for k in st.query_params}
+    history = _history_navigation()
+    adopt = "_initialised" not in ss or bool(history)
+    if history is None and written is not None and url_now != written:
+        adopt = True  # a Streamlit without the history flag: the URL changed under us
+    if adopt:
+        ss["_initialised"] = True
+        values = _from_url(schema)
+        fixups(values)
+        for k, v in values.items():
+            ss[k] = v
+        ss["_url_written"] = url_now
+        return True
+    for key in schema:
+        if key in ss:
+            ss[key] = ss[key]
+    return False
+
+
+ALWAYS = ("text", "view")  # written even at their defaults: a link always says what it shows
+
+
+def write_url(schema: dict[str, Param]) -> None:
+    """The current state into the URL (one history entry when it changed); other defaults are left out."""
+    ss = st.session_state
+    wanted = {}
+    for key, p in schema.items():
+        if key not in ss:
+            continue
+        value = ss[key]
+        if isinstance(value, list):
+            value = tuple(value)
+        if value is None or (value == p.default and key not in ALWAYS):
+            continue
+        wanted[key] = p.dump(value)
+    current = {k: st.query_params[k] for k in st.query_params}
+    if current != wanted:
+        st.query_params.from_dict(wanted)
+    ss["_url_written"] = wanted
