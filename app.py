@@ -22,7 +22,8 @@ from views.text import md_escape
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
                    layout="wide")
 st.markdown(  # larger base font: readable from the back of a lecture room
-    "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;}</style>",
+    "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
+    "[data-testid='stSidebar'] {min-width: 22rem;}</style>",  # model names fit their select box
     unsafe_allow_html=True,
 )
 PAGES = {

@@ -27,6 +27,9 @@ SHOTS = {  # file name -> query parameters
     "inside_one_head": {"view": "Inside one head", "kind": "dec_self", "layer": 1, "head": 1},
     "masks": {"view": "Masks"},
     "decoding": {"view": "Decoding"},
+    "decoding_beam": {"view": "Decoding", "decoding": "beam", "dec_step": 3},
+    "decoding_untrained": {"view": "Decoding", "ckpt": "multi30k-de-en:untrained", "max_len": 20},
+    "masks_untrained": {"view": "Masks", "ckpt": "multi30k-de-en:untrained"},
 }
 
 
@@ -56,7 +59,7 @@ def main() -> int:
                 if page.locator(bs.EXCEPTION).count():
                     raise SystemExit(f"{name}: the app showed an exception")
                 path = bs.full_screenshot(page, out / f"{name}.png", max_height=5000)
-                print(path.relative_to(ROOT))
+                print(path)
                 page.context.close()
             browser.close()
     finally:

@@ -112,8 +112,8 @@ LINKS = {
               {"pad_layer": "2", "pad_head": "3", "causal_layer": "2", "causal_head": "4"}),
     "Decoding": (dict(view="Decoding", dec_step=2, dec_layer=1, dec_head=2, prefix="A dog"),
                  {"dec_layer": "1", "dec_head": "head 2"}),
-    "Attention": (dict(view="Attention", kind="cross", layer=2, head=4, rescale=1, off="enc_self-2-1,cross-1-2"),
-                  {"kind": "Cross-attention (EN queries → DE keys)", "layer": "2", "head": "4"}),
+    "Attention": (dict(view="Attention", kind="dec_self", layer=2, head=4, rescale=1, off="enc_self-2-1,cross-1-2"),
+                  {"kind": "Decoder masked self-attention (EN → EN)", "layer": "2", "head": "4"}),
 }
 
 
@@ -135,7 +135,7 @@ def test_a_link_restores_every_choice_and_keeps_it_in_the_url(page, app_server, 
         assert main.get_by_text("mask OFF").count() + page.locator(f"{CHART} .gtitle", has_text="OFF").count() >= 1
     if name == "Decoding":
         assert "You forced the first 2 token(s): A dog" in main.inner_text()
-        assert widget(page, "dec_step").get_by_role("slider").get_attribute("aria-valuenow") == "2"
+        assert widget(page, "dec_step").locator("[data-testid='stSliderThumbValue']").inner_text().strip() == "2"
     if name == "Attention":
         assert widget(page, "rescale").locator("input").is_checked()
         chosen = widget(page, "off").inner_text()
@@ -157,6 +157,24 @@ def test_no_text_is_cut_off(chromium, app_server, view):
             assert_no_exception(pg)
     finally:
         pg.context.close()
+
+
+@pytest.mark.browser
+def test_the_model_box_shows_a_long_model_name_whole(chromium, app_server):
+    """The shipped model's name and its twin's label fit the sidebar's select box."""
+    import shutil
+
+    folder = app_server.checkpoint_dir / "multi30k-de-en"
+    shutil.copytree(app_server.checkpoint_dir / "demo", folder)
+    pg = new_page(chromium, width=1280, height=900)
+    try:
+        for ckpt in ("multi30k-de-en", "multi30k-de-en:untrained"):
+            open_app(pg, app_server.link(view="Overview", text=SENTENCE, ckpt=ckpt))
+            wait_charts(pg)
+            assert pg.evaluate(TRUNCATED_JS) == [], ckpt
+    finally:
+        pg.context.close()
+        shutil.rmtree(folder)
 
 
 @pytest.mark.browser

@@ -134,16 +134,15 @@ def test_heavy_job_limit_gives_a_visible_message(app_env, tmp_path, monkeypatch)
     """While the server's slot for BLEU measurements is taken, another request is told so."""
     import gzip
 
-    from views import ablation, jobs
+    from views import jobs
 
     data = tmp_path / "data"
     data.mkdir()
     for lang, lines in (("de", GERMAN), ("en", GERMAN)):
         with gzip.open(data / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-    monkeypatch.setattr(ablation, "DATA_DIR", data)
-    at = run_app(view="Attention", kind="cross", layer=1, text=GERMAN[0])
-    at.multiselect(key="ablate_cross_0").set_value([1]).run()
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(data))
+    at = run_app(view="Attention", kind="cross", layer=1, text=GERMAN[0], off="cross-1-1")
     assert not at.exception
     with jobs.heavy_job_slot() as got:
         assert got
