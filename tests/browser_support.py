@@ -40,17 +40,80 @@ SIDEBAR = "[data-testid='stSidebar']"
 TRANSLATION = f"{MAIN} h3"  # the first one is the "### EN translation" line above every view
 
 # Installed in every page before the app's own scripts (context.add_init_script): counts the app's
-# script runs (each switch of stApp's data-test-script-state to 'running'), so a wait can tell "a new
-# run has finished" from "the previous run is still the last one", including the very first run.
+# finished script runs, so a wait can tell "a new run has finished" from "the previous run is still the
+# last one", including the very first run. The runs are counted in the messages the server sends (a
+# ForwardMsg with script_finished, field 6, other than FINISHED_EARLY_FOR_RERUN = 2), not from stApp's
+# data-test-script-state: on a busy machine React renders a short run's 'running' and 'notRunning' in
+# one commit, the page never shows 'running', and a counter of those switches misses the run.
+# __atlasChanges counts DOM changes, so a wait can also tell when the page has stopped changing.
 RUN_COUNTER_JS = """
 window.__atlasRuns = 0;
-new MutationObserver(records => {
-  for (const r of records) {
-    if (r.target.getAttribute('data-test-script-state') === 'running' && r.oldValue !== 'running') window.__atlasRuns += 1;
+window.__atlasChanges = 0;
+new MutationObserver(records => { window.__atlasChanges += records.length; })
+  .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+window.__atlasQuietFor = key => {  // called once a frame: true when the page did not change for two frames
+  const q = window.__atlasQuiet;
+  if (!q || q.key !== key || q.changes !== window.__atlasChanges) {
+    window.__atlasQuiet = {key, changes: window.__atlasChanges, frames: 0};
+    return false;
   }
-}).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
-                      attributeFilter: ['data-test-script-state']});
+  return ++q.frames >= 2;
+};
+const finishedRun = bytes => {  // reads the top-level fields of one ForwardMsg
+  let i = 0;
+  const varint = () => {
+    let x = 0, shift = 0, c;
+    do { c = bytes[i++]; x += (c & 127) * 2 ** shift; shift += 7; } while (c & 128);
+    return x;
+  };
+  while (i < bytes.length) {
+    const tag = varint(), field = Math.floor(tag / 8), wire = tag % 8;
+    if (wire === 0) { const v = varint(); if (field === 6) return v !== 2; }
+    else if (wire === 2) { const n = varint(); i += n; }
+    else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
+    else return false;
+  }
+  return false;
+};
+const PageSocket = window.WebSocket;
+window.WebSocket = class extends PageSocket {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('message', e => {
+      if (e.data instanceof ArrayBuffer && finishedRun(new Uint8Array(e.data))) window.__atlasRuns += 1;
+    });
+  }
+};
 """
+
+# Polled once an animation frame: true once more than n runs have finished, the app is idle, and the
+# page has not changed for two frames in a row, so React has rendered what the finished run sent.
+SETTLED_JS = """([n, idle]) => {
+  if (!(window.__atlasRuns > n && document.querySelector(idle))) { window.__atlasQuiet = null; return false; }
+  return window.__atlasQuietFor(n);
+}"""
+
+# Every chart has drawn its SVG and Plotly is not in the middle of drawing it.
+CHARTS_DRAWN_JS = """sel => {
+  const charts = [...document.querySelectorAll(sel)];
+  return charts.length > 0 && charts.every(c => {
+    const gd = c.querySelector('.js-plotly-plot');
+    return gd && gd.querySelector('.main-svg') && gd._fullLayout && !gd._fullLayout._replotting;
+  });
+}"""
+
+# After a resize: every visible chart is drawn at its container's width (the app's charts all stretch),
+# none is drawing, and the page has not changed for two animation frames.
+LAID_OUT_JS = """sel => {
+  const fit = [...document.querySelectorAll(sel)].every(c => {
+    const gd = c.querySelector('.js-plotly-plot');
+    return c.clientWidth === 0 || (gd && gd._fullLayout && !gd._fullLayout._replotting
+                                   && Math.abs(gd._fullLayout.width - c.clientWidth) < 1);
+  });
+  if (!fit) { window.__atlasQuiet = null; return false; }
+  return window.__atlasQuietFor('layout');
+}"""
 
 
 # ----------------------------------------------------------------------------- server
@@ -81,8 +144,22 @@ class Server:
 
 def start_server(checkpoint_dir: str | Path, model: str, log: str | Path, port: int | None = None,
                  timeout: float = 60.0, extra_env: dict | None = None) -> Server:
-    """Start the app with ATLAS_CHECKPOINT_DIR / ATLAS_DEFAULT_MODEL and wait until /_stcore/health says ok."""
-    port = port or free_port()
+    """Start the app with ATLAS_CHECKPOINT_DIR / ATLAS_DEFAULT_MODEL and wait until /_stcore/health says ok.
+
+    free_port() only finds a port that was free a moment ago: if another process binds it before
+    streamlit does, streamlit exits ("Port … is not available"); then try again on another free port.
+    """
+    for _ in range(3):
+        server = _start_server(checkpoint_dir, model, log, port or free_port(), timeout, extra_env)
+        if server.proc.poll() is None or port or "is not available" not in server.log_tail():
+            break
+    if server.proc.poll() is not None:
+        raise RuntimeError(f"streamlit exited with code {server.proc.returncode} before it was healthy:\n{server.log_tail()}")
+    return server
+
+
+def _start_server(checkpoint_dir, model, log, port: int, timeout: float, extra_env: dict | None) -> Server:
+    """One try of start_server: the healthy server, or one whose process has exited."""
     env = {**os.environ, "ATLAS_CHECKPOINT_DIR": str(checkpoint_dir), "ATLAS_DEFAULT_MODEL": model,
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
@@ -94,19 +171,20 @@ def start_server(checkpoint_dir: str | Path, model: str, log: str | Path, port: 
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     server = Server(proc, port, log, Path(checkpoint_dir), started)
     deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {proc.returncode} before it was healthy:\n{server.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"{server.url}_stcore/health", timeout=2) as r:
-                if r.status == 200 and r.read().strip() == b"ok":
-                    return server
-        except (urllib.error.URLError, OSError):
-            pass
+    while proc.poll() is None:
+        # Only once this process says it serves the port: before that, another server may answer there.
+        if f"URL: {server.url.rstrip('/')}" in server.log_tail(100_000):
+            try:
+                with urllib.request.urlopen(f"{server.url}_stcore/health", timeout=2) as r:
+                    if r.status == 200 and r.read().strip() == b"ok":
+                        return server
+            except (urllib.error.URLError, OSError):
+                pass
         if time.monotonic() > deadline:
             stop_server(server)
             raise RuntimeError(f"streamlit was not healthy after {timeout:.0f} s:\n{server.log_tail()}")
         time.sleep(0.25)
+    return server
 
 
 def stop_server(server: Server) -> None:
@@ -152,28 +230,26 @@ def wait_idle(page, timeout: float = 30_000) -> None:
 
 
 def runs(page) -> int:
-    """How many script runs this page has seen start."""
+    """How many script runs of this page have finished."""
     return page.evaluate("() => window.__atlasRuns")
 
 
 def wait_new_run(page, before: int, timeout: float = 30_000) -> None:
-    """Wait until a script run started after the first `before` ones, and the app is idle again."""
-    page.wait_for_function("n => window.__atlasRuns > n", arg=before, timeout=timeout, polling="raf")
-    wait_idle(page, timeout)
+    """Wait until a run after the first `before` ones has finished, and the page shows what it drew."""
+    page.wait_for_function(SETTLED_JS, arg=[before, IDLE], timeout=timeout, polling="raf")
 
 
 def wait_charts(page, timeout: float = 30_000) -> int:
     """Wait until every Plotly chart on the page has drawn its SVG; returns how many there are."""
-    page.wait_for_function(
-        """sel => {
-            const charts = document.querySelectorAll(sel);
-            return charts.length > 0 && [...charts].every(c => c.querySelector('.js-plotly-plot .main-svg'));
-        }""", arg=CHART, timeout=timeout, polling="raf")
+    page.wait_for_function(CHARTS_DRAWN_JS, arg=CHART, timeout=timeout, polling="raf")
     return page.locator(CHART).count()
 
 
-def open_app(page, url: str, timeout: float = 60_000) -> None:
-    """Load the app and wait for its first script run to finish."""
+def open_app(page, url: str, timeout: float = 120_000) -> None:
+    """Load the app and wait for its first script run to finish.
+
+    A fresh server's first run imports torch and loads the model: 30 s on a busy 2-core machine.
+    """
     page.goto(url, wait_until="domcontentloaded", timeout=timeout)
     wait_new_run(page, 0, timeout)
 
@@ -186,8 +262,8 @@ def full_screenshot(page, path: str | Path, max_height: int = 12_000) -> Path:
     try:
         if height > size["height"]:
             page.set_viewport_size({"width": size["width"], "height": min(height, max_height)})
-            page.wait_for_timeout(300)  # let Plotly re-lay out the charts to the new size
-            wait_charts(page) if page.locator(CHART).count() else None
+            # let Plotly re-lay out the charts to the new size
+            page.wait_for_function(LAID_OUT_JS, arg=CHART, timeout=30_000, polling="raf")
         page.screenshot(path=str(path), full_page=True)
     finally:
         page.set_viewport_size(size)
@@ -222,18 +298,20 @@ def selected_view(page) -> str:
 def enter_text(page, text: str, timeout: float = 30_000) -> None:
     """Replace the sidebar's German sentence and commit it with Ctrl+Enter; waits for the new run."""
     area = widget(page, "text").locator("textarea")
-    # Right after a run, the widget may still re-render with the server's value and swallow the
-    # edit; then no run starts. Try again a few times before failing.
-    for attempt in range(3):
-        before = runs(page)
+    before = runs(page)
+    for _ in range(3):
         area.fill(text)
         area.press("Control+Enter")
-        try:
-            wait_new_run(page, before, timeout / 3 if attempt < 2 else timeout)
+        # Wait for the run to finish, or for the widget to re-render with the server's value (it shows
+        # another text again): then the edit was swallowed and no run starts, so type it again.
+        page.wait_for_function("""([n, sel, text]) => {
+            const area = document.querySelector(sel);
+            return window.__atlasRuns > n || (area !== null && area.value !== text);
+        }""", arg=[before, ".st-key-text textarea", text], timeout=timeout, polling="raf")
+        if runs(page) > before:
+            wait_new_run(page, before, timeout)
             return
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last attempt re-raises
-            if attempt == 2:
-                raise
+    raise AssertionError(f"the text area showed another text three times after {text!r} was typed")
 
 
 def select_option(page, key: str, option: str, timeout: float = 30_000) -> None:
