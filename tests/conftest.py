@@ -10,6 +10,10 @@ import copy
 
 import pytest
 
+# The real-browser fixtures (one server and one Chromium for the whole session) are registered here, once:
+# imported into two test modules they would become two "session" fixtures and start Playwright twice.
+from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: E402, F401
+
 # German -> English sentence pairs the tiny vocabularies and the trained model are made from.
 PAIRS = [
     ("Ein Mann fährt Fahrrad.", "A man rides a bike."),

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (  # noqa: F401 - fixtures are used by name
-    CHART, EXCEPTION, MAIN, TRANSLATION, alert_texts, app_server, atlas_checkpoints, chart_titles, choose_view,
-    chromium, enter_text, full_screenshot, new_page, open_app, page, screenshot_dir, selectbox_value, selected_view, wait_charts,
+from browser_support import (
+    CHART, EXCEPTION, MAIN, TRANSLATION, alert_texts, chart_titles, choose_view,
+    enter_text, full_screenshot, new_page, open_app, selectbox_value, selected_view, wait_charts,
     wait_new_run, widget,
 )
 

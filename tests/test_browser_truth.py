@@ -7,8 +7,8 @@ import urllib.parse
 
 import pytest
 
-from browser_support import (  # noqa: F401 - fixtures are used by name
-    CHART, EXCEPTION, MAIN, app_server, atlas_checkpoints, chromium, choose_view, new_page, open_app, page,
+from browser_support import (
+    CHART, EXCEPTION, MAIN, choose_view, new_page, open_app,
     runs, selectbox_value, selected_view, wait_charts, wait_idle, wait_new_run, widget,
 )
 
