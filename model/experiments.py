@@ -149,6 +149,21 @@ def causal_experiment(log_probs_on: np.ndarray, log_probs_off: np.ndarray, dec_s
     return exp
 
 
+def run_causal_experiment(translator, text: str, reference_tokens: list[str], reference: str):
+    """Teacher-force `translator` over <bos> + reference_tokens with and without the causal mask.
+
+    Returns (SentenceTrace with the mask, SentenceTrace without it, CausalExperiment).
+    """
+    on = translator.teacher_forced(text, list(reference_tokens), use_causal_mask=True)
+    off = translator.teacher_forced(text, list(reference_tokens), use_causal_mask=False)
+    tv = translator.tgt_vocab
+    targets = list(reference_tokens) + [tv.itos[tv.eos_idx]]  # what each decoder position must predict
+    ids = tv.encode(list(reference_tokens)) + [tv.eos_idx]
+    exp = causal_experiment(on.log_probs, off.log_probs, off.probs("dec_self"), on.tgt_tokens, targets, ids,
+                            tv.itos, reference)
+    return on, off, exp
+
+
 # ----------------------------------------------------------------------------- input hints
 
 def looks_like_target_language(tokens: list[str], src_known: list[bool], tgt_vocab: set[str] | dict) -> bool:

@@ -160,6 +160,25 @@ def test_no_text_is_cut_off(chromium, app_server, view):
 
 
 @pytest.mark.browser
+def test_the_page_fetches_nothing_from_the_internet(chromium, app_server):
+    """Offline classrooms: every request (favicon included) goes to our own server."""
+    pg = new_page(chromium)
+    requests: list[str] = []
+    pg.on("request", lambda r: requests.append(r.url))
+    try:
+        open_app(pg, app_server.link(view="Attention", text=SENTENCE))
+        wait_charts(pg)
+        choose_view(pg, "Decoding")
+        wait_charts(pg)
+        outside = [u for u in requests if not u.startswith(app_server.url) and not u.startswith(("data:", "blob:"))]
+        assert outside == [], outside
+        assert any("favicon" in u or u.endswith(".png") for u in requests) or pg.evaluate(
+            "() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
+    finally:
+        pg.context.close()
+
+
+@pytest.mark.browser
 def test_the_model_box_shows_a_long_model_name_whole(chromium, app_server):
     """The shipped model's name and its twin's label fit the sidebar's select box."""
     import shutil

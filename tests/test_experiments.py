@@ -115,3 +115,15 @@ def test_data_dir_lookup_names_every_folder(monkeypatch, tmp_path):
     assert ex.find_data_dir("val")[0] == tmp_path / "d"
     assert ex.reference_for("Ein  Hund.") == "A dog."
     assert ex.reference_for("Eine Katze.") is None
+
+
+def test_run_causal_experiment_on_a_model(translator):
+    """On the tiny trained model: the mask-on pass never looks ahead, the mask-off pass does, and the rows
+    line up with <bos> + reference."""
+    on, off, exp = ex.run_causal_experiment(translator, "Ein Mann fährt Fahrrad.", ["A", "man", "rides"], "a test")
+    assert [r["input"] for r in exp.rows] == ["<bos>", "A", "man", "rides"]
+    assert [r["reference next"] for r in exp.rows] == ["A", "man", "rides", "<eos>"]
+    assert ex.future_weight(on.probs("dec_self")).max() == 0.0
+    assert exp.future > 0.0
+    p_on = np.exp(on.log_probs[0, translator.tgt_vocab.stoi["A"]])
+    assert exp.rows[0]["p(ref), on"] == pytest.approx(float(p_on), rel=1e-5)

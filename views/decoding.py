@@ -24,7 +24,7 @@ def _untrained_note(ctx: Context) -> None:
     v = len(ctx.facts["tgt_itos"])
     st.info(f"This model has random weights. At each step it still produces a probability for every one of its {v:,} "
             f"tokens, but nothing it learned shapes them: here their mean entropy is {h.mean():.2f} nats (a uniform "
-            f"choice: {math.log(v):.2f}), the top candidate's mean probability is "
+            f"choice: {math.log(v):.2f}), the chosen token's mean probability is "
             f"{sum(s.chosen_prob for s in ctx.result.steps) / max(1, len(ctx.result.steps)):.4f}, and decoding "
             + ("ended with `<eos>`." if ctx.result.finished else "never chose `<eos>`, so it ran to the length limit."))
 

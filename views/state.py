@@ -147,14 +147,7 @@ def padded_batch(key: str, text: str, use_mask: bool) -> dict:
 @st.cache_data(max_entries=64, show_spinner=False)
 def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str):
     """(trace with the causal mask, trace without it, the comparison) over <bos> + reference_tokens."""
-    tr = _tr(key)
-    on = tr.teacher_forced(text, list(reference_tokens), use_causal_mask=True)
-    off = tr.teacher_forced(text, list(reference_tokens), use_causal_mask=False)
-    targets = list(reference_tokens) + ["<eos>"]  # what each decoder position must predict
-    ids = tr.tgt_vocab.encode(list(reference_tokens)) + [tr.tgt_vocab.eos_idx]
-    exp = experiments.causal_experiment(on.log_probs, off.log_probs, off.probs("dec_self"), on.tgt_tokens, targets,
-                                        ids, tr.tgt_vocab.itos, reference)
-    return on, off, exp
+    return experiments.run_causal_experiment(_tr(key), text, list(reference_tokens), reference)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
