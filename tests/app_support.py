@@ -1,6 +1,8 @@
 """Helpers shared by the AppTest modules."""
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -22,3 +24,19 @@ def visible_text(at: AppTest) -> str:
     parts = [e.value for e in at.markdown] + [e.value for e in at.caption] + [e.value for e in at.info]
     parts += [e.value for e in at.warning] + [e.value for e in at.error]
     return "\n".join(str(p) for p in parts)
+
+
+@contextmanager
+def serving(root: Path, model: str = "demo"):
+    """Point the app at a checkpoint root (ATLAS_CHECKPOINT_DIR / ATLAS_DEFAULT_MODEL) and restore them after."""
+    keys = ("ATLAS_CHECKPOINT_DIR", "ATLAS_DEFAULT_MODEL")
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ["ATLAS_CHECKPOINT_DIR"], os.environ["ATLAS_DEFAULT_MODEL"] = str(root), model
+    try:
+        yield root
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,10 +1,9 @@
 """The app through streamlit.testing.v1.AppTest, on a tiny checkpoint built by the tests."""
 from __future__ import annotations
 
-import os
 
 import pytest
-from tests.app_support import run_app, visible_text
+from tests.app_support import run_app, serving, visible_text
 
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
@@ -27,14 +26,8 @@ def checkpoints(tmp_path_factory):
     for name in ("config.json", "vocab.src.json", "vocab.tgt.json"):
         (broken / name).write_bytes((root / "demo" / name).read_bytes())
     (broken / "model.safetensors").write_bytes(b"\x80\x04this is not safetensors")
-    old = {k: os.environ.get(k) for k in ("ATLAS_CHECKPOINT_DIR", "ATLAS_DEFAULT_MODEL")}
-    os.environ["ATLAS_CHECKPOINT_DIR"], os.environ["ATLAS_DEFAULT_MODEL"] = str(root), "demo"
-    yield root
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with serving(root):
+        yield root
 
 
 def charts(at):

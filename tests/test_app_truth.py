@@ -3,11 +3,10 @@ claims are computed from the page's numbers, and pages say which decoding they d
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
-from tests.app_support import run_app, visible_text
+from tests.app_support import run_app, serving, visible_text
 
 from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
 
@@ -18,14 +17,8 @@ SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("ckpts_truth")
     make_tiny_checkpoint(root / "demo")
-    old = {k: os.environ.get(k) for k in ("ATLAS_CHECKPOINT_DIR", "ATLAS_DEFAULT_MODEL")}
-    os.environ["ATLAS_CHECKPOINT_DIR"], os.environ["ATLAS_DEFAULT_MODEL"] = str(root), "demo"
-    yield root
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with serving(root):
+        yield root
 
 
 @pytest.fixture(scope="module")
