@@ -79,6 +79,12 @@ def max_abs_diff(a: np.ndarray, b: np.ndarray, where: np.ndarray | None = None) 
     return float(d.max()) if d.size else 0.0
 
 
+def position_similarity(pe: np.ndarray, ref: int) -> tuple[np.ndarray, int]:
+    """(n, d) positional encodings -> (dot products of every position with position `ref`, the least similar position)."""
+    sim = pe.astype(np.float64) @ pe[ref].astype(np.float64)  # (n,)
+    return sim, int(np.argmin(sim))
+
+
 def next_token_entropy(log_probs: np.ndarray) -> np.ndarray:
     """(t, V) log-probabilities of the generator -> (t,) entropy in nats of each next-token distribution.
 

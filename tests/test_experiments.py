@@ -127,3 +127,12 @@ def test_run_causal_experiment_on_a_model(translator):
     assert exp.future > 0.0
     p_on = np.exp(on.log_probs[0, translator.tgt_vocab.stoi["A"]])
     assert exp.rows[0]["p(ref), on"] == pytest.approx(float(p_on), rel=1e-5)
+
+
+def test_position_similarity_peaks_at_the_reference():
+    from viz.positional import sinusoidal_encoding
+
+    pe = sinusoidal_encoding(60, 32)
+    sim, far = ex.position_similarity(pe, 10)
+    assert int(np.argmax(sim)) == 10 and sim[10] == pytest.approx(16.0)  # d/2 pairs of sin² + cos²
+    assert far != 10 and sim[far] == sim.min()

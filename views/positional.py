@@ -1,10 +1,9 @@
 """Positional encoding: the sine/cosine waves, the whole matrix, and similarity between positions."""
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from model.experiments import max_abs_diff
+from model.experiments import max_abs_diff, position_similarity
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from views.state import Context
 
@@ -35,8 +34,7 @@ def render(ctx: Context) -> None:
     ss["pe_ref"] = min(max(int(ss["pe_ref"]), 0), n - 1)
     ref = st.slider("Compare every position with position", 0, n - 1, key="pe_ref")
     st.plotly_chart(position_similarity_figure(pe, ref_position=ref), width="stretch")
-    sim = pe @ pe[ref]  # (n,) dot products with the chosen position
-    far = int(np.argmin(sim))
+    sim, far = position_similarity(pe, ref)
     st.caption("The dot product PE[i]·PE[j] depends only on the distance i − j (a property of the formula, for any "
                f"model). Here it is {sim[ref]:.1f} at position {ref} itself and lowest ({sim[far]:.1f}) at position "
                f"{far}. Your sentence uses positions 0–{n_src - 1} on the source side.")
