@@ -13,9 +13,11 @@ from pathlib import Path
 import streamlit as st
 
 from model.experiments import looks_like_target_language, next_token_entropy
+from model.export import file_stem
 from views import attention, decoding, embeddings, head, masks, overview, positional
 from views.state import (EXAMPLES, MAX_DECODE_STEPS, VIEWS, Context, beam_translation, checkpoint_choices,
-                         checkpoint_label, init_state, is_twin, load_translator, model_facts, sync_url, trace_sentence)
+                         checkpoint_label, init_state, is_twin, load_translator, model_facts, sync_url, trace_json,
+                         trace_sentence)
 from views.text import md_escape
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
@@ -105,6 +107,16 @@ else:
     result, shows = greedy, "greedy decoding"
     if beam is not None:
         shows += " (beam search gave an empty output)"
+
+with st.sidebar:
+    traced = (tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())) if shows.startswith("beam") else prefix
+    # Greedy and forced traces describe themselves; a beam traced along its tokens needs saying so.
+    described = shows if shows.startswith("beam") else ""
+    st.download_button("Download this trace (JSON)", trace_json(ss["ckpt"], text, ss["max_len"], traced, described),
+                       file_name=file_stem(ss["ckpt"], text, shows) + ".json", mime="application/json",
+                       on_click="ignore", key="download_trace",
+                       help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
+                            "every step's candidates. Same schema as `python -m model.export` (see the README).")
 
 st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
 st.markdown(f"### :gray[EN] {md_escape(result.text) or '∅ (empty output)'}")

@@ -211,3 +211,35 @@ def test_mask_matrix_tick_labels_do_not_overlap(chromium, app_server, n_words):
         assert_no_exception(pg)
     finally:
         pg.context.close()
+
+
+@pytest.mark.browser
+def test_the_json_download_equals_the_cli_file(page, app_server, tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from model import export
+
+    open_app(page, app_server.link(view="Attention", text=SENTENCE))
+    wait_charts(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download this trace (JSON)").first.click()
+    got = json.loads(Path(info.value.path()).read_text(encoding="utf-8"))
+    assert info.value.suggested_filename.startswith("atlas_demo_Ein-Hund-läuft-im-Schnee_greedy")
+    out = tmp_path / "cli.json"
+    assert export.main([SENTENCE, "--checkpoint", str(app_server.checkpoint_dir / "demo"), "--out", str(out)]) == 0
+    assert same(got, json.loads(out.read_text(encoding="utf-8")))
+
+
+def same(a, b, tol: float = 2e-5) -> bool:
+    """Equal structures; numbers within `tol` (the app runs one torch thread, the CLI several: the last
+    float digits may differ)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k], tol) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(a - b) <= tol
+    return a == b

@@ -127,6 +127,15 @@ def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = 
     return _tr(key).trace(text, max_len=max_len or None, prefix=list(prefix) or None).detached()
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
+    """The trace the figures show, in `python -m model.export`'s JSON schema."""
+    from model import export
+
+    res = trace_sentence(key, text, max_len, prefix)
+    return export.to_json(export.trace_dict(_tr(key), res, key, decoding or None))
+
+
 @st.cache_data(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
     return _tr(key).translate(text, beam=beam, max_len=max_len or None)
