@@ -68,6 +68,9 @@ with st.sidebar:
                       "by running the decoder along its tokens (the attention it computed for that hypothesis).")
         st.slider("Beam size", 2, 10, key="beam", disabled=ss["decoding"] != "beam", on_change=_new_sentence)
         st.slider("Maximum output length (0 = automatic)", 0, MAX_DECODE_STEPS, key="max_len", on_change=_new_sentence)
+    st.radio("Figures save as", ["png", "svg"], key="fig_format", horizontal=True, format_func=str.upper,
+             help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
+                  "model, the sentence, the decoding, the view, kind, layer and head.")
 
 translator, error = load_translator(ss["ckpt"])
 if error:

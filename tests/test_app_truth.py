@@ -76,7 +76,7 @@ def test_forced_prefix_shows_in_the_header_and_every_figure(checkpoints, transla
 EVERYTHING = dict(view="Decoding", kind="enc_self", layer=2, head=3, rescale=1, off="enc_self-2-1,cross-1-2",
                   pad_on=0, pad_layer=2, pad_head=4, causal_layer=2, causal_head=2, prefix="A dog", dec_step=2,
                   dec_layer=1, dec_head=3, emb_side="tgt", pe_positions=60, pe_dims="0,3", pe_ref=7, decoding="beam",
-                  beam=4, max_len=30)
+                  beam=4, max_len=30, fig_format="svg")
 
 
 @pytest.mark.parametrize("view", ["Decoding", "Masks", "Attention", "Embeddings", "Positional encoding"])

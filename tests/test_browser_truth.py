@@ -243,3 +243,41 @@ def same(a, b, tol: float = 2e-5) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return abs(a - b) <= tol
     return a == b
+
+
+@pytest.mark.browser
+def test_attention_csv_has_the_pages_token_labels_and_rows_that_sum_to_one(page, app_server):
+    import csv
+    from pathlib import Path
+
+    open_app(page, app_server.link(view="Attention", kind="cross", layer=2, head=3, text=SENTENCE))
+    wait_charts(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Layer 2, head 3 (CSV)").first.click()
+    assert info.value.suggested_filename.endswith("_attention_cross_L2_H3.csv")
+    rows = list(csv.reader(Path(info.value.path()).open(encoding="utf-8")))
+    header, body = rows[0], rows[1:]
+    one_head = page.locator(CHART).nth(1)  # the large single-head chart
+    x_ticks = one_head.locator(".xtick text").evaluate_all("els => els.map(e => e.textContent)")
+    y_ticks = one_head.locator(".ytick text").evaluate_all("els => els.map(e => e.textContent)")
+    assert header[0] == "query" and header[1:] == x_ticks  # keys: the German tokens, as on screen
+    assert [r[0] for r in body] == y_ticks  # queries: the decoder input, as on screen
+    for r in body:
+        assert abs(sum(float(v) for v in r[1:]) - 1.0) < 1e-4
+
+
+@pytest.mark.browser
+def test_a_figure_saves_as_svg_with_a_name_that_says_what_it_is(page, app_server):
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    open_app(page, app_server.link(view="Attention", kind="enc_self", layer=1, head=2, text=SENTENCE, fig_format="svg"))
+    wait_charts(page)
+    chart = page.locator(CHART).nth(1)
+    chart.hover()
+    with page.expect_download() as info:
+        chart.locator(".modebar-btn[data-title^='Download plot']").click()
+    name = info.value.suggested_filename
+    assert name.endswith(".svg") and "Ein-Hund" in name and "attention_enc_self_L1_H2" in name, name
+    root = ET.parse(Path(info.value.path())).getroot()  # parses as XML
+    assert root.tag.endswith("svg")

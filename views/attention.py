@@ -10,7 +10,8 @@ from viz.common import PAGE_WIDTH_PX
 from views import ablation
 from views.state import Context
 from views.text import md_escape
-from views.widgets import kind_layer_head, shows_caption
+from viz.tables import heads_csv, matrix_csv
+from views.widgets import csv_button, fig_config, kind_layer_head, shows_caption
 
 EXPLAIN = {
     "enc_self": "Each German token (row) mixes in information from every German token (column), in both directions.",
@@ -44,13 +45,18 @@ def render(ctx: Context) -> None:
                 + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
     st.plotly_chart(heads_figure(probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
                                  width_px=PAGE_WIDTH_PX),
-                    width="stretch", key="heads_fig")
+                    width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"), key="heads_fig")
+    b1, b2, _ = st.columns([1, 1, 2])
+    csv_button(f"All heads of layer {layer + 1} (CSV)", heads_csv(probs[layer], q_tokens, k_tokens), ctx,
+               f"attention_{kind}_L{layer + 1}_all-heads", "csv_heads", b1)
+    csv_button(f"Layer {layer + 1}, head {head + 1} (CSV)", matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
+               f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2)
     st.plotly_chart(attention_figure(probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
                                      title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
-                    width="stretch", key="head_fig")
+                    width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"), key="head_fig")
     h = entropy(probs, mask)  # (L, h) nats, mean over query rows
     st.markdown("#### Every layer × head")
     st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) per head: "
                + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row) for i, row in enumerate(h)))
-    st.plotly_chart(overview_figure(probs, kind, zmax=zmax), width="stretch", key="overview_fig")
+    st.plotly_chart(overview_figure(probs, kind, zmax=zmax), width="stretch", config=fig_config(ctx, f"attention_{kind}_every-layer-and-head"), key="overview_fig")
     ablation.render(ctx)

@@ -10,7 +10,8 @@ from viz.common import PAGE_WIDTH_PX
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
 from views.state import Context, beam_translation, is_twin, trace_sentence
 from views.text import md_escape
-from views.widgets import shows_caption
+from viz.tables import candidates_csv
+from views.widgets import csv_button, fig_config, shows_caption
 
 
 def _force(prefix: list[str]) -> None:
@@ -65,7 +66,9 @@ def render(ctx: Context) -> None:
             probs.append(step.chosen_prob)
             chosen_idx = len(labels) - 1
         st.plotly_chart(candidates_figure(labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
-                        width="stretch", key="cands")
+                        width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
+        csv_button(f"Step {step_no} candidates (CSV)", candidates_csv(labels, probs, chosen_idx), ctx,
+                   f"decoding_step{step_no}_candidates", "csv_cands")
         how = " (chosen by beam search)" if beam_traced else " (forced by you)" if step.forced else ""
         st.markdown(f"Chosen: **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f}){how}")
         st.caption("Pick another candidate: decoding goes on greedily from it.")
@@ -88,7 +91,7 @@ def render(ctx: Context) -> None:
         st.plotly_chart(step_cross_attention_figure(weights, res.source.axis_tokens,
                                                     title=f"step {step_no}: cross-attention, layer {layer}, {what}",
                                                     width_px=PAGE_WIDTH_PX // 2),
-                        width="stretch", key="step_cross")
+                        width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key="step_cross")
     st.markdown("#### All steps")
     rows = [{"step": i + 1, "prefix": " ".join(s.prefix_tokens), "chosen": s.chosen_token, "prob": s.chosen_prob}
             for i, s in enumerate(steps)]

@@ -7,7 +7,8 @@ import streamlit as st
 from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours, pca_2d,
                             scaling_figure, vocab_map_figure)
 from views.state import Context, vocab_embeddings
-from views.widgets import shows_caption
+from viz.tables import matrix_csv
+from views.widgets import csv_button, fig_config, shows_caption
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -30,15 +31,21 @@ def render(ctx: Context) -> None:
              f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
              "that is added next. The sum is what enters encoder/decoder layer 1.")
     st.plotly_chart(embedding_stages_figure(emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
-                    width="stretch")
+                    width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
+    dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
+    b1, b2, _ = st.columns([1, 1, 2])
+    csv_button("Token vectors (CSV)", matrix_csv(emb["token"], tokens, dims, "token"), ctx,
+               f"embeddings_{side}_token-vectors", "csv_emb_token", b1)
+    csv_button("Input of layer 1 (CSV)", matrix_csv(emb["total"], tokens, dims, "token"), ctx,
+               f"embeddings_{side}_layer-1-input", "csv_emb_total", b2)
     c1, c2, c3 = st.columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
     c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
-    st.plotly_chart(scaling_figure(emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch")
+    st.plotly_chart(scaling_figure(emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
     with st.expander("Token embeddings alone (tokens × dimensions)"):
         st.plotly_chart(embedding_heatmap(emb["token"], tokens, "token embeddings (before scaling)"),
-                        width="stretch")
+                        width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
 
     st.markdown("#### The whole vocabulary")
     lut, itos = vocab_embeddings(ctx.key, side)
@@ -48,7 +55,7 @@ def render(ctx: Context) -> None:
     coords = _pca(ctx.key, side, ns)
     st.plotly_chart(vocab_map_figure(coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
                                      title=f"{len(itos) - ns:,} learned embeddings, first two principal components"),
-                    width="stretch")
+                    width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     st.caption("Grey: every word the model knows; large: this sentence's words. A 2-D projection keeps only part "
                "of the structure, so the neighbours by cosine similarity in all dimensions are listed below.")
     if ids:

@@ -7,7 +7,7 @@ import streamlit as st
 from model.experiments import dropout_sample, max_abs_diff
 from viz.head import head_pipeline_figures
 from views.state import Context
-from views.widgets import kind_layer_head, shows_caption
+from views.widgets import fig_config, kind_layer_head, shows_caption
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
     "Q": "Queries: the layer input times W_Q, this head's slice (one row per query token).",
@@ -58,4 +58,4 @@ def render(ctx: Context) -> None:
         for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
             with col:
                 st.markdown(f"**{titles[name]}**")
-                st.plotly_chart(figs[name], width="stretch", key=f"head_{name}")
+                st.plotly_chart(figs[name], width="stretch", config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"), key=f"head_{name}")

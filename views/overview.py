@@ -6,7 +6,7 @@ import streamlit as st
 
 from viz.architecture import architecture_figure, parameter_table
 from views.state import Context
-from views.widgets import shows_caption
+from views.widgets import fig_config, shows_caption
 
 NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (EN)",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
@@ -51,7 +51,7 @@ def render(ctx: Context) -> None:
     a, b = st.columns([3, 2])
     with a:
         st.plotly_chart(architecture_figure(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),
-                        width="stretch")
+                        width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
         counts = {NAMES.get(k, k): v for k, v in ctx.facts["parameters"].items()}
         st.dataframe(parameter_table(counts), hide_index=True, width="stretch")

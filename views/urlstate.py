@@ -88,6 +88,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int) -> di
         "decoding": Param("greedy", _choice(("greedy", "beam"))),
         "beam": Param(5, _int_in(2, 10)),
         "max_len": Param(0, _int_in(0, max_steps)),
+        "fig_format": Param("png", _choice(("png", "svg"))),  # what a figure's camera button saves
         # Attention, Inside one head
         "kind": Param("cross", _choice(kinds)),
         "layer": Param(1, layer),

@@ -1,6 +1,8 @@
 """Controls and captions shared by several views, bound to URL state."""
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from views.state import KINDS, Context
@@ -39,3 +41,22 @@ def shows(ctx: Context, kind: str = "dec") -> str:
 
 def shows_caption(ctx: Context, kind: str = "dec") -> None:
     st.caption(":material/route: " + shows(ctx, kind))
+
+
+def fig_config(ctx: Context, what: str) -> dict:
+    """Plotly's camera button saves the figure as PNG (3× scale, print resolution) or SVG, named after what it
+    shows: model, sentence, decoding, view, kind, layer, head (the format is the sidebar's `fig_format`)."""
+    from model.export import file_stem
+
+    fmt = st.session_state.get("fig_format", "png")
+    name = file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 3 if fmt == "png" else 1}}
+
+
+def csv_button(label: str, csv: str, ctx: Context, what: str, key: str, container=st) -> None:
+    """Download a matrix on screen as CSV (token labels on both axes), without rerunning the page."""
+    from model.export import file_stem
+
+    name = file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-") + ".csv"
+    container.download_button(label, csv, file_name=name, mime="text/csv", on_click="ignore", key=key)
