@@ -264,6 +264,10 @@ def full_screenshot(page, path: str | Path, max_height: int = 12_000) -> Path:
             page.set_viewport_size({"width": size["width"], "height": min(height, max_height)})
             # let Plotly re-lay out the charts to the new size
             page.wait_for_function(LAID_OUT_JS, arg=CHART, timeout=30_000, polling="raf")
+            # tables draw on a canvas after the resize: wait until each has its size, then for two frames
+            page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stDataFrame'] canvas")]
+                .every(c => c.width > 0 && c.height > 0)""", timeout=30_000, polling="raf")
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         page.screenshot(path=str(path), full_page=True)
     finally:
         page.set_viewport_size(size)
