@@ -241,7 +241,6 @@ def every_figure():
     yield heads_figure(probs(4, 5, 5), en, en, "dec_self", layer=2)
     yield overview_figure(probs(3, 4, 5, 6), "cross")
     yield viz.masks.mask_figure(np.tril(np.ones((5, 5), bool)), en, en, kind="dec_self")
-    yield viz.masks.padding_demo_figure(probs(6, 6), de, de)
     yield from viz.head.head_pipeline_figures(q, k, v, None, np.ones((5, 6), bool), p, p @ v, en,
                                               de, "cross", dropout_probs=p * 1.1).values()
     yield viz.decoding.candidates_figure(en, [0.5, 0.2, 0.1, 0.1, 0.1])

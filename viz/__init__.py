@@ -34,7 +34,7 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
 - positional: sinusoidal_encoding, waves_figure, pe_heatmap, position_similarity_figure
 - head: matrix_figure, vectors_figure, probs_figure, dropout_figure, with_row_sums,
   head_pipeline_figures
-- masks: causal_mask, padding_mask, mask_figure, padding_demo_figure
+- masks: mask_figure (of a mask the model recorded; viz builds no masks from tokens)
 - decoding: candidates_figure, step_cross_attention_figure, decoding_table
 - architecture: parameter_table, architecture_figure
 """

@@ -11,23 +11,12 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.attention import attention_figure
 from viz.common import (TICK_FONT, as_mask, axis_ticks, axis_titles, check_tokens,
                         escape_token, heatmap_height, hover_customdata, hover_labels, plot_rows_px,
                         plot_width_px, style, title_lines)
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
-
-
-def causal_mask(n: int) -> np.ndarray:
-    """(n, n) bool, True on and below the diagonal: position i may see 0..i."""
-    return np.tril(np.ones((n, n), dtype=bool))
-
-
-def padding_mask(tokens: Sequence[str], pad_token: str = "<pad>") -> np.ndarray:
-    """(j,) bool, False where the key token is ``pad_token``; broadcasts over queries."""
-    return np.array([t != pad_token for t in tokens], dtype=bool)
 
 
 def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
@@ -74,22 +63,3 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
                        xref="paper", yref="paper", x=1.0, y=1.02, xanchor="right",
                        yanchor="bottom", font=dict(size=14, color="#555555"))
     return style(fig, title, height=height)
-
-
-def padding_demo_figure(probs: np.ndarray, query_tokens: Sequence[str],
-                        key_tokens: Sequence[str], pad_token: str = "<pad>",
-                        kind: str = "enc_self", title: str | None = None, *,
-                        src_lang: str = "DE", tgt_lang: str = "EN",
-                        width_px: int | None = None) -> go.Figure:
-    """Attention ``probs`` (i, j) of a padded sentence with the ``pad_token`` keys masked.
-
-    Same view as :func:`viz.attention.attention_figure`; pad key columns show
-    as grey "masked" cells, so any weight the model put there would be hidden
-    (a correct model puts none).
-    """
-    keep = padding_mask(key_tokens, pad_token)  # (j,)
-    n_pad = int((~keep).sum())
-    return attention_figure(probs, query_tokens, key_tokens, kind, mask=keep,
-                            title=title or (f"padding mask: {n_pad} {escape_token(pad_token)} "
-                                            "key(s) masked"),
-                            src_lang=src_lang, tgt_lang=tgt_lang, width_px=width_px)
