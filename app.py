@@ -7,12 +7,11 @@ figures show, then one view. Every figure comes from viz/; every number from mod
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import streamlit as st
 
-from model.experiments import looks_like_target_language, next_token_entropy
+from model.experiments import looks_like_target_language, untrained_summary
 from model.export import file_stem
 from views import attention, decoding, embeddings, head, masks, overview, positional
 from views.state import (EXAMPLES, MAX_DECODE_STEPS, VIEWS, Context, beam_translation, checkpoint_choices,
@@ -94,28 +93,27 @@ if not source.tokens:
     st.stop()
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
-beam = None
+# `forced` is the prefix the decoder is run along: the user's choice, or the beam's whole output.
+beam = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"]) if ss["decoding"] == "beam" else None
 prefix = tuple(ss["prefix"])
-if ss["decoding"] == "beam":
-    beam = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"])
 if prefix:
-    result = trace_sentence(ss["ckpt"], text, ss["max_len"], prefix)
+    mode, forced = "forced", prefix
     shows = f"your forced first {len(prefix)} token(s), then greedy decoding"
 elif beam is not None and beam.raw_tokens:
     # Forcing the decoder along the beam's tokens (and its <eos>) records exactly what it computed for them.
-    whole = tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())
-    result = trace_sentence(ss["ckpt"], text, ss["max_len"], whole)
+    mode, forced = "beam", tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())
     shows = f"beam search (beam {ss['beam']}), traced along its output"
 else:
-    result, shows = greedy, "greedy decoding"
-    if beam is not None:
-        shows += " (beam search gave an empty output)"
+    mode, forced = "greedy", ()
+    shows = "greedy decoding" + (" (beam search gave an empty output)" if beam is not None else "")
+result = trace_sentence(ss["ckpt"], text, ss["max_len"], forced) if forced else greedy
 
 with st.sidebar:
-    traced = (tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())) if shows.startswith("beam") else prefix
     # Greedy and forced traces describe themselves; a beam traced along its tokens needs saying so.
-    described = shows if shows.startswith("beam") else ""
-    st.download_button("Download this trace (JSON)", trace_json(ss["ckpt"], text, ss["max_len"], traced, described),
+    st.download_button("Download this trace (JSON)",
+                       # runs on click, in another thread: bind the values now, not the session state
+                       lambda key=ss["ckpt"], n=ss["max_len"], how=shows if mode == "beam" else "":
+                       trace_json(key, text, n, forced, how),
                        file_name=file_stem(ss["ckpt"], text, shows) + ".json", mime="application/json",
                        on_click="ignore", key="download_trace",
                        help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
@@ -138,18 +136,13 @@ if source.truncated:
 unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
 if unknown:
     st.caption("? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown)))
-if looks_like_target_language(source.tokens, [not u for u in source.unknown], set(facts["tgt_itos"])):
+if looks_like_target_language(source.tokens, [not u for u in source.unknown], facts["tgt_words"]):
     st.info("Most of these words are unknown to the model's German vocabulary but are English words it can write. "
             "This model translates German into English: type a German sentence.")
 if is_twin(ss["ckpt"]) and result.trace is not None:
-    h = next_token_entropy(result.trace.log_probs)
-    v = len(facts["tgt_itos"])
-    st.caption(f"This is the untrained twin: random weights, nothing learned. Its next-token distributions here have a "
-               f"mean entropy of {h.mean():.2f} nats; a uniform choice among its {v:,} tokens would have "
-               f"{math.log(v):.2f}. It " + ("ended with `<eos>`." if result.finished else
-                                               "never chose `<eos>` and ran to the length limit."))
+    st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps], result.finished)))
 
-ctx = Context(key=ss["ckpt"], cfg=translator.cfg, result=result, text=text, max_len=ss["max_len"], shows=shows,
-              facts=facts)
+ctx = Context(key=ss["ckpt"], cfg=translator.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
+              shows=shows, facts=facts)
 PAGES[ss["view"]].render(ctx)
 sync_url()

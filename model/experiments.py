@@ -95,6 +95,20 @@ def next_token_entropy(log_probs: np.ndarray) -> np.ndarray:
     return -(np.where(p > 0, p * np.where(np.isfinite(lp), lp, 0.0), 0.0)).sum(-1)
 
 
+def untrained_summary(log_probs: np.ndarray, chosen_probs: list[float], finished: bool) -> str:
+    """What a model with random weights did on this sentence, in its own numbers.
+
+    log_probs (t, V): the next-token distributions of the traced decoding; chosen_probs: each step's choice.
+    """
+    v = log_probs.shape[-1]
+    h = next_token_entropy(log_probs)
+    mean_p = float(np.mean(chosen_probs)) if len(chosen_probs) else 0.0
+    return (f"This model has random weights (the untrained twin): nothing it learned shapes its choices. Its "
+            f"next-token distributions here have a mean entropy of {h.mean():.2f} nats (a uniform choice among its "
+            f"{v:,} tokens: {np.log(v):.2f}); the chosen token's mean probability is {mean_p:.4f}; decoding "
+            + ("ended with <eos>." if finished else "never chose <eos>, so it ran to the length limit."))
+
+
 # ----------------------------------------------------------------------------- the causal-mask experiment
 
 @dataclass

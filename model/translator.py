@@ -253,8 +253,7 @@ class Translator:
         The partner is LONGER_EXAMPLE unless given; when it is not longer than `text`, `text` + " " +
         partner is used, so that padding appears (unless `text` is already at the length limit).
         Returns "trace": the padded sentence's SentenceTrace (its source axis ends in <pad> tokens;
-        attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens"
-        (also as "longer_tokens"), "n_pads", "encoder_shift": max |memory(padded) - memory(alone)|
+        attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens", "n_pads", "encoder_shift": max |memory(padded) - memory(alone)|
         over the real positions, and the greedy translations "alone" and "padded".
         """
         a = self.prepare(text)
@@ -283,7 +282,6 @@ class Translator:
             "trace": to_sentence_trace(trace, src_axis, [BOS] + v.decode(alone.ids), index=0),
             "partner": partner,
             "partner_tokens": b.axis_tokens,
-            "longer_tokens": b.axis_tokens,
             "n_pads": width - n,
             "encoder_shift": shift,
             "alone": self._finish(a, alone, t0, alone_src, None, True, "greedy").text,

@@ -136,3 +136,11 @@ def test_position_similarity_peaks_at_the_reference():
     sim, far = ex.position_similarity(pe, 10)
     assert int(np.argmax(sim)) == 10 and sim[10] == pytest.approx(16.0)  # d/2 pairs of sin² + cos²
     assert far != 10 and sim[far] == sim.min()
+
+
+def test_untrained_summary_states_this_sentences_numbers():
+    v = 8
+    uniform = np.log(np.full((3, v), 1 / v))
+    text = ex.untrained_summary(uniform, [0.125, 0.125, 0.125], finished=False)
+    assert f"{math.log(v):.2f}" in text and "0.1250" in text and "length limit" in text
+    assert "ended with <eos>" in ex.untrained_summary(uniform, [0.2], finished=True)

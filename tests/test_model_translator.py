@@ -186,7 +186,7 @@ def test_padded_batch_chooses_a_longer_partner(translator, pairs):
     de = pairs[0][0]
     demo = translator.padded_batch(de)
     assert demo["partner"] == LONGER_EXAMPLE
-    assert demo["partner_tokens"] == demo["longer_tokens"] == translator.prepare(LONGER_EXAMPLE).axis_tokens
+    assert demo["partner_tokens"] == translator.prepare(LONGER_EXAMPLE).axis_tokens
     st = demo["trace"]
     n_real = len(translator.prepare(de).ids)
     assert demo["n_pads"] == len(demo["partner_tokens"]) - n_real > 0

@@ -59,6 +59,14 @@ def test_scores_scaled_by_sqrt_dk(head):
     assert trace.zmin == -trace.zmax and trace.zmax == pytest.approx(np.abs(raw).max())
 
 
+def test_recorded_scaled_scores_are_drawn_as_they_are(head):
+    recorded = (head["q"] @ head["k"].T / np.sqrt(8)).astype(np.float32) + 0.5  # differs from a recomputation
+    figs = head_pipeline_figures(head["q"], head["k"], head["v"], None, head["mask"], head["probs"],
+                                 head["out"], EN, DE, "cross", scaled_scores=recorded)
+    np.testing.assert_array_equal(np.asarray(values(figs["scaled"]).z), recorded)
+    np.testing.assert_allclose(np.asarray(values(figs["scores"]).z), recorded * np.sqrt(8), rtol=1e-6)
+
+
 def test_masked_fill_values_are_not_data(head):
     raw = head["q"] @ head["k"].T
     raw[:, 3] = -1e9

@@ -47,9 +47,9 @@ def render(ctx: Context) -> None:
                                  width_px=PAGE_WIDTH_PX),
                     width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"), key="heads_fig")
     b1, b2, _ = st.columns([1, 1, 2])
-    csv_button(f"All heads of layer {layer + 1} (CSV)", heads_csv(probs[layer], q_tokens, k_tokens), ctx,
+    csv_button(f"All heads of layer {layer + 1} (CSV)", lambda: heads_csv(probs[layer], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_all-heads", "csv_heads", b1)
-    csv_button(f"Layer {layer + 1}, head {head + 1} (CSV)", matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
+    csv_button(f"Layer {layer + 1}, head {head + 1} (CSV)", lambda: matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2)
     st.plotly_chart(attention_figure(probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
                                      title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),

@@ -1,14 +1,11 @@
 """Decoding: step by step, choosing another candidate, and greedy and beam search side by side."""
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
-from model.experiments import next_token_entropy
 from viz.common import PAGE_WIDTH_PX
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
-from views.state import Context, beam_translation, is_twin, trace_sentence
+from views.state import Context, beam_translation, trace_sentence
 from views.text import md_escape
 from viz.tables import candidates_csv
 from views.widgets import csv_button, fig_config, shows_caption
@@ -17,17 +14,6 @@ from views.widgets import csv_button, fig_config, shows_caption
 def _force(prefix: list[str]) -> None:
     st.session_state["prefix"] = tuple(prefix)
     st.session_state["dec_step"] = len(prefix) + 1  # show what happens right after the choice
-
-
-def _untrained_note(ctx: Context) -> None:
-    """What an untrained model does, in numbers from this page."""
-    h = next_token_entropy(ctx.result.trace.log_probs)
-    v = len(ctx.facts["tgt_itos"])
-    st.info(f"This model has random weights. At each step it still produces a probability for every one of its {v:,} "
-            f"tokens, but nothing it learned shapes them: here their mean entropy is {h.mean():.2f} nats (a uniform "
-            f"choice: {math.log(v):.2f}), the chosen token's mean probability is "
-            f"{sum(s.chosen_prob for s in ctx.result.steps) / max(1, len(ctx.result.steps)):.4f}, and decoding "
-            + ("ended with `<eos>`." if ctx.result.finished else "never chose `<eos>`, so it ran to the length limit."))
 
 
 def render(ctx: Context) -> None:
@@ -45,8 +31,6 @@ def render(ctx: Context) -> None:
         c1, c2 = st.columns([4, 1])
         c1.info(f"You forced the first {len(prefix)} token(s): {md_escape(' '.join(prefix))}. Decoding continued greedily.")
         c2.button("Undo the forcing", on_click=_force, args=([],), key="unforce")
-    if is_twin(ctx.key) and res.trace is not None:
-        _untrained_note(ctx)
     steps = res.steps or []
     n = len(steps)
     if n == 0:
@@ -56,7 +40,6 @@ def render(ctx: Context) -> None:
     step_no = st.slider("Step", 1, n, key="dec_step") if n > 1 else 1
     step = steps[step_no - 1]
     st.markdown(f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**")
-    beam_traced = ctx.shows.startswith("beam")
     left, right = st.columns(2)
     with left:
         labels, probs = list(step.top_tokens), list(step.top_probs)
@@ -67,9 +50,9 @@ def render(ctx: Context) -> None:
             chosen_idx = len(labels) - 1
         st.plotly_chart(candidates_figure(labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
                         width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
-        csv_button(f"Step {step_no} candidates (CSV)", candidates_csv(labels, probs, chosen_idx), ctx,
+        csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
                    f"decoding_step{step_no}_candidates", "csv_cands")
-        how = " (chosen by beam search)" if beam_traced else " (forced by you)" if step.forced else ""
+        how = " (chosen by beam search)" if ctx.mode == "beam" else " (forced by you)" if step.forced else ""
         st.markdown(f"Chosen: **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f}){how}")
         st.caption("Pick another candidate: decoding goes on greedily from it.")
         with st.container(horizontal=True, key="force_buttons"):

@@ -34,9 +34,9 @@ def render(ctx: Context) -> None:
                     width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
-    csv_button("Token vectors (CSV)", matrix_csv(emb["token"], tokens, dims, "token"), ctx,
+    csv_button("Token vectors (CSV)", lambda: matrix_csv(emb["token"], tokens, dims, "token"), ctx,
                f"embeddings_{side}_token-vectors", "csv_emb_token", b1)
-    csv_button("Input of layer 1 (CSV)", matrix_csv(emb["total"], tokens, dims, "token"), ctx,
+    csv_button("Input of layer 1 (CSV)", lambda: matrix_csv(emb["total"], tokens, dims, "token"), ctx,
                f"embeddings_{side}_layer-1-input", "csv_emb_total", b2)
     c1, c2, c3 = st.columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")

@@ -42,9 +42,9 @@ def render(ctx: Context) -> None:
     # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
     dropped, _ = dropout_sample(a["probs"][head], p, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
-    raw = a["scores"][head] * np.sqrt(cfg.d_k)  # the recorded scores are already scaled by 1/√d_k
-    figs = head_pipeline_figures(a["q"][head], a["k"][head], a["v"][head], raw, mask if not mask.all() else None,
-                                 a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped)
+    figs = head_pipeline_figures(a["q"][head], a["k"][head], a["v"][head], None, mask if not mask.all() else None,
+                                 a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped,
+                                 scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
     st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
                f"Layer {layer + 1}, head {head + 1}; attention dropout p = {p}.")
     check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))

@@ -176,12 +176,12 @@ def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     return _tr(key).embedding_matrix(side)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run
 def model_facts(key: str) -> dict:
     """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
     tr = _tr(key)
     return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics), "n_specials": tr.n_specials,
-            "tgt_itos": list(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang}
+            "tgt_itos": list(tr.tgt_vocab.itos), "tgt_words": frozenset(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -210,5 +210,6 @@ class Context:
     result: Translation  # the traced decoding every figure shows (.trace a SentenceTrace)
     text: str
     max_len: int
-    shows: str  # which decoding the decoder-side figures show, in words
+    mode: str  # the decoding traced: "greedy", "beam" (traced along its output) or "forced" (the user's prefix)
+    shows: str  # the same, in words, for captions
     facts: dict

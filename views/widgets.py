@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -43,20 +44,24 @@ def shows_caption(ctx: Context, kind: str = "dec") -> None:
     st.caption(":material/route: " + shows(ctx, kind))
 
 
+def file_name(ctx: Context, what: str) -> str:
+    """A download's name without extension: model, sentence, decoding, then what it shows (view, kind, layer, head)."""
+    from model.export import file_stem
+
+    return file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
+
+
 def fig_config(ctx: Context, what: str) -> dict:
     """Plotly's camera button saves the figure as PNG (3× scale, print resolution) or SVG, named after what it
     shows: model, sentence, decoding, view, kind, layer, head (the format is the sidebar's `fig_format`)."""
-    from model.export import file_stem
-
     fmt = st.session_state.get("fig_format", "png")
-    name = file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
     return {"displaylogo": False,
-            "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 3 if fmt == "png" else 1}}
+            "toImageButtonOptions": {"format": fmt, "filename": file_name(ctx, what), "scale": 3 if fmt == "png" else 1}}
 
 
-def csv_button(label: str, csv: str, ctx: Context, what: str, key: str, container=st) -> None:
-    """Download a matrix on screen as CSV (token labels on both axes), without rerunning the page."""
-    from model.export import file_stem
+def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str, key: str, container=st) -> None:
+    """Download a matrix on screen as CSV (token labels on both axes), without rerunning the page.
 
-    name = file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-") + ".csv"
-    container.download_button(label, csv, file_name=name, mime="text/csv", on_click="ignore", key=key)
+    `make_csv` runs only when the button is clicked, so drawing the page costs nothing extra."""
+    container.download_button(label, make_csv, file_name=file_name(ctx, what) + ".csv", mime="text/csv", on_click="ignore",
+                              key=key)

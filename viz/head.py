@@ -157,9 +157,12 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                           raw_scores: np.ndarray | None, mask: np.ndarray | None,
                           probs: np.ndarray, out: np.ndarray, query_tokens: Sequence[str],
                           key_tokens: Sequence[str], kind: str,
-                          dropout_probs: np.ndarray | None = None, *, src_lang: str = "DE",
-                          tgt_lang: str = "EN") -> dict[str, go.Figure]:
+                          dropout_probs: np.ndarray | None = None, *, scaled_scores: np.ndarray | None = None,
+                          src_lang: str = "DE", tgt_lang: str = "EN") -> dict[str, go.Figure]:
     """Every step of one head as an ordered dict of figures.
+
+    ``scaled_scores`` (i, j): the model's recorded Q·Kᵀ/√d_k. When given, the "scaled" and "masked" panels
+    draw exactly these numbers and the raw panel shows them × √d_k (pass None for ``raw_scores`` then).
 
     Inputs: ``q`` (i, d_k), ``k`` (j, d_k), ``v`` (j, d_k), ``raw_scores`` the
     UNSCALED Q·Kᵀ (i, j) or None to compute it here (recommended; masked_fill
@@ -177,8 +180,12 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     if k_arr.shape[-1] != d_k or v_arr.shape[0] != k_arr.shape[0]:
         raise ValueError(f"shapes disagree: Q {q_arr.shape}, K {k_arr.shape}, V {v_arr.shape}; "
                          f"expected Q (i, d_k), K (j, d_k), V (j, d_k)")
-    raw = q_arr @ k_arr.T if raw_scores is None else _clean(raw_scores)  # (i, j)
-    scaled = raw / np.float32(np.sqrt(d_k))  # (i, j)
+    if scaled_scores is not None:
+        scaled = _clean(scaled_scores)  # (i, j) as the model recorded them
+        raw = scaled * np.float32(np.sqrt(d_k))
+    else:
+        raw = q_arr @ k_arr.T if raw_scores is None else _clean(raw_scores)  # (i, j)
+        scaled = raw / np.float32(np.sqrt(d_k))  # (i, j)
     m = as_mask(mask, raw.shape[0], raw.shape[1])
     q_side, k_side = kind_sides(kind, src_lang, tgt_lang)
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
