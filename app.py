@@ -13,10 +13,11 @@ import streamlit as st
 
 from model.experiments import looks_like_target_language, untrained_summary
 from model.export import file_stem
-from views import attention, decoding, embeddings, head, masks, overview, positional
-from views.state import (EXAMPLES, MAX_DECODE_STEPS, VIEWS, Context, beam_translation, checkpoint_choices,
-                         checkpoint_label, init_state, is_twin, load_translator, model_facts, sync_url, trace_json,
-                         trace_sentence)
+from viz.common import DEFAULT_THEME, PRESENTER_THEME, using_theme
+from views import attention, compare, decoding, embeddings, head, masks, overview, positional
+from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,
+                         checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
+                         sync_url, trace_json, trace_sentence, traced_decoding)
 from views.text import md_escape
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
@@ -24,7 +25,7 @@ st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).pa
                    layout="wide")
 st.markdown(  # larger base font: readable from the back of a lecture room
     "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
-    "[data-testid='stSidebar'] {min-width: 22rem;}</style>",  # model names fit their select box
+    "[data-testid='stSidebar'][aria-expanded='true'] {min-width: 22rem;}</style>",  # model names fit their select box
     unsafe_allow_html=True,
 )
 PAGES = {
@@ -33,11 +34,25 @@ PAGES = {
 }
 init_state()
 ss = st.session_state
+# Presenter mode: the sidebar folds away (its arrow, top left, opens it: sentence and views stay reachable),
+# text grows and the page uses the screen's width.
+st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "expanded")
+if ss["present"]:
+    st.markdown("<style>html, body, [class*='st-'] {font-size: 1.3rem;} "
+                ".block-container {padding: 3rem 1.5rem 1rem 1.5rem; max-width: 100%;} "
+                "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
+                "{font-size: 1.6rem; padding: 0.1rem 0;} "
+                "[data-testid='stVerticalBlock'] {gap: 0.6rem;}</style>", unsafe_allow_html=True)
 
 
 def _new_sentence() -> None:
     """A new sentence or model starts from plain decoding at step 1."""
     ss["prefix"], ss["dec_step"] = (), 1
+
+
+def _role_swap() -> None:
+    ss["text"], ss["text2"] = ROLE_SWAP
+    _new_sentence()
 
 
 def _use_example() -> None:
@@ -49,6 +64,14 @@ def _use_example() -> None:
 with st.sidebar:
     st.title("Attention Atlas")
     st.caption("A small Transformer, German → English, opened up.")
+    st.toggle("Presenter mode", key="present",
+              help="For a projector: large type (every figure's text ≥ 20 px), figures as large as the screen, one "
+                   "part of a page at a time, this sidebar folded away (the arrow at the top left opens it). "
+                   "A link to the page opens in presenter mode too.")
+    st.toggle("High-contrast colours", key="contrast",
+              help="Viridis instead of light blues for attention weights and probabilities (small weights stay "
+                   "visible on a washed-out projector; readable in greyscale and for colour-blind viewers), "
+                   "purple–orange for signed values.")
     choices = checkpoint_choices()
     if ss["ckpt"] not in choices:
         choices.append(ss["ckpt"])  # keep the URL's choice visible, even if it turns out broken
@@ -60,6 +83,16 @@ with st.sidebar:
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")
     st.radio("View", VIEWS, key="view")
+    with st.expander("Side by side", expanded=ss["compare"] != "off"):
+        st.radio("Compare", list(COMPARE), key="compare", format_func=COMPARE.get,
+                 help="Draws two traces next to each other on the Attention and Decoding pages, head by head, each "
+                      "with its own token axes: two sentences on this model, or this sentence on two models.")
+        if ss["compare"] == "sentence":
+            st.text_area("Sentence B", key="text2", height=70, max_chars=5000)
+            st.button("Example: the same words, the roles swapped", on_click=_role_swap, key="role_swap")
+        elif ss["compare"] == "model":
+            st.selectbox("Model B", choices + ([ss["ckpt2"]] if ss["ckpt2"] not in choices else []), key="ckpt2",
+                         format_func=checkpoint_label)
     with st.expander("Decoding options"):
         st.radio("Decoding traced in the figures", ["greedy", "beam"], key="decoding", horizontal=True,
                  on_change=_new_sentence,
@@ -93,20 +126,12 @@ if not source.tokens:
     st.stop()
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
-# `forced` is the prefix the decoder is run along: the user's choice, or the beam's whole output.
-beam = beam_translation(ss["ckpt"], text, ss["beam"], ss["max_len"]) if ss["decoding"] == "beam" else None
+comparing = ss["compare"] != "off" and ss["view"] in COMPARE_VIEWS
+traced = traced_decoding(ss["ckpt"], text, ss["decoding"], ss["beam"], ss["max_len"],
+                         () if comparing else tuple(ss["prefix"]))  # side by side: both sides decode alike
+result, greedy, beam, mode, shows, forced = (traced.result, traced.greedy, traced.beam, traced.mode, traced.shows,
+                                             traced.forced)
 prefix = tuple(ss["prefix"])
-if prefix:
-    mode, forced = "forced", prefix
-    shows = f"your forced first {len(prefix)} token(s), then greedy decoding"
-elif beam is not None and beam.raw_tokens:
-    # Forcing the decoder along the beam's tokens (and its <eos>) records exactly what it computed for them.
-    mode, forced = "beam", tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())
-    shows = f"beam search (beam {ss['beam']}), traced along its output"
-else:
-    mode, forced = "greedy", ()
-    shows = "greedy decoding" + (" (beam search gave an empty output)" if beam is not None else "")
-result = trace_sentence(ss["ckpt"], text, ss["max_len"], forced) if forced else greedy
 
 with st.sidebar:
     # Greedy and forced traces describe themselves; a beam traced along its tokens needs saying so.
@@ -119,8 +144,12 @@ with st.sidebar:
                        help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
                             "every step's candidates. Same schema as `python -m model.export` (see the README).")
 
-st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
-st.markdown(f"### :gray[EN] {md_escape(result.text) or '∅ (empty output)'}")
+if ss["present"] or comparing:  # one line: the figure gets the screen's height
+    st.markdown(f"#### :gray[{'A · ' if comparing else ''}DE] {md_escape(' '.join(source.tokens))} :gray[→ EN] "
+                f"{md_escape(result.text) or '∅ (empty output)'}")
+else:
+    st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
+    st.markdown(f"### :gray[EN] {md_escape(result.text) or '∅ (empty output)'}")
 status = "" if result.finished else " · stopped at the length limit before `<eos>`"
 st.caption(f"**Every figure below shows: {shows}** · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
            f"tokens · {result.seconds * 1000:.0f} ms{status}")
@@ -143,6 +172,12 @@ if is_twin(ss["ckpt"]) and result.trace is not None:
     st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps], result.finished)))
 
 ctx = Context(key=ss["ckpt"], cfg=translator.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
-              shows=shows, facts=facts)
-PAGES[ss["view"]].render(ctx)
+              shows=shows, facts=facts, present=ss["present"])
+if ss["compare"] != "off" and not comparing:
+    st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
+elif comparing:
+    ctx = compare.with_side_b(ctx, ss)
+theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
+with using_theme(theme.high_contrast() if ss["contrast"] else theme):
+    PAGES[ss["view"]].render(ctx)
 sync_url()

@@ -11,7 +11,9 @@ from views import ablation
 from views.state import Context
 from views.text import md_escape
 from viz.tables import heads_csv, matrix_csv
-from views.widgets import csv_button, fig_config, kind_layer_head, shows_caption
+from views.compare import heads_match
+from views.widgets import csv_button, fig_config, kind_layer_head, sections, shows_caption
+from viz.compare import Side, side_by_side_figure
 
 EXPLAIN = {
     "enc_self": "Each German token (row) mixes in information from every German token (column), in both directions.",
@@ -24,39 +26,91 @@ EXPLAIN = {
 
 def render(ctx: Context) -> None:
     tr, cfg = ctx.result.trace, ctx.cfg
-    st.subheader("Attention")
-    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads)
-    st.caption(EXPLAIN[kind] + " Rows: queries; columns: keys; each row's weights sum to 1.")
+    if not ctx.present:  # presenter mode: the controls and the figure, nothing else
+        st.subheader("Attention")
+    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
+    if not ctx.present:
+        st.caption(EXPLAIN[kind] + " Rows: queries; columns: keys; each row's weights sum to 1.")
     shows_caption(ctx, kind)
+    if ctx.other is not None:
+        _side_by_side(ctx, kind, layer, head)
+        return
     q_tokens, k_tokens = tr.axes(kind)
     probs = tr.probs(kind)  # (L, h, i, j)
     mask = tr.attn[kind][layer]["mask"]  # (i, j) True = may attend, as the model used it
     sink = sink_key(probs[layer])
-    hide = st.toggle("Rescale colours to show the weaker weights", key="rescale",
+    # presenter mode: what to show and the colour switch share one row
+    top, right = st.columns([4, 1], vertical_alignment="center") if ctx.present else (st, st)
+    show = sections(ctx, ["one head", "all heads of the layer", "every layer × head", "heads off"], top)
+    hide = right.toggle("Rescale colours" if ctx.present else "Rescale colours to show the weaker weights", key="rescale",
                      help=f"When a few cells (each row's strongest key, or an attention sink such as "
                           f"'{k_tokens[sink]}') take most of the weight, the rest of the map is pale. This sets the colour "
                           "maximum to the 95th percentile of the other weights; stronger cells saturate, and the "
                           "colourbar says so.")
     zmax = robust_zmax(probs[layer], ignore_key=sink, mask=mask) if hide else None
-    if zmax is not None:
+    if zmax is not None and not ctx.present:  # the colourbar says it too
         st.caption(md_escape(rescale_note(probs[layer], zmax, mask=mask)))
-    ok = rows_sum_to_one(probs)
-    st.markdown((":material/check_circle: every row of every head sums to 1" if ok else ":material/warning: some rows do not sum to 1")
-                + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
-    st.plotly_chart(heads_figure(probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
-                                 width_px=PAGE_WIDTH_PX),
-                    width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"), key="heads_fig")
-    b1, b2, _ = st.columns([1, 1, 2])
+    if not ctx.present:
+        ok = rows_sum_to_one(probs)
+        st.markdown((":material/check_circle: every row of every head sums to 1" if ok
+                     else ":material/warning: some rows do not sum to 1")
+                    + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
+    if show("all heads of the layer"):
+        st.plotly_chart(heads_figure(probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
+                                     width_px=PAGE_WIDTH_PX),
+                        width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
+                        key="heads_fig")
+    b1, b2, _ = st.columns([1, 1, 2]) if not ctx.present else (None, None, None)
     csv_button(f"All heads of layer {layer + 1} (CSV)", lambda: heads_csv(probs[layer], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_all-heads", "csv_heads", b1)
     csv_button(f"Layer {layer + 1}, head {head + 1} (CSV)", lambda: matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2)
-    st.plotly_chart(attention_figure(probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
-                                     title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
-                    width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"), key="head_fig")
-    h = entropy(probs, mask)  # (L, h) nats, mean over query rows
-    st.markdown("#### Every layer × head")
-    st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) per head: "
-               + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row) for i, row in enumerate(h)))
-    st.plotly_chart(overview_figure(probs, kind, zmax=zmax), width="stretch", config=fig_config(ctx, f"attention_{kind}_every-layer-and-head"), key="overview_fig")
-    ablation.render(ctx)
+    if show("one head"):
+        st.plotly_chart(attention_figure(probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
+                                         title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
+                        width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
+                        key="head_fig")
+    if show("every layer × head"):
+        h = entropy(probs, mask)  # (L, h) nats, mean over query rows
+        st.markdown("#### Every layer × head")
+        if not ctx.present:
+            st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) "
+                       "per head: " + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row)
+                                                for i, row in enumerate(h)))
+        st.plotly_chart(overview_figure(probs, kind, zmax=zmax), width="stretch",
+                        config=fig_config(ctx, f"attention_{kind}_every-layer-and-head"), key="overview_fig")
+    if show("heads off"):
+        ablation.render(ctx)
+
+
+def _side_by_side(ctx: Context, kind: str, layer: int, head: int) -> None:
+    """Side A and side B, head by head, on one colour scale (each with its own token axes)."""
+    a, b = ctx, ctx.other
+    differ = heads_match(a, b, kind)
+    if differ:
+        st.warning(f"The two models cannot be aligned head by head ({differ}). Choose models of the same shape.")
+        return
+    sides = []
+    for c in (a, b):
+        t = c.result.trace
+        q, k = t.axes(kind)
+        sides.append(Side(c.label, t.probs(kind)[layer], q, k, t.attn[kind][layer]["mask"]))  # (h, i, j)
+    top, right = st.columns([4, 1], vertical_alignment="center")
+    show = sections(ctx, ["one head", "all heads of the layer"], top, always=True)
+    hide = right.toggle("Rescale colours", key="rescale",
+                        help="Sets the colour maximum to the larger of the two sides' 95th percentiles of the weaker "
+                             "weights (each side without its strongest key column); the colourbar says so.")
+    zmax = max(robust_zmax(s.probs, ignore_key=sink_key(s.probs), mask=s.mask) for s in sides) if hide else None
+    heads = [head] if show("one head") else None
+    what = f"H{head + 1}" if heads else "all-heads"
+    if not ctx.present:
+        st.caption("Rows are heads: head h of A sits beside head h of B. Both sides share one colour scale; each has "
+                   "its own token axes.")
+    st.plotly_chart(side_by_side_figure(sides[0], sides[1], kind, layer, heads, zmax=zmax, width_px=PAGE_WIDTH_PX),
+                    width="stretch", config=fig_config(ctx, f"attention_side-by-side_{kind}_L{layer + 1}_{what}"),
+                    key="compare_fig")
+    cols = st.columns(2) if not ctx.present else (None, None)
+    for c, side, col, tag in zip((a, b), sides, cols, "AB"):
+        csv_button(f"{tag}: layer {layer + 1}, head {head + 1} (CSV)",
+                   lambda side=side: matrix_csv(side.probs[head], side.query_tokens, side.key_tokens), c,
+                   f"attention_{kind}_L{layer + 1}_H{head + 1}", f"csv_compare_{tag}", col)

@@ -8,7 +8,7 @@ from viz.decoding import candidates_figure, decoding_table, step_cross_attention
 from views.state import Context, beam_translation, trace_sentence
 from views.text import md_escape
 from viz.tables import candidates_csv
-from views.widgets import csv_button, fig_config, shows_caption
+from views.widgets import csv_button, fig_config, sections, shows_caption
 
 
 def _force(prefix: list[str]) -> None:
@@ -18,36 +18,45 @@ def _force(prefix: list[str]) -> None:
 
 def render(ctx: Context) -> None:
     ss = st.session_state
-    cfg = ctx.cfg
     st.subheader("Decoding, step by step")
-    st.write("The decoder writes one token per step. At each step it sees the German sentence (through cross-attention) "
-             "and the English prefix written so far, and gives a probability to every token of its vocabulary; greedy "
-             "decoding takes the most probable one and stops at `<eos>`. `<bos>` and `<pad>` are never generated: "
-             "their probability is set to 0 before choosing.")
+    if not ctx.present:
+        st.write("The decoder writes one token per step. At each step it sees the German sentence (through "
+                 "cross-attention) and the English prefix written so far, and gives a probability to every token of its "
+                 "vocabulary; greedy decoding takes the most probable one and stops at `<eos>`. `<bos>` and `<pad>` "
+                 "are never generated: their probability is set to 0 before choosing.")
     res = ctx.result
     shows_caption(ctx)
+    if ctx.other is not None:
+        _side_by_side(ctx)
+        return
     prefix = tuple(ss.get("prefix", ()))
     if prefix:
         c1, c2 = st.columns([4, 1])
         c1.info(f"You forced the first {len(prefix)} token(s): {md_escape(' '.join(prefix))}. Decoding continued greedily.")
         c2.button("Undo the forcing", on_click=_force, args=([],), key="unforce")
     steps = res.steps or []
-    n = len(steps)
-    if n == 0:
+    if not steps:
         st.info("Nothing to decode.")
         return
+    show = sections(ctx, ["this step", "all steps", "greedy and beam"])
+    if show("this step"):
+        _step(ctx, steps)
+    if show("all steps"):
+        _all_steps(steps)
+    if show("greedy and beam"):
+        _greedy_and_beam(ctx)
+
+
+def _step(ctx: Context, steps: list) -> None:
+    ss, cfg = st.session_state, ctx.cfg
+    n = len(steps)
     ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
     step_no = st.slider("Step", 1, n, key="dec_step") if n > 1 else 1
     step = steps[step_no - 1]
     st.markdown(f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**")
     left, right = st.columns(2)
     with left:
-        labels, probs = list(step.top_tokens), list(step.top_probs)
-        chosen_idx = step.top_ids.index(step.chosen) if step.chosen in step.top_ids else None
-        if chosen_idx is None:  # a forced token outside the top-k: show it too
-            labels.append(step.chosen_token)
-            probs.append(step.chosen_prob)
-            chosen_idx = len(labels) - 1
+        labels, probs, chosen_idx = _candidates(step)
         st.plotly_chart(candidates_figure(labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
                         width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
         csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
@@ -60,25 +69,86 @@ def render(ctx: Context) -> None:
                 st.button(md_escape(tok), key=f"force_{step_no}_{tid}", disabled=tid == step.chosen,
                           on_click=_force, args=(list(step.prefix_tokens[1:]) + [tok],), width="content")
     with right:
-        layers = cfg.n_decoder_layers
-        if not 1 <= int(ss.get("dec_layer", 0)) <= layers:
-            ss["dec_layer"] = layers  # 0 in the URL: the last layer
-        ss["dec_head"] = min(max(int(ss.get("dec_head", 0)), 0), cfg.n_heads)
-        c1, c2 = st.columns(2)
-        layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer")
-        head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head",
-                            format_func=lambda h: "mean of heads" if h == 0 else f"head {h}")
-        cross = step.cross[layer - 1]  # (h, s) this step's query over the source
-        weights = cross.mean(0) if head == 0 else cross[head - 1]
-        what = "mean of heads" if head == 0 else f"head {head}"
-        st.plotly_chart(step_cross_attention_figure(weights, res.source.axis_tokens,
-                                                    title=f"step {step_no}: cross-attention, layer {layer}, {what}",
-                                                    width_px=PAGE_WIDTH_PX // 2),
-                        width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key="step_cross")
+        layer, head = _layer_head(cfg)
+        _cross_figure(ctx, step, step_no, layer, head, "step_cross")
+
+
+def _candidates(step) -> tuple[list[str], list[float], int]:
+    """(tokens, probabilities, index of the chosen one) of a step's top-k; a forced token outside it is added."""
+    labels, probs = list(step.top_tokens), list(step.top_probs)
+    if step.chosen in step.top_ids:
+        return labels, probs, step.top_ids.index(step.chosen)
+    return labels + [step.chosen_token], probs + [step.chosen_prob], len(labels)
+
+
+def _layer_head(cfg, container=st) -> tuple[int, int]:
+    """Decoder layer (1-based) and head (1-based; 0 = mean of heads) selectors, URL keys dec_layer / dec_head."""
+    ss = st.session_state
+    layers = cfg.n_decoder_layers
+    if not 1 <= int(ss.get("dec_layer", 0)) <= layers:
+        ss["dec_layer"] = layers  # 0 in the URL: the last layer
+    ss["dec_head"] = min(max(int(ss.get("dec_head", 0)), 0), cfg.n_heads)
+    c1, c2 = container.columns(2)
+    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer")
+    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head",
+                        format_func=lambda h: "mean of heads" if h == 0 else f"head {h}")
+    return layer, head
+
+
+def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: str, title: str = "") -> None:
+    cross = step.cross[layer - 1]  # (h, s) this step's query over the source
+    weights = cross.mean(0) if head == 0 else cross[head - 1]
+    what = "mean of heads" if head == 0 else f"head {head}"
+    st.plotly_chart(step_cross_attention_figure(weights, ctx.result.source.axis_tokens,
+                                                title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
+                                                width_px=PAGE_WIDTH_PX // 2),
+                    width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
+
+
+def _side_by_side(ctx: Context) -> None:
+    """Step n of side A beside step n of side B: candidates, then where that step looked."""
+    ss, sides = st.session_state, (ctx, ctx.other)
+    n = max(len(c.result.steps) for c in sides)
+    if n == 0:
+        st.info("Neither side wrote anything to decode.")
+        return
+    ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
+    c0, c1 = st.columns([3, 2])
+    step_no = c0.slider("Step", 1, n, key="dec_step") if n > 1 else 1
+    layer, head = _layer_head(ctx.cfg if ctx.cfg.n_decoder_layers <= ctx.other.cfg.n_decoder_layers else ctx.other.cfg,
+                              c1)
+    for c, col, tag in zip(sides, st.columns(2), "AB"):
+        with col:
+            steps = c.result.steps
+            st.markdown(f"**{md_escape(c.label)}**")
+            if step_no > len(steps):
+                st.info(f"Side {tag} finished after {len(steps)} steps: {md_escape(c.result.text) or '∅'}")
+                continue
+            step = steps[step_no - 1]
+            st.markdown(f"Step {step_no} of {len(steps)}. Read: **{md_escape(' '.join(step.prefix_tokens))}** · "
+                        f"chose **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f})")
+            labels, probs, chosen = _candidates(step)
+            st.plotly_chart(candidates_figure(labels, probs, chosen, title=f"{tag}, step {step_no}: candidates"),
+                            width="stretch", config=fig_config(c, f"decoding_step{step_no}_candidates"),
+                            key=f"cands_{tag}")
+            csv_button(f"{tag}: step {step_no} candidates (CSV)",
+                       lambda labels=labels, probs=probs, chosen=chosen: candidates_csv(labels, probs, chosen), c,
+                       f"decoding_step{step_no}_candidates", f"csv_cands_{tag}")
+            if c.cfg.n_heads < head or c.cfg.n_decoder_layers < layer:
+                st.info(f"Side {tag}'s model has no layer {layer}, head {head}.")
+                continue
+            _cross_figure(c, step, step_no, layer, head, f"step_cross_{tag}", title=f"{tag}, ")
+
+
+def _all_steps(steps: list) -> None:
     st.markdown("#### All steps")
     rows = [{"step": i + 1, "prefix": " ".join(s.prefix_tokens), "chosen": s.chosen_token, "prob": s.chosen_prob}
             for i, s in enumerate(steps)]
     st.dataframe(decoding_table(rows), hide_index=True, width="stretch")
+
+
+def _greedy_and_beam(ctx: Context) -> None:
+    ss = st.session_state
     st.markdown("#### Greedy and beam search")
     beam = int(ss.get("beam", 5))
     g = trace_sentence(ctx.key, ctx.text, ctx.max_len)

@@ -8,7 +8,7 @@ from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_
                             scaling_figure, vocab_map_figure)
 from views.state import Context, vocab_embeddings
 from viz.tables import matrix_csv
-from views.widgets import csv_button, fig_config, shows_caption
+from views.widgets import csv_button, fig_config, sections, shows_caption
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -19,13 +19,23 @@ def _pca(key: str, side: str, n_specials: int) -> np.ndarray:
 
 def render(ctx: Context) -> None:
     res = ctx.result
-    cfg = ctx.cfg
     st.subheader("Embeddings")
     side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side",
                     format_func={"src": "source (German, encoder input)", "tgt": "target (English, decoder input)"}.get)
     emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
     tokens = res.trace.src_tokens if side == "src" else res.trace.tgt_tokens
     shows_caption(ctx, side)
+    show = sections(ctx, ["the vectors", "the scaling", "the whole vocabulary"])
+    if show("the vectors"):
+        _vectors(ctx, side, emb, tokens)
+    if show("the scaling"):
+        _scaling(ctx, side, emb, tokens)
+    if show("the whole vocabulary"):
+        _vocabulary(ctx, side, tokens)
+
+
+def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
+    cfg = ctx.cfg
     scale = float(np.sqrt(cfg.d_model))
     st.write(f"Each token id selects one row of a learned {cfg.d_model}-dimensional table. The row is multiplied by "
              f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
@@ -38,6 +48,10 @@ def render(ctx: Context) -> None:
                f"embeddings_{side}_token-vectors", "csv_emb_token", b1)
     csv_button("Input of layer 1 (CSV)", lambda: matrix_csv(emb["total"], tokens, dims, "token"), ctx,
                f"embeddings_{side}_layer-1-input", "csv_emb_total", b2)
+
+
+def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
+    cfg = ctx.cfg
     c1, c2, c3 = st.columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
@@ -47,6 +61,8 @@ def render(ctx: Context) -> None:
         st.plotly_chart(embedding_heatmap(emb["token"], tokens, "token embeddings (before scaling)"),
                         width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
 
+
+def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     st.markdown("#### The whole vocabulary")
     lut, itos = vocab_embeddings(ctx.key, side)
     ns = ctx.facts["n_specials"]

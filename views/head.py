@@ -7,7 +7,7 @@ import streamlit as st
 from model.experiments import dropout_sample, max_abs_diff
 from viz.head import head_pipeline_figures
 from views.state import Context
-from views.widgets import fig_config, kind_layer_head, shows_caption
+from views.widgets import fig_config, kind_layer_head, sections, shows_caption
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
     "Q": "Queries: the layer input times W_Q, this head's slice (one row per query token).",
@@ -23,6 +23,7 @@ STEPS = {  # numbered on the page in the order they appear: the mask step exists
               "and multiplied by W_O.",
 }
 ORDER = [["Q", "K", "V"], ["scores", "scaled", "masked"], ["softmax", "dropout"], ["output"]]
+ROW_NAMES = ["Q, K, V", "scores", "weights", "output"]  # presenter mode shows one row of ORDER at a time
 
 
 def numbered_steps(present: set[str]) -> dict[str, str]:
@@ -34,7 +35,7 @@ def numbered_steps(present: set[str]) -> dict[str, str]:
 def render(ctx: Context) -> None:
     tr, cfg = ctx.result.trace, ctx.cfg
     st.subheader("Inside one head")
-    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads)
+    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
     shows_caption(ctx, kind)
     a = tr.attn[kind][layer]
     q_tokens, k_tokens = tr.axes(kind)
@@ -53,7 +54,10 @@ def render(ctx: Context) -> None:
                 f"{check:.1e}; weights · V matches the head output to {out_check:.1e}")
     titles = numbered_steps(set(figs))
     # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output.
-    for row in ORDER:
+    show = sections(ctx, ROW_NAMES)
+    for row_name, row in zip(ROW_NAMES, ORDER):
+        if not show(row_name):
+            continue
         names = [n for n in row if n in figs]
         for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
             with col:

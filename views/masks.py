@@ -13,7 +13,7 @@ from viz.common import PAGE_WIDTH_PX
 from viz.masks import mask_figure
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
-from views.widgets import fig_config, layer_head
+from views.widgets import fig_config, layer_head, sections
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 
@@ -106,6 +106,10 @@ def _causal(ctx: Context) -> None:
 
 def render(ctx: Context) -> None:
     st.subheader("Masks")
-    _padding(ctx)
-    st.divider()
-    _causal(ctx)
+    show = sections(ctx, ["padding mask", "causal mask"])
+    if show("padding mask"):
+        _padding(ctx)
+    if not ctx.present:
+        st.divider()
+    if show("causal mask"):
+        _causal(ctx)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from viz.architecture import architecture_figure, parameter_table
 from views.state import Context
-from views.widgets import fig_config, shows_caption
+from views.widgets import fig_config, sections, shows_caption
 
 NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (EN)",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
@@ -15,8 +15,16 @@ NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (E
 
 
 def render(ctx: Context) -> None:
-    res, cfg = ctx.result, ctx.cfg
     st.subheader("Overview")
+    show = sections(ctx, ["tokens", "architecture"])
+    if show("tokens"):
+        _tokens(ctx)
+    if show("architecture"):
+        _architecture(ctx)
+
+
+def _tokens(ctx: Context) -> None:
+    res = ctx.result
     st.write("The sentence is split into tokens, each token becomes a vector, the encoder reads them all at once, "
              "and the decoder writes English one token at a time, looking back at the German through cross-attention.")
     left, right = st.columns(2)
@@ -48,6 +56,10 @@ def render(ctx: Context) -> None:
             st.caption("`<unk>` stays visible where no unreadable source word was left to copy.")
     st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
               help="Tokenize, encode, greedy decoding with every step recorded, and the full trace.")
+
+
+def _architecture(ctx: Context) -> None:
+    cfg = ctx.cfg
     a, b = st.columns([3, 2])
     with a:
         st.plotly_chart(architecture_figure(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),

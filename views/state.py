@@ -51,14 +51,21 @@ EXAMPLES = [  # from Multi30k's validation set
 VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
 KINDS = {"enc_self": "Encoder self-attention (DE → DE)", "dec_self": "Decoder masked self-attention (EN → EN)",
          "cross": "Cross-attention (EN queries → DE keys)"}
+# Side by side: off, two sentences on one model, or one sentence on two models; drawn on these pages.
+COMPARE = {"off": "off", "sentence": "two sentences, one model", "model": "one sentence, two models"}
+COMPARE_VIEWS = ("Attention", "Decoding")
+ROLE_SWAP = ("Der Hund beißt den Mann.", "Den Mann beißt der Hund.")  # the same words, subject and object swapped
 MAX_DECODE_STEPS = 100  # upper bound of the max-length control, protects a shared server
 
-PARAMS = urlstate.params(EXAMPLES[0], VIEWS, KINDS, MAX_DECODE_STEPS)
+PARAMS = urlstate.params(EXAMPLES[0], VIEWS, KINDS, MAX_DECODE_STEPS, COMPARE, ROLE_SWAP[1])
 
 
 def _fixups(values: dict) -> None:
     if values["ckpt"] is None:
         values["ckpt"] = default_model()
+    if values["ckpt2"] is None:  # side by side's default second model: the first one's untrained twin
+        values["ckpt2"] = values["ckpt"].removesuffix(TWIN) + TWIN if not values["ckpt"].endswith(TWIN) else \
+            values["ckpt"].removesuffix(TWIN)
 
 
 def init_state() -> bool:
@@ -201,6 +208,37 @@ def val_translations(key: str, folder: str, off: tuple, n: int) -> tuple[list[st
     return _tr(key).translate_batch(src[:n], off_heads=off or None), ref[:n]
 
 
+@dataclass(frozen=True)
+class Traced:
+    """The decoding the figures show for one sentence on one model, and how to say which it is."""
+
+    result: Translation  # its trace
+    greedy: Translation  # plain greedy decoding (the same as result when mode == "greedy")
+    beam: Translation | None  # beam search's output, when beam decoding was chosen
+    mode: str  # "greedy", "beam" (traced along its output) or "forced" (the user's prefix)
+    shows: str  # the same, in words, for captions
+    forced: tuple[str, ...]  # the tokens the decoder was run along (empty for greedy)
+
+
+def traced_decoding(key: str, text: str, decoding: str, beam_size: int, max_len: int,
+                    prefix: tuple[str, ...] = ()) -> Traced:
+    """Trace what the figures show: the user's forced prefix, else beam search's output, else greedy."""
+    greedy = trace_sentence(key, text, max_len)
+    beam = beam_translation(key, text, beam_size, max_len) if decoding == "beam" else None
+    if prefix:
+        mode, forced = "forced", prefix
+        shows = f"your forced first {len(prefix)} token(s), then greedy decoding"
+    elif beam is not None and beam.raw_tokens:
+        # Forcing the decoder along the beam's tokens (and its <eos>) records exactly what it computed for them.
+        mode, forced = "beam", tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())
+        shows = f"beam search (beam {beam_size}), traced along its output"
+    else:
+        mode, forced = "greedy", ()
+        shows = "greedy decoding" + (" (beam search gave an empty output)" if beam is not None else "")
+    result = trace_sentence(key, text, max_len, forced) if forced else greedy
+    return Traced(result, greedy, beam, mode, shows, forced)
+
+
 @dataclass
 class Context:
     """What every view gets: the traced sentence, the state, and which decoding the figures show."""
@@ -213,3 +251,6 @@ class Context:
     mode: str  # the decoding traced: "greedy", "beam" (traced along its output) or "forced" (the user's prefix)
     shows: str  # the same, in words, for captions
     facts: dict
+    present: bool = False  # presenter mode: one section of the page at a time, large type
+    other: "Context | None" = None  # side by side: the second sentence or model (Attention and Decoding)
+    label: str = ""  # side by side: "A · …" / "B · …", what this side is

@@ -20,6 +20,7 @@ class Param:
     default: object
     parse: Callable[[str], object]  # raises ValueError on a bad value (then the default is used)
     dump: Callable[[object], str] = str
+    needed: Callable[[dict], bool] | None = None  # written to the URL only when this holds for the state
 
 
 def _choice(options) -> Callable[[str], str]:
@@ -78,7 +79,8 @@ def dump_ints(v) -> str:
     return ",".join(str(x) for x in v)
 
 
-def params(examples_default: str, views: list[str], kinds, max_steps: int) -> dict[str, Param]:
+def params(examples_default: str, views: list[str], kinds, max_steps: int, compare=("off",),
+           second_text: str = "") -> dict[str, Param]:
     """The app's URL schema: parameter -> (default, parser, writer)."""
     layer = _int_in(1, 64)
     return {
@@ -89,6 +91,14 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int) -> di
         "beam": Param(5, _int_in(2, 10)),
         "max_len": Param(0, _int_in(0, max_steps)),
         "fig_format": Param("png", _choice(("png", "svg"))),  # what a figure's camera button saves
+        # Presenter mode: large type, one thing at a time; `focus` is the page's section shown
+        "present": Param(False, _bool, _dump_bool),
+        "contrast": Param(False, _bool, _dump_bool),  # high-contrast colour scales
+        "focus": Param("", str),
+        # Side by side: what is compared, and side B's sentence or model
+        "compare": Param("off", _choice(compare)),
+        "text2": Param(second_text, str, needed=lambda state: state.get("compare") == "sentence"),
+        "ckpt2": Param(None, str, needed=lambda state: state.get("compare") == "model"),  # None: the untrained twin of `ckpt` (or the trained model of a twin)
         # Attention, Inside one head
         "kind": Param("cross", _choice(kinds)),
         "layer": Param(1, layer),
@@ -174,7 +184,7 @@ def write_url(schema: dict[str, Param]) -> None:
         value = ss[key]
         if isinstance(value, list):
             value = tuple(value)
-        if value is None or (value == p.default and key not in ALWAYS):
+        if value is None or (value == p.default and key not in ALWAYS) or (p.needed and not p.needed(ss)):
             continue
         wanted[key] = p.dump(value)
     current = {k: st.query_params[k] for k in st.query_params}

@@ -9,16 +9,22 @@ import streamlit as st
 from views.state import KINDS, Context
 
 
-def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True) -> tuple[str, int, int]:
-    """Selectors for attention kind, layer and head; returns (kind, 0-based layer, 0-based head)."""
+def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True,
+                    compact: bool = False) -> tuple[str, int, int]:
+    """Selectors for attention kind, layer and head; returns (kind, 0-based layer, 0-based head).
+
+    ``compact`` (presenter mode): no labels above the boxes, the options say "layer 2", "head 1" instead."""
     ss = st.session_state
     cols = st.columns([3, 1, 1] if with_head else [3, 1])
-    kind = cols[0].selectbox("Attention", list(KINDS), key="kind", format_func=KINDS.get)
+    vis = "collapsed" if compact else "visible"
+    kind = cols[0].selectbox("Attention", list(KINDS), key="kind", format_func=KINDS.get, label_visibility=vis)
     n_layers = n_enc if kind == "enc_self" else n_dec
     ss["layer"] = min(max(int(ss["layer"]), 1), n_layers)
     ss["head"] = min(max(int(ss["head"]), 1), n_heads)
-    layer = cols[1].selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
-    head = cols[2].selectbox("Head", list(range(1, n_heads + 1)), key="head") if with_head else 1
+    layer = cols[1].selectbox("Layer", list(range(1, n_layers + 1)), key="layer", label_visibility=vis,
+                              format_func=(lambda v: f"layer {v}") if compact else str)
+    head = cols[2].selectbox("Head", list(range(1, n_heads + 1)), key="head", label_visibility=vis,
+                             format_func=(lambda v: f"head {v}") if compact else str) if with_head else 1
     return kind, layer - 1, head - 1
 
 
@@ -41,7 +47,9 @@ def shows(ctx: Context, kind: str = "dec") -> str:
 
 
 def shows_caption(ctx: Context, kind: str = "dec") -> None:
-    st.caption(":material/route: " + shows(ctx, kind))
+    """Which decoding the figures show (presenter mode: the page header's line says it already)."""
+    if not ctx.present:
+        st.caption(":material/route: " + shows(ctx, kind))
 
 
 def file_name(ctx: Context, what: str) -> str:
@@ -62,6 +70,22 @@ def fig_config(ctx: Context, what: str) -> dict:
 def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str, key: str, container=st) -> None:
     """Download a matrix on screen as CSV (token labels on both axes), without rerunning the page.
 
-    `make_csv` runs only when the button is clicked, so drawing the page costs nothing extra."""
+    `make_csv` runs only when the button is clicked, so drawing the page costs nothing extra. Presenter mode
+    leaves the buttons out (the figure's own camera button still saves it)."""
+    if ctx.present:
+        return
     container.download_button(label, make_csv, file_name=file_name(ctx, what) + ".csv", mime="text/csv", on_click="ignore",
                               key=key)
+
+
+def sections(ctx: Context, names: list[str], container=st, always: bool = False) -> Callable[[str], bool]:
+    """Which parts of a page to draw: all of them, or in presenter mode (or ``always``) the one chosen (URL `focus`).
+
+    Use as ``show = sections(ctx, [...])`` then ``if show("name"): ...`` around each part."""
+    if not (ctx.present or always):
+        return lambda name: True
+    ss = st.session_state
+    if ss.get("focus") not in names:
+        ss["focus"] = names[0]
+    chosen = container.radio("Show", names, key="focus", horizontal=True, label_visibility="collapsed")
+    return lambda name: name == chosen

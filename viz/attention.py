@@ -16,8 +16,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.common import (BASE_FONT, KIND_NAMES, PROB_D3, PROB_SCALE, TICK_FONT, as_mask,
-                        axis_titles, facet_heatmaps, fmt_prob, fmt_share, heatmap, style)
+from viz.common import (KIND_NAMES, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
+                        fmt_share, heatmap, resolve_scale, style, theme)
 
 
 
@@ -197,15 +197,15 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
             ), row=layer + 1, col=h + 1)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale=PROB_SCALE, cmin=0.0, cmax=zmax, colorbar=dict(
-        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=TICK_FONT),
+    fig.update_layout(coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
         **_colorbar_ticks(zmax))))
     fig.update_annotations(font_size=15)
     # One pair of axis titles for the whole grid: every thumbnail has the same axes.
     fig.add_annotation(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top",
-                       yshift=-8, showarrow=False, font=dict(size=BASE_FONT))
+                       yshift=-8, showarrow=False, font=dict(size=theme().base))
     fig.add_annotation(text=q_title, x=0, y=0.5, xref="paper", yref="paper", xanchor="right",
-                       xshift=-8, textangle=-90, showarrow=False, font=dict(size=BASE_FONT))
+                       xshift=-8, textangle=-90, showarrow=False, font=dict(size=theme().base))
     fig = style(fig, f"{KIND_NAMES[kind]}<br>every layer × head",
                 height=190 + 115 * n_layers, subplot_titles=True)
     return fig.update_layout(margin=dict(l=45, b=45))

@@ -14,7 +14,10 @@ column/key tokens)``, the order of the axes of ``z``.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -24,12 +27,62 @@ from plotly.subplots import make_subplots
 from viz.text import (TITLE_WRAP_CHARS, escape_token, escape_tokens, fmt_prob,  # noqa: F401
                       fmt_share, title_lines, visible_len, wrap_title)
 
-TICK_FONT = 14
-MIN_TICK_FONT = 11  # no label is ever drawn smaller
-BASE_FONT = 15
-TITLE_FONT = 19
-PROB_SCALE = "Blues"
-SIGNED_SCALE = "RdBu_r"
+
+
+@dataclass(frozen=True)
+class Theme:
+    """Sizes (px) and colour scales every figure is built with; see :func:`theme`.
+
+    The default is a laptop screen; :data:`PRESENTER` is a projector seen from the back row.
+    """
+
+    tick: int = 14  # tick labels and colourbar ticks
+    min_tick: int = 11  # crowded tick labels shrink down to this, never below
+    base: int = 15  # axis titles, annotations, legends
+    title: int = 19
+    hover: int = 15
+    min_font: int = 0  # every text of every figure at least this (0: no floor)
+    min_tick_px: int = 14  # between neighbouring tick labels, across the text
+    prob_scale: str = "Blues"  # probabilities 0..1: white = 0
+    signed_scale: str = "RdBu_r"  # signed values around 0
+    height_px: int | None = None  # height of the page's main figure (None: from the number of rows)
+
+    def high_contrast(self) -> "Theme":
+        """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
+        greyscale and for colour-blind viewers."""
+        return replace(self, prob_scale="Viridis", signed_scale="PuOr_r")
+
+
+DEFAULT_THEME = Theme()
+# A 1280×720 projector: every text ≥ 20 px, labels thinned so 20 px labels do not touch, and the main
+# figure as tall as the screen left below the presenter page's header and controls (720 − about 260).
+PRESENTER_THEME = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
+                        height_px=420)
+_THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
+
+
+def theme() -> Theme:
+    """The theme figures are built with now (per thread: each Streamlit session has its own)."""
+    return _THEME.get()
+
+
+@contextmanager
+def using_theme(t: Theme) -> Iterator[Theme]:
+    """Build the figures inside the block with theme ``t``."""
+    token = _THEME.set(t)
+    try:
+        yield t
+    finally:
+        _THEME.reset(token)
+
+
+TICK_FONT = DEFAULT_THEME.tick  # the default theme's values, for callers that need a number
+MIN_TICK_FONT = DEFAULT_THEME.min_tick  # no label is ever drawn smaller
+BASE_FONT = DEFAULT_THEME.base
+TITLE_FONT = DEFAULT_THEME.title
+# Colour scales by role; the theme says which plotly scale each role is (see resolve_scale).
+PROB_SCALE = "prob"
+SIGNED_SCALE = "signed"
 MASK_COLOUR = "#b0b0b0"
 MASK_TRACE_NAME = "masked"
 # Above this many masked cells (or 30 tokens a side) the "x" markers would be a
@@ -47,7 +100,7 @@ ROW_PX = 28
 MIN_HEIGHT, MAX_HEIGHT = 380, 1000
 FACET_ROW_PX = 22
 MIN_PANEL_PX, MAX_PANEL_PX = 220, 520
-MIN_TICK_PX = 14  # between neighbouring labels, across the text
+MIN_TICK_PX = DEFAULT_THEME.min_tick_px  # between neighbouring labels, across the text
 MAX_TICKS = 40
 # Width a figure is assumed to get on the page when the caller does not say
 # (``width_px``); only used to decide how many key labels fit. PAGE_WIDTH_PX is
@@ -135,22 +188,82 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     hangs from the top of the figure, and the top margin grows with its number
     of lines (plus room for ``subplot_titles`` above the top row of plots).
     """
+    t = theme()
     lines = title_lines(title, wrap_chars)
     if title and wrap_chars:
         title = wrap_title(title, wrap_chars)
     fig.update_layout(
         template="plotly_white",
-        font=dict(size=BASE_FONT),
-        title=dict(text=title, font=dict(size=TITLE_FONT), y=1, yref="container",
+        font=dict(size=t.base),
+        title=dict(text=title, font=dict(size=t.title), y=1, yref="container",
                    yanchor="top", pad=dict(t=TITLE_PAD_PX)) if title else None,
         margin=dict(l=20, r=20, b=20,
                     t=top_margin(lines) + (20 if subplot_titles and lines else 0)),
-        hoverlabel=dict(font_size=15),
+        hoverlabel=dict(font_size=t.hover),
     )
     if height:
         fig.update_layout(height=int(height))
     if width:
         fig.update_layout(width=int(width))
+    return enforce_min_font(fig)
+
+
+def enforce_min_font(fig: go.Figure) -> go.Figure:
+    """With a theme that has a minimum font size (presenter mode), bring every text of ``fig`` up to it.
+
+    :func:`style` calls it; call it again after adding axes or traces to a styled figure.
+    """
+    t = theme()
+    if not t.min_font:
+        return fig
+    # Sizes left unset would take Streamlit's theme (about 14 px for axis and colourbar titles): set them.
+    fig.update_xaxes(title_font_size=t.base)
+    fig.update_yaxes(title_font_size=t.base)
+    fig.update_traces(colorbar_title_font_size=t.base, selector=dict(type="heatmap"))
+    if fig.layout.coloraxis.to_plotly_json():
+        fig.update_layout(coloraxis_colorbar_title_font_size=t.base)
+    fig.update_layout(legend_font_size=t.base)
+    return floor_fonts(fig, t.min_font)
+
+
+def resolve_scale(colorscale):
+    """A role (PROB_SCALE, SIGNED_SCALE) -> the current theme's plotly scale; anything else as it is."""
+    if colorscale == PROB_SCALE:
+        return theme().prob_scale
+    if colorscale == SIGNED_SCALE:
+        return theme().signed_scale
+    return colorscale
+
+
+def floor_fonts(fig: go.Figure, px: int) -> go.Figure:
+    """Raise every font size set in ``fig`` (layout, axes, annotations, colourbars, trace texts) to ≥ ``px``.
+
+    The builders already use the theme's sizes; this catches the few set by hand (bar labels, notes), so
+    presenter mode keeps its promise for every figure, including ones added later. Unset sizes inherit
+    ``layout.font.size``, which :func:`style` sets from the theme.
+    """
+    def walk(obj) -> None:
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                if key.endswith("font") and isinstance(value, dict):
+                    size = value.get("size")
+                    if isinstance(size, (int, float)) and size < px:
+                        value["size"] = px
+                    elif isinstance(size, (list, tuple)):
+                        value["size"] = [max(v, px) for v in size]
+                walk(value)
+        elif isinstance(obj, list):
+            for item in obj:
+                walk(item)
+
+    layout = fig.layout.to_plotly_json()
+    walk(layout)
+    fig.layout.update(layout)
+    for trace in fig.data:
+        patch = {k: v for k, v in trace.to_plotly_json().items()
+                 if k.endswith("font") or k in ("colorbar", "hoverlabel", "marker")}
+        walk(patch)
+        trace.update(patch)
     return fig
 
 
@@ -185,16 +298,17 @@ def tick_step(n: int, axis_px: float | None = None, angle: int | None = None) ->
     """
     step = max(1, math.ceil(n / MAX_TICKS))
     if axis_px and n:
-        step = max(step, math.ceil(MIN_TICK_PX / (axis_px / n * _slant(angle))))
+        step = max(step, math.ceil(theme().min_tick_px / (axis_px / n * _slant(angle))))
     return step
 
 
 def tick_font(n: int, axis_px: float | None, step: int, angle: int | None = None) -> int:
-    """Tick label size: TICK_FONT with room to spare, smaller when crowded, ≥ MIN_TICK_FONT."""
+    """Tick label size: the theme's with room to spare, smaller when crowded, ≥ its minimum."""
+    t = theme()
     if not axis_px or not n:
-        return TICK_FONT
+        return t.tick
     gap = axis_px / n * step * _slant(angle)  # px between neighbouring labels
-    return int(min(TICK_FONT, max(MIN_TICK_FONT, gap - 3)))
+    return int(min(t.tick, max(t.min_tick, gap - 3)))
 
 
 def _slant(angle: int | None) -> float:
@@ -210,7 +324,7 @@ def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
     """
     longest = max((visible_len(escape_token(t)) for t in row_tokens), default=2) \
         if row_tokens is not None else 3
-    used = 40 + 8 * min(longest, 16) + 30 + (110 if colorbar else 0)
+    used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + (110 if colorbar else 0)
     return max(40.0, ((width_px or FIGURE_WIDTH_PX) - used) / cols * (0.95 if cols > 1 else 1))
 
 
@@ -224,7 +338,7 @@ def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
     position 0 at the top (query axes); the explicit range keeps the mask's
     "x" markers from padding the axis.
     """
-    out: dict = dict(tickfont=dict(size=TICK_FONT))
+    out: dict = dict(tickfont=dict(size=theme().tick))
     if reverse:
         out.update(autorange="reversed")
     if tokens is None:
@@ -246,7 +360,8 @@ def label_px(tokens, angle: int = -45) -> int:
     if tokens is None:
         return 50
     longest = max((visible_len(escape_token(t)) for t in tokens), default=2)
-    return int(45 + 8 * min(longest, 16) * abs(math.sin(math.radians(angle))))
+    t = theme()  # a character is about 0.57 font sizes wide
+    return int(30 + t.base + 0.57 * t.tick * min(longest, 16) * abs(math.sin(math.radians(angle))))
 
 
 def heatmap_height(n_rows: int, col_tokens=None, title_lines: int = 1, angle: int = -45) -> int:
@@ -255,6 +370,8 @@ def heatmap_height(n_rows: int, col_tokens=None, title_lines: int = 1, angle: in
     Between MIN_HEIGHT and MAX_HEIGHT; :func:`plot_rows_px` gives the rows' share.
     ``angle`` is the key labels' rotation (see :func:`axis_ticks`).
     """
+    if theme().height_px:
+        return theme().height_px
     return int(min(MAX_HEIGHT, max(MIN_HEIGHT, _overhead(col_tokens, title_lines, angle)
                                    + ROW_PX * n_rows)))
 
@@ -337,9 +454,9 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
     check_tokens(z, row_tokens, col_tokens)
     n_rows, n_cols = z.shape
     traces = _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt)
-    traces[0].update(zmin=zmin, zmax=zmax, colorscale=colorscale,
+    traces[0].update(zmin=zmin, zmax=zmax, colorscale=resolve_scale(colorscale),
                      colorbar=dict(title=dict(text=colorbar_title or value_name),
-                                   tickfont=dict(size=TICK_FONT), **(colorbar or {})))
+                                   tickfont=dict(size=theme().tick), **(colorbar or {})))
     if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
         traces[0].update(zmid=0)
     fig = go.Figure(traces)
@@ -386,6 +503,8 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
     x_ticks = axis_ticks(col_tokens, n_cols, angle=-60 if col_tokens is not None else None,
                          axis_px=panel_w)
     labels = label_px(col_tokens, angle=x_ticks.get("tickangle", -60)) + 20
+    if theme().height_px:  # presenter: the panels share the screen's height
+        panel = max(MIN_PANEL_PX // 2, (theme().height_px - 100) // rows - labels)
     height = rows * (panel + labels) + 100
     v_space = min(0.9 / max(rows - 1, 1), labels / height) if rows > 1 else 0.0
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles),
@@ -400,7 +519,7 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
                     tr.update(coloraxis="coloraxis", zmin=zmin, zmax=zmax)
                 else:
                     lim = float(np.nanmax(np.abs(zs[p]))) or 1.0
-                    tr.update(zmin=-lim, zmax=lim, colorscale=colorscale, showscale=False)
+                    tr.update(zmin=-lim, zmax=lim, colorscale=resolve_scale(colorscale), showscale=False)
             fig.add_trace(tr, row=r, col=c)
         fig.update_xaxes(showgrid=False, zeroline=False, row=r, col=c, **x_ticks)
         y_ticks = axis_ticks(row_tokens, n_rows, reverse=True, axis_px=panel)
@@ -413,10 +532,10 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
             fig.update_yaxes(title=dict(text=row_title), row=r, col=c)
     if shared_scale:
         fig.update_layout(coloraxis=dict(
-            colorscale=colorscale, cmin=zmin, cmax=zmax,
+            colorscale=resolve_scale(colorscale), cmin=zmin, cmax=zmax,
             colorbar=dict(title=dict(text=colorbar_title or value_name),
-                          tickfont=dict(size=TICK_FONT), **(colorbar or {}))))
+                          tickfont=dict(size=theme().tick), **(colorbar or {}))))
         if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
             fig.update_layout(coloraxis_cmid=0)
-    fig.update_annotations(font_size=16)
+    fig.update_annotations(font_size=max(16, theme().base))
     return style(fig, title, height=height, subplot_titles=True)

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (TICK_FONT, axis_ticks, axis_titles, escape_tokens, fmt_prob,
-                        plot_width_px, style)
+from viz.common import (axis_ticks, axis_titles, escape_tokens, fmt_prob, plot_width_px, style, theme)
 
 CHOSEN_COLOUR = "#ff7f0e"
 OTHER_COLOUR = "#9ecae1"
@@ -43,7 +42,7 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
         customdata=np.stack([np.asarray(labels, dtype=object),
                              np.asarray(values, dtype=object)], axis=-1),  # (n, 2)
         hovertemplate="%{customdata[0]}<br>probability %{customdata[1]}<extra></extra>"))
-    fig.update_xaxes(range=[0, 1.18], title=dict(text="probability"), tickfont=dict(size=TICK_FONT),
+    fig.update_xaxes(range=[0, 1.18], title=dict(text="probability"), tickfont=dict(size=theme().tick),
                      tickvals=[0, 0.25, 0.5, 0.75, 1.0])
     fig.update_yaxes(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
                      tickfont=dict(size=16), title=dict(text="candidate"))
@@ -81,12 +80,12 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
                                         dtype=object),
                              np.asarray(values, dtype=object)], axis=-1).reshape(len(w), 2),
         text=shown, textposition="outside", cliponaxis=False, constraintext="none",
-        textfont=dict(size=TICK_FONT),
+        textfont=dict(size=theme().tick),
         hovertemplate="key: %{customdata[0]}<br>weight %{customdata[1]}<extra></extra>"))
     fig.update_xaxes(**axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px),
                      title=dict(text=axis_titles("cross", src_lang, tgt_lang)[1]))
     fig.update_yaxes(range=[0, 1.1], title=dict(text="attention weight"),
-                     tickfont=dict(size=TICK_FONT))
+                     tickfont=dict(size=theme().tick))
     return style(fig, title, height=380)
 
 

@@ -13,8 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.common import (SIGNED_SCALE, TICK_FONT, axis_ticks, escape_tokens, facet_heatmaps,
-                        heatmap, plot_width_px, style)
+from viz.common import (SIGNED_SCALE, axis_ticks, escape_tokens, facet_heatmaps, heatmap, plot_width_px,
+                        style, theme)
 
 
 def _sym_limit(*arrays: np.ndarray) -> float:
@@ -146,8 +146,8 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
             text=escape_tokens(labels), textposition="top center", textfont=dict(size=16),
             marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),
             hovertemplate="%{text}<extra></extra>"))
-    fig.update_xaxes(title=dict(text="principal component 1"), tickfont=dict(size=TICK_FONT))
-    fig.update_yaxes(title=dict(text="principal component 2"), tickfont=dict(size=TICK_FONT))
+    fig.update_xaxes(title=dict(text="principal component 1"), tickfont=dict(size=theme().tick))
+    fig.update_yaxes(title=dict(text="principal component 2"), tickfont=dict(size=theme().tick))
     return style(fig, title, height=600)
 
 

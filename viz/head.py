@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (FIGURE_WIDTH_PX, PAGE_WIDTH_PX, PROB_SCALE, SIGNED_SCALE, TICK_FONT,
-                        as_mask, axis_titles, fmt_prob, heatmap, kind_sides)
+from viz.common import (enforce_min_font, FIGURE_WIDTH_PX, PAGE_WIDTH_PX, PROB_SCALE, SIGNED_SCALE, as_mask, axis_titles,
+                        fmt_prob, heatmap, kind_sides, theme)
 
 # Widths the Inside-one-head page gives its figures (three, two or one per row);
 # they only decide how many key labels fit.
@@ -93,7 +93,7 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
                       xaxis2=dict(domain=[0.77, 1.0], anchor="y", title=dict(text="row sum"),
                                   range=[0, right * RANGE_PAD], tickmode="array", tickvals=ticks,
                                   ticktext=[f"{t:g}" for t in ticks],
-                                  tickfont=dict(size=TICK_FONT), showgrid=True))
+                                  tickfont=dict(size=theme().tick), showgrid=True))
     ys = np.arange(len(sums), dtype=np.int32)
     fig.add_trace(go.Bar(x=sums, y=ys, orientation="h", xaxis="x2", yaxis="y", name="row sum",
                          marker_color="#ff7f0e",
@@ -107,7 +107,7 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
     if expected is not None:
         fig.add_shape(type="line", x0=expected, x1=expected, y0=0, y1=1, xref="x2",
                       yref="y domain", line=dict(dash="dash", color="#333333"))
-    return fig
+    return enforce_min_font(fig)
 
 
 def probs_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],

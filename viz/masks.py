@@ -11,9 +11,9 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (TICK_FONT, as_mask, axis_ticks, axis_titles, check_tokens,
-                        escape_token, heatmap_height, hover_customdata, hover_labels, plot_rows_px,
-                        plot_width_px, style, title_lines)
+from viz.common import (as_mask, axis_ticks, axis_titles, check_tokens, heatmap_height,
+                        hover_customdata, hover_labels, plot_rows_px, plot_width_px, style, theme,
+                        title_lines)
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
@@ -47,7 +47,7 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
         colorscale=[[0.0, MASKED_COLOUR], [0.5, MASKED_COLOUR],
                     [0.5, ALLOWED_COLOUR], [1.0, ALLOWED_COLOUR]],
         colorbar=dict(tickmode="array", tickvals=[0.25, 0.75], ticktext=["masked", "may attend"],
-                      tickfont=dict(size=TICK_FONT), len=0.4),
+                      tickfont=dict(size=theme().tick), len=0.4),
         hovertemplate=("query: %{customdata[0]}<br>key: %{customdata[1]}"
                        "<br>%{customdata[2]}<extra></extra>"),
     ))

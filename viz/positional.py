@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.common import SIGNED_SCALE, TICK_FONT, heatmap, style
+from viz.common import (SIGNED_SCALE, heatmap, style, theme)
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int) -> np.ndarray:
@@ -44,8 +44,8 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17)) -> 
             x=x, y=pe[:, d], mode="lines", name=f"dim {d} ({wave})", line=dict(width=2.5),
             hovertemplate=(f"dim {d} ({wave})<br>position %{{x}}<br>value %{{y:.3f}}"
                            "<extra></extra>")))
-    fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=TICK_FONT))
-    fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1], tickfont=dict(size=TICK_FONT))
+    fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=theme().tick))
+    fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1], tickfont=dict(size=theme().tick))
     return style(fig, "Sine and cosine waves per dimension", height=450)
 
 
@@ -94,5 +94,5 @@ def position_similarity_figure(pe: np.ndarray, ref_position: int | None = None) 
     fig.update_xaxes(title=dict(text="position →"), row=1, col=1)
     fig.update_xaxes(title=dict(text=f"offset from position {ref_position}"), row=1, col=2)
     fig.update_yaxes(title=dict(text="dot product"), row=1, col=2)
-    fig.update_xaxes(tickfont=dict(size=TICK_FONT), showgrid=False)
+    fig.update_xaxes(tickfont=dict(size=theme().tick), showgrid=False)
     return style(fig, "Similarity of positions: PE·PEᵀ", height=500, subplot_titles=True)

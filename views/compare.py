@@ -1,0 +1,65 @@
+"""Side by side: side B (a second sentence on this model, or this sentence on a second model) and its header.
+
+The Attention and Decoding pages draw both sides when `ctx.other` is set; this module builds side B's
+context with the same decoding as side A, and says plainly when B cannot be drawn.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from views.state import (COMPARE, Context, checkpoint_label, load_translator, model_facts, traced_decoding)
+from views.text import md_escape
+
+LABEL_CHARS = 48  # a side's label above its figures; longer sentences are cut with "…"
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def with_side_b(ctx: Context, ss) -> Context:
+    """ctx with `other` (side B) and both labels set, or ctx unchanged after a message saying why not."""
+    how = ss["compare"]
+    key_b = ss["ckpt2"] if how == "model" else ctx.key
+    text_b = (ss.get("text2") or "") if how == "sentence" else ctx.text
+    translator, error = load_translator(key_b)
+    if error:
+        st.warning(f"Side B's model could not be loaded, so only side A is drawn. {md_escape(error)}")
+        return ctx
+    if not text_b.strip():
+        st.info("Type sentence B in the sidebar (Side by side) to compare two sentences.")
+        return ctx
+    traced = traced_decoding(key_b, text_b, ss["decoding"], ss["beam"], ss["max_len"])
+    if not traced.result.source.tokens:
+        st.info("Sentence B has no words the tokenizer can read. Type a German sentence.")
+        return ctx
+    if how == "model":
+        label_a, label_b = f"A · {checkpoint_label(ctx.key)}", f"B · {checkpoint_label(key_b)}"
+    else:
+        label_a, label_b = f"A · {_short(ctx.text)}", f"B · {_short(text_b)}"
+    b = Context(key=key_b, cfg=translator.cfg, result=traced.result, text=text_b, max_len=ctx.max_len,
+                mode=traced.mode, shows=traced.shows, facts=model_facts(key_b), present=ctx.present, label=label_b)
+    _header(traced.result, label_b, traced.shows, how)
+    return replace(ctx, other=b, label=label_a)
+
+
+def _header(result, label_b: str, shows: str, how: str) -> None:
+    """Side B's sentence and translation under side A's, in the same form."""
+    src = md_escape(" ".join(result.source.tokens))
+    out = md_escape(result.text) or "∅ (empty output)"
+    st.markdown(f"#### :gray[B · DE] {src} :gray[→ EN] {out}")
+    status = "" if result.finished else " · stopped at the length limit before `<eos>`"
+    st.caption(f"**Side by side ({COMPARE[how]}): {md_escape(label_b)}**, {shows}{status}. Both sides use the "
+               "same decoding settings; a forced prefix applies to the single view only.")
+
+
+def heads_match(a: Context, b: Context, kind: str) -> str | None:
+    """None when the two models can be aligned head by head for `kind`, else what differs."""
+    la = a.cfg.n_encoder_layers if kind == "enc_self" else a.cfg.n_decoder_layers
+    lb = b.cfg.n_encoder_layers if kind == "enc_self" else b.cfg.n_decoder_layers
+    if (la, a.cfg.n_heads) != (lb, b.cfg.n_heads):
+        return f"A has {la} layers × {a.cfg.n_heads} heads here, B has {lb} × {b.cfg.n_heads}"
+    return None

@@ -1,0 +1,84 @@
+"""Two traces side by side, head by head: two sentences on one model, or one sentence on two models.
+
+Each side keeps its own token axes (the sentences, or the tokenizations, differ); rows are heads, so head
+h of side A sits beside head h of side B, and both share one colour axis, so equal colours are equal weights.
+Shapes as in :mod:`viz`: a side's attention is (h, i, j).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.attention import _colorbar_ticks, _colorbar_title, _zmax
+from viz.common import (FACET_ROW_PX, KIND_NAMES, MIN_PANEL_PX, PROB_SCALE, _traces, axis_ticks, axis_titles,
+                        check_tokens, escape_token, label_px, plot_width_px, resolve_scale, style, theme)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: its attention for one layer and its own axes."""
+
+    label: str  # e.g. "A · Der Hund beißt den Mann." (plain text; escaped here)
+    probs: np.ndarray  # (h, i, j)
+    query_tokens: Sequence[str]
+    key_tokens: Sequence[str]
+    mask: np.ndarray | None = None  # (i, j) True = may attend, as the model used it
+
+
+def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence[int] | None = None,
+                        zmax: float | None = None, *, src_lang: str = "DE", tgt_lang: str = "EN",
+                        width_px: int | None = None) -> go.Figure:
+    """ONE figure: a row per head (``heads``, 0-based; default all), side A left and side B right.
+
+    Both sides must have the same number of heads (that is what "aligned" means); ``layer`` is 0-based and
+    shown 1-based. Key labels are thinned for half of ``width_px`` each, as in :func:`viz.common.axis_ticks`.
+    """
+    pa, pb = (np.asarray(s.probs, dtype=np.float32) for s in (a, b))
+    if pa.ndim != 3 or pb.ndim != 3:
+        raise ValueError(f"each side needs probs of shape (h, i, j); got {pa.shape} and {pb.shape}")
+    if pa.shape[0] != pb.shape[0]:
+        raise ValueError(f"the sides have {pa.shape[0]} and {pb.shape[0]} heads; head-by-head alignment needs "
+                         "the same number")
+    for s, p in ((a, pa), (b, pb)):
+        check_tokens(p, s.query_tokens, s.key_tokens, f"{s.label}: probs")
+    heads = list(range(pa.shape[0])) if heads is None else list(heads)
+    q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
+    zmax = _zmax(zmax)
+    t = theme()
+    n_rows = max(pa.shape[1], pb.shape[1])
+    panel = max(MIN_PANEL_PX, FACET_ROW_PX * n_rows)
+    labels = max(label_px(a.key_tokens), label_px(b.key_tokens)) + 10
+    if t.height_px and len(heads) == 1:  # presenter: one head as tall as the screen allows
+        panel = max(MIN_PANEL_PX // 2, t.height_px - 110 - labels)
+    height = len(heads) * (panel + labels) + 110
+    fig = make_subplots(rows=len(heads), cols=2, horizontal_spacing=0.12,
+                        vertical_spacing=min(0.9 / max(len(heads) - 1, 1), labels / height) if len(heads) > 1 else 0,
+                        column_titles=[escape_token(a.label), escape_token(b.label)],
+                        row_titles=[f"head {h + 1}" for h in heads])
+    half = (width_px or 940) // 2
+    for col, (side, p) in enumerate(((a, pa), (b, pb)), start=1):
+        panel_w = plot_width_px(half, side.query_tokens, colorbar=col == 2)
+        for row, h in enumerate(heads, start=1):
+            for k, tr in enumerate(_traces(p[h], side.mask, side.query_tokens, side.key_tokens, "query", "key",
+                                           "weight", ".3f")):
+                if k == 0:
+                    tr.update(coloraxis="coloraxis")
+                fig.add_trace(tr, row=row, col=col)
+            fig.update_xaxes(showgrid=False, zeroline=False, row=row, col=col,
+                             **axis_ticks(side.key_tokens, p.shape[2], angle=-45, axis_px=panel_w))
+            fig.update_yaxes(showgrid=False, zeroline=False, row=row, col=col,
+                             **axis_ticks(side.query_tokens, p.shape[1], reverse=True, axis_px=panel))
+            if row == len(heads):
+                fig.update_xaxes(title=dict(text=k_title), row=row, col=col)
+            if col == 1:
+                fig.update_yaxes(title=dict(text=q_title), row=row, col=col)
+    fig.update_layout(coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=t.tick), **_colorbar_ticks(zmax))))
+    fig.update_annotations(font_size=max(16, t.base))
+    which = f"head {heads[0] + 1}" if len(heads) == 1 else "all heads"
+    return style(fig, f"{KIND_NAMES[kind]}, layer {layer + 1}, {which}: side by side", height=height,
+                 subplot_titles=True)
