@@ -25,7 +25,7 @@ st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).pa
                    layout="wide")
 st.markdown(  # larger base font: readable from the back of a lecture room
     "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
-    "[data-testid='stSidebar'][aria-expanded='true'] {min-width: 22rem;}</style>",  # model names fit their select box
+    "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;}</style>",  # model names fit their select box
     unsafe_allow_html=True,
 )
 PAGES = {

@@ -57,7 +57,7 @@ DEFAULT_THEME = Theme()
 # A 1280×720 projector: every text ≥ 20 px, labels thinned so 20 px labels do not touch, and the main
 # figure as tall as the screen left below the presenter page's header and controls (720 − about 260).
 PRESENTER_THEME = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
-                        height_px=420)
+                        height_px=400)
 _THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
 
 

@@ -1,0 +1,118 @@
+"""Real-browser tests of issue 9's presenter mode and side by side, measured at a projector's 1280×720."""
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+
+from browser_support import (CHART, EXCEPTION, SIDEBAR, new_page, open_app, runs, select_option, wait_charts,
+                             wait_new_run, widget)
+from test_browser_truth import OVERLAPS_JS
+
+SENTENCE = "Ein Hund läuft im Schnee."
+OTHER = "Ein Mann fährt Fahrrad."
+WIDTH, HEIGHT = 1280, 720
+
+# Every text Plotly drew (tick labels, titles, colourbars, annotations, bar labels) that is visible, with its
+# computed font size in CSS pixels.
+FIGURE_TEXT_JS = """
+() => [...document.querySelectorAll('.js-plotly-plot text')]
+  .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
+  .map(t => [parseFloat(getComputedStyle(t).fontSize), t.textContent.trim().slice(0, 40)])
+"""
+SIDEBAR_OPEN_JS = """sel => { const s = document.querySelector(sel);
+  return s !== null && s.getAttribute('data-collapsed') === 'false' && s.getBoundingClientRect().right > 50; }"""
+
+
+def query(pg) -> dict[str, str]:
+    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlparse(pg.url).query).items()}
+
+
+def sidebar_open(pg) -> bool:
+    return pg.evaluate(SIDEBAR_OPEN_JS, SIDEBAR)
+
+
+PRESENTER_PAGES = [("Attention", "one head"), ("Attention", "all heads of the layer"),
+                   ("Attention", "every layer × head"), ("Decoding", "this step"), ("Embeddings", "the vectors"),
+                   ("Inside one head", "weights"), ("Masks", "causal mask"), ("Positional encoding", "waves"),
+                   ("Overview", "architecture")]
+
+
+@pytest.fixture(scope="module")
+def projector(chromium, app_server):
+    pg = new_page(chromium, width=WIDTH, height=HEIGHT)
+    yield pg
+    pg.context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("view,part", PRESENTER_PAGES)
+def test_presenter_mode_text_is_at_least_20px_at_1280x720(projector, app_server, view, part):
+    open_app(projector, app_server.link(view=view, text=SENTENCE, present=1, focus=part))
+    assert wait_charts(projector) >= 1
+    texts = projector.evaluate(FIGURE_TEXT_JS)
+    assert len(texts) >= 5
+    small = [t for t in texts if t[0] < 20]
+    assert small == [], f"{view} / {part}: text below 20 px: {small[:10]}"
+    assert projector.evaluate(OVERLAPS_JS) == []  # 20 px labels are thinned, never squashed together
+    assert not sidebar_open(projector)  # folded away
+    assert projector.locator(EXCEPTION).count() == 0
+
+
+@pytest.mark.browser
+def test_presenter_mode_uses_the_screen_and_keeps_the_sidebar_reachable(projector, app_server):
+    open_app(projector, app_server.link(view="Attention", text=SENTENCE, present=1, focus="one head"))
+    wait_charts(projector)
+    charts = projector.locator(CHART)
+    assert charts.count() == 1  # one thing at a time
+    box = charts.first.bounding_box()
+    assert box["width"] >= 0.9 * WIDTH, box  # the sidebar's width went to the figure
+    assert box["y"] + box["height"] <= HEIGHT + 2, box  # below the header and controls, within the screen
+    assert box["height"] >= 0.5 * HEIGHT, box
+    # The sidebar's arrow brings back the sentence and the views.
+    projector.locator("[data-testid='stExpandSidebarButton']").click()
+    projector.wait_for_function(SIDEBAR_OPEN_JS, arg=SIDEBAR, timeout=10_000)
+    assert widget(projector, "text").locator("textarea").is_visible()
+    assert widget(projector, "view").is_visible()
+
+
+@pytest.mark.browser
+def test_the_presenter_toggle_folds_the_sidebar_and_writes_the_link(page, app_server):
+    open_app(page, app_server.link(view="Attention", text=SENTENCE))
+    wait_charts(page)
+    assert sidebar_open(page)
+    before = runs(page)
+    widget(page, "present").locator("label").click()
+    wait_new_run(page, before)
+    page.wait_for_function(f"() => !({SIDEBAR_OPEN_JS})({SIDEBAR!r})", timeout=10_000)
+    assert query(page).get("present") == "1"
+    assert page.locator(CHART).count() == 1
+
+
+@pytest.mark.browser
+def test_side_by_side_link_round_trips_and_survives_a_layer_change(page, app_server):
+    open_app(page, app_server.link(view="Attention", text=SENTENCE, compare="sentence", text2=OTHER, kind="enc_self",
+                                   focus="all heads of the layer"))
+    wait_charts(page)
+    main = page.locator("[data-testid='stMain']").inner_text()
+    assert "B · DE" in main and "Fahrrad" in main
+    heads = page.locator(f"{CHART} .annotation-text").all_text_contents()
+    assert any(t.startswith("A · Ein Hund") for t in heads) and any(t.startswith("B · Ein Mann") for t in heads)
+    select_option(page, "layer", "2")
+    url = query(page)
+    assert (url["compare"], url["text2"], url["layer"], url["text"]) == ("sentence", OTHER, "2", SENTENCE)
+    before = runs(page)
+    page.go_back(wait_until="commit")
+    wait_new_run(page, before)
+    assert "layer" not in query(page) and query(page)["compare"] == "sentence"
+    assert page.locator(EXCEPTION).count() == 0
+
+
+@pytest.mark.browser
+def test_side_by_side_of_two_models_draws_both_decodings(page, app_server):
+    open_app(page, app_server.link(view="Decoding", text=SENTENCE, compare="model", ckpt2="demo:untrained"))
+    wait_charts(page)
+    titles = [t.strip() for t in page.locator(f"{CHART} .gtitle").all_text_contents()]
+    assert any(t.startswith("A, step 1") for t in titles) and any(t.startswith("B, step 1") for t in titles)
+    assert "demo (untrained)" in page.locator("[data-testid='stMain']").inner_text()
+    assert query(page)["ckpt2"] == "demo:untrained"

@@ -1,0 +1,103 @@
+"""viz for the lecture kit: the presenter theme, high contrast, and the side-by-side figure."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from viz.attention import attention_figure, heads_figure, overview_figure
+from viz.common import DEFAULT_THEME, PRESENTER_THEME, theme, using_theme
+from viz.compare import Side, side_by_side_figure
+from viz.decoding import candidates_figure, step_cross_attention_figure
+from viz.head import probs_figure
+
+TOKENS = [f"wort{i}" for i in range(30)]
+
+
+def probs(h: int, i: int, j: int, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).random((h, i, j)).astype(np.float32)
+    return x / x.sum(-1, keepdims=True)
+
+
+def font_sizes(obj):
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key.endswith("font") and isinstance(value, dict) and value.get("size") is not None:
+                size = value["size"]
+                yield from (size if isinstance(size, list) else [size])
+            yield from font_sizes(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from font_sizes(item)
+
+
+def figures():
+    p = probs(4, 12, 14)
+    return [
+        attention_figure(p[0], TOKENS[:12], TOKENS[:14], "cross"),
+        heads_figure(p, TOKENS[:12], TOKENS[:14], "cross", 0),
+        overview_figure(p[None], "cross"),
+        probs_figure(p[0], TOKENS[:12], TOKENS[:14], "cross"),
+        candidates_figure(["a", "b", "c"], [0.7, 0.2, 0.1]),
+        step_cross_attention_figure(p[0, 0], TOKENS[:14]),
+        side_by_side_figure(Side("A", p, TOKENS[:12], TOKENS[:14]), Side("B", probs(4, 9, 11), TOKENS[:9],
+                                                                             TOKENS[:11]), "cross", 0),
+    ]
+
+
+def test_presenter_theme_sets_every_font_to_at_least_20px_and_restores_the_default():
+    with using_theme(PRESENTER_THEME):
+        for fig in figures():
+            sizes = list(font_sizes(fig.to_plotly_json()))
+            assert sizes and min(sizes) >= 20, (fig.layout.title.text, min(sizes))
+    assert theme() is DEFAULT_THEME
+    assert min(font_sizes(figures()[0].to_plotly_json())) < 20  # the laptop view stays as it was
+
+
+def test_presenter_labels_are_thinned_for_their_size():
+    p = probs(1, 30, 30)[0]
+    with using_theme(PRESENTER_THEME):
+        big = attention_figure(p, TOKENS, TOKENS, "enc_self", width_px=900)
+    small = attention_figure(p, TOKENS, TOKENS, "enc_self", width_px=900)
+    assert len(big.layout.yaxis.tickvals) < len(small.layout.yaxis.tickvals)
+    rows_px = big.layout.height - 200  # at most the plot's share of the height
+    step = big.layout.yaxis.tickvals[1] - big.layout.yaxis.tickvals[0]
+    assert rows_px / 30 * step >= PRESENTER_THEME.tick  # labels at least a font size apart
+
+
+def test_high_contrast_resolves_the_probability_scale():
+    p = probs(1, 5, 5)[0]
+    with using_theme(DEFAULT_THEME.high_contrast()):
+        fig = attention_figure(p, TOKENS[:5], TOKENS[:5], "enc_self")
+    plain = attention_figure(p, TOKENS[:5], TOKENS[:5], "enc_self")
+    text = json.dumps(fig.to_plotly_json(), default=str)
+    assert fig.data[0].colorscale != plain.data[0].colorscale
+    assert '"prob"' not in text and '"signed"' not in text  # roles never reach plotly
+
+
+def test_side_by_side_rows_are_heads_and_each_side_keeps_its_axes():
+    a, b = probs(4, 6, 7, seed=1), probs(4, 3, 5, seed=2)
+    fig = side_by_side_figure(Side("A · eins", a, TOKENS[:6], TOKENS[:7]), Side("B · zwei", b, TOKENS[10:13],
+                                                                                 TOKENS[10:15]), "cross", 1)
+    values = [d for d in fig.data if d.type == "heatmap"]
+    assert len(values) == 8
+    for h in range(4):  # row h: A's head h (column 1), B's head h (column 2), on the same row of subplots
+        np.testing.assert_allclose(values[h].z, a[h])
+        np.testing.assert_allclose(values[4 + h].z, b[h])
+        ya, yb = (fig.layout[v.yaxis.replace("y", "yaxis")].domain for v in (values[h], values[4 + h]))
+        assert ya == yb
+    assert list(fig.layout.xaxis.ticktext) == TOKENS[:7] and list(fig.layout.xaxis2.ticktext) == TOKENS[10:15]
+    assert list(fig.layout.yaxis2.ticktext) == TOKENS[10:13]
+    notes = [an.text for an in fig.layout.annotations]
+    assert "A · eins" in notes and "B · zwei" in notes and "head 4" in notes
+    assert "layer 2" in fig.layout.title.text
+    one = side_by_side_figure(Side("A", a, TOKENS[:6], TOKENS[:7]), Side("B", b, TOKENS[:3], TOKENS[:5]), "cross", 0,
+                              heads=[2])
+    np.testing.assert_allclose([d for d in one.data if d.type == "heatmap"][1].z, b[2])
+
+
+def test_side_by_side_refuses_models_with_different_heads():
+    with pytest.raises(ValueError, match="heads"):
+        side_by_side_figure(Side("A", probs(4, 3, 3), TOKENS[:3], TOKENS[:3]),
+                            Side("B", probs(8, 3, 3), TOKENS[:3], TOKENS[:3]), "cross", 0)
