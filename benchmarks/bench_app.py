@@ -1,6 +1,7 @@
 """How quickly does the app respond in a real browser?
 
     python benchmarks/bench_app.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--repeats 10]
+                                   [--mode normal|presenter|compare]
 
 Starts `streamlit run app.py` on a free port and drives Debian's Chromium with Playwright:
   cold start   from starting the server process to the Overview page fully drawn in a fresh page
@@ -11,7 +12,9 @@ Starts `streamlit run app.py` on a free port and drives Debian's Chromium with P
   layer/head   on the Attention view, pick another layer or head: until the run has finished and the
                single-head chart has been drawn again with the new "layer L, head H" title
 Interaction times are measured inside the page, from the key press or pointer press to the frame in
-which everything is drawn. Writes benchmarks/results/app.json.
+which everything is drawn. --mode presenter measures the Attention view in presenter mode (one head large),
+--mode compare side by side (two sentences, one head). Writes benchmarks/results/app.json (app_presenter.json,
+app_compare.json).
 """
 from __future__ import annotations
 
@@ -65,7 +68,7 @@ NEW_SENTENCE_DONE_JS = """a => {""" + REDRAWN_JS + """
 
 LAYER_HEAD_DONE_JS = """a => {""" + REDRAWN_JS + """
   if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
-  const gd = document.querySelector(".st-key-head_fig .js-plotly-plot");
+  const gd = document.querySelector(".st-key-" + a.chart + " .js-plotly-plot");
   if (!gd || !drawn(gd) || !fresh(gd)) return false;
   const title = gd.querySelector('.gtitle');
   if (!title || !title.textContent.includes(a.title)) return false;
@@ -108,13 +111,22 @@ def new_sentence(bs, page, text: str, gen: int) -> float:
     return ms / 1000
 
 
-def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int) -> float:
+# What each mode opens (the Attention view) and where its one-head chart is.
+MODES = {
+    "normal": ({}, "head_fig"),
+    "presenter": ({"present": 1, "focus": "one head"}, "head_fig"),
+    "compare": ({"compare": "sentence", "text2": "Den Mann beißt der Hund.", "focus": "one head"}, "compare_fig"),
+}
+
+
+def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int, mode: str = "normal") -> float:
     """Pick `value` in the layer or head selectbox; seconds until the single-head chart shows layer/head."""
     bs.widget(page, key).locator("input[role='combobox']").click()
-    option = page.locator("[role='listbox'] [role='option']").get_by_text(str(value), exact=True)
+    label = f"{key} {value}" if mode == "presenter" else str(value)  # presenter's boxes say "layer 2"
+    option = page.locator("[role='listbox'] [role='option']").get_by_text(label, exact=True)
     option.wait_for(state="visible")
     page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}"}
+    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}", "chart": MODES[mode][1]}
     option.click()
     ms = page.wait_for_function(LAYER_HEAD_DONE_JS, arg=args, polling="raf", timeout=60_000).json_value()
     return ms / 1000
@@ -125,6 +137,8 @@ def main() -> int:
     add_server_args(ap)
     ap.add_argument("--repeats", type=int, default=10, help="new sentences and layer/head changes measured")
     ap.add_argument("--cold-repeats", type=int, default=3, help="fresh servers started for the cold start")
+    ap.add_argument("--mode", choices=list(MODES), default="normal",
+                    help="the Attention view as is, in presenter mode, or side by side")
     args = ap.parse_args()
 
     ready = server_preflight(args)
@@ -148,7 +162,7 @@ def main() -> int:
                       flush=True)
 
             page = bs.new_page(chromium, timeout=120_000)
-            bs.open_app(page, server.link(view="Attention"), timeout=120_000)
+            bs.open_app(page, server.link(view="Attention", **MODES[args.mode][0]), timeout=120_000)
             bs.wait_charts(page, timeout=120_000)
             page.evaluate(INPUT_CLOCK_JS)
             sentence_s = []
@@ -160,7 +174,7 @@ def main() -> int:
 
             cfg = _config(ckpt_dir / args.model)
             layers, heads = cfg["n_decoder_layers"], cfg["n_heads"]  # the default kind is cross-attention
-            layer, head = int(bs.selectbox_value(page, "layer")), int(bs.selectbox_value(page, "head"))
+            layer, head = (int(bs.selectbox_value(page, k).split()[-1]) for k in ("layer", "head"))
             switch_s, kinds = [], []
             for i in range(args.repeats + 1):
                 if i % 2 == 0 or layers == 1:
@@ -169,7 +183,7 @@ def main() -> int:
                 else:
                     layer = layer % layers + 1
                     key, value = "layer", layer
-                s = change_layer_or_head(bs, page, key, value, layer, head, gen=1000 + i)
+                s = change_layer_or_head(bs, page, key, value, layer, head, gen=1000 + i, mode=args.mode)
                 if i:
                     switch_s.append(s)
                     kinds.append(key)
@@ -208,8 +222,8 @@ def main() -> int:
     print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
-    path = write_results("app", {
-        "benchmark": "app", "checkpoint_dir": str(ckpt_dir), "model": args.model, "repeats": args.repeats,
+    path = write_results("app" if args.mode == "normal" else f"app_{args.mode}", {
+        "benchmark": "app", "mode": args.mode, "checkpoint_dir": str(ckpt_dir), "model": args.model, "repeats": args.repeats,
         "torch_threads": args.torch_threads or 1, "machine": machine(),
         "cold_start": {"runs": colds, **cold}, "new_sentence": {"seconds": sentence_s, **sent},
         "layer_head": {"seconds": switch_s, "changed": kinds, **sw, "head": sw_head, "layer": sw_layer},

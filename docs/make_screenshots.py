@@ -30,7 +30,16 @@ SHOTS = {  # file name -> query parameters
     "decoding_beam": {"view": "Decoding", "decoding": "beam", "dec_step": 3},
     "decoding_untrained": {"view": "Decoding", "ckpt": "multi30k-de-en:untrained", "max_len": 20},
     "masks_untrained": {"view": "Masks", "ckpt": "multi30k-de-en:untrained"},
+    # the lecture kit: what a projector at 1280×720 shows (one screen, no scrolling), and side by side
+    "presenter_attention": {"view": "Attention", "present": 1, "focus": "one head", "kind": "cross", "layer": 2},
+    "presenter_heads_contrast": {"view": "Attention", "present": 1, "focus": "all heads of the layer", "kind": "cross",
+                                 "layer": 2, "contrast": 1},
+    "side_by_side_sentences": {"view": "Attention", "compare": "sentence", "text": "Der Hund beißt den Mann.",
+                               "text2": "Den Mann beißt der Hund.", "kind": "cross", "layer": 2,
+                               "focus": "all heads of the layer"},
+    "side_by_side_models": {"view": "Decoding", "compare": "model", "ckpt2": "multi30k-de-en:untrained", "dec_step": 2},
 }
+SCREEN = {"presenter_attention": (1280, 720), "presenter_heads_contrast": (1280, 720)}  # the screen only
 
 
 def main() -> int:
@@ -52,13 +61,18 @@ def main() -> int:
         with sync_playwright() as p:
             browser = bs.launch_chromium(p)
             for name, params in SHOTS.items():
-                page = bs.new_page(browser, width=1500, height=1000)
-                url = server.link(**params, text=SENTENCE)
+                width, height = SCREEN.get(name, (1500, 1000))
+                page = bs.new_page(browser, width=width, height=height)
+                url = server.link(**{"text": SENTENCE, **params})
                 bs.open_app(page, url)
                 bs.wait_charts(page)
                 if page.locator(bs.EXCEPTION).count():
                     raise SystemExit(f"{name}: the app showed an exception")
-                path = bs.full_screenshot(page, out / f"{name}.png", max_height=5000)
+                if name in SCREEN:
+                    path = out / f"{name}.png"
+                    page.screenshot(path=str(path))
+                else:
+                    path = bs.full_screenshot(page, out / f"{name}.png", max_height=5000)
                 print(path)
                 page.context.close()
             browser.close()
