@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
     ap.add_argument("--model", default="multi30k-de-en")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    ap.add_argument("--only", nargs="*", choices=list(SHOTS), help="take only these screenshots")
     args = ap.parse_args()
     missing = bs.chromium_missing()
     if missing:
@@ -61,6 +62,8 @@ def main() -> int:
         with sync_playwright() as p:
             browser = bs.launch_chromium(p)
             for name, params in SHOTS.items():
+                if args.only and name not in args.only:
+                    continue
                 width, height = SCREEN.get(name, (1500, 1000))
                 page = bs.new_page(browser, width=width, height=height)
                 url = server.link(**{"text": SENTENCE, **params})

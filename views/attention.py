@@ -40,7 +40,7 @@ def render(ctx: Context) -> None:
     mask = tr.attn[kind][layer]["mask"]  # (i, j) True = may attend, as the model used it
     sink = sink_key(probs[layer])
     # presenter mode: what to show and the colour switch share one row
-    top, right = st.columns([4, 1], vertical_alignment="center") if ctx.present else (st, st)
+    top, right = st.columns([3, 1], vertical_alignment="center") if ctx.present else (st, st)
     show = sections(ctx, ["one head", "all heads of the layer", "every layer × head", "heads off"], top)
     hide = right.toggle("Rescale colours" if ctx.present else "Rescale colours to show the weaker weights", key="rescale",
                      help=f"When a few cells (each row's strongest key, or an attention sink such as "

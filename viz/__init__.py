@@ -26,7 +26,8 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
 - text: escape_token(s), fmt_prob, fmt_share, wrap_title, title_lines (plain strings;
   all re-exported by common)
 - common: heatmap, facet_heatmaps, as_mask, axis_titles, kind_sides, axis_ticks,
-  tick_step, heatmap_height, plot_rows_px, plot_width_px, style
+  tick_step, heatmap_height, plot_rows_px, plot_width_px, style; Theme, theme, using_theme
+  (DEFAULT_THEME, PRESENTER_THEME: font sizes, label spacing, colour scales; high_contrast())
 - attention: attention_figure, heads_figure, overview_figure, row_sums, rows_sum_to_one,
   sink_key, robust_zmax, saturated_share, rescale_note
 - embeddings: embedding_heatmap, scaling_figure, embedding_stages_figure, pca_2d,
@@ -37,4 +38,5 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
 - masks: mask_figure (of a mask the model recorded; viz builds no masks from tokens)
 - decoding: candidates_figure, step_cross_attention_figure, decoding_table
 - architecture: parameter_table, architecture_figure
+- compare: Side, side_by_side_figure (two traces, head by head, each with its own axes)
 """

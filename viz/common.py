@@ -46,6 +46,7 @@ class Theme:
     prob_scale: str = "Blues"  # probabilities 0..1: white = 0
     signed_scale: str = "RdBu_r"  # signed values around 0
     height_px: int | None = None  # height of the page's main figure (None: from the number of rows)
+    short_axis_titles: bool = False  # "query (EN) ↓" instead of "query (EN, decoder input) ↓": fits a short axis
 
     def high_contrast(self) -> "Theme":
         """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
@@ -55,9 +56,9 @@ class Theme:
 
 DEFAULT_THEME = Theme()
 # A 1280×720 projector: every text ≥ 20 px, labels thinned so 20 px labels do not touch, and the main
-# figure as tall as the screen left below the presenter page's header and controls (720 − about 260).
+# figure as tall as the screen left below the presenter page's header and controls (720 − about 350).
 PRESENTER_THEME = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
-                        height_px=400)
+                        height_px=370, short_axis_titles=True)
 _THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
 
 
@@ -140,6 +141,8 @@ def axis_titles(kind: str, src_lang: str = "DE", tgt_lang: str = "EN") -> tuple[
     E.g. cross: ``("query (EN, decoder input) ↓", "key (DE, source) →")``.
     """
     q_side, k_side = kind_sides(kind, src_lang, tgt_lang)
+    if theme().short_axis_titles:  # the language only; which input it is, the page's controls say
+        q_side, k_side = q_side.split(",")[0], k_side.split(",")[0]
     return f"query ({q_side}) ↓", f"key ({k_side}) →"
 
 
