@@ -9,6 +9,7 @@ from views.state import Context, beam_translation, trace_sentence
 from views.text import md_escape
 from viz.tables import candidates_csv
 from views.widgets import csv_button, fig_config, sections, shows_caption
+from views.figcache import cached
 
 
 def _force(prefix: list[str]) -> None:
@@ -57,7 +58,7 @@ def _step(ctx: Context, steps: list) -> None:
     left, right = st.columns(2)
     with left:
         labels, probs, chosen_idx = _candidates(step)
-        st.plotly_chart(candidates_figure(labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
+        st.plotly_chart(cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
                         width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
         csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
                    f"decoding_step{step_no}_candidates", "csv_cands")
@@ -99,7 +100,7 @@ def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: 
     cross = step.cross[layer - 1]  # (h, s) this step's query over the source
     weights = cross.mean(0) if head == 0 else cross[head - 1]
     what = "mean of heads" if head == 0 else f"head {head}"
-    st.plotly_chart(step_cross_attention_figure(weights, ctx.result.source.axis_tokens,
+    st.plotly_chart(cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
                                                 title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
                                                 width_px=PAGE_WIDTH_PX // 2),
                     width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
@@ -128,7 +129,7 @@ def _side_by_side(ctx: Context) -> None:
             st.markdown(f"Step {step_no} of {len(steps)}. Read: **{md_escape(' '.join(step.prefix_tokens))}** · "
                         f"chose **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f})")
             labels, probs, chosen = _candidates(step)
-            st.plotly_chart(candidates_figure(labels, probs, chosen, title=f"{tag}, step {step_no}: candidates"),
+            st.plotly_chart(cached(candidates_figure, labels, probs, chosen, title=f"{tag}, step {step_no}: candidates"),
                             width="stretch", config=fig_config(c, f"decoding_step{step_no}_candidates"),
                             key=f"cands_{tag}")
             csv_button(f"{tag}: step {step_no} candidates (CSV)",

@@ -9,6 +9,7 @@ from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_
 from views.state import Context, vocab_embeddings
 from viz.tables import matrix_csv
 from views.widgets import csv_button, fig_config, sections, shows_caption
+from views.figcache import cached
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -40,7 +41,7 @@ def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     st.write(f"Each token id selects one row of a learned {cfg.d_model}-dimensional table. The row is multiplied by "
              f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
              "that is added next. The sum is what enters encoder/decoder layer 1.")
-    st.plotly_chart(embedding_stages_figure(emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
+    st.plotly_chart(cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
                     width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
@@ -56,9 +57,9 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
     c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
-    st.plotly_chart(scaling_figure(emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
+    st.plotly_chart(cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
     with st.expander("Token embeddings alone (tokens × dimensions)"):
-        st.plotly_chart(embedding_heatmap(emb["token"], tokens, "token embeddings (before scaling)"),
+        st.plotly_chart(cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),
                         width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
 
 
@@ -69,13 +70,13 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     index = {t: i for i, t in enumerate(itos)}
     ids = sorted({index[t] for t in tokens if index.get(t, 0) >= ns})
     coords = _pca(ctx.key, side, ns)
-    st.plotly_chart(vocab_map_figure(coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
+    st.plotly_chart(cached(vocab_map_figure, coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
                                      title=f"{len(itos) - ns:,} learned embeddings, first two principal components"),
                     width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     st.caption("Grey: every word the model knows; large: this sentence's words. A 2-D projection keeps only part "
                "of the structure, so the neighbours by cosine similarity in all dimensions are listed below.")
     if ids:
-        st.dataframe(nearest_neighbours(lut, itos, ids, k=5, exclude_idx=range(ns)), hide_index=True,
+        st.dataframe(cached(nearest_neighbours, lut, itos, ids, k=5, exclude_idx=tuple(range(ns))), hide_index=True,
                      width="stretch")
     else:
         st.info("None of this sentence's words is in the vocabulary.")

@@ -8,6 +8,7 @@ from model.experiments import dropout_sample, max_abs_diff
 from viz.head import head_pipeline_figures
 from views.state import Context
 from views.widgets import fig_config, kind_layer_head, sections, shows_caption
+from views.figcache import cached
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
     "Q": "Queries: the layer input times W_Q, this head's slice (one row per query token).",
@@ -43,7 +44,7 @@ def render(ctx: Context) -> None:
     # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
     dropped, _ = dropout_sample(a["probs"][head], p, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
-    figs = head_pipeline_figures(a["q"][head], a["k"][head], a["v"][head], None, mask if not mask.all() else None,
+    figs = cached(head_pipeline_figures, a["q"][head], a["k"][head], a["v"][head], None, mask if not mask.all() else None,
                                  a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped,
                                  scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
     st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "

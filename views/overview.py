@@ -7,6 +7,7 @@ import streamlit as st
 from viz.architecture import architecture_figure, parameter_table
 from views.state import Context
 from views.widgets import fig_config, sections, shows_caption
+from views.figcache import cached
 
 NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (EN)",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
@@ -62,7 +63,7 @@ def _architecture(ctx: Context) -> None:
     cfg = ctx.cfg
     a, b = st.columns([3, 2])
     with a:
-        st.plotly_chart(architecture_figure(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),
+        st.plotly_chart(cached(architecture_figure, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),
                         width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
         counts = {NAMES.get(k, k): v for k, v in ctx.facts["parameters"].items()}

@@ -1,7 +1,8 @@
 """Shared app state: cached model loading, cached traces and the URL schema.
 
-The model is loaded once per checkpoint (st.cache_resource) and each sentence is traced once
-(st.cache_data), so changing a layer, head or view never runs the model again. Pages get NumPy
+The model is loaded once per checkpoint and each sentence is traced once, so changing a layer, head or view
+never runs the model again. Traces are kept with st.cache_resource, not st.cache_data: cache_data would hand
+every run a pickled copy (about 0.6 MB per trace, several per run); the pages only read them. Pages get NumPy
 arrays and strings from here; they never see a tensor or a module.
 """
 from __future__ import annotations
@@ -125,7 +126,7 @@ def _tr(key: str) -> Translator:
     return translator
 
 
-@st.cache_data(max_entries=64, show_spinner=False)  # ~0.6 MB each with the shipped model
+@st.cache_resource(max_entries=64, show_spinner=False)  # ~0.6 MB each with the shipped model
 def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = ()) -> Translation:
     """Greedy decoding with the full trace, as NumPy (cached per checkpoint, sentence and prefix).
 
@@ -143,30 +144,30 @@ def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decod
     return export.to_json(export.trace_dict(_tr(key), res, key, decoding or None))
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@st.cache_resource(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
     return _tr(key).translate(text, beam=beam, max_len=max_len or None)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool):
     """SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens (causal mask on or off)."""
     return _tr(key).teacher_forced(text, list(tgt_tokens), use_causal_mask=causal)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def padded_batch(key: str, text: str, use_mask: bool) -> dict:
     """The sentence padded in a batch with a longer partner (the model picks it)."""
     return _tr(key).padded_batch(text, use_padding_mask=use_mask)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str):
     """(trace with the causal mask, trace without it, the comparison) over <bos> + reference_tokens."""
     return experiments.run_causal_experiment(_tr(key), text, list(reference_tokens), reference)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def reference_tokens(key: str, text: str, fallback: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
     """(tokens to teacher-force, what they are): Multi30k's reference when the sentence is from val, else the
     model's own output `fallback`."""
@@ -177,7 +178,7 @@ def reference_tokens(key: str, text: str, fallback: tuple[str, ...]) -> tuple[tu
     return fallback, "the model's own output shown at the top (no reference translation is known for this sentence)"
 
 
-@st.cache_data(max_entries=8, show_spinner="Projecting the vocabulary…")
+@st.cache_resource(max_entries=8, show_spinner="Projecting the vocabulary…")
 def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     """(V, d) learned embedding matrix of 'src' or 'tgt', and its tokens."""
     return _tr(key).embedding_matrix(side)

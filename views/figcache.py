@@ -1,0 +1,130 @@
+"""Figures built once and kept: `cached(builder, *args, **kwargs)` instead of `builder(*args, **kwargs)`.
+
+Building a Plotly figure is most of the cost of a page (a heatmap of all heads: ~70 ms of validation on this
+machine; sending a built one: ~10 ms). The key is the builder and the *content* of its arguments (arrays are
+hashed byte for byte, token lists and numbers as they are) plus the viz theme in force, so a cached figure is
+exactly the one the builder would return now: there is no list of dependencies to forget. One cache serves every
+session; its figures are never modified after building (Streamlit copies a figure before sending it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io
+
+from viz.common import theme
+
+MAX_FIGURES = 160  # LRU; a figure object is ~0.1-0.5 MB, the vocabulary map ~1 MB
+
+
+class _Unhashable(Exception):
+    pass
+
+
+def _key(value):
+    """A hashable stand-in for an argument, equal exactly when the content is equal."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        a = np.ascontiguousarray(value)
+        return ("nd", a.dtype.str, a.shape, hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"",
+                                                            digest_size=16).hexdigest())
+    if isinstance(value, (list, tuple)):
+        if len(value) > 16 and all(type(v) is str for v in value):  # token lists, a vocabulary: hash them at once
+            joined = "\x1f".join(value).encode("utf-8", "surrogatepass")
+            return (type(value).__name__, "strs", len(value), hashlib.blake2b(joined, digest_size=16).hexdigest())
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _key(v)) for k, v in value.items())))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted(_key(v) for v in value)))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__qualname__, tuple((f.name, _key(getattr(value, f.name)))
+                                                for f in dataclasses.fields(value)))
+    raise _Unhashable(type(value).__name__)
+
+
+class _FrozenDict(dict):
+    """A kept figure's dict with its JSON computed once (see _json)."""
+
+    json: str
+
+
+class _Prebuilt(go.Figure):
+    """A kept figure whose dict form is computed once: Streamlit asks for `to_dict()` on every run, and for a
+    heatmap that walks every hover label again (~10 ms). Streamlit only reads the dict (it serialises it)."""
+
+    def to_dict(self):
+        return self._atlas_dict
+
+
+def _json(fig, *args, **kwargs):
+    """plotly.io.to_json, answered from the kept JSON for a kept figure's dict (`st.plotly_chart` serialises
+    the figure again on every run: 70 ms for the Embeddings page's heatmaps of 256 dimensions with a hover
+    label per cell). Any other figure, or other arguments, goes to plotly as usual."""
+    if type(fig) is _FrozenDict and not args and kwargs == {"validate": False}:
+        return fig.json
+    return _plotly_to_json(fig, *args, **kwargs)
+
+
+_plotly_to_json = plotly.io.to_json
+plotly.io.to_json = _json  # Streamlit looks the function up on the module at every call
+
+
+def _prebuilt(figure):
+    if isinstance(figure, go.Figure):
+        frozen = _FrozenDict(figure.to_dict())
+        frozen.json = _plotly_to_json(frozen, validate=False)
+        figure.__class__ = _Prebuilt
+        figure._atlas_dict = frozen
+    elif isinstance(figure, dict):  # a builder that returns several figures by name
+        for value in figure.values():
+            _prebuilt(value)
+    return figure
+
+
+class FigureCache:
+    def __init__(self, max_items: int = MAX_FIGURES):
+        self.max_items = max_items
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, builder: Callable, *args, **kwargs):
+        try:
+            key = (builder.__module__, builder.__qualname__, theme(), _key(args), _key(kwargs))
+        except _Unhashable:
+            return builder(*args, **kwargs)  # an argument we cannot compare: build every time, never guess
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+        figure = _prebuilt(builder(*args, **kwargs))  # outside the lock: two sessions may each build it once
+        with self._lock:
+            self.misses += 1
+            self._items[key] = figure
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+        return figure
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+FIGURES = FigureCache()
+
+
+def cached(builder: Callable, *args, **kwargs):
+    """builder(*args, **kwargs), built once per distinct content of the arguments (and theme), then shared."""
+    return FIGURES.get(builder, *args, **kwargs)
