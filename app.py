@@ -13,12 +13,13 @@ import streamlit as st
 
 from model.experiments import looks_like_target_language, untrained_summary
 from model.export import file_stem
-from viz.common import DEFAULT_THEME, PRESENTER_THEME, using_theme
+from viz.common import DEFAULT_THEME, PRESENTER_THEME
 from views import attention, compare, decoding, embeddings, head, masks, overview, positional
 from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,
                          checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
                          sync_url, trace_json, trace_sentence, traced_decoding)
 from views.text import md_escape
+from views.widgets import app_inputs, page_fragment
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -178,6 +179,5 @@ if ss["compare"] != "off" and not comparing:
 elif comparing:
     ctx = compare.with_side_b(ctx, ss)
 theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
-with using_theme(theme.high_contrast() if ss["contrast"] else theme):
-    PAGES[ss["view"]].render(ctx)
+page_fragment(PAGES[ss["view"]].render, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 sync_url()

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from views.state import KINDS, Context
+from viz.common import Theme, using_theme
+from views.state import KINDS, Context, sync_url
 
 
 def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True,
@@ -89,3 +90,26 @@ def sections(ctx: Context, names: list[str], container=st, always: bool = False)
         ss["focus"] = names[0]
     chosen = container.radio("Show", names, key="focus", horizontal=True, label_visibility="collapsed")
     return lambda name: name == chosen
+
+
+# What the header and the trace depend on. A page runs as a fragment (below); when one of its widgets changes
+# one of these (the Decoding page's forced prefix), the whole app must run again.
+APP_INPUTS = ("ckpt", "text", "decoding", "beam", "max_len", "prefix", "compare", "text2", "ckpt2", "present",
+              "contrast", "view")
+
+
+def app_inputs() -> tuple:
+    ss = st.session_state
+    return tuple(tuple(v) if isinstance(v, list) else v for v in (ss.get(k) for k in APP_INPUTS))
+
+
+@st.fragment
+def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme, inputs: tuple) -> None:
+    """Draw a page as a Streamlit fragment: a layer, head or step change reruns the page only, not the
+    sidebar, the header and the trace lookup (issue 10: less server time per click). `inputs` are the
+    app-level choices the page was drawn for; if a widget of the page changed one, the app runs again."""
+    if app_inputs() != inputs:
+        st.rerun(scope="app")
+    with using_theme(theme):
+        render(ctx)
+    sync_url()  # a fragment run does not reach the end of app.py

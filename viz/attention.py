@@ -14,9 +14,8 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from viz.common import (KIND_NAMES, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
+from viz.common import (cell_axes, grid_figure, KIND_NAMES, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
                         fmt_share, heatmap, resolve_scale, style, theme)
 
 
@@ -182,25 +181,25 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
     n_layers, n_heads, n_q, n_k = probs.shape
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = _zmax(zmax)
-    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.012,
-                        vertical_spacing=min(0.03, 0.5 / max(n_layers - 1, 1)),
-                        column_titles=[f"head {h + 1}" for h in range(n_heads)],
-                        row_titles=[f"layer {layer + 1}" for layer in range(n_layers)])
     xs, ys = np.arange(n_k, dtype=np.int32), np.arange(n_q, dtype=np.int32)
+    data, axes = [], {}
     for layer in range(n_layers):
         for h in range(n_heads):
-            fig.add_trace(go.Heatmap(
-                z=probs[layer, h], x=xs, y=ys, coloraxis="coloraxis", zmin=0.0, zmax=zmax,
-                name=f"layer {layer + 1}, head {h + 1}", hoverongaps=False,
+            p = layer * n_heads + h
+            x_ref, y_ref = cell_axes(p)
+            data.append(dict(
+                type="heatmap", z=probs[layer, h], x=xs, y=ys, coloraxis="coloraxis", zmin=0.0, zmax=zmax,
+                name=f"layer {layer + 1}, head {h + 1}", hoverongaps=False, xaxis=x_ref, yaxis=y_ref,
                 hovertemplate=(f"layer {layer + 1}, head {h + 1}<br>query %{{y}} → key %{{x}}"
-                               f"<br>weight %{{z:{PROB_D3}}}<extra></extra>"),
-            ), row=layer + 1, col=h + 1)
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
-        **_colorbar_ticks(zmax))))
-    fig.update_annotations(font_size=15)
+                               f"<br>weight %{{z:{PROB_D3}}}<extra></extra>")))
+            axes[p] = (dict(showticklabels=False, showgrid=False, zeroline=False),
+                       dict(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed"))
+    fig = grid_figure(data, axes, n_layers, n_heads, 0.012, min(0.03, 0.5 / max(n_layers - 1, 1)),
+                      column_titles=[f"head {h + 1}" for h in range(n_heads)],
+                      row_titles=[f"layer {layer + 1}" for layer in range(n_layers)], title_font=15,
+                      coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+                          title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
+                          **_colorbar_ticks(zmax))))
     # One pair of axis titles for the whole grid: every thumbnail has the same axes.
     fig.add_annotation(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top",
                        yshift=-8, showarrow=False, font=dict(size=theme().base))

@@ -11,10 +11,9 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from viz.attention import _colorbar_ticks, _colorbar_title, _zmax
-from viz.common import (FACET_ROW_PX, KIND_NAMES, MIN_PANEL_PX, PROB_SCALE, _traces, axis_ticks, axis_titles,
+from viz.common import (FACET_ROW_PX, cell_axes, grid_figure, KIND_NAMES, MIN_PANEL_PX, PROB_SCALE, _traces, axis_ticks, axis_titles,
                         check_tokens, escape_token, label_px, plot_width_px, resolve_scale, style, theme)
 
 
@@ -55,30 +54,35 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
     if t.height_px and len(heads) == 1:  # presenter: one head as tall as the screen allows
         panel = max(MIN_PANEL_PX // 2, t.height_px - 110 - labels)
     height = len(heads) * (panel + labels) + 110
-    fig = make_subplots(rows=len(heads), cols=2, horizontal_spacing=0.12,
-                        vertical_spacing=min(0.9 / max(len(heads) - 1, 1), labels / height) if len(heads) > 1 else 0,
-                        column_titles=[escape_token(a.label), escape_token(b.label)],
-                        row_titles=[f"head {h + 1}" for h in heads])
     half = (width_px or 940) // 2
+    data, axes = [], {}
     for col, (side, p) in enumerate(((a, pa), (b, pb)), start=1):
         panel_w = plot_width_px(half, side.query_tokens, colorbar=col == 2)
         for row, h in enumerate(heads, start=1):
+            cell = (row - 1) * 2 + col - 1
+            x_ref, y_ref = cell_axes(cell)
             for k, tr in enumerate(_traces(p[h], side.mask, side.query_tokens, side.key_tokens, "query", "key",
                                            "weight", ".3f")):
                 if k == 0:
                     tr.update(coloraxis="coloraxis")
-                fig.add_trace(tr, row=row, col=col)
-            fig.update_xaxes(showgrid=False, zeroline=False, row=row, col=col,
-                             **axis_ticks(side.key_tokens, p.shape[2], angle=-45, axis_px=panel_w))
-            fig.update_yaxes(showgrid=False, zeroline=False, row=row, col=col,
-                             **axis_ticks(side.query_tokens, p.shape[1], reverse=True, axis_px=panel))
+                tr.update(xaxis=x_ref, yaxis=y_ref)
+                data.append(tr)
+            x_set = dict(showgrid=False, zeroline=False,
+                         **axis_ticks(side.key_tokens, p.shape[2], angle=-45, axis_px=panel_w))
+            y_set = dict(showgrid=False, zeroline=False,
+                         **axis_ticks(side.query_tokens, p.shape[1], reverse=True, axis_px=panel))
             if row == len(heads):
-                fig.update_xaxes(title=dict(text=k_title), row=row, col=col)
+                x_set["title"] = dict(text=k_title)
             if col == 1:
-                fig.update_yaxes(title=dict(text=q_title), row=row, col=col)
-    fig.update_layout(coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-        title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=t.tick), **_colorbar_ticks(zmax))))
-    fig.update_annotations(font_size=max(16, t.base))
+                y_set["title"] = dict(text=q_title)
+            axes[cell] = (x_set, y_set)
+    v_space = min(0.9 / max(len(heads) - 1, 1), labels / height) if len(heads) > 1 else 0
+    fig = grid_figure(data, axes, len(heads), 2, 0.12, v_space,
+                      column_titles=[escape_token(a.label), escape_token(b.label)],
+                      row_titles=[f"head {h + 1}" for h in heads], title_font=max(16, t.base),
+                      coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+                          title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=t.tick),
+                          **_colorbar_ticks(zmax))))
     which = f"head {heads[0] + 1}" if len(heads) == 1 else "all heads"
     return style(fig, f"{KIND_NAMES[kind]}, layer {layer + 1}, {which}: side by side", height=height,
                  subplot_titles=True)

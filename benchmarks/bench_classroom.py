@@ -1,0 +1,295 @@
+"""A classroom on one server: N students on the Attention view, each typing a new sentence every few seconds.
+
+    python benchmarks/bench_classroom.py [--checkpoint-dir checkpoints] [--model multi30k-de-en]
+                                         [--sessions 10 20 30] [--seconds 120] [--every 5] [--processes 1|2]
+
+Starts the app (--processes 1: one `streamlit run app.py`, connected to directly; --processes 2 or more:
+that many behind nginx with sticky sessions, from deploy/serve.py), warms each process up with one session,
+then for each N in --sessions runs N concurrent light sessions (benchmarks/classroom_client.py: Streamlit's
+websocket protocol, no browser) for --seconds:
+  open          each session loads the page with `view=Attention&text=<its own sentence>` (the openings are
+                spread over the first --every seconds) and waits for the first run to finish
+  new sentence  then, --every seconds (± --jitter) after each result, types a new sentence of its own into
+                the sidebar's text area (a rerun with the `text` widget's new value) and waits for the run:
+                latency = rerun sent -> script_finished received (the server's side of the bench_app.py
+                measure: no rendering)
+Every run's `#### :gray[DE]` line must show that session's own sentence (wrong: it does not; foreign: it shows
+a sentence another session typed). Per N: actions, errors, wrong, p50/p95/max latency, the load generator's
+own CPU (this process, as a share of one core: it competes with the servers on the same machine), and each
+server process's CPU seconds (/proc/<pid>/stat, children included; nginx's workers added to its master).
+Writes benchmarks/results/classroom.json (classroom_<P>proc.json for P processes).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, add_server_args, distinct_sentences, machine, summary, table, write_results
+
+sys.path.insert(0, str(ROOT / "deploy"))
+from classroom_client import Session, shows_sentence, squash  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# ----------------------------------------------------------------------------- CPU accounting
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2:].split()  # fields from 3 (state) on; the name may contain spaces
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return kids
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its descendants: user + system, live children and reaped ones."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        f = _stat(p)
+        if f is None:
+            continue
+        # utime, stime, cutime, cstime are fields 14-17 of /proc/<pid>/stat (here: index 11-14)
+        total += sum(int(x) for x in f[11:15]) / TICK
+        todo += _children(p)
+    return total
+
+
+def own_cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return statistics.quantiles(xs, n=20, method="inclusive")[18] if len(xs) > 1 else xs[0]
+
+
+# ----------------------------------------------------------------------------- one classroom
+
+class Classroom:
+    """N sessions of one phase, their sentences and what they saw."""
+
+    def __init__(self, url: str, n: int, seconds: float, every: float, jitter: float, sentences, timeout: float):
+        self.url, self.n, self.seconds, self.every, self.jitter, self.timeout = url, n, seconds, every, jitter, timeout
+        self.sentences = sentences  # a shared iterator: every sentence is typed once, by one session
+        self.owner: dict[str, int] = {}  # squashed sentence -> the session that typed it
+        self.opens: list[float] = []
+        self.latencies: list[float] = []
+        self.actions = 0
+        self.errors: list[str] = []
+        self.wrong: list[str] = []
+        self.foreign = 0
+        self.backends: dict[str, int] = {}
+        self.deadline = 0.0
+
+    def _next(self, i: int) -> str:
+        text = next(self.sentences)
+        self.owner[squash(text)] = i
+        return text
+
+    def _check(self, i: int, run, text: str) -> None:
+        if run.exceptions:
+            self.errors.append(f"session {i}: the app raised {run.exceptions[0]}")
+        if not shows_sentence(run, text):
+            self.wrong.append(f"session {i} typed {text!r}, its DE line shows {run.de_line!r}")
+            other = self.owner.get(squash(run.de_line or ""))
+            if other is not None and other != i:
+                self.foreign += 1
+
+    async def student(self, i: int, rng: random.Random) -> None:
+        await asyncio.sleep(rng.uniform(0, self.every))  # the class opens the page within a few seconds
+        s, text = None, self._next(i)
+        try:
+            while time.perf_counter() < self.deadline:
+                if s is None:  # (re)open: a browser tab loading the app's link
+                    s = Session(self.url, timeout=self.timeout)
+                    run = await s.open({"view": "Attention", "text": text})
+                    self.opens.append(run.seconds)
+                    self.backends[s.backend or "direct"] = self.backends.get(s.backend or "direct", 0) + 1
+                    self._check(i, run, text)
+                pause = self.every * rng.uniform(1 - self.jitter, 1 + self.jitter)
+                if time.perf_counter() + pause >= self.deadline:
+                    break
+                await asyncio.sleep(pause)
+                text = self._next(i)
+                try:
+                    run = await s.type_text(text)
+                except Exception as e:  # noqa: BLE001 - a timeout, a closed websocket: count it, open again
+                    self.errors.append(f"session {i}: {type(e).__name__}: {e}")
+                    await _close(s)
+                    s = None
+                    continue
+                self.actions += 1
+                self.latencies.append(run.seconds)
+                self._check(i, run, text)
+        except Exception as e:  # noqa: BLE001 - the opening failed
+            self.errors.append(f"session {i} (opening): {type(e).__name__}: {e}")
+        finally:
+            if s is not None:
+                await _close(s)
+
+    async def run(self) -> None:
+        self.deadline = time.perf_counter() + self.seconds
+        await asyncio.gather(*(self.student(i, random.Random(1000 * self.n + i)) for i in range(self.n)))
+
+
+async def _close(s: Session) -> None:
+    try:
+        await s.close()
+    except Exception:  # noqa: BLE001 - closing a broken session
+        pass
+
+
+async def warm_up(url: str, names: list[str | None], sentences, timeout: float) -> list[float]:
+    """One session per process opens the Attention view (the model loads, torch warms up), then types once."""
+    times = []
+    for name in names:
+        s = Session(url, cookies={"atlas_backend": name} if name else None, timeout=timeout)
+        run = await s.open({"view": "Attention", "text": next(sentences)})
+        times.append(run.seconds)
+        await s.type_text(next(sentences))
+        if name and s.backend != name:
+            raise RuntimeError(f"the warm-up session for {name} reached {s.backend}")
+        await s.close()
+    return times
+
+
+def phase(url: str, n: int, args, sentences, pids: dict[str, int]) -> dict:
+    room = Classroom(url, n, args.seconds, args.every, args.jitter, sentences, args.timeout)
+    cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+    own0, t0 = own_cpu_seconds(), time.perf_counter()
+    asyncio.run(room.run())
+    wall = time.perf_counter() - t0
+    own = own_cpu_seconds() - own0
+    server_cpu = {k: round(cpu_seconds(p) - cpu0[k], 2) for k, p in pids.items()}
+    lat = room.latencies
+    out = {
+        "sessions": n, "wall_s": round(wall, 1), "opened": len(room.opens), "actions": room.actions,
+        "actions_per_s": round(room.actions / wall, 2), "errors": len(room.errors), "wrong": len(room.wrong),
+        "foreign": room.foreign,
+        "latency": ({**summary(lat), "p95_ms": p95(lat) * 1000, "mean_ms": statistics.fmean(lat) * 1000}
+                    if lat else None),
+        "open": {**summary(room.opens), "p95_ms": p95(room.opens) * 1000} if room.opens else None,
+        "sessions_per_backend": dict(sorted(room.backends.items())),
+        "load_generator_cpu_s": round(own, 2), "load_generator_cpu_share": round(own / wall, 3),
+        "server_cpu_s": server_cpu, "server_cpu_share": round(sum(server_cpu.values()) / wall, 3),
+        "error_messages": room.errors[:20], "wrong_messages": room.wrong[:20],
+        "latencies_s": [round(x, 4) for x in lat], "open_s": [round(x, 4) for x in room.opens],
+    }
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_server_args(ap)
+    ap.add_argument("--sessions", type=int, nargs="+", default=[10, 20, 30], help="class sizes, one phase each")
+    ap.add_argument("--seconds", type=float, default=120, help="length of each phase")
+    ap.add_argument("--every", type=float, default=5, help="seconds between a result and the next sentence")
+    ap.add_argument("--jitter", type=float, default=0.5, help="the pause is every × uniform(1-jitter, 1+jitter)")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="1: one Streamlit process, direct; more: that many behind nginx (deploy/serve.py)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds one run may take before it is an error")
+    args = ap.parse_args()
+
+    ckpt_dir = Path(args.checkpoint_dir).resolve()
+    if not (ckpt_dir / args.model / "model.safetensors").is_file():
+        print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
+        return 2
+    threads = args.torch_threads or 1
+    env = {"ATLAS_TORCH_THREADS": str(threads), "OMP_NUM_THREADS": "1"}
+    per_phase = [int(n * (args.seconds / (args.every * (1 - args.jitter)) + 3)) for n in args.sessions]
+    sentences = iter(distinct_sentences(min(18_432, sum(per_phase) + 4 * args.processes + 8)))
+
+    server = deployment = None
+    with tempfile.TemporaryDirectory(prefix="bench_classroom_") as tmp:
+        try:
+            if args.processes == 1:
+                import browser_support as bs
+
+                server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
+                url, pids, names = server.url, {"streamlit_0": server.proc.pid}, [None]
+            else:
+                from serve import NGINX_MISSING, Deployment, nginx_binary
+
+                if nginx_binary() is None:
+                    print(NGINX_MISSING, file=sys.stderr)
+                    return 2
+                deployment = Deployment(args.processes, checkpoint_dir=ckpt_dir, model=args.model,
+                                        torch_threads=threads, workdir=Path(tmp) / "serve").start()
+                url = deployment.url
+                pids = {f"streamlit_{b.index}": b.proc.pid for b in deployment.backends}
+                pids["nginx"] = deployment.nginx.pid
+                names = [b.name for b in deployment.backends]
+            print(f"{args.processes} process(es) at {url}; warming up …", flush=True)
+            warm = asyncio.run(warm_up(url, names, sentences, args.timeout))
+            print("first run per process: " + ", ".join(f"{w:.1f} s" for w in warm), flush=True)
+            phases = []
+            for n in args.sessions:
+                print(f"\n{n} sessions for {args.seconds:.0f} s …", flush=True)
+                ph = phase(url, n, args, sentences, pids)
+                phases.append(ph)
+                lat = ph["latency"] or {}
+                print(f"  {ph['actions']} new sentences, {ph['errors']} errors, {ph['wrong']} wrong; "
+                      f"median {lat.get('median_ms', 0):.0f} ms, p95 {lat.get('p95_ms', 0):.0f} ms; "
+                      f"per backend {ph['sessions_per_backend']}", flush=True)
+                for m in ph["error_messages"][:3] + ph["wrong_messages"][:3]:
+                    print("   ", m, flush=True)
+            dead = deployment.dead() if deployment else (
+                [f"streamlit exited with {server.proc.returncode}"] if server.proc.poll() is not None else [])
+        finally:
+            if deployment is not None:
+                deployment.stop()
+            if server is not None:
+                bs.stop_server(server)
+
+    rows = []
+    for ph in phases:
+        lat = ph["latency"] or {"median_ms": float("nan"), "p95_ms": float("nan"), "max_ms": float("nan")}
+        rows.append([ph["sessions"], ph["actions"], ph["errors"], ph["wrong"], lat["median_ms"], lat["p95_ms"],
+                     lat["max_ms"], ph["open"]["median_ms"] if ph["open"] else float("nan"),
+                     f"{ph['load_generator_cpu_share'] * 100:.1f}%", f"{ph['server_cpu_share'] * 100:.0f}%",
+                     " ".join(f"{k.replace('streamlit_', 's')}={v:.0f}" for k, v in ph["server_cpu_s"].items())])
+    print()
+    print(f"{args.processes} process(es), {os.cpu_count()} CPUs, {args.seconds:.0f} s per class size, a new sentence "
+          f"every {args.every:g} s (±{args.jitter * 100:.0f}%) per session")
+    print(table(rows, ["sessions", "actions", "errors", "wrong", "p50 ms", "p95 ms", "max ms", "open p50 ms",
+                       "client CPU", "server CPU", "server CPU s"]))
+    if dead:
+        print("\nWARNING: " + "; ".join(dead))
+    name = "classroom" if args.processes == 1 else f"classroom_{args.processes}proc"
+    path = write_results(name, {
+        "benchmark": "classroom", "processes": args.processes, "checkpoint_dir": str(ckpt_dir), "model": args.model,
+        "torch_threads": threads, "seconds": args.seconds, "every_s": args.every, "jitter": args.jitter,
+        "proxy": "nginx, cookie-sticky (deploy/nginx.conf.template)" if args.processes > 1 else None,
+        "client": "benchmarks/classroom_client.py (Streamlit websocket protocol, no browser)",
+        "machine": machine(), "warm_up_first_run_s": warm, "phases": phases, "processes_died": dead,
+    })
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return 1 if any(ph["wrong"] or ph["errors"] for ph in phases) or dead else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
