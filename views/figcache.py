@@ -59,8 +59,9 @@ class _FrozenDict(dict):
 
 
 class _Prebuilt(go.Figure):
-    """A kept figure whose dict form is computed once: Streamlit asks for `to_dict()` on every run, and for a
-    heatmap that walks every hover label again (~10 ms). Streamlit only reads the dict (it serialises it)."""
+    """What `st.plotly_chart` gets for a kept figure: Streamlit calls `to_dict()` (for a heatmap that walks every
+    hover label again, ~10 ms), reads the layout's width and height, and serialises the dict (answered by
+    _json). This empty figure hands over the kept dict instead."""
 
     def to_dict(self):
         return self._atlas_dict
@@ -80,14 +81,19 @@ plotly.io.to_json = _json  # Streamlit looks the function up on the module at ev
 
 
 def _prebuilt(figure):
+    """Keep only what Streamlit reads of a built figure: its JSON, and the width and height of its layout.
+
+    The figure object itself (its validated properties, typed arrays and hover labels) is left to the garbage
+    collector: keeping it as well tripled the memory of the cache."""
     if isinstance(figure, go.Figure):
-        frozen = _FrozenDict(figure.to_dict())
-        frozen.json = _plotly_to_json(frozen, validate=False)
-        figure.__class__ = _Prebuilt
-        figure._atlas_dict = frozen
-    elif isinstance(figure, dict):  # a builder that returns several figures by name
-        for value in figure.values():
-            _prebuilt(value)
+        layout = figure.layout
+        kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
+        kept.json = _plotly_to_json(figure.to_dict(), validate=False)
+        light = _Prebuilt()
+        light._atlas_dict = kept
+        return light
+    if isinstance(figure, dict):  # a builder that returns several figures by name
+        return {name: _prebuilt(value) for name, value in figure.items()}
     return figure
 
 
