@@ -7,6 +7,7 @@ without it these tests fail, they do not skip.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sys
 from pathlib import Path
 
@@ -31,6 +32,13 @@ S5 = "Eine Frau liest ein Buch."
 S6 = "Drei Männer stehen auf der Straße."
 
 
+
+def run_async(coro):
+    """asyncio.run in a thread of its own: in the full suite, Playwright's sync API keeps an event loop running
+    in the main thread (the session's Chromium), and asyncio.run refuses to start a second one there."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
 @pytest.fixture(scope="module")
 def proxy(atlas_checkpoints, tmp_path_factory):
     """Two `streamlit run app.py` processes and nginx on free ports; stopped after this module."""
@@ -40,7 +48,7 @@ def proxy(atlas_checkpoints, tmp_path_factory):
                    workdir=tmp_path_factory.mktemp("atlas_proxy"), timeout=90)
     d.start()
     try:
-        asyncio.run(_warm_up(d))
+        run_async(_warm_up(d))
         yield d
     finally:
         d.stop()
@@ -113,7 +121,7 @@ def test_sessions_keep_their_own_sentence_and_backend(proxy):
             await a.close()
             await b.close()
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 def test_a_stopped_backend_moves_its_browsers_to_another(proxy):
@@ -131,4 +139,4 @@ def test_a_stopped_backend_moves_its_browsers_to_another(proxy):
         finally:
             await s.close()
 
-    asyncio.run(scenario())
+    run_async(scenario())
