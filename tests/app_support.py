@@ -40,3 +40,16 @@ def serving(root: Path, model: str = "demo"):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def font_sizes(obj):
+    """Every font size set anywhere in a plotly figure's JSON (a dict, or a list of them)."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key.endswith("font") and isinstance(value, dict) and value.get("size") is not None:
+                size = value["size"]
+                yield from (size if isinstance(size, list) else [size])
+            yield from font_sizes(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from font_sizes(item)

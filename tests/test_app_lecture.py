@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from tests.app_support import run_app, serving
+from tests.app_support import font_sizes, run_app, serving
 
 from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
 
@@ -31,19 +31,6 @@ def translator(checkpoints):
 
 def spec(chart) -> dict:
     return json.loads(chart.proto.spec)
-
-
-def font_sizes(obj):
-    """Every font size set anywhere in a plotly figure's JSON."""
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if key.endswith("font") and isinstance(value, dict) and "size" in value:
-                size = value["size"]
-                yield from (size if isinstance(size, list) else [size])
-            yield from font_sizes(value)
-    elif isinstance(obj, list):
-        for item in obj:
-            yield from font_sizes(item)
 
 
 def array(value) -> np.ndarray:

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from tests.app_support import font_sizes
 
 from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.common import DEFAULT_THEME, PRESENTER_THEME, theme, using_theme
@@ -18,18 +19,6 @@ TOKENS = [f"wort{i}" for i in range(30)]
 def probs(h: int, i: int, j: int, seed: int = 0) -> np.ndarray:
     x = np.random.default_rng(seed).random((h, i, j)).astype(np.float32)
     return x / x.sum(-1, keepdims=True)
-
-
-def font_sizes(obj):
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if key.endswith("font") and isinstance(value, dict) and value.get("size") is not None:
-                size = value["size"]
-                yield from (size if isinstance(size, list) else [size])
-            yield from font_sizes(value)
-    elif isinstance(obj, list):
-        for item in obj:
-            yield from font_sizes(item)
 
 
 def figures():
