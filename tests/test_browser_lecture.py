@@ -116,3 +116,23 @@ def test_side_by_side_of_two_models_draws_both_decodings(page, app_server):
     assert any(t.startswith("A, step 1") for t in titles) and any(t.startswith("B, step 1") for t in titles)
     assert "demo (untrained)" in page.locator("[data-testid='stMain']").inner_text()
     assert query(page)["ckpt2"] == "demo:untrained"
+
+
+@pytest.mark.browser
+def test_forcing_a_candidate_inside_the_page_fragment_updates_the_header(page, app_server):
+    """Pages run as fragments (issue 10); a forced token changes the whole trace, so the app must run again."""
+    open_app(page, app_server.link(view="Decoding", text=SENTENCE))
+    wait_charts(page)
+    header = page.locator("[data-testid='stMain'] h3").first.inner_text()
+    button = page.locator("[class*='st-key-force_1_'] button:not([disabled])").first
+    token = button.inner_text().strip()
+    before = runs(page)
+    button.click()
+    page.wait_for_function("""([n, old]) => window.__atlasRuns > n
+        && document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']")
+        && document.querySelector("[data-testid='stMain'] h3").innerText !== old""", arg=[before, header],
+                           timeout=30_000, polling="raf")
+    main = page.locator("[data-testid='stMain']").inner_text()
+    assert "You forced the first 1 token(s)" in main and "your forced first 1 token(s)" in main
+    assert page.locator("[data-testid='stMain'] h3").first.inner_text().split()[1] == token  # EN line starts with it
+    assert query(page).get("prefix") == token
