@@ -27,6 +27,17 @@ def visible_text(at: AppTest) -> str:
 
 
 @contextmanager
+def demo_checkpoints(tmp_path_factory, name: str):
+    """A checkpoint root holding the tiny trained model `demo`, served to the app while the block runs."""
+    from tests.tiny_checkpoint import make_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp(name)
+    make_tiny_checkpoint(root / "demo")
+    with serving(root):
+        yield root
+
+
+@contextmanager
 def serving(root: Path, model: str = "demo"):
     """Point the app at a checkpoint root (ATLAS_CHECKPOINT_DIR / ATLAS_DEFAULT_MODEL) and restore them after."""
     keys = ("ATLAS_CHECKPOINT_DIR", "ATLAS_DEFAULT_MODEL")

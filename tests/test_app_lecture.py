@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
-from tests.app_support import font_sizes, run_app, serving
+from tests.app_support import demo_checkpoints, font_sizes, run_app
 
-from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
+from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]
 OTHER = GERMAN[0]
@@ -16,9 +16,7 @@ VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside o
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ckpts_lecture")
-    make_tiny_checkpoint(root / "demo")
-    with serving(root):
+    with demo_checkpoints(tmp_path_factory, "ckpts_lecture") as root:
         yield root
 
 

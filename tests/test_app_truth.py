@@ -6,18 +6,16 @@ import json
 import re
 
 import pytest
-from tests.app_support import run_app, serving, visible_text
+from tests.app_support import demo_checkpoints, run_app, visible_text
 
-from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
+from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ckpts_truth")
-    make_tiny_checkpoint(root / "demo")
-    with serving(root):
+    with demo_checkpoints(tmp_path_factory, "ckpts_truth") as root:
         yield root
 
 

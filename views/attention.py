@@ -58,7 +58,7 @@ def render(ctx: Context) -> None:
                     + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
     if show("all heads of the layer"):
         st.plotly_chart(cached(heads_figure, probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
-                                     width_px=PAGE_WIDTH_PX),
+                               width_px=PAGE_WIDTH_PX),
                         width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
                         key="heads_fig")
     b1, b2, _ = st.columns([1, 1, 2]) if not ctx.present else (None, None, None)
@@ -68,13 +68,13 @@ def render(ctx: Context) -> None:
                f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2)
     if show("one head"):
         st.plotly_chart(cached(attention_figure, probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
-                                         title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
+                               title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
                         width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
                         key="head_fig")
     if show("every layer × head"):
-        h = entropy(probs, mask)  # (L, h) nats, mean over query rows
         st.markdown("#### Every layer × head")
         if not ctx.present:
+            h = entropy(probs, mask)  # (L, h) nats, mean over query rows
             st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) "
                        "per head: " + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row)
                                                 for i, row in enumerate(h)))

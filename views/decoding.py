@@ -101,8 +101,8 @@ def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: 
     weights = cross.mean(0) if head == 0 else cross[head - 1]
     what = "mean of heads" if head == 0 else f"head {head}"
     st.plotly_chart(cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
-                                                title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
-                                                width_px=PAGE_WIDTH_PX // 2),
+                           title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
+                           width_px=PAGE_WIDTH_PX // 2),
                     width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
 
 

@@ -71,7 +71,7 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     ids = sorted({index[t] for t in tokens if index.get(t, 0) >= ns})
     coords = _pca(ctx.key, side, ns)
     st.plotly_chart(cached(vocab_map_figure, coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
-                                     title=f"{len(itos) - ns:,} learned embeddings, first two principal components"),
+                           title=f"{len(itos) - ns:,} learned embeddings, first two principal components"),
                     width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     st.caption("Grey: every word the model knows; large: this sentence's words. A 2-D projection keeps only part "
                "of the structure, so the neighbours by cosine similarity in all dimensions are listed below.")

@@ -45,8 +45,8 @@ def render(ctx: Context) -> None:
     dropped, _ = dropout_sample(a["probs"][head], p, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
     figs = cached(head_pipeline_figures, a["q"][head], a["k"][head], a["v"][head], None, mask if not mask.all() else None,
-                                 a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped,
-                                 scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
+                  a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped,
+                  scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
     st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
                f"Layer {layer + 1}, head {head + 1}; attention dropout p = {p}.")
     check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))

@@ -37,11 +37,11 @@ def _padding(ctx: Context) -> None:
     toks = tr.src_tokens
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
-                                     title=f"encoder self-attention, layer {layer + 1}, head {head + 1}, mask "
-                                           + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
+                           title=f"encoder self-attention, layer {layer + 1}, head {head + 1}, mask "
+                                 + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
                     width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
     c2.plotly_chart(cached(mask_figure, mask, toks, toks, title="mask the model used (blue = may attend)", kind="enc_self",
-                                width_px=int(PAGE_WIDTH_PX * 0.4)),
+                           width_px=int(PAGE_WIDTH_PX * 0.4)),
                     width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
     leak = weight_on_keys(probs, ~pads, pads)
     m1, m2 = st.columns(2)
@@ -81,18 +81,18 @@ def _causal(ctx: Context) -> None:
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
     c1, c2 = st.columns([2, 3])
     c1.plotly_chart(cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used", kind="dec_self",
-                                width_px=int(PAGE_WIDTH_PX * 0.4)),
+                           width_px=int(PAGE_WIDTH_PX * 0.4)),
                     width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
     c2.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                 "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                 "the cell right of the diagonal holds that very token.")
     c2, c3 = st.columns(2)
     c2.plotly_chart(cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
-                                     title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                                     width_px=PAGE_WIDTH_PX // 2),
+                           title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                           width_px=PAGE_WIDTH_PX // 2),
                     width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"), key="causal_on")
     c3.plotly_chart(cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
-                                     title="without it: the upper triangle may fill", width_px=PAGE_WIDTH_PX // 2),
+                           title="without it: the upper triangle may fill", width_px=PAGE_WIDTH_PX // 2),
                     width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"), key="causal_off")
     df = pd.DataFrame(exp.rows)
     for c in ("p(ref), on", "p(ref), off", "weight on later"):
