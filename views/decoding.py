@@ -114,7 +114,7 @@ def _side_by_side(ctx: Context) -> None:
         st.info("Neither side wrote anything to decode.")
         return
     ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
-    c0, c1 = st.columns([3, 2])
+    c0, c1 = st.columns(2)  # the layer and head boxes need half the page at 1280 px ("mean of heads")
     step_no = c0.slider("Step", 1, n, key="dec_step") if n > 1 else 1
     layer, head = _layer_head(ctx.cfg if ctx.cfg.n_decoder_layers <= ctx.other.cfg.n_decoder_layers else ctx.other.cfg,
                               c1)
