@@ -64,13 +64,22 @@ def test_pca_shape_and_variance_order():
 def test_vocab_map_highlights_sentence_tokens():
     coords = np.random.default_rng(4).normal(size=(50, 2))
     vocab = [f"w{i}" for i in range(50)]
-    fig = vocab_map_figure(coords, vocab, [3, 7], ["Hund", "<i>"])
-    assert isinstance(fig.data[0], go.Scattergl) and len(fig.data[0].x) == 50
-    hl = fig.data[1]
+    fig = vocab_map_figure(coords, vocab, [3, 7], ["Hund", "<i>"], n_dots=20)
+    density, dots, hl = fig.data
+    assert isinstance(density, go.Heatmap) and np.nansum(np.asarray(density.z, dtype=float)) == 50  # every entry counted
+    assert len(dots.x) == 20 and list(dots.text) == vocab[:20]  # the first entries named on hover
     assert list(hl.text) == ["Hund", "&lt;i&gt;"]
     np.testing.assert_allclose(np.asarray(hl.x), coords[[3, 7], 0], rtol=1e-6)
     with pytest.raises(ValueError, match="V, 2"):
         vocab_map_figure(coords[:10], vocab, [])
+
+
+def test_vocab_map_density_puts_each_entry_in_its_cell():
+    coords = np.array([[0.0, 0.0], [0.0, 0.0], [10.0, 5.0]])
+    fig = vocab_map_figure(coords, ["a", "b", "c"], bins=(2, 2))
+    z = np.asarray(fig.data[0].z, dtype=float)  # (y bins, x bins)
+    assert z[0, 0] == 2 and z[1, 1] == 1 and np.isnan(z[0, 1]) and np.isnan(z[1, 0])
+    assert fig.data[0].x[0] < fig.data[0].x[1] and fig.data[0].y[0] < fig.data[0].y[1]
 
 
 def test_nearest_neighbours_on_constructed_matrix():

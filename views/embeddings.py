@@ -12,6 +12,9 @@ from views.widgets import csv_button, fig_config, sections, shows_caption
 from views.figcache import cached
 
 
+VOCAB_DOTS = 1000  # vocabulary entries drawn as named dots; the rest are counted into the grey density
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def _pca(key: str, side: str, n_specials: int) -> np.ndarray:
     lut, _ = vocab_embeddings(key, side)
@@ -71,10 +74,14 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     ids = sorted({index[t] for t in tokens if index.get(t, 0) >= ns})
     coords = _pca(ctx.key, side, ns)
     st.plotly_chart(cached(vocab_map_figure, coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
-                           title=f"{len(itos) - ns:,} learned embeddings, first two principal components"),
+                           title=f"{len(itos) - ns:,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
                     width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
-    st.caption("Grey: every word the model knows; large: this sentence's words. A 2-D projection keeps only part "
-               "of the structure, so the neighbours by cosine similarity in all dimensions are listed below.")
+    n_dots = min(VOCAB_DOTS, len(itos) - ns)
+    st.caption(f"Grey shading: where all {len(itos) - ns:,} words the model knows lie (hover: how many in a cell); "
+               f"dots: the vocabulary's first {n_dots:,} words, which are the most frequent in the training data "
+               "(the vocabulary is built most frequent first; hover names them); large: this sentence's words. A 2-D "
+               "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
+               "dimensions are listed below.")
     if ids:
         st.dataframe(cached(nearest_neighbours, lut, itos, ids, k=5, exclude_idx=tuple(range(ns))), hide_index=True,
                      width="stretch")

@@ -1,0 +1,90 @@
+"""How long Chromium takes to draw the Embeddings page's vocabulary map, before and after issue 10.
+
+    python benchmarks/bench_vocab_map.py [--repeats 7] [--model multi30k-de-en] [--big 58000]
+
+Draws, with plotly.js in headless Debian Chromium (the flags of tests/browser_support.py, no GPU), each
+figure into a fresh div and waits two animation frames:
+  webgl-all   the previous design: one WebGL scatter of every vocabulary entry, named on hover
+  density     viz.embeddings.vocab_map_figure: every entry counted into a grey density, the first
+              1,000 entries as named dots, the sentence's words on top
+for the shipped model's source vocabulary, and for a random `--big`-entry vocabulary (an opus-mt-size
+one, issue 13). Results: benchmarks/results/vocab_map.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from common import ROOT, machine, summary, table, write_results
+
+import numpy as np
+import plotly
+import plotly.graph_objects as go
+import plotly.io as pio
+
+DRAW_JS = """async (f) => {
+  const el = document.getElementById('g'); Plotly.purge(el);
+  const t0 = performance.now(); await Plotly.newPlot(el, f.data, f.layout);
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return performance.now() - t0; }"""
+
+
+def webgl_all(coords: np.ndarray, tokens: list[str], idx: list[int]) -> go.Figure:
+    """The map as it was before: every entry a WebGL point with its word as hover text."""
+    fig = go.Figure(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", text=tokens,
+                                 marker=dict(size=4, color="rgba(120,120,120,0.25)"),
+                                 hovertemplate="%{text}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers+text",
+                             text=[tokens[i] for i in idx], textposition="top center"))
+    return fig.update_layout(height=600, template="plotly_white")
+
+
+def main() -> None:
+    from browser_support import launch_chromium
+    from playwright.sync_api import sync_playwright
+
+    from model.translator import Translator
+    from viz.embeddings import pca_2d, vocab_map_figure
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--model", default="multi30k-de-en")
+    ap.add_argument("--big", type=int, default=58_000, help="entries of the random large vocabulary")
+    args = ap.parse_args()
+
+    tr = Translator.from_checkpoint(ROOT / "checkpoints" / args.model)
+    lut, itos = tr.embedding_matrix("src")
+    ns = tr.n_specials
+    cases = {f"{args.model} ({len(itos) - ns:,} entries)": (pca_2d(lut[ns:]), list(itos[ns:]))}
+    rng = np.random.default_rng(0)
+    cases[f"random ({args.big:,} entries)"] = (rng.normal(size=(args.big, 2)).astype(np.float32),
+                                               [f"▁w{i}" for i in range(args.big)])
+    plotly_js = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
+    page_html = ("<html><body><div id=g style='width:1200px;height:600px'></div><script>"
+                 + open(plotly_js, encoding="utf-8").read() + "</script></body></html>")
+
+    results, rows = {}, []
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_content(page_html)
+        for name, (coords, tokens) in cases.items():
+            idx = list(range(5, 60, 5))  # eleven "sentence" words
+            figs = {"webgl-all": webgl_all(coords, tokens, idx),
+                    "density": vocab_map_figure(coords, tokens, idx)}
+            for design, fig in figs.items():
+                payload = json.loads(pio.to_json(fig))
+                page.evaluate(DRAW_JS, payload)  # warm-up: plotly.js compiles its code paths once
+                ms = [page.evaluate(DRAW_JS, payload) for _ in range(args.repeats)]
+                s = summary([m / 1000 for m in ms])
+                results[f"{name} · {design}"] = {**s, "json_kb": len(pio.to_json(fig)) // 1024}
+                rows.append([name, design, f"{s['median_ms']:.0f} ms", f"{len(pio.to_json(fig)) // 1024} KB"])
+        browser.close()
+    print(table(rows, ["vocabulary", "design", "draw, median", "figure JSON"]))
+    path = write_results("vocab_map", {"machine": machine(), "repeats": args.repeats, "results": results})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
