@@ -13,6 +13,8 @@ Modules (paper vocabulary, "Attention Is All You Need"):
 - translator.py  text in, translation + trace out (what the app and the CLI use)
 - data.py, train.py, evaluate.py, translate.py  data loading and command lines
 - experiments.py numbers the pages state, computed from what the model recorded (NumPy in, NumPy out)
+- analyze.py     the head report over a corpus: per-head measures, importance, ablation, pruning curve (CLI)
+- attribution.py which source tokens each output token came from: rollout, relevance, input×gradient (CLI: faithfulness)
 - runtime.py     process-wide torch settings the app sets once
 
 Shape letters, the same in every module's shape comments:

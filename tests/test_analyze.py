@@ -1,0 +1,363 @@
+"""model.analyze: the head measures on hand-made matrices, the gate gradient, and the report the CLI writes."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model import analyze
+from model.analyze import head_roles, measure_head, rarest_positions
+from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+# The tiny model's sentences, plus two with words it has never seen (rare-word candidates) and one without a stop.
+SRC = GERMAN + ["Ein Zebra rennt im Schnee!", "Zwei Männer spielen Fußball", "Ein Hund schläft."]
+REF = ENGLISH + ["A zebra runs in the snow!", "Two men play soccer", "A dog sleeps."]
+
+
+# ----------------------------------------------------------------------------- one head's measures
+
+def previous_token_head(n: int = 6) -> np.ndarray:
+    """Every query on the key before it; query 0, which has none, on key 1 (distance 1 as well)."""
+    p = np.zeros((n, n))
+    p[0, 1] = 1.0
+    p[np.arange(1, n), np.arange(n - 1)] = 1.0
+    return p
+
+
+def test_a_previous_token_head_is_positional_minus_one():
+    m = measure_head(previous_token_head(), "enc_self")
+    assert m["prev_share"] == 1.0 and m["same_share"] == 0.0
+    assert m["best_offset"] == -1 and m["best_offset_share"] == 1.0
+    assert m["mean_distance"] == pytest.approx(1.0)
+    assert m["confidence"] == 1.0 and m["entropy"] == 0.0 and m["entropy_fraction"] == 0.0
+    roles = head_roles(m, "enc_self")
+    assert roles[0] == "positional -1" and "previous-token" in roles
+    nxt = measure_head(previous_token_head()[::-1, ::-1], "enc_self")  # mirrored: every query on the next key
+    assert nxt["next_share"] == 1.0 and head_roles(nxt, "enc_self")[0] == "positional +1"
+
+
+def test_a_decoder_head_on_itself_is_positional_zero():
+    m = measure_head(np.eye(5), "dec_self")
+    assert m["same_share"] == 1.0 and m["best_offset"] == 0 and head_roles(m, "dec_self") == ["positional 0"]
+
+
+def test_a_uniform_head_is_diffuse():
+    n = 7
+    m = measure_head(np.full((n, n), 1 / n), "enc_self")
+    assert m["entropy"] == pytest.approx(math.log(n)) and m["entropy_fraction"] == pytest.approx(1.0)
+    assert m["confidence"] == pytest.approx(1 / n)
+    assert head_roles(m, "enc_self") == ["diffuse"]
+    # causal: row i is uniform over i + 1 keys; the <bos> query (one key) counts as fraction 0
+    causal = np.tril(np.ones((n, n)))
+    causal /= causal.sum(1, keepdims=True)
+    d = measure_head(causal, "dec_self")
+    assert d["entropy_fraction"] == pytest.approx((n - 1) / n)
+    assert d["entropy"] == pytest.approx(np.mean([math.log(i + 1) for i in range(n)]))
+
+
+def test_a_head_on_eos_is_a_sink():
+    p = np.zeros((5, 5))
+    p[:, -1] = 1.0  # the source <eos> is the last key
+    m = measure_head(p, "enc_self", punct=3)
+    assert m["eos_share"] == 1.0 and m["punct_share"] == 0.0 and m["sink_share"] == 1.0
+    assert head_roles(m, "enc_self") == ["sink"]
+    half = np.zeros((4, 5))
+    half[:, 3] = half[:, 4] = 0.5  # cross: half on the final "." and half on <eos>
+    c = measure_head(half, "cross", punct=3)
+    assert c["eos_share"] == 0.5 and c["punct_share"] == 0.5 and c["sink_share"] == 1.0
+    assert measure_head(half, "cross")["punct_share"] == 0.0  # no final punctuation given: nothing counted
+    bos = np.zeros((4, 4))
+    bos[:, 0] = 1.0
+    d = measure_head(bos, "dec_self")
+    assert d["bos_share"] == 1.0 and d["sink_share"] == 1.0 and head_roles(d, "dec_self")[-1] == "sink"
+
+
+def test_rarest_word_by_vocabulary_rank():
+    stoi = {"<unk>": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3, ".": 4, "Ein": 5, "Hund": 6, "läuft": 9}
+    rare, ok = rarest_positions(["Ein", "Hund", "läuft", "."], stoi, 10)
+    assert ok and rare == [False, False, True, False]  # the highest id is the least frequent word
+    rare, ok = rarest_positions(["Ein", "Zebra", "läuft", "Gnu", "."], stoi, 10)
+    assert rare == [False, True, False, True, False]  # unknown words are rarer than any vocabulary word
+    assert rarest_positions(["Hund", "."], stoi, 10) == ([False, False], False)  # one candidate: skipped
+    assert rarest_positions(["Ein", "<unk>", ",", "Hund"], stoi, 10)[0] == [False, False, False, True]
+
+
+def test_a_rare_word_head():
+    rare = [False, False, True, False, False]  # "Ein Hund Zebra ." + <eos>
+    p = np.full((4, 5), 0.05)
+    p[:, 2] = 0.8
+    m = measure_head(p, "cross", rare=rare)
+    assert m["rare_share"] == 1.0 and m["rare_chance"] == pytest.approx(1 / 5)
+    assert head_roles(m, "cross")[0] == "rare-word"
+    assert head_roles({**m, "rare_share": 0.3}, "cross") == ["mixed"]  # below the share threshold
+    assert "rare-word" not in head_roles({**m, "rare_chance": 0.6}, "cross")  # under 2x chance
+
+
+def test_cross_monotonicity_of_the_argmax_path():
+    diag = np.zeros((4, 6))
+    diag[[0, 1, 2, 3], [0, 2, 3, 5]] = 1.0
+    m = measure_head(diag, "cross")
+    assert m["monotonicity"] == pytest.approx(1.0) and m["forward_share"] == 1.0
+    back = measure_head(diag[::-1], "cross")
+    assert back["monotonicity"] == pytest.approx(-1.0) and back["forward_share"] == 0.0
+    flat = np.zeros((4, 6))
+    flat[:, 5] = 1.0  # resting on <eos>: never moves backwards, but is no alignment
+    f = measure_head(flat, "cross")
+    assert f["forward_share"] == 1.0 and f["monotonicity"] == 0.0
+    ties = np.array([[0, 1, 1, 2]])  # average ranks 1, 2.5, 2.5, 4
+    assert analyze.spearman_with_position(ties, np.ones((1, 4), bool))[0] == pytest.approx(
+        np.corrcoef([1, 2.5, 2.5, 4], [1, 2, 3, 4])[0, 1])
+
+
+def test_offset_pattern_of_a_cross_head_is_relative_to_the_diagonal():
+    s, t = 8, 4
+    p = np.zeros((t, s))
+    for i in range(t):
+        p[i, int(np.floor(i * s / t + 0.5)) + 1] = 1.0  # one key after the proportional diagonal
+    stats = analyze.HeadStats("cross", 1, 1)
+    stats.add(p[None, None, None], np.ones((1, t, s), bool), np.ones((1, t), bool), np.array([s]), np.array([t]))
+    pattern = stats.result()["offset_pattern"]
+    w = np.array(pattern["weights"])[0, 0]
+    assert w[pattern["offsets"].index(1)] == 1.0 and w.sum() == 1.0
+
+
+# ----------------------------------------------------------------------------- the gate gradient
+
+def test_head_mask_gradient_equals_finite_differences(make_model, encoded_pairs, vocabs):
+    from model.data import collate
+
+    sv, tv = vocabs
+    model = make_model(seed=3).double()
+    src, tgt_in, tgt_out = collate(encoded_pairs, list(range(len(encoded_pairs))), sv.pad_idx, tv.bos_idx, tv.eos_idx)
+    xi = {k: 1.0 + 0.1 * torch.rand(v.shape, dtype=torch.float64) for k, v in analyze.ones_head_mask(model.cfg).items()}
+    _, grads, _ = analyze.head_mask_gradient(model, src, tgt_in, tgt_out, xi)
+
+    def loss(mask):
+        with torch.no_grad():
+            return float(analyze.token_nll(model(src, tgt_in, head_mask=mask)[0], tgt_out, sv.pad_idx))
+
+    eps = 1e-6
+    for kind in analyze.KINDS:
+        fd = torch.zeros_like(xi[kind])
+        for idx in np.ndindex(*xi[kind].shape):
+            up = {k: v.clone() for k, v in xi.items()}
+            down = {k: v.clone() for k, v in xi.items()}
+            up[kind][idx] += eps
+            down[kind][idx] -= eps
+            fd[idx] = (loss(up) - loss(down)) / (2 * eps)
+        assert torch.allclose(grads[kind], fd, rtol=1e-5, atol=1e-7), kind
+        assert grads[kind].abs().max() > 1e-3  # a real gradient, not zeros on both sides
+
+
+def test_normalised_importance_follows_bertology():
+    raw = {"enc_self": np.array([[3.0, 4.0]]), "dec_self": np.array([[1.0, 0.0]]), "cross": np.array([[0.0, 2.0]])}
+    norm = analyze.normalise_importance(raw)
+    assert np.allclose(norm["enc_self"], [[0.6, 0.8]]) and np.allclose(norm["dec_self"], [[1.0, 0.0]])
+    assert np.allclose(norm["cross"], [[0.0, 1.0]])
+    order = analyze.importance_order(norm)
+    assert order[0] == ("dec_self", 0, 1) and order[-1] == ("cross", 0, 1)
+
+
+def test_pruning_curve_refines_the_count_where_bleu_drops_by_one_point(monkeypatch):
+    from model import evaluate
+
+    class Fake:  # "translates" into the number of heads off; BLEU falls 0.6 per head
+        tgt_lang = "en"
+
+        def translate_batch(self, src, off_heads=None, progress=None):
+            if progress:
+                progress(len(src))
+            return [str(len(list(off_heads or ())))] * len(src)
+
+    monkeypatch.setattr(evaluate, "bleu_scores", lambda hyps, refs, lang="en": {
+        "sacrebleu": 40 - 0.6 * int(hyps[0]), "signature": "fake", "bleu_lower_spacy_tokens": 0.0})
+    importance = {k: np.array([[0.1 * i, 0.1 * i + 0.05]]) for i, k in enumerate(analyze.KINDS)}
+    seen = []
+    d = analyze.pruning_curve(Fake(), ["a", "b"], ["a", "b"], importance, lambda f, m: seen.append(f), (0, 0.5, 1))
+    assert [p["heads_off"] for p in d["curves"]["all"]] == [0, 3, 6]
+    assert [p["heads_off"] for p in d["refined"]["all"]] == [1, 2]  # 1 is within a point, 2 is not: stop
+    assert d["heads_off_before_bleu_drop"] == {"enc_self": 1, "dec_self": 1, "cross": 1, "all": 1}
+    assert d["curves"]["enc_self"][1]["off"] == [["enc_self", 0, 0]]  # the least important first
+    assert seen == sorted(seen) and max(seen) <= 1.0
+    assert analyze._count(0.5, 5) == 3 and analyze._count(0.3, 12) == 4 and analyze._count(0.1, 12) == 1
+
+
+# ----------------------------------------------------------------------------- the report on a tiny checkpoint
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(checkpoint folder, src file (gz), ref file, report written by the CLI in a subprocess)."""
+    base = tmp_path_factory.mktemp("analyze")
+    folder = make_tiny_checkpoint(base / "demo")
+    src = base / "val.de.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as f:
+        f.write("\n".join(SRC) + "\n")
+    ref = base / "val.en"
+    ref.write_text("\n".join(REF) + "\n", encoding="utf-8")
+    out = base / "report.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "model.analyze", "--checkpoint", str(folder), "--src", str(src),
+                           "--ref", str(ref), "--out", str(out), "--batch-tokens", "40", "--pruning-limit", "0",
+                           "--threads", "1"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out}" in proc.stdout
+    return folder, src, ref, analyze.load_report(out)
+
+
+def test_cli_report_has_the_schema(tiny):
+    folder, src, ref, d = tiny
+    assert d["schema"] == analyze.SCHEMA and d["checkpoint"] == "demo"
+    assert d["corpus"]["sentences"] == len(SRC) and d["corpus"]["src"] == str(src)
+    assert d["corpus"]["src_final_punct"] == len(SRC) - 1  # "Zwei Männer spielen Fußball" has no stop
+    for kind, k in d["kinds"].items():
+        assert (k["layers"], k["heads"]) == (2, 4)
+        assert set(analyze.HeadStats.measure_names(kind)) <= set(k["measures"])
+        assert {"importance", "importance_raw", "ablation_loss_increase"} <= set(k["measures"])
+        assert all(r and isinstance(r[0], str) for layer in k["roles"] for r in layer)
+        assert np.array(k["offset_pattern"]["weights"]).shape == (2, 4, len(analyze.PATTERN_OFFSETS))
+        ids = k["top_sentences"]["ids"]
+        assert all(len(h) == analyze.TOP_SENTENCES and set(h) <= set(range(len(SRC))) for layer in ids for h in layer)
+    assert d["kinds"]["cross"]["best_layer"] in (0, 1)
+    assert set(d["definitions"]) >= {"confidence", "entropy_fraction", "rare_share", "importance", "roles"}
+    norm = np.concatenate([np.ravel(v) for v in d["importance"]["normalised"].values()])
+    assert norm.min() == 0.0 and norm.max() == 1.0
+    curves = d["pruning"]["curves"]
+    assert set(curves) == {"enc_self", "dec_self", "cross", "all"}
+    assert [p["heads_off"] for p in curves["enc_self"]] == [0, 1, 2, 2, 3, 4, 5, 6, 6, 7, 8]
+    assert curves["all"][-1]["heads_off"] == 24 and all(len(c) == 11 for c in curves.values())
+    assert curves["all"][0]["bleu"] == d["pruning"]["baseline_bleu"] == curves["cross"][0]["bleu"]
+    assert d["pruning"]["sentences"] == len(SRC)
+    assert set(d["timings"]) >= {"measures_importance", "ablation", "pruning", "total"}
+
+
+def test_report_agrees_with_the_translators_teacher_forced_traces(tiny):
+    """Confidence and entropy per head, recomputed sentence by sentence from Translator.teacher_forced."""
+    from model.tokenize import tokenize
+    from model.translator import Translator
+
+    folder, _, _, d = tiny
+    tr = Translator.from_checkpoint(folder)
+    sums = {k: {"confidence": 0.0, "entropy": 0.0} for k in analyze.KINDS}
+    counts = dict.fromkeys(analyze.KINDS, 0)
+    for s, r in zip(SRC, REF):
+        st = tr.teacher_forced(s, tokenize(r, "en"))
+        for kind in analyze.KINDS:
+            p = st.probs(kind).astype(np.float64)  # (L, h, i, j), every row a real query
+            sums[kind]["confidence"] += p.max(-1).sum(-1)
+            sums[kind]["entropy"] += -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).sum(-1)
+            counts[kind] += p.shape[2]
+    for kind in analyze.KINDS:
+        for name in ("confidence", "entropy"):
+            expected = sums[kind][name] / counts[kind]  # (L, h)
+            assert np.allclose(d["kinds"][kind]["measures"][name], expected, atol=1e-4), (kind, name)
+
+
+def test_ablation_matches_forward_with_a_head_mask_and_changes_the_loss(tiny):
+    from model.translator import Translator
+
+    folder, _, _, d = tiny
+    tr = Translator.from_checkpoint(folder)
+    examples, _ = analyze.prepare(tr, SRC, REF)
+    heads = [("enc_self", 1, 2), ("dec_self", 0, 1), ("cross", 1, 3)]
+    base, off = analyze.ablation_losses(tr, examples, heads, batch_tokens=40)
+    for head in [None] + heads:
+        total = 0.0
+        for batch in analyze._batches(examples, 1000):
+            src, tgt_in, tgt_out = analyze._tensors(examples, batch, tr)
+            with torch.no_grad():
+                lp, _ = tr.model(src, tgt_in, head_mask=tr.head_mask([head] if head else None))
+            total += float(analyze.token_nll(lp, tgt_out, tr.cfg.pad_idx))
+        assert total == pytest.approx(base if head is None else off[head], rel=1e-5)
+    assert all(abs(off[h] - base) > 1e-4 for h in heads)
+    tokens = d["ablation"]["tokens"]
+    for kind, layer, head in heads:
+        assert d["kinds"][kind]["measures"]["ablation_loss_increase"][layer][head] == pytest.approx(
+            (off[(kind, layer, head)] - base) / tokens, abs=2e-5)
+    assert d["corpus"]["mean_token_nll"] == pytest.approx(base / tokens, abs=1e-4)
+
+
+def test_analyze_reports_progress_and_skips_empty_pairs(tiny):
+    from model.translator import Translator
+
+    tr = Translator.from_checkpoint(tiny[0])
+    seen = []
+    d = analyze.analyze(tr, SRC[:3] + ["   "], REF[:3] + ["x"], ablation=False, pruning=False,
+                        progress=lambda f, msg: seen.append((f, msg)))
+    assert d["corpus"]["sentences"] == 3 and d["corpus"]["skipped"] == [3]
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and all(isinstance(m, str) for _, m in seen)
+    assert d["ablation"] is None and d["pruning"] is None
+    assert "ablation_loss_increase" not in d["kinds"]["cross"]["measures"]
+
+
+# ----------------------------------------------------------------------------- where the report goes, and errors
+
+def test_a_read_only_checkpoint_falls_back_to_the_cache_folder(tiny, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    folder = Path(shutil.copytree(tiny[0], tmp_path / "readonly-demo"))
+    monkeypatch.setenv(analyze.CACHE_ENV, str(tmp_path / "cache"))
+    os.chmod(folder, 0o555)
+    try:
+        if not os.access(folder, os.W_OK) or os.geteuid() == 0:  # root may write anyway: make the probe say no
+            monkeypatch.setattr(analyze, "folder_writable", lambda f: Path(f).resolve() != folder.resolve())
+        code = analyze.main(["--checkpoint", str(folder), "--src", str(tiny[1]), "--ref", str(tiny[2]),
+                             "--no-ablation", "--no-pruning", "--threads", "1"])
+    finally:
+        os.chmod(folder, 0o755)
+    assert code == 0
+    expected = tmp_path / "cache" / "attention-atlas" / "readonly-demo" / analyze.REPORT_NAME
+    assert f"wrote {expected}" in capsys.readouterr().out
+    assert not (folder / analyze.REPORT_NAME).exists()
+    assert analyze.load_report(expected)["checkpoint"] == "readonly-demo"
+    # writable: next to the checkpoint
+    monkeypatch.undo()
+    monkeypatch.setenv(analyze.CACHE_ENV, str(tmp_path / "cache"))
+    assert analyze.main(["--checkpoint", str(folder), "--src", str(tiny[1]), "--ref", str(tiny[2]), "--limit", "2",
+                         "--no-ablation", "--no-pruning", "--threads", "1"]) == 0
+    assert analyze.load_report(folder / analyze.REPORT_NAME)["corpus"]["sentences"] == 2
+
+
+def test_missing_validation_data_names_every_folder_looked_in(tiny, tmp_path, monkeypatch, capsys):
+    from model import experiments
+
+    looked = [tmp_path / "a", tmp_path / "b"]
+    monkeypatch.setattr(experiments, "data_dir_candidates", lambda: looked)
+    assert analyze.main(["--checkpoint", str(tiny[0]), "--no-ablation", "--no-pruning"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and all(str(p) in err for p in looked) and "val.de" in err
+    assert analyze.main(["--checkpoint", str(tiny[0]), "--src", str(tiny[1])]) == 2  # --src without --ref
+    assert analyze.main(["--checkpoint", str(tmp_path / "nope"), "--src", str(tiny[1]), "--ref", str(tiny[2])]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_load_report_rejects_what_is_not_a_report(tiny, tmp_path):
+    d = tiny[3]
+    with pytest.raises(analyze.ReportError, match="no head report"):
+        analyze.load_report(tmp_path / "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(analyze.ReportError, match="not a readable JSON"):
+        analyze.load_report(bad)
+    for change, match in ((lambda r: r.update(schema="attention-atlas-trace/1"), "schema is"),
+                          (lambda r: r.pop("kinds"), "'kinds' is missing"),
+                          (lambda r: r["kinds"]["cross"]["measures"]["confidence"].pop(), "not a 2 x 4 grid"),
+                          (lambda r: r["kinds"]["enc_self"]["measures"].pop("rare_share"), "rare_share is missing")):
+        r = json.loads(json.dumps(d))
+        change(r)
+        bad.write_text(json.dumps(r), encoding="utf-8")
+        with pytest.raises(analyze.ReportError, match=match):
+            analyze.load_report(bad)
+    gz = tmp_path / "r.json.gz"
+    with gzip.open(gz, "wt", encoding="utf-8") as f:
+        json.dump(d, f)
+    assert analyze.load_report(gz)["schema"] == analyze.SCHEMA
