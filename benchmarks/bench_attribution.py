@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from common import ROOT, machine, sentence_of_length, summary, table, verdict, write_results
+from common import ROOT, machine, open_translator, sentence_of_length, summary, table, verdict, write_results
 
 TARGET_MS = 1000.0  # "well under a second" for a 20-token sentence
 
@@ -30,14 +30,9 @@ def main() -> int:
     import torch
 
     from model.attribution import DEFAULT_METHODS, METHODS, attribute
-    from model.checkpoint import CheckpointError
-    from model.translator import Translator
 
-    torch.set_num_threads(args.threads)
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-    except CheckpointError as e:
-        print(f"No usable checkpoint: {e}", file=sys.stderr)
+    translator = open_translator(args.checkpoint, args.threads)
+    if translator is None:
         return 2
     text = sentence_of_length(args.length, lambda s: translator.prepare(s, max_tokens=10**6).tokens)
     tgt = translator.translate(text).raw_tokens

@@ -18,7 +18,7 @@ import math
 import sys
 import time
 
-from common import ROOT, machine, sentence_of_length, summary, table, verdict, write_results
+from common import ROOT, machine, open_translator, sentence_of_length, summary, table, verdict, write_results
 
 LENGTHS = [5, 10, 20, 40, 80]
 THREADS = 1  # as the app: one torch thread per request (views/state.py, ATLAS_TORCH_THREADS)
@@ -93,14 +93,10 @@ def main() -> int:
 
     import torch
 
-    from model.checkpoint import CheckpointError
     from model.translator import Translator
 
-    torch.set_num_threads(args.threads)
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-    except CheckpointError as e:
-        print(f"No usable checkpoint: {e}", file=sys.stderr)
+    translator = open_translator(args.checkpoint, args.threads)
+    if translator is None:
         return 2
     cfg = translator.cfg
     ref = reference_model(cfg)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
-from common import ROOT, machine, summary, table, write_results
+from common import ROOT, machine, open_translator, summary, table, write_results
 
 import numpy as np
 import plotly
@@ -40,11 +41,10 @@ def webgl_all(coords: np.ndarray, tokens: list[str], idx: list[int]) -> go.Figur
     return fig.update_layout(height=600, template="plotly_white")
 
 
-def main() -> None:
+def main() -> int:
     from browser_support import launch_chromium
     from playwright.sync_api import sync_playwright
 
-    from model.translator import Translator
     from viz.embeddings import pca_2d, vocab_map_figure
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -53,7 +53,9 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=58_000, help="entries of the random large vocabulary")
     args = ap.parse_args()
 
-    tr = Translator.from_checkpoint(ROOT / "checkpoints" / args.model)
+    tr = open_translator(ROOT / "checkpoints" / args.model)
+    if tr is None:
+        return 2
     lut, itos = tr.embedding_matrix("src")
     ns = tr.n_specials
     cases = {f"{args.model} ({len(itos) - ns:,} entries)": (pca_2d(lut[ns:]), list(itos[ns:]))}
@@ -84,7 +86,8 @@ def main() -> None:
     print(table(rows, ["vocabulary", "design", "draw, median", "figure JSON"]))
     path = write_results("vocab_map", {"machine": machine(), "repeats": args.repeats, "results": results})
     print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

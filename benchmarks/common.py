@@ -117,3 +117,19 @@ def server_preflight(args):
         return None
     env = {"ATLAS_TORCH_THREADS": str(args.torch_threads)} if args.torch_threads else {}
     return bs, ckpt_dir, env
+
+
+def open_translator(checkpoint, threads: int | None = None):
+    """The Translator of a checkpoint folder (torch threads set first), or None after saying on stderr why not."""
+    import torch
+
+    from model.checkpoint import CheckpointError
+    from model.translator import Translator
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return Translator.from_checkpoint(checkpoint)
+    except CheckpointError as e:
+        print(f"No usable checkpoint: {e}", file=sys.stderr)
+        return None
