@@ -14,7 +14,7 @@ import streamlit as st
 from model.experiments import looks_like_target_language, untrained_summary
 from model.export import file_stem
 from viz.common import DEFAULT_THEME, PRESENTER_THEME
-from views import attention, compare, decoding, embeddings, head, masks, overview, positional
+from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional
 from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,
                          checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
                          sync_url, trace_json, trace_sentence, traced_decoding)
@@ -31,7 +31,7 @@ st.markdown(  # larger base font: readable from the back of a lecture room
 )
 PAGES = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
-    "Inside one head": head, "Masks": masks, "Decoding": decoding,
+    "Inside one head": head, "Masks": masks, "Decoding": decoding, "Heads": heads,
 }
 init_state()
 ss = st.session_state
@@ -152,7 +152,9 @@ else:
     st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
     st.markdown(f"### :gray[EN] {md_escape(result.text) or '∅ (empty output)'}")
 status = "" if result.finished else " · stopped at the length limit before `<eos>`"
-st.caption(f"**Every figure below shows: {shows}** · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
+above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
+         "references**" if ss["view"] == "Heads" else f"**Every figure below shows: {shows}**")
+st.caption(f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
            f"tokens · {result.seconds * 1000:.0f} ms{status}")
 if beam is not None and prefix:
     st.caption(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")

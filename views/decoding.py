@@ -4,8 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from viz.common import PAGE_WIDTH_PX
-from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
-from views.state import Context, beam_translation, trace_sentence
+from viz.decoding import attribution_figure, candidates_figure, decoding_table, step_cross_attention_figure
+from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
 from viz.tables import candidates_csv
 from views.widgets import csv_button, fig_config, sections, shows_caption
@@ -39,9 +39,11 @@ def render(ctx: Context) -> None:
     if not steps:
         st.info("Nothing to decode.")
         return
-    show = sections(ctx, ["this step", "all steps", "greedy and beam"])
+    show = sections(ctx, ["this step", "where it came from", "all steps", "greedy and beam"])
     if show("this step"):
         _step(ctx, steps)
+    if show("where it came from"):
+        _attribution(ctx, steps)
     if show("all steps"):
         _all_steps(steps)
     if show("greedy and beam"):
@@ -139,6 +141,43 @@ def _side_by_side(ctx: Context) -> None:
                 st.info(f"Side {tag}'s model has no layer {layer}, head {head}.")
                 continue
             _cross_figure(c, step, step_no, layer, head, f"step_cross_{tag}", title=f"{tag}, ")
+
+
+# Rows of the attribution figure: method -> its label (Attribution.definitions says what each one is).
+ATTRIBUTION_ROWS = {"cross_attention": "cross-attention (last layer, mean of heads)", "rollout": "attention rollout",
+                    "relevance": "gradient-weighted relevance", "input_x_grad": "input × gradient"}
+
+
+def _attribution(ctx: Context, steps: list) -> None:
+    """Which source words the chosen step's token came from, by each attribution method."""
+    ss = st.session_state
+    n = len(steps)
+    step_no = min(max(int(ss.get("dec_step", 1)), 1), n)
+    step = steps[step_no - 1]
+    st.markdown(f"#### Where step {step_no}'s **{md_escape(step.chosen_token)}** came from")
+    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps))
+    row = step_no - 1  # row i explains the token chosen at step i + 1
+    methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]
+    shares = [res.matrices[m][row] for m in methods]
+    signed = res.signed.get("input_x_grad")
+    notes = [[(f"signed: {signed[row, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
+              for j in range(len(res.src_tokens))] for m in methods]
+    st.plotly_chart(cached(attribution_figure, shares, [ATTRIBUTION_ROWS[m] for m in methods], res.src_tokens,
+                           f"step {step_no}: attribution of “{step.chosen_token}”", hover_notes=notes,
+                           width_px=PAGE_WIDTH_PX),
+                    width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_attribution"), key="attribution")
+    if not ctx.present:
+        st.caption("Each row sums to 1 over the source tokens, so the methods can be compared cell by cell; the step "
+                   "slider above chooses the token. Computed by teacher-forcing the model along the decoding shown "
+                   "(" + md_escape(ctx.shows) + "), which gives the same prefixes it read while decoding. "
+                   + " ".join(f"**{ATTRIBUTION_ROWS[m]}**: {md_escape(_definition(res, m))}" for m in methods)
+                   + " How faithful each method is on a model (removing the top-ranked word vs a random one): "
+                     "`python -m model.attribution --checkpoint DIR`.")
+
+
+def _definition(res, method: str) -> str:
+    # model/ names the array that keeps input × gradient's sign; here the hover shows it
+    return res.definitions[method].replace("(signed values in `signed`)", "(the hover gives the signed value)")
 
 
 def _all_steps(steps: list) -> None:

@@ -49,7 +49,7 @@ EXAMPLES = [  # from Multi30k's validation set
     "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
 ]
 
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
+VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding", "Heads"]
 KINDS = {"enc_self": "Encoder self-attention (DE → DE)", "dec_self": "Decoder masked self-attention (EN → EN)",
          "cross": "Cross-attention (EN queries → DE keys)"}
 # Side by side: off, two sentences on one model, or one sentence on two models; drawn on these pages.
@@ -153,6 +153,17 @@ def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translatio
 def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool):
     """SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens (causal mask on or off)."""
     return _tr(key).teacher_forced(text, list(tgt_tokens), use_causal_mask=causal)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def attribution(key: str, text: str, tgt_tokens: tuple[str, ...]):
+    """model.attribution.Attribution of every token of a decoding (rows) to the source (columns), NumPy only.
+
+    Teacher-forced along the decoding's own tokens: the decoder reads exactly the prefixes it read while
+    decoding, so row i explains the choice made at step i + 1."""
+    from model.attribution import attribute
+
+    return attribute(_tr(key), text, list(tgt_tokens))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

@@ -121,6 +121,9 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "pe_positions": Param(50, _int_in(10, 256)),
         "pe_dims": Param((0, 1, 4, 5, 16, 17, 64, 65), parse_ints, dump_ints),
         "pe_ref": Param(10, _int_in(0, 255)),
+        # Heads (the head report; the chosen head is kind/layer/head, shared with Attention)
+        "heads_measure": Param("importance", str),
+        "heads_sent": Param(1, _int_in(1, 64)),
     }
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (axis_ticks, axis_titles, escape_tokens, fmt_prob, plot_width_px, style, theme)
+from viz.common import (axis_ticks, axis_titles, escape_tokens, fmt_prob, heatmap, plot_width_px, style, theme)
 
 CHOSEN_COLOUR = "#ff7f0e"
 OTHER_COLOUR = "#9ecae1"
@@ -106,3 +106,28 @@ def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
         rows.append({"step": int(s["step"]), "prefix": prefix, "chosen": str(s["chosen"]),
                      "prob": fmt_prob(s["prob"])})
     return pd.DataFrame(rows, columns=list(needed))
+
+
+def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_tokens: Sequence[str],
+                       title: str, *, hover_notes: Sequence[Sequence[str]] | None = None,
+                       src_lang: str = "DE", width_px: int | None = None) -> go.Figure:
+    """Which source tokens one output token came from, one row per attribution method; ``shares`` (m, s).
+
+    Every row is a method's normalised attribution (non-negative, summing to 1), so all rows share one 0..1
+    colour scale. ``hover_notes[m][j]`` adds a line to a cell's hover (e.g. the signed input × gradient).
+    """
+    z = np.asarray(shares, dtype=np.float32)
+    if z.ndim != 2 or z.shape != (len(method_labels), len(source_tokens)):
+        raise ValueError(f"shares {z.shape} do not match {len(method_labels)} methods × {len(source_tokens)} tokens")
+    fig = heatmap(z, list(method_labels), list(source_tokens), row_title="method",
+                  col_title=f"source token ({src_lang}) →", zmin=0.0, zmax=1.0, title=title,
+                  value_name="share", row_name="method", col_name="source token", colorbar_title="share",
+                  width_px=width_px)
+    if hover_notes is not None:
+        notes = np.asarray(hover_notes, dtype=object)
+        trace = fig.data[0]
+        custom = np.asarray(trace.customdata, dtype=object) if trace.customdata is not None else None
+        if custom is not None and custom.ndim == 3:
+            trace.customdata = np.dstack([custom, notes])
+            trace.hovertemplate = trace.hovertemplate.replace("<extra>", f"<br>%{{customdata[{custom.shape[2]}]}}<extra>")
+    return fig

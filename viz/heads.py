@@ -1,0 +1,169 @@
+"""The Heads page's figures: a report card of every head over a corpus (model/analyze.py's report).
+
+Everything here takes plain NumPy arrays, lists and strings read from the report; nothing is recomputed.
+Layers and heads are 0-based in the arrays and shown 1-based, as everywhere in the app.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.common import (KIND_NAMES, PROB_SCALE, SIGNED_SCALE, cell_axes, grid_figure, resolve_scale, style,
+                        theme)
+
+KIND_ORDER = ("enc_self", "dec_self", "cross")
+# Short forms of the report's role labels, written in the grid's cells (the hover gives the full label).
+ROLE_SHORT = {"positional -1": "pos −1", "positional 0": "pos 0", "positional +1": "pos +1",
+              "previous-token": "prev", "next-token": "next", "aligner": "align", "rare-word": "rare",
+              "sink": "sink", "diffuse": "diffuse", "mixed": "·"}
+CHOSEN_LINE = "#d62728"
+LINE_COLOURS = {"enc_self": "#1f77b4", "dec_self": "#2ca02c", "cross": "#ff7f0e", "all": "#333333"}
+GROUP_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention",
+               "all": "all heads together"}
+
+
+def short_role(labels: Sequence[str]) -> str:
+    """The main (first) role label in its short form; '·' for none ('mixed')."""
+    if not labels:
+        return "·"
+    return ROLE_SHORT.get(labels[0], labels[0])
+
+
+def grid_layout(n_kinds: int, n_heads: int) -> tuple[int, int]:
+    """(rows, cols) of the kinds' panels: side by side while a row stays readable, else one above the other."""
+    return (1, n_kinds) if n_kinds * n_heads <= 16 else (n_kinds, 1)
+
+
+def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str, Sequence], measure_label: str, *,
+                     zmin: float | None = None, zmax: float | None = None, signed: bool = False, fmt: str = ".3f",
+                     chosen: tuple[str, int, int] | None = None, title: str | None = None) -> go.Figure:
+    """One layer × head panel per attention kind, coloured by one measure, the role written in each cell.
+
+    ``values[kind]``: (L, h) floats (NaN where the measure has no value) or None when the measure is not defined
+    for that kind (the panel says so). ``roles[kind]``: [layer][head] lists of labels, main label first.
+    All panels share one colour axis (``zmin``..``zmax``, by default the range of the values shown).
+    ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
+    """
+    kinds = [k for k in KIND_ORDER if k in values]
+    shown = [np.asarray(values[k], dtype=np.float64) for k in kinds if values[k] is not None]
+    finite = np.concatenate([v[np.isfinite(v)] for v in shown]) if shown else np.zeros(0)
+    if zmin is None:
+        zmin = float(finite.min()) if finite.size else 0.0
+    if zmax is None:
+        zmax = float(finite.max()) if finite.size else 1.0
+    if signed:
+        lim = max(abs(zmin), abs(zmax)) or 1.0
+        zmin, zmax = -lim, lim
+    if zmax <= zmin:
+        zmax = zmin + 1e-9
+    n_heads = max(len(roles[k][0]) for k in kinds)
+    rows, cols = grid_layout(len(kinds), n_heads)
+    data, axes, shapes, notes = [], {}, [], []
+    tick = theme().tick
+    for p, kind in enumerate(kinds):
+        x_ref, y_ref = cell_axes(p)
+        role = roles[kind]
+        n_layers, n_h = len(role), len(role[0])
+        xs, ys = np.arange(1, n_h + 1), np.arange(1, n_layers + 1)
+        x_set = dict(tickvals=list(xs), ticktext=[str(h) for h in xs], title=dict(text="head"), showgrid=False,
+                     zeroline=False, tickfont=dict(size=tick), range=[0.5, n_h + 0.5])
+        first = p == 0 or cols == 1  # side by side, one "layer" title: the next panel's would sit on these ticks
+        y_set = dict(tickvals=list(ys), ticktext=[str(l) for l in ys], title=dict(text="layer" if first else ""),
+                     showgrid=False,
+                     zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5])
+        axes[p] = (x_set, y_set)
+        if values[kind] is None:
+            notes.append((p, f"not defined for<br>{KIND_NAMES[kind].split(' (')[0]}"))
+            data.append(dict(type="scatter", x=[], y=[], xaxis=x_ref, yaxis=y_ref, showlegend=False,
+                             hoverinfo="skip"))
+            continue
+        z = np.asarray(values[kind], dtype=np.float64)
+        text = [[short_role(role[l][h]) for h in range(n_h)] for l in range(n_layers)]
+        full = [[", ".join(role[l][h]) or "mixed" for h in range(n_h)] for l in range(n_layers)]
+        value_text = [[("n/a" if not np.isfinite(z[l, h]) else format(z[l, h], fmt)) for h in range(n_h)]
+                      for l in range(n_layers)]
+        custom = np.dstack([np.asarray(full, dtype=object), np.asarray(value_text, dtype=object)])
+        data.append(dict(
+            type="heatmap", z=np.where(np.isfinite(z), z, np.nan).tolist(), x=xs.tolist(), y=ys.tolist(),
+            coloraxis="coloraxis", text=text, texttemplate="%{text}", textfont=dict(size=max(11, tick - 2)),
+            customdata=custom, xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2,
+            name=KIND_NAMES[kind],
+            hovertemplate=(f"{KIND_NAMES[kind]}<br>layer %{{y}}, head %{{x}}<br>{measure_label}: "
+                           "%{customdata[1]}<br>role: %{customdata[0]}<extra></extra>")))
+        if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
+            l, h = chosen[1] + 1, chosen[2] + 1
+            shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
+                               line=dict(color=CHOSEN_LINE, width=3)))
+    fig = grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
+                      cell_titles=[KIND_NAMES[k] for k in kinds], title_font=max(15, theme().base),
+                      coloraxis=dict(colorscale=resolve_scale(SIGNED_SCALE if signed else PROB_SCALE), cmin=zmin,
+                                     cmax=zmax, colorbar=dict(title=dict(text=measure_label),
+                                                              tickfont=dict(size=tick))))
+    for p, text in notes:
+        x_ref, y_ref = cell_axes(p)
+        fig.add_annotation(text=text, x=0.5, y=0.5, xref=f"{x_ref} domain", yref=f"{y_ref} domain",
+                           showarrow=False, font=dict(size=theme().base, color="#777"))
+    fig.update_layout(shapes=shapes)
+    n_layers = max(len(roles[k]) for k in kinds)
+    panel = 60 + 48 * n_layers
+    return style(fig, title, height=rows * panel + 140, subplot_titles=True)
+
+
+def offset_pattern_figure(offsets: Sequence[int], weights: Sequence[float | None], kind: str, *,
+                          title: str | None = None) -> go.Figure:
+    """A head's mean attention weight by offset from a reference key (bars; None = no query had that key).
+
+    Self-attention: offset from the query's own position (−1 = previous token). Cross-attention: offset from
+    the proportional diagonal round(i·S/T), where a monotone aligner puts its weight.
+    """
+    w = np.asarray([np.nan if v is None else v for v in weights], dtype=np.float64)
+    xs = np.asarray(offsets, dtype=np.int64)
+    if len(w) != len(xs):
+        raise ValueError(f"{len(w)} weights for {len(xs)} offsets")
+    ref = "the proportional diagonal" if kind == "cross" else "the query's own position"
+    x_title = ("source position − proportional diagonal round(i·S/T)" if kind == "cross"
+               else "key position − query position (−1 = previous token)")
+    top = int(np.nanargmax(w)) if np.isfinite(w).any() else -1
+    fig = go.Figure(go.Bar(
+        x=xs.tolist(), y=np.nan_to_num(w, nan=0.0).tolist(), name="mean weight",
+        marker_color=[CHOSEN_LINE if i == top else "#6a9fcf" for i in range(len(w))],
+        customdata=[("no query had a key there" if not np.isfinite(v) else f"{v:.3f}") for v in w],
+        hovertemplate=f"offset %{{x}} from {ref}<br>mean weight %{{customdata}}<extra></extra>"))
+    fig.update_xaxes(title=dict(text=x_title), tickvals=xs.tolist(), tickfont=dict(size=theme().tick), zeroline=False)
+    fig.update_yaxes(title=dict(text="mean attention weight"), range=[0, max(0.05, float(np.nanmax(w)) * 1.15)
+                                                                      if np.isfinite(w).any() else 1],
+                     tickfont=dict(size=theme().tick))
+    return style(fig, title or "average pattern by relative position", height=340)
+
+
+def pruning_figure(curves: Mapping[str, Sequence[tuple[int, float]]], totals: Mapping[str, int], baseline: float,
+                   drop: float, *, sentences: int, title: str | None = None) -> go.Figure:
+    """BLEU with the least important heads switched off (Michel et al. 2019, Fig. 3), one line per group.
+
+    ``curves[group]``: (heads off, BLEU) points in increasing heads off; ``totals[group]``: the group's heads.
+    x = share of the group's heads switched off. A dashed line marks ``baseline − drop``.
+    """
+    fig = go.Figure()
+    for group in [g for g in (*KIND_ORDER, "all") if g in curves]:
+        pts = sorted(curves[group])
+        n = max(totals[group], 1)
+        fig.add_trace(go.Scatter(
+            x=[100.0 * k / n for k, _ in pts], y=[b for _, b in pts], mode="lines+markers",
+            name=GROUP_NAMES[group], line=dict(color=LINE_COLOURS[group], width=3 if group == "all" else 2),
+            customdata=[f"{k} of {n}" for k, _ in pts],
+            hovertemplate=f"{GROUP_NAMES[group]}<br>%{{customdata}} heads off<br>BLEU %{{y:.2f}}<extra></extra>"))
+    fig.add_hline(y=baseline - drop, line=dict(dash="dash", color="#888"),
+                  annotation_text=f"every head on − {drop:g} BLEU", annotation_position="bottom left",
+                  annotation_font_size=theme().base - 2)
+    fig.update_xaxes(title=dict(text="heads switched off (% of the group, least important first)"), range=[-2, 102],
+                     ticksuffix=" %", tickfont=dict(size=theme().tick))
+    fig.update_yaxes(title=dict(text=f"greedy BLEU ({sentences} val sentences)"), tickfont=dict(size=theme().tick))
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return style(fig, title or "pruning heads by importance", height=430)
+
+
+def sentence_label(src: str, max_chars: int = 70) -> str:
+    """A corpus sentence, shortened for a radio label (plain text, not plotly markup)."""
+    return src if len(src) <= max_chars else src[: max_chars - 1] + "…"
