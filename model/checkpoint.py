@@ -1,9 +1,11 @@
 """The checkpoint format, in one place: folders, weights files, averaging and metrics.json.
 
-A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json.
-Weights files (the folder's and training's per-epoch ones) store the state dict without the
-generator matrix when it is tied to the target embedding (safetensors refuses shared tensors;
-model_state restores the tie) and with it when it is not. Loading never unpickles, and every way
+A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json, and
+for a SentencePiece model (config tokenizer "sentencepiece", e.g. an imported Marian model) also
+source.spm and target.spm. Weights files (the folder's and training's per-epoch ones) store each
+shared tensor once: without the generator matrix when it is tied to the target embedding, and
+without the target embedding when it is the source's (share_embeddings); safetensors refuses shared
+tensors, and model_state restores the ties. Loading never unpickles, and every way
 a folder can be broken gives one CheckpointError that names the file and says what to do.
 """
 from __future__ import annotations
@@ -23,7 +25,9 @@ WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB, METRICS = (
     "model.safetensors", "config.json", "vocab.src.json", "vocab.tgt.json", "metrics.json"
 )
 REQUIRED = (WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB)
+SRC_SPM, TGT_SPM = "source.spm", "target.spm"  # SentencePiece models, for tokenizer "sentencepiece"
 TIED_KEY = "generator.proj.weight"  # the same tensor as tgt_embed.lut.weight when tied
+SHARED_KEY = "tgt_embed.lut.weight"  # the same tensor as src_embed.lut.weight when share_embeddings
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "multi30k-de-en"
 
 
@@ -31,12 +35,28 @@ class CheckpointError(Exception):
     """A checkpoint folder that cannot be loaded; the message says which file and what to do."""
 
 
+def aliases(cfg: ModelConfig) -> dict[str, str]:
+    """Keys that are another key's tensor (not stored) -> that key, resolved to one that is stored."""
+    out = {}
+    if cfg.share_embeddings:
+        out[SHARED_KEY] = "src_embed.lut.weight"
+    if cfg.tie_weights:
+        out[TIED_KEY] = out.get(SHARED_KEY, SHARED_KEY)
+    return out
+
+
+def required_files(cfg: ModelConfig) -> tuple[str, ...]:
+    """The files a folder with this config must hold."""
+    return REQUIRED + ((SRC_SPM, TGT_SPM) if cfg.tokenizer == "sentencepiece" else ())
+
+
 def weights_state(model: EncoderDecoder, half: bool = False) -> dict[str, torch.Tensor]:
-    """What a weights file stores: CPU copies of the state dict, the tied generator matrix left out."""
+    """What a weights file stores: CPU copies of the state dict, shared tensors once (see aliases)."""
     state = {}
+    skip = aliases(model.cfg)
     for k, v in model.state_dict().items():
-        if model.cfg.tie_weights and k == TIED_KEY:
-            continue  # the same tensor as tgt_embed.lut.weight; restored by model_state
+        if k in skip:
+            continue  # the same tensor as another key's; restored by model_state
         v = v.detach().cpu().contiguous()
         state[k] = v.half() if half and v.is_floating_point() else v.clone()
     return state
@@ -45,10 +65,12 @@ def weights_state(model: EncoderDecoder, half: bool = False) -> dict[str, torch.
 def model_state(cfg: ModelConfig, stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A stored state (any float dtype) as load_state_dict wants it: float32, the tie restored."""
     state = {k: v.float() if v.is_floating_point() else v for k, v in stored.items()}
-    if cfg.tie_weights:
-        state.pop(TIED_KEY, None)  # a stored copy of the tied matrix would be a second, separate tensor
-    if cfg.tie_weights and "tgt_embed.lut.weight" in state:
-        state[TIED_KEY] = state["tgt_embed.lut.weight"]
+    links = aliases(cfg)
+    for k in links:
+        state.pop(k, None)  # a stored copy of a shared matrix would be a second, separate tensor
+    for k, source in links.items():
+        if source in state:
+            state[k] = state[source]
     return state
 
 
@@ -97,7 +119,7 @@ def save_checkpoint(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     save_weights(model, folder / WEIGHTS, half)
-    model.cfg.save(folder / CONFIG)
+    model.cfg.save(folder / CONFIG)  # SentencePiece models (.spm) are the importer's to copy
     src_vocab.save(folder / SRC_VOCAB)
     tgt_vocab.save(folder / TGT_VOCAB)
     write_metrics(folder, metrics or {})
@@ -121,6 +143,10 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
         cfg = ModelConfig.load(folder / CONFIG)
     except (ValueError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise _fail(folder / CONFIG, f"is not a valid model config ({e})", "Restore it from the training output.") from e
+    for name in required_files(cfg):
+        if not (folder / name).is_file():
+            raise _fail(folder / name, f"file is missing from the checkpoint folder (config.json says tokenizer {cfg.tokenizer!r})",
+                        "Copy it from where the model came from, or import the model again.")
     vocabs = []
     for name, size, side in ((SRC_VOCAB, cfg.src_vocab_size, "src"), (TGT_VOCAB, cfg.tgt_vocab_size, "tgt")):
         try:
@@ -134,6 +160,15 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
                 "The vocabulary and the config come from different trainings; copy both from the same one.",
             )
         vocabs.append(vocab)
+    tv = vocabs[1]
+    disagree = [f"{name} = {want} but the target vocabulary's {role} is {have}"
+                for name, want, role, have in (("pad_idx", cfg.pad_idx, "<pad>", tv.pad_idx),
+                                               ("decoder_start_idx", cfg.decoder_start_idx, "start token", tv.bos_idx),
+                                               ("eos_idx", cfg.eos_idx, "end token", tv.eos_idx))
+                if want != have]
+    if disagree:
+        raise _fail(folder / CONFIG, "disagrees with vocab.tgt.json (" + "; ".join(disagree) + ")",
+                    "The vocabulary and the config come from different models; copy both from the same one.")
     try:
         state = load_file(str(folder / WEIGHTS))  # safetensors: raw tensors, nothing executed
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
@@ -143,10 +178,10 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
             "Restore the file from the repository (git checkout) or retrain.",
         ) from e
     model = EncoderDecoder(cfg)
-    expected = model.state_dict()
-    if cfg.tie_weights:
-        state.pop(TIED_KEY, None)
-        expected = {k: v for k, v in expected.items() if k != TIED_KEY}
+    links = aliases(cfg)
+    for k in links:
+        state.pop(k, None)
+    expected = {k: v for k, v in model.state_dict().items() if k not in links}
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     wrong = sorted(k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape))

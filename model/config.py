@@ -6,7 +6,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FORMAT_VERSION = 1  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
+FORMAT_VERSION = 2  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
+# Version 1 folders predate the fields below `pad_idx`; they load with those fields' defaults, which
+# describe exactly the model version 1 could express (ReLU, interleaved sin/cos, <bos> = 2, <eos> = 3, ...).
+READABLE_VERSIONS = (1, 2)
+ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # gelu is the exact (erf) one; swish and silu are the same function
+PE_LAYOUTS = ("interleaved", "sin_then_cos")
+TOKENIZERS = ("spacy", "sentencepiece")
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,21 @@ class ModelConfig:
     norm_first: bool = field(default=True, metadata={"help": "pre-norm + final LayerNorm; off = post-norm as in the paper"})
     tie_weights: bool = field(default=True, metadata={"help": "the generator shares the target embedding matrix"})
     pad_idx: int = 1
+    # Format version 2: what the model is, so that imported models (Marian, issue 13) can be described.
+    activation: str = field(default="relu", metadata={"help": "feed-forward non-linearity: relu, gelu or swish (= silu)"})
+    pe_layout: str = field(default="interleaved", metadata={
+        "help": "sinusoidal table: interleaved sin/cos (the paper) or sin_then_cos (Marian: all sines, then all cosines)"})
+    scale_embedding: bool = field(default=True, metadata={"help": "multiply token embeddings by √d_model"})
+    share_embeddings: bool = field(default=False, metadata={
+        "help": "source and target embeddings are one matrix (one shared vocabulary)"})
+    final_logits_bias: bool = field(default=True, metadata={"help": "the generator adds a bias to its logits"})
+    decoder_start_idx: int = field(default=2, metadata={
+        "help": "target id the decoder starts from: <bos>; Marian starts from <pad>"})
+    eos_idx: int = field(default=3, metadata={"help": "target id that ends a translation"})
+    src_lang: str = field(default="de", metadata={"help": "source language code"})
+    tgt_lang: str = field(default="en", metadata={"help": "target language code"})
+    tokenizer: str = field(default="spacy", metadata={
+        "help": "spacy (words, Moses detokenizer) or sentencepiece (source.spm / target.spm in the folder)"})
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -33,6 +54,14 @@ class ModelConfig:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name, allowed in (("activation", ACTIVATIONS), ("pe_layout", PE_LAYOUTS), ("tokenizer", TOKENIZERS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(f"share_embeddings needs one vocabulary size, got {self.src_vocab_size} and {self.tgt_vocab_size}")
+        for name in ("decoder_start_idx", "eos_idx", "pad_idx"):
+            if not 0 <= getattr(self, name) < self.tgt_vocab_size:
+                raise ValueError(f"{name} {getattr(self, name)} is outside the target vocabulary (size {self.tgt_vocab_size})")
 
     @property
     def d_k(self) -> int:
@@ -45,9 +74,11 @@ class ModelConfig:
     def from_dict(cls, d: dict) -> "ModelConfig":
         d = dict(d)
         version = d.pop("format_version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
-            raise ValueError(f"format_version {version} is not supported (this code reads {FORMAT_VERSION})")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(f"format_version {version} is not supported (this code reads {', '.join(map(str, READABLE_VERSIONS))})")
         known = {f.name for f in dataclasses.fields(cls)}
+        if version == 1:  # a version-1 file cannot describe the later fields: their defaults are its model
+            known = {f.name for f in dataclasses.fields(cls) if f.name in V1_FIELDS}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"unknown config fields: {', '.join(unknown)}")
@@ -59,3 +90,7 @@ class ModelConfig:
     @classmethod
     def load(cls, path: str | Path) -> "ModelConfig":
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+V1_FIELDS = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",
+             "dropout", "attn_dropout", "max_len", "norm_first", "tie_weights", "pad_idx")

@@ -29,22 +29,31 @@ def make_src_mask(src: torch.Tensor, pad_idx: int, use_padding_mask: bool = True
 
 
 def make_tgt_mask(tgt: torch.Tensor, pad_idx: int, causal: bool = True, use_padding_mask: bool = True) -> torch.Tensor:
-    """(b, 1, t, t): target padding (as keys) combined with the causal mask."""
+    """(b, 1, t, t): target padding (as keys) combined with the causal mask.
+
+    Position 0 is the decoder's start token and never padding, even where that token is <pad>
+    (Marian starts from <pad>): batches are padded on the right.
+    """
     b, t = tgt.shape
     mask = torch.ones(b, 1, t, t, dtype=torch.bool, device=tgt.device)
     if use_padding_mask:
-        mask = mask & (tgt != pad_idx).view(b, 1, 1, t)
+        keys = tgt != pad_idx  # (b, t)
+        keys[:, 0] = True
+        mask = mask & keys.view(b, 1, 1, t)
     if causal:
         mask = mask & subsequent_mask(t, tgt.device)
     return mask
 
 
 class Generator(nn.Module):
-    """Linear projection to the target vocabulary, then log-softmax."""
+    """Linear projection to the target vocabulary, then log-softmax.
 
-    def __init__(self, d_model: int, vocab_size: int):
+    The projection's bias is the final logits bias (Marian's `final_logits_bias`); `bias=False` drops it.
+    """
+
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = True):
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab_size)
+        self.proj = nn.Linear(d_model, vocab_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.log_softmax(self.proj(x), dim=-1)
@@ -56,18 +65,21 @@ class EncoderDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        layer_args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attn_dropout, cfg.norm_first)
-        self.src_embed = Embeddings(cfg.src_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx)
-        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx)
+        layer_args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attn_dropout, cfg.norm_first, cfg.activation)
+        embed_args = (cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx, cfg.scale_embedding, cfg.pe_layout)
+        self.src_embed = Embeddings(cfg.src_vocab_size, *embed_args)
+        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, *embed_args)
         self.encoder_layers = nn.ModuleList([EncoderLayer(*layer_args) for _ in range(cfg.n_encoder_layers)])
         self.decoder_layers = nn.ModuleList([DecoderLayer(*layer_args) for _ in range(cfg.n_decoder_layers)])
         # Pre-norm leaves the residual stream un-normalised, so each stack ends with a LayerNorm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
-        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size)
+        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size, cfg.final_logits_bias)
         for name, p in self.named_parameters():
             if p.dim() > 1 and "lut" not in name:
                 nn.init.xavier_uniform_(p)
+        if cfg.share_embeddings:  # one matrix for both sides (Marian's `shared`)
+            self.tgt_embed.lut.weight = self.src_embed.lut.weight
         if cfg.tie_weights:
             self.generator.proj.weight = self.tgt_embed.lut.weight
 
@@ -134,16 +146,17 @@ class EncoderDecoder(nn.Module):
 
 
 def parameter_counts(model: EncoderDecoder) -> dict[str, int]:
-    """Parameters per top-level module; a tied generator counts only its bias."""
-    counts: dict[str, int] = {}
+    """Parameters per top-level module; a tied generator counts only its bias, shared target embeddings 0."""
+    counts = {name: 0 for name, _ in model.named_children()}
     seen: set[int] = set()
     for name, p in model.named_parameters():  # named_parameters yields a shared tensor once
         if id(p) in seen:
             continue
         seen.add(id(p))
         top = name.split(".")[0]
-        counts[top] = counts.get(top, 0) + p.numel()
-    return counts
+        counts[top] += p.numel()
+    # Parameter-free modules (post-norm's Identity) are left out; the embeddings and generator always appear.
+    return {k: v for k, v in counts.items() if v or k in ("src_embed", "tgt_embed", "generator")}
 
 
 def reorder_cache(cache: dict, rows: torch.Tensor) -> None:
