@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from .checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
 from .config import ModelConfig
 from .decode import Decoded, Step, greedy_decode, search
 from .tokenize import clean_text, detokenize, tokenize
 from .trace import SentenceTrace, Trace, to_sentence_trace
 from .transformer import EncoderDecoder, HeadMask, make_src_mask
 from .transformer import parameter_counts as _parameter_counts
-from .vocab import BOS, EOS, N_SPECIALS, UNK, Vocab
+from .vocab import BOS, EOS, UNK, Vocab
 
 MAX_SRC_TOKENS = 100  # longer input is cut, with a notice; protects a shared server
 MAX_CHARS = 2000  # characters looked at before tokenizing (tokenizing 1 MB of text is slow too)
@@ -35,11 +35,12 @@ OffHeads = Iterable[tuple[str, int, int]]  # (kind, 0-based layer, 0-based head)
 class Source:
     """A cleaned, tokenized and possibly truncated source sentence."""
 
-    tokens: list[str]  # the words the model reads, without <eos>
+    tokens: list[str]  # the words (or SentencePiece pieces, "▁" kept) the model reads, without <eos>
     ids: list[int]  # with <eos> appended
     unknown: list[bool]  # per token: not in the source vocabulary
     dropped: list[str] = field(default_factory=list)  # tokens cut off by the length limit
     chars_cut: int = 0  # characters beyond MAX_CHARS ignored before tokenizing
+    eos_token: str = EOS  # the vocabulary's end token (Marian: </s>)
 
     @property
     def truncated(self) -> bool:
@@ -48,7 +49,7 @@ class Source:
     @property
     def axis_tokens(self) -> list[str]:
         """Labels of the source axis: the tokens and the final <eos>."""
-        return self.tokens + [EOS]
+        return self.tokens + [self.eos_token]
 
     @property
     def copyable(self) -> list[bool]:
@@ -70,11 +71,12 @@ class Translation:
     steps: list[Step] | None = None
     trace: Trace | SentenceTrace | None = None
     decoding: str = "greedy"  # "greedy", "beam 5", "greedy after a forced prefix of 2 tokens"
+    start_token: str = BOS  # the decoder's first input (Marian: <pad>)
 
     @property
     def decoder_input(self) -> list[str]:
-        """Decoder query/key labels: <bos> followed by the raw output tokens."""
-        return [BOS] + self.raw_tokens
+        """Decoder query/key labels: the start token (<bos>) followed by the raw output tokens."""
+        return [self.start_token] + self.raw_tokens
 
     def sentence_trace(self) -> SentenceTrace | None:
         """The trace as NumPy with token labels (None when there is no trace)."""
@@ -88,20 +90,38 @@ class Translation:
 
 
 class Translator:
-    """A model with its vocabularies and tokenizers (German in, English out)."""
+    """A model with its vocabularies and tokenizers (languages and tokenizer kind from its config).
+
+    `pieces` (a PieceCodec) is required when the config's tokenizer is "sentencepiece"; word models
+    (spaCy + Moses) need none.
+    """
 
     def __init__(self, model: EncoderDecoder, src_vocab: Vocab, tgt_vocab: Vocab, metrics: dict | None = None,
-                 src_lang: str = "de", tgt_lang: str = "en"):
+                 src_lang: str | None = None, tgt_lang: str | None = None, pieces=None):
         self.model = model.eval()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.metrics = metrics or {}
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.src_lang = src_lang or model.cfg.src_lang
+        self.tgt_lang = tgt_lang or model.cfg.tgt_lang
+        if model.cfg.tokenizer == "sentencepiece" and pieces is None:
+            raise ValueError("a SentencePiece model needs its PieceCodec (source.spm, target.spm): use from_checkpoint")
+        self.pieces = pieces if model.cfg.tokenizer == "sentencepiece" else None
 
     @classmethod
     def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT) -> "Translator":
         """Load a checkpoint folder; raises CheckpointError with a clear message."""
         model, src_vocab, tgt_vocab, metrics = load_checkpoint(folder)
-        return cls(model, src_vocab, tgt_vocab, metrics)
+        pieces = None
+        if model.cfg.tokenizer == "sentencepiece":
+            from .pieces import PieceCodec
+
+            specials = {t for v in (src_vocab, tgt_vocab) for t in v.specials.values()}
+            try:
+                pieces = PieceCodec(Path(folder) / SRC_SPM, Path(folder) / TGT_SPM, specials)
+            except (OSError, RuntimeError) as e:
+                raise CheckpointError(f"{folder}: {SRC_SPM} or {TGT_SPM} is not a SentencePiece model ({e}). "
+                                      "Copy both from where the model came from, or import it again.") from e
+        return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces)
 
     def untrained_twin(self, seed: int = 0) -> "Translator":
         """The same architecture and vocabularies with random weights (fixed seed)."""
@@ -111,7 +131,8 @@ class Translator:
             model = EncoderDecoder(self.model.cfg)
         finally:
             torch.random.set_rng_state(gen_state)
-        return Translator(model, self.src_vocab, self.tgt_vocab, {"note": "untrained: random weights, seed %d" % seed})
+        return Translator(model, self.src_vocab, self.tgt_vocab, {"note": "untrained: random weights, seed %d" % seed},
+                          self.src_lang, self.tgt_lang, self.pieces)
 
     @property
     def cfg(self) -> ModelConfig:
@@ -119,8 +140,25 @@ class Translator:
 
     @property
     def n_specials(self) -> int:
-        """How many ids at the start of each vocabulary are the specials <unk> <pad> <bos> <eos>."""
-        return N_SPECIALS
+        """How many ids at the start of the source vocabulary are specials (4 for a word vocabulary:
+        <unk> <pad> <bos> <eos>; 2 for Marian's </s> <unk>, whose <pad> is the last id: see special_ids)."""
+        return self.src_vocab.n_leading_specials
+
+    def special_ids(self, side: str) -> list[int]:
+        """Sorted ids of the special tokens of the 'src' or 'tgt' vocabulary."""
+        return (self.src_vocab if side == "src" else self.tgt_vocab).special_ids
+
+    def source_tokens(self, text: str) -> list[str]:
+        """Source text -> the tokens the model reads (words, or SentencePiece pieces), without the end token."""
+        return self.pieces.source_pieces(text) if self.pieces is not None else tokenize(text, self.src_lang)
+
+    def target_tokens(self, text: str) -> list[str]:
+        """Target text (a reference translation) -> tokens of the target vocabulary's kind."""
+        return self.pieces.target_pieces(clean_text(text)) if self.pieces is not None else tokenize(text, self.tgt_lang)
+
+    def detokenize(self, tokens: list[str]) -> str:
+        """Output tokens -> text: SentencePiece's decoding, or Moses for words."""
+        return self.pieces.detokenize(tokens) if self.pieces is not None else detokenize(tokens, self.tgt_lang)
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters per top-level module (a tied generator counts only its bias)."""
@@ -158,12 +196,12 @@ class Translator:
         """Clean, tokenize and truncate; the model's own max_len is never exceeded."""
         text = clean_text(text)
         chars_cut = max(0, len(text) - MAX_CHARS)
-        tokens = tokenize(text[:MAX_CHARS], self.src_lang)
+        tokens = self.source_tokens(text[:MAX_CHARS])
         limit = min(max_tokens, self.cfg.max_len - 1)  # room for <eos>
         kept, dropped = tokens[:limit], tokens[limit:]
         ids = self.src_vocab.encode(kept) + [self.src_vocab.eos_idx]
         unknown = [t not in self.src_vocab for t in kept]
-        return Source(kept, ids, unknown, dropped, chars_cut)
+        return Source(kept, ids, unknown, dropped, chars_cut, self.src_vocab.token("eos"))
 
     def max_steps(self, source: Source, max_len: int | None) -> int:
         limit = self.cfg.max_len - 1
@@ -181,7 +219,9 @@ class Translator:
         raw = v.decode(dec.ids)
         tokens = list(raw)
         copyable = source.copyable
-        if replace_unk and UNK in raw and any(copyable):
+        # Only word models copy source words into <unk>: a SentencePiece model (Marian) never did, and its
+        # output should stay the original's.
+        if replace_unk and self.pieces is None and UNK in raw and any(copyable):
             if cross is None:
                 cross = self.cross_attention(src, dec.ids, head_mask, use_src_padding_mask)
             tokens = replace_unknown(raw, cross, source.tokens, copyable)
@@ -189,8 +229,9 @@ class Translator:
             step.prefix_tokens, step.top_tokens = v.decode(step.prefix), v.decode(step.top_ids)
             step.chosen_token = v.itos[step.chosen]
         steps = dec.steps if dec.trace is not None else None
-        return Translation(detokenize(tokens, self.tgt_lang), tokens, raw, source, dec.finished,
-                           time.perf_counter() - t0, steps=steps, trace=dec.trace, decoding=decoding)
+        return Translation(self.detokenize(tokens), tokens, raw, source, dec.finished,
+                           time.perf_counter() - t0, steps=steps, trace=dec.trace, decoding=decoding,
+                           start_token=v.token("bos"))
 
     def translate(self, text: str, beam: int = 1, max_len: int | None = None, replace_unk: bool = True,
                   alpha: float = 0.6, off_heads: OffHeads | None = None) -> Translation:
@@ -200,7 +241,8 @@ class Translator:
         hm = self.head_mask(off_heads)
         source = self.prepare(text)
         if not source.tokens:
-            return Translation("", [], [], source, True, time.perf_counter() - t0, decoding=decoding)
+            return Translation("", [], [], source, True, time.perf_counter() - t0, decoding=decoding,
+                               start_token=self.tgt_vocab.token("bos"))
         src = self._src_tensor(source)
         v = self.tgt_vocab
         dec = search(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), max(beam, 1),
@@ -219,7 +261,8 @@ class Translator:
         hm = self.head_mask(off_heads)
         source = self.prepare(text)
         if not source.tokens:
-            return Translation("", [], [], source, True, time.perf_counter() - t0, steps=[], decoding=decoding)
+            return Translation("", [], [], source, True, time.perf_counter() - t0, steps=[], decoding=decoding,
+                               start_token=self.tgt_vocab.token("bos"))
         v = self.tgt_vocab
         src = self._src_tensor(source)
         forced = v.encode(prefix) if prefix else None
@@ -234,7 +277,7 @@ class Translator:
         source = self.prepare(text)
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + self.tgt_vocab.encode(tgt_tokens)], dtype=torch.long)
         _, trace = self.model(self._src_tensor(source), tgt, return_trace=True, use_causal_mask=use_causal_mask)
-        return to_sentence_trace(trace, source.axis_tokens, [BOS] + list(tgt_tokens))
+        return to_sentence_trace(trace, source.axis_tokens, [self.tgt_vocab.token("bos")] + list(tgt_tokens))
 
     @torch.inference_mode()
     def score(self, text: str, tgt_tokens: list[str], off_heads: OffHeads | None = None) -> float:
@@ -277,9 +320,9 @@ class Translator:
         shift = float((memory(src, use_padding_mask)[0, :n] - memory(alone_src, True)[0]).abs().max())
         padded = greedy_decode(self.model, src[:1], v.bos_idx, v.eos_idx, self.max_steps(a, None),
                                use_src_padding_mask=use_padding_mask)
-        src_axis = a.axis_tokens + ["<pad>"] * (width - n)
+        src_axis = a.axis_tokens + [self.src_vocab.token("pad")] * (width - n)
         return {
-            "trace": to_sentence_trace(trace, src_axis, [BOS] + v.decode(alone.ids), index=0),
+            "trace": to_sentence_trace(trace, src_axis, [v.token("bos")] + v.decode(alone.ids), index=0),
             "partner": partner,
             "partner_tokens": b.axis_tokens,
             "n_pads": width - n,

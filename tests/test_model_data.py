@@ -312,9 +312,10 @@ def test_every_config_field_has_a_flag_with_the_configs_default():
         if f.name in train_cli.FROM_DATA:
             continue
         flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
-            assert getattr(train_cli.parse_args(base + ["--no-" + flag[2:]]), f.name) is (not f.default)
-            assert getattr(train_cli.parse_args(base + ["--no-" + flag[2:], flag]), f.name) is f.default
+        if isinstance(f.default, bool):  # --X / --no-X, whichever the default is (later flags win)
+            assert getattr(train_cli.parse_args(base + ["--no-" + flag[2:]]), f.name) is False
+            assert getattr(train_cli.parse_args(base + ["--no-" + flag[2:], flag]), f.name) is True
+            assert getattr(train_cli.parse_args(base + [flag, "--no-" + flag[2:]]), f.name) is False
         else:
             other = type(f.default)(f.default * 2)
             assert getattr(train_cli.parse_args(base + [flag, str(other)]), f.name) == other, flag
