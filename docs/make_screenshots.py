@@ -28,6 +28,8 @@ SHOTS = {  # file name -> query parameters
     "masks": {"view": "Masks"},
     "decoding": {"view": "Decoding"},
     "decoding_beam": {"view": "Decoding", "decoding": "beam", "dec_step": 3},
+    "decoding_attribution": {"view": "Decoding", "dec_step": 3, "focus": "where it came from"},
+    "heads": {"view": "Heads", "heads_measure": "importance", "kind": "cross", "layer": 2, "head": 1},
     "decoding_untrained": {"view": "Decoding", "ckpt": "multi30k-de-en:untrained", "max_len": 20},
     "masks_untrained": {"view": "Masks", "ckpt": "multi30k-de-en:untrained"},
     # the lecture kit: what a projector at 1280×720 shows (one screen, no scrolling), and side by side

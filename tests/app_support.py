@@ -19,6 +19,19 @@ def run_app(**params) -> AppTest:
     return at
 
 
+def array(value):
+    """A plotly JSON array as NumPy: a plain list, or plotly's typed array {"dtype", "bdata" (base64), "shape"}."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        import base64
+
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return data.reshape([int(n) for n in str(shape).split(",")] if shape else -1).astype(float)
+    return np.array(value, dtype=float)
+
+
 def visible_text(at: AppTest) -> str:
     """Markdown, captions and alerts of a run, joined."""
     parts = [e.value for e in at.markdown] + [e.value for e in at.caption] + [e.value for e in at.info]

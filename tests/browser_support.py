@@ -345,9 +345,22 @@ def atlas_checkpoints(tmp_path_factory) -> Path:
     torch.set_num_threads(1)  # ten times faster than 2 threads on a busy 2-core machine
     try:
         make_tiny_checkpoint(root / "demo")
+        _write_head_report(root / "demo")
     finally:
         torch.set_num_threads(threads)
     return root
+
+
+def _write_head_report(folder: Path) -> None:
+    """The Heads page's report for the tiny model, over its own sentences (the untrained twin has none: the
+    browser test computes that one from the page)."""
+    from tiny_checkpoint import ENGLISH, GERMAN
+
+    from model import analyze
+    from model.translator import Translator
+
+    report = analyze.analyze(Translator.from_checkpoint(folder), GERMAN, ENGLISH, name=folder.name)
+    analyze.write_report(report, None, folder)
 
 
 @pytest.fixture(scope="session")
@@ -355,7 +368,11 @@ def app_server(atlas_checkpoints, tmp_path_factory):
     """`streamlit run app.py` serving the tiny `demo` model; stopped at the end of the session."""
     log = tmp_path_factory.mktemp("atlas_server") / "streamlit.log"
     # One torch thread: the tiny model gains nothing from more, and a second thread fights the browser for CPU.
-    server = start_server(atlas_checkpoints, "demo", log, extra_env={"OMP_NUM_THREADS": "1"})
+    # A cache folder of its own: reports computed from the page (the twin's) must not land in the user's ~/.cache.
+    cache = tmp_path_factory.mktemp("atlas_cache")
+    server = start_server(atlas_checkpoints, "demo", log, extra_env={"OMP_NUM_THREADS": "1",
+                                                                      "XDG_CACHE_HOME": str(cache)})
+    server.cache = cache
     yield server
     stop_server(server)
 

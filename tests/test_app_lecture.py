@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from tests.app_support import demo_checkpoints, font_sizes, run_app
+from tests.app_support import array, demo_checkpoints, font_sizes, run_app
 
 from tests.tiny_checkpoint import GERMAN
 
@@ -29,17 +29,6 @@ def translator(checkpoints):
 
 def spec(chart) -> dict:
     return json.loads(chart.proto.spec)
-
-
-def array(value) -> np.ndarray:
-    """A plotly JSON array: a plain list, or plotly's typed array {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(value, dict):
-        import base64
-
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        return data.reshape([int(n) for n in str(shape).split(",")] if shape else -1).astype(float)
-    return np.array(value, dtype=float)
 
 
 def sections_of(at) -> list[str]:

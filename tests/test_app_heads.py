@@ -1,0 +1,175 @@
+"""AppTest of issue 11's pages: the Heads report card (computed from the page, read, broken, busy) and the
+Decoding view's attribution of the chosen step."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.app_support import array, demo_checkpoints, run_app, serving, visible_text
+from tests.tiny_checkpoint import ENGLISH, GERMAN
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "checkpoints" / "multi30k-de-en"
+SRC = GERMAN + ["Ein Zebra rennt im Schnee!", "Zwei Männer spielen Fußball"]
+REF = ENGLISH + ["A zebra runs in the snow!", "Two men play soccer"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """The tiny `demo` model served, a 6-pair validation split in ATLAS_DATA_DIR, and an empty cache folder."""
+    base = tmp_path_factory.mktemp("heads_env")
+    data = base / "data"
+    data.mkdir()
+    for lang, lines in (("de", SRC), ("en", REF)):
+        with gzip.open(data / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATLAS_DATA_DIR", str(data))
+    mp.setenv("XDG_CACHE_HOME", str(base / "cache"))
+    with demo_checkpoints(tmp_path_factory, "heads_ckpts") as root:
+        yield {"root": root, "data": data, "cache": base / "cache"}
+    mp.undo()
+
+
+def spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def chart(at, key: str) -> dict:
+    return next(spec(c) for c in at.get("plotly_chart") if c.proto.id and key in c.proto.id)
+
+
+def wait_for_job(name: str, timeout: float = 90.0):
+    from views import jobs
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = jobs.job(name)
+        if job is not None and job.done:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {name} did not finish in {timeout:.0f} s")
+
+
+def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
+    from model import analyze
+    from model.translator import Translator
+
+    report_file = env["root"] / "demo" / "head_report.json"
+    assert not report_file.exists()
+    at = run_app(view="Heads")
+    assert not at.exception
+    text = visible_text(at)
+    assert "no head report" in text and str(report_file) in text
+    at.button(key="heads_compute_0").click().run()
+    assert not at.exception
+    job = wait_for_job("head-report:demo")
+    assert job.error is None and job.result == str(report_file)
+    at.run()
+    assert not at.exception
+    assert "no head report" not in visible_text(at)
+    # The page shows the file's numbers, and the file holds what analyze() computes on that split.
+    shown = analyze.load_report(report_file)
+    direct = analyze.analyze(Translator.from_checkpoint(env["root"] / "demo"), SRC, REF, ablation=False,
+                             pruning=False)
+    for kind in analyze.KINDS:
+        for m in ("confidence", "entropy", "importance"):
+            np.testing.assert_allclose(np.array(shown["kinds"][kind]["measures"][m]),
+                                       np.array(direct["kinds"][kind]["measures"][m]), atol=2e-5)
+    grid = chart(at, "heads_grid")
+    heat = [t for t in grid["data"] if t["type"] == "heatmap"]
+    np.testing.assert_allclose(array(heat[2]["z"]),
+                               np.array(shown["kinds"]["cross"]["measures"]["importance"], dtype=float))
+    assert str(report_file) in visible_text(at)
+
+
+def test_the_untrained_twin_gets_its_own_report_in_the_cache(env):
+    at = run_app(view="Heads", ckpt="demo:untrained")
+    assert not at.exception
+    at.button(key="heads_compute_0").click().run()
+    job = wait_for_job("head-report:demo:untrained")
+    assert job.error is None
+    cached_file = env["cache"] / "attention-atlas" / "demo-untrained" / "head_report.json"
+    assert job.result == str(cached_file) and cached_file.is_file()
+    at.run()
+    assert not at.exception and str(cached_file) in visible_text(at)
+
+
+def test_a_broken_report_gets_a_message_and_no_trace(env):
+    broken = env["root"] / "broken"
+    shutil.copytree(env["root"] / "demo", broken, dirs_exist_ok=True)
+    (broken / "head_report.json").write_text("{not json", encoding="utf-8")
+    at = run_app(view="Heads", ckpt="broken")
+    assert not at.exception
+    assert any("could not be read" in e.value and "not a readable JSON" in e.value for e in at.error)
+    assert at.button(key="heads_compute_0") is not None  # and it offers to compute it again
+
+
+def test_only_one_heavy_job_at_a_time(env):
+    from views import jobs
+
+    other = env["root"] / "other"
+    shutil.copytree(env["root"] / "demo", other, dirs_exist_ok=True)
+    (other / "head_report.json").unlink(missing_ok=True)
+    at = run_app(view="Heads", ckpt="other")
+    with jobs.heavy_job_slot() as got:
+        assert got
+        at.button(key="heads_compute_0").click().run()
+    assert not at.exception
+    assert any("already running" in w.value for w in at.warning)
+    assert jobs.job("head-report:other") is None and not (other / "head_report.json").exists()
+
+
+def test_decoding_attribution_is_the_models_for_the_chosen_step(env):
+    from model.attribution import attribute
+    from model.translator import Translator
+
+    at = run_app(view="Decoding", text=GERMAN[0], dec_step=2)
+    assert not at.exception
+    fig = chart(at, "attribution")
+    heat = fig["data"][0]
+    z = array(heat["z"])
+    np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-4)  # every method's row is a distribution
+    tr = Translator.from_checkpoint(env["root"] / "demo")
+    res = tr.trace(GERMAN[0])
+    a = attribute(tr, GERMAN[0], [s.chosen_token for s in res.steps])
+    methods = ["cross_attention", "rollout", "relevance", "input_x_grad"]
+    np.testing.assert_allclose(z, np.stack([a.matrices[m][1] for m in methods]), atol=1e-5)
+    assert f"attribution of “{res.steps[1].chosen_token}”" in fig["layout"]["title"]["text"]
+
+
+@pytest.mark.skipif(not (SHIPPED / "head_report.json").is_file(), reason="no shipped report")  # it ships
+def test_shipped_report_card_shows_the_reports_numbers():
+    from model import analyze
+
+    report = analyze.load_report(SHIPPED / "head_report.json")
+    with serving(ROOT / "checkpoints", "multi30k-de-en"):
+        at = run_app(view="Heads", heads_measure="confidence", kind="cross", layer=2, head=3, heads_sent=2)
+        assert not at.exception
+        grid = chart(at, "heads_grid")
+        heat = [t for t in grid["data"] if t["type"] == "heatmap"]
+        for t, kind in zip(heat, analyze.KINDS):
+            np.testing.assert_allclose(array(t["z"]),
+                                       np.array(report["kinds"][kind]["measures"]["confidence"], dtype=float))
+            assert [[c for c in row] for row in t["text"]][0][0]  # a role in every cell
+        (rect,) = grid["layout"]["shapes"]
+        assert rect["xref"] == "x3" and (rect["x0"], rect["y0"]) == (2.5, 1.5)  # cross 2.3 outlined
+        text = visible_text(at)
+        before = report["pruning"]["heads_off_before_bleu_drop"]
+        assert f"{before['all']} of 36 heads can be switched off" in text
+        # The heatmap of the second most confident sentence gives the report's confidence for that sentence.
+        conf = report["kinds"]["cross"]["top_sentences"]["confidence"][1][2][1]
+        assert f"Confidence of this head on the heatmap: {conf:.3f} (the report: {conf:.3f})" in text
+        pattern = chart(at, "heads_offsets")["data"][0]
+        np.testing.assert_allclose(array(pattern["y"]), report["kinds"]["cross"]["offset_pattern"]["weights"][1][2])
+        at.button(key="heads_to_attention").click().run()
+        assert not at.exception
+        assert at.session_state["view"] == "Attention"
+        assert (at.session_state["kind"], at.session_state["layer"], at.session_state["head"]) == ("cross", 2, 3)
+        assert any(s.key == "head" and s.value == 3 for s in at.selectbox)

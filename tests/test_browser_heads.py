@@ -1,0 +1,68 @@
+"""Real-browser tests of issue 11: the Heads page reads a report, computes one in a background job that the page
+follows, and links a head to the Attention view (with Back returning); Decoding shows the step's attribution."""
+from __future__ import annotations
+
+import pytest
+
+from browser_support import (CHART, EXCEPTION, MAIN, alert_texts, chart_titles, open_app, selectbox_value,
+                             selected_view, wait_charts, wait_new_run, runs)
+
+
+def assert_no_exception(page) -> None:
+    boxes = page.locator(EXCEPTION)
+    assert boxes.count() == 0, "the app showed an exception:\n" + "\n---\n".join(boxes.all_inner_texts())
+
+
+@pytest.mark.browser
+def test_heads_page_draws_the_report_and_opens_a_head_in_the_attention_view(page, app_server):
+    open_app(page, app_server.link(view="Heads", kind="dec_self", layer=2, head=4, heads_measure="entropy"))
+    assert wait_charts(page) >= 3  # grid, offset pattern, a corpus sentence's heatmap, pruning curve
+    assert_no_exception(page)
+    titles = chart_titles(page)
+    assert any("every head, coloured by entropy" in t for t in titles), titles
+    assert any("dec 2.4" in t for t in titles), titles
+    assert page.locator(MAIN).get_by_text("head_report.json").count() >= 1
+    before = runs(page)
+    page.get_by_role("button", name="Open this head in the Attention view").click()
+    wait_new_run(page, before)
+    wait_charts(page)
+    assert selected_view(page) == "Attention"
+    assert selectbox_value(page, "kind").startswith("Decoder masked self-attention")
+    assert (selectbox_value(page, "layer"), selectbox_value(page, "head")) == ("2", "4")
+    assert "view=Attention" in page.url and "layer=2" in page.url and "head=4" in page.url
+    assert any("layer 2, head 4" in t for t in chart_titles(page))
+    page.go_back()  # Back: the Heads page again, as it was
+    page.wait_for_function("() => location.search.includes('view=Heads')", timeout=30_000)
+    page.wait_for_selector(f"{CHART} .js-plotly-plot .main-svg", timeout=60_000)
+    page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stSidebar'] [data-testid='stRadioOption'][data-selected='true']")]
+        .some(e => e.innerText.trim() === 'Heads')""", timeout=30_000)
+    assert selected_view(page) == "Heads"
+    assert_no_exception(page)
+
+
+@pytest.mark.browser
+def test_heads_report_computed_from_the_page_in_the_background(page, app_server):
+    """The untrained twin has no report: the button starts a server job, the page follows it and then draws it."""
+    open_app(page, app_server.link(view="Heads", ckpt="demo:untrained"))
+    assert any("no head report" in t for t in alert_texts(page, "Info"))
+    page.get_by_role("button", name="Compute the head report").click()
+    # The page polls the job and runs again by itself when it has finished: no click needed.
+    page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .gtitle")]
+        .some(e => e.textContent.includes('every head'))""", timeout=120_000)
+    wait_charts(page, 60_000)
+    assert_no_exception(page)
+    cached = app_server.cache / "attention-atlas" / "demo-untrained" / "head_report.json"
+    assert cached.is_file()
+    assert page.locator(MAIN).get_by_text("demo-untrained").count() >= 1
+    assert alert_texts(page, "Error") == []
+
+
+@pytest.mark.browser
+def test_decoding_shows_where_the_chosen_step_came_from(page, app_server):
+    open_app(page, app_server.link(view="Decoding", dec_step=2, text="Ein Hund läuft im Schnee."))
+    wait_charts(page)
+    titles = chart_titles(page)
+    assert any(t.startswith("step 2: attribution of") for t in titles), titles
+    rows = page.locator(f"{CHART}", has_text="attribution of").locator(".ytick text").all_text_contents()
+    assert {"attention rollout", "gradient-weighted relevance", "input × gradient"} <= set(rows), rows
+    assert_no_exception(page)
