@@ -5,6 +5,10 @@
 Token-bucketed batches, label smoothing, Adam with warm-up and inverse-square-root decay,
 gradient clipping, tied target embedding/generator, a fixed seed. State is saved every epoch
 under OUT/train/ and `--resume` continues from it; the final weights average the last epochs.
+By default it also records the training film (model/film.py) into OUT/film.json + OUT/film.safetensors.
+
+Several processes: `torchrun --nproc_per_node N -m model.train ...` trains with DistributedDataParallel
+(model/distributed.py); rank 0 logs, records the film and writes every file.
 """
 from __future__ import annotations
 
@@ -27,8 +31,10 @@ from tqdm import tqdm
 from .checkpoint import (CheckpointError, average_weights, load_weights_into, save_checkpoint, save_weights,
                          write_metrics)
 from .config import ModelConfig
+from . import distributed
 from .data import DataError, collate, find_file, read_split, token_batches
 from .evaluate import bleu_scores
+from .film import FilmRecorder, choose_probes
 from .tokenize import tokenize
 from .translator import Translator
 from .transformer import EncoderDecoder, make_src_mask, make_tgt_mask, parameter_counts
@@ -86,22 +92,47 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--bleu-every", type=int, default=5, help="validation BLEU every N epochs")
     ap.add_argument("--beam", type=int, default=5, help="beam size for the final metrics")
     ap.add_argument("--time-budget-min", type=float, default=0, help="stop after the epoch that would overrun it")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default: all cores, shared out between the processes torchrun starts)")
     ap.add_argument("--half", action="store_true", help="store weights as float16 (loading restores float32)")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/train/state.pt")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N training pairs (smoke tests)")
     ap.add_argument("--evaluate-only", action="store_true",
                     help="only recompute val/test BLEU of the checkpoint in OUT and update its metrics.json")
+    ap.add_argument("--film", action=argparse.BooleanOptionalAction, default=True,
+                    help="record the training film into OUT/film.json + film.safetensors (default: on)")
+    ap.add_argument("--film-extra", type=int, default=10,
+                    help="probe sentences from val added to the app's examples in the film")
     return ap.parse_args(argv)
+
+
+class Logits(torch.nn.Module):
+    """The training forward: (b, s) src and (b, t) decoder input -> (b*t, V) logits.
+
+    A module of its own so that DistributedDataParallel can wrap it (DDP syncs gradients only for
+    passes through its forward); the log-softmax is left to the fused cross-entropy.
+    """
+
+    def __init__(self, model: EncoderDecoder):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        model, pad = self.model, self.model.cfg.pad_idx
+        src_mask = make_src_mask(src, pad)
+        x = model.decode(model.encode(src, src_mask), src_mask, tgt_in, make_tgt_mask(tgt_in, pad))  # (b, t, d)
+        return model.generator.proj(x).reshape(-1, model.cfg.tgt_vocab_size)  # (b*t, V)
 
 
 class Log:
     """Appends to OUT/train.log (shipped with the checkpoint) and echoes to stderr (tqdm-safe)."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, quiet: bool = False):
+        self.path, self.quiet = path, quiet  # quiet: a rank other than 0 under torchrun writes nothing
 
     def __call__(self, msg: str) -> None:
+        if self.quiet:
+            return
         line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}"
         tqdm.write(line, file=sys.stderr)
         with self.path.open("a", encoding="utf-8") as f:
@@ -143,6 +174,9 @@ def loss_on(model, pairs, max_tokens, device, bos: int, eos: int) -> float:
 def main(argv=None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
+    ranks = distributed.setup()
+    if args.threads is None:
+        args.threads = max(1, (os.cpu_count() or 1) // ranks.local_world)
     if args.evaluate_only:
         torch.set_num_threads(args.threads)
         try:
@@ -151,11 +185,18 @@ def main(argv=None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         return 0
+    try:
+        return _train(args, out, ranks, argv)
+    finally:
+        distributed.teardown(ranks)
+
+
+def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
     work = out / "train"
     work.mkdir(parents=True, exist_ok=True)
-    log = Log(out / "train.log")
+    log = Log(out / "train.log", quiet=not ranks.main)
     torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = ranks.device
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     try:
@@ -166,7 +207,8 @@ def main(argv=None) -> int:
         return 2
     if args.limit:
         train_src, train_tgt = train_src[: args.limit], train_tgt[: args.limit]
-    log(f"start: {vars(args)}; device {device}, {args.threads} threads")
+    where = f"{ranks.world} ranks ({ranks.backend}), each on" if ranks.world > 1 else "device"
+    log(f"start: {vars(args)}; {where} {device}, {args.threads} threads")
 
     state_path = work / "state.pt"
     if args.resume and state_path.is_file():
@@ -197,21 +239,36 @@ def main(argv=None) -> int:
         train_seconds = state["train_seconds"]
         torch.set_rng_state(state["torch_rng"])
         log(f"resumed after epoch {state['epoch']} (step {step})")
+    film = None
+    if args.film and ranks.main:
+        # Every 4th val pair: a fixed subset, so each frame's val loss costs about a quarter of the epoch's.
+        film = FilmRecorder(out, choose_probes(val_src, val_tgt, sv, tv, args.film_extra), val_pairs[::4], sv, tv,
+                            device)
+        if state is not None:
+            film.keep_until(step)
+        if film.due(step):
+            film.record(model, step)
+        log(f"film: {len(film.probes)} probe sentences, {len(film.frames)} frames so far, into {out / 'film.json'}")
+    forward = Logits(model)
+    if ranks.world > 1:
+        forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=[device.index] if device.index is not None else None)
 
     for epoch in range(first_epoch, args.epochs + 1):
         t0 = time.time()
         model.train()
         batches = token_batches(train_pairs, args.max_tokens, shuffle=True, seed=args.seed * 1000 + epoch)
+        batches = distributed.share(batches, ranks)
+        if ranks.world > 1:  # each rank its own dropout, from (seed, epoch, rank), so that resume repeats it
+            torch.manual_seed(args.seed * 1_000_003 + epoch * 1000 + ranks.rank)
         tokens_seen, loss_sum, loss_tokens = 0, 0.0, 0
-        bar = tqdm(batches, desc=f"epoch {epoch}/{args.epochs}", unit="batch", disable=None, file=sys.stderr)
+        bar = tqdm(batches, desc=f"epoch {epoch}/{args.epochs}", unit="batch", disable=None if ranks.main else True,
+                   file=sys.stderr)
         for done, batch in enumerate(bar, 1):
             src, tgt_in, tgt_out = (x.to(device) for x in collate(train_pairs, batch, cfg.pad_idx, tv.bos_idx, tv.eos_idx))
             step += 1
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, args.lr, args.warmup)
-            src_mask = make_src_mask(src, cfg.pad_idx)
-            x = model.decode(model.encode(src, src_mask), src_mask, tgt_in, make_tgt_mask(tgt_in, cfg.pad_idx))
-            logits = model.generator.proj(x).reshape(-1, cfg.tgt_vocab_size)  # (b*t, V); fused log-softmax below
+            logits = forward(src, tgt_in)  # (b*t, V); fused log-softmax below
             target = tgt_out.reshape(-1)
             train_loss = F.cross_entropy(logits, target, ignore_index=cfg.pad_idx, label_smoothing=args.label_smoothing)
             with torch.no_grad():
@@ -222,10 +279,15 @@ def main(argv=None) -> int:
             opt.step()
             n_tok = int((tgt_out != cfg.pad_idx).sum())
             tokens_seen += n_tok
-            loss_sum += loss.item() * n_tok
+            loss_value = loss.item()
+            loss_sum += loss_value * n_tok
             loss_tokens += n_tok
+            if film is not None:
+                film.add_batch_loss(loss_value * n_tok, n_tok)
+                if film.due(step):
+                    film.record(model, step)  # eval mode and no_grad inside, then back to train mode
             tok_s = tokens_seen / (time.time() - t0)
-            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tok_s:.0f}")
+            bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:.0f}")
             if done % 50 == 0:  # the log file shows progress too when nobody watches the bar (tqdm off)
                 left = (len(batches) - done) * (time.time() - t0) / done
                 log(f"epoch {epoch} batch {done}/{len(batches)} loss {loss_sum / loss_tokens:.3f} "
@@ -233,6 +295,14 @@ def main(argv=None) -> int:
         bar.close()
         epoch_seconds = time.time() - t0
         train_seconds += epoch_seconds
+        if ranks.world > 1:  # the epoch's loss and speed over every rank's share
+            tokens_seen, loss_sum, loss_tokens = distributed.all_sum([tokens_seen, loss_sum, loss_tokens], ranks)
+        stop = bool(args.time_budget_min) and (train_seconds + epoch_seconds * 1.1) / 60 > args.time_budget_min
+        stop = distributed.agree(stop, ranks)  # rank 0's clock decides, so that no rank trains on alone
+        if not ranks.main:
+            if stop:
+                break
+            continue  # the others wait in the next epoch's first gradient all-reduce while rank 0 evaluates
         val_loss = loss_on(model, val_pairs, 4000, device, tv.bos_idx, tv.eos_idx)
         record = {"epoch": epoch, "step": step, "train_nll": loss_sum / max(loss_tokens, 1), "val_nll": val_loss,
                   "val_ppl": math.exp(val_loss), "seconds": epoch_seconds, "tok_s": tokens_seen / epoch_seconds}
@@ -242,6 +312,9 @@ def main(argv=None) -> int:
             record["val_bleu_greedy"] = bleu_scores(hyps, val_tgt)["sacrebleu"]
         history.append(record)
         log("epoch " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in record.items()}))
+        if film is not None:
+            film.record(model, step, epoch)
+            log(f"film: {len(film.frames)} frames, {film.seconds:.1f} s of recording so far")
         save_weights(model, work / f"epoch_{epoch}.safetensors")
         old = work / f"epoch_{epoch - args.average_last}.safetensors"
         if old.exists():
@@ -250,10 +323,16 @@ def main(argv=None) -> int:
                     "history": history, "train_seconds": train_seconds, "torch_rng": torch.get_rng_state(),
                     "config": cfg.to_dict(), "src_itos": sv.itos, "tgt_itos": tv.itos}, work / "state.pt.tmp")
         os.replace(work / "state.pt.tmp", state_path)
-        if args.time_budget_min and (train_seconds + epoch_seconds * 1.1) / 60 > args.time_budget_min:
+        if stop:
             log(f"time budget of {args.time_budget_min} min would be overrun by another epoch: stopping")
             break
 
+    digests = distributed.gather_digests(model, ranks)  # every rank takes part; then only rank 0 goes on
+    if not ranks.main:
+        return 0
+    if ranks.world > 1:
+        log(f"weights after training are {'identical' if len(set(digests)) == 1 else 'DIFFERENT'} "
+            f"on the {ranks.world} ranks")
     last_epoch = history[-1]["epoch"]
     model.eval()
     val_greedy = lambda m: bleu_scores(Translator(m, sv, tv).translate_batch(val_src), val_tgt)  # noqa: E731
@@ -280,6 +359,10 @@ def main(argv=None) -> int:
                      "torch": torch.__version__, "data_files": [str(find_file(args.data_dir, s, l).name) for s in ("train", "val") for l in ("de", "en")],
                      "history": history},
     }
+    if film is not None:
+        metrics["training"]["film"] = {"frames": len(film.frames), "seconds": round(film.seconds, 1)}
+    if ranks.world > 1:
+        metrics["training"].update(ranks=ranks.world, backend=ranks.backend, rank_weight_digests=digests)
     save_checkpoint(out, model, sv, tv, metrics, half=args.half)
     evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam, log)
     log(f"wrote {out}")

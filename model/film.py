@@ -1,0 +1,287 @@
+"""The training film: a fixed set of probe sentences traced at log-spaced steps while the model learns.
+
+Format (schema "attention-atlas-film/1"), two files beside the checkpoint:
+
+- film.json: {"schema", "kinds", "n_layers": {kind: L}, "n_heads", "steps": [F ints], "epochs": [F, the
+  epoch that ended at this frame or null], "train_loss": [F, mean token NLL of the training batches since
+  the previous frame (dropout on), null at step 0 and after a resume], "val_loss": [F, token NLL in eval
+  mode on a fixed val subset], "val_loss_on": how many val pairs, "probes": [{"src", "ref", "src_tokens"
+  (source axis: words + <eos>), "tgt_tokens" (decoder axis: <bos> + reference), "translations": [F greedy
+  outputs, raw model tokens detokenized, no <unk> copying]}]}
+- film.safetensors: one float16 tensor per probe and kind, named "p{probe:02d}.{kind}", of shape
+  (F, L, h, i, j): the attention probabilities of every frame, layer and head, teacher-forced on the
+  reference, so both axes are the same in every frame.
+
+Recording runs the model's own forward in eval mode under no_grad (no dropout, so no random numbers
+are drawn and training continues exactly as without the film) and puts the model back in train mode.
+Shape letters: see model/__init__.py; F is the number of frames.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
+
+from .data import collate, token_batches
+from .tokenize import detokenize, tokenize
+from .vocab import BOS, EOS, Vocab
+
+SCHEMA = "attention-atlas-film/1"
+KINDS = ("enc_self", "dec_self", "cross")
+JSON_NAME, ARRAYS_NAME = "film.json", "film.safetensors"
+FIRST_STEP = 25  # frames at 0, 25, 50, 100, 200, ... (doubling) and at every epoch's end
+# The app's example sentences (views/state.py EXAMPLES, all from Multi30k's val; a test keeps the two equal).
+APP_EXAMPLES = [
+    "Ein brauner Hund rennt dem schwarzen Hund hinterher.",
+    "Ein Mann schläft in einem grünen Raum auf einem Sofa.",
+    "Ein Junge mit Kopfhörern sitzt auf den Schultern einer Frau.",
+    "Zwei Hunde spielen im hohen Gras mit einem orangen Spielzeug.",
+    "Ein kleines Kind steht allein auf einem zerklüfteten Felsen.",
+    "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
+]
+
+
+class FilmError(Exception):
+    """A film that is missing or cannot be read; the message names the file and what to do."""
+
+
+def is_film_step(step: int) -> bool:
+    """0, 25, 50, 100, 200, 400, ...: log-spaced, so the fast early changes get as many frames as the slow end."""
+    if step == 0:
+        return True
+    if step < FIRST_STEP or step % FIRST_STEP:
+        return False
+    k = step // FIRST_STEP
+    return k & (k - 1) == 0  # a power of two
+
+
+@dataclass
+class Probe:
+    """One probe sentence pair, as the model reads it."""
+
+    src: str
+    ref: str
+    src_tokens: list[str]  # words + <eos>
+    tgt_tokens: list[str]  # <bos> + reference words
+    src_ids: list[int]  # with <eos>
+    tgt_ids: list[int]  # reference ids, without <bos>/<eos>
+
+
+def choose_probes(val_src: list[str], val_tgt: list[str], sv: Vocab, tv: Vocab, n_more: int = 10,
+                  max_words: int = 16, src_lang: str = "de", tgt_lang: str = "en") -> list[Probe]:
+    """The app's examples found in val (with their references), then n_more val pairs spread evenly over it.
+
+    The extra ones have at most max_words words per side, so a frame stays readable and the film small.
+    """
+    def make(i: int) -> Probe:
+        s, t = tokenize(val_src[i], src_lang), tokenize(val_tgt[i], tgt_lang)
+        return Probe(val_src[i], val_tgt[i], s + [EOS], [BOS] + t, sv.encode(s) + [sv.eos_idx], tv.encode(t))
+
+    where = {text: i for i, text in reversed(list(enumerate(val_src)))}  # the first occurrence of each line
+    chosen = [where[e] for e in APP_EXAMPLES if e in where]
+    short = [i for i in range(len(val_src)) if i not in chosen and val_src[i].strip() and val_tgt[i].strip()
+             and len(tokenize(val_src[i], src_lang)) <= max_words and len(tokenize(val_tgt[i], tgt_lang)) <= max_words]
+    if short and n_more > 0:
+        picks = sorted({short[round(k * (len(short) - 1) / max(n_more - 1, 1))] for k in range(n_more)})
+        chosen += picks
+    return [make(i) for i in chosen]
+
+
+@dataclass
+class Frame:
+    """What one frame holds before it is written."""
+
+    step: int
+    epoch: int | None
+    train_loss: float | None
+    val_loss: float
+    translations: list[str]
+    attn: list[dict[str, np.ndarray]]  # per probe: kind -> (L, h, i, j) float16
+
+
+@dataclass
+class Film:
+    """A loaded film: NumPy arrays and strings only."""
+
+    steps: np.ndarray  # (F,) int
+    epochs: list[int | None]
+    train_loss: np.ndarray  # (F,) float, NaN where none was measured
+    val_loss: np.ndarray  # (F,)
+    probes: list[dict]  # src, ref, src_tokens, tgt_tokens, translations (F strings)
+    attn: list[dict[str, np.ndarray]]  # per probe: kind -> (F, L, h, i, j) float16
+    meta: dict = field(default_factory=dict)  # the rest of film.json (schema, n_heads, val_loss_on, ...)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def axes(self, probe: int, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) of one probe's attention kind."""
+        p = self.probes[probe]
+        return {"enc_self": (p["src_tokens"], p["src_tokens"]), "dec_self": (p["tgt_tokens"], p["tgt_tokens"]),
+                "cross": (p["tgt_tokens"], p["src_tokens"])}[kind]
+
+
+def mean_entropy(film: Film, kind: str) -> np.ndarray:
+    """(F, L) mean attention entropy in nats over probes, heads and query rows: falls as heads sharpen."""
+    per_probe = []
+    for attn in film.attn:
+        p = attn[kind].astype(np.float32)  # (F, L, h, i, j)
+        ent = -(p * np.log(np.clip(p, 1e-12, None))).sum(-1)  # (F, L, h, i)
+        per_probe.append(ent.mean(axis=(2, 3)))  # (F, L)
+    return np.mean(per_probe, axis=0)
+
+
+class FilmRecorder:
+    """Records frames during training and writes the film after each one (so a stopped run keeps it)."""
+
+    def __init__(self, folder: str | Path, probes: list[Probe], val_pairs, sv: Vocab, tv: Vocab, device,
+                 max_tokens: int = 4000, tgt_lang: str = "en"):
+        self.folder, self.probes, self.val_pairs = Path(folder), probes, val_pairs
+        self.sv, self.tv, self.device, self.max_tokens, self.tgt_lang = sv, tv, device, max_tokens, tgt_lang
+        self.frames: list[Frame] = []
+        self.seconds = 0.0  # time spent recording, for the log
+        self._loss_sum, self._loss_tokens = 0.0, 0
+
+    def add_batch_loss(self, loss_sum: float, tokens: int) -> None:
+        """Count a training batch's summed NLL towards the next frame's train loss."""
+        self._loss_sum += loss_sum
+        self._loss_tokens += tokens
+
+    def due(self, step: int) -> bool:
+        return is_film_step(step) and not any(f.step == step for f in self.frames)
+
+    def keep_until(self, step: int) -> None:
+        """On resume: load the film written so far and drop frames after the resumed step (they are redone)."""
+        try:
+            old = load_film(self.folder)
+        except FilmError:
+            return
+        if [p["src"] for p in old.probes] != [p.src for p in self.probes]:
+            return  # another probe set: start a new film rather than mix two
+        for n in range(len(old)):
+            if int(old.steps[n]) > step:
+                continue
+            self.frames.append(Frame(int(old.steps[n]), old.epochs[n],
+                                     None if math.isnan(old.train_loss[n]) else float(old.train_loss[n]),
+                                     float(old.val_loss[n]), [p["translations"][n] for p in old.probes],
+                                     [{k: a[k][n] for k in KINDS} for a in old.attn]))
+
+    @torch.no_grad()
+    def record(self, model, step: int, epoch: int | None = None) -> Frame:
+        """Trace every probe (eval mode), decode them greedily, measure the losses; then back to train mode."""
+        import time
+
+        from .decode import search  # here: decode imports the model, the trainer imports this module
+
+        t0 = time.perf_counter()
+        was_training = model.training
+        model.eval()
+        try:
+            frame = self._frame(model, step, epoch, search)
+        finally:
+            model.train(was_training)
+        existing = [n for n, f in enumerate(self.frames) if f.step == step]
+        if existing:  # an epoch that ends on a log-spaced step: one frame, marked with the epoch
+            frame.train_loss = self.frames[existing[0]].train_loss
+            self.frames[existing[0]] = frame
+        else:
+            self.frames.append(frame)
+        self.save()
+        self.seconds += time.perf_counter() - t0
+        return frame
+
+    def _frame(self, model, step, epoch, search) -> Frame:
+        pad, tv = model.cfg.pad_idx, self.tv
+        pairs = [(p.src_ids, p.tgt_ids) for p in self.probes]
+        # (b, s) sources and (b, t) decoder inputs <bos> + reference, padded to the longest
+        src, tgt_in, _ = (x.to(self.device) for x in collate(pairs, list(range(len(pairs))), pad, tv.bos_idx, tv.eos_idx))
+        _, trace = model(src, tgt_in, return_trace=True)
+        attn = []
+        for n, p in enumerate(self.probes):
+            s, t = len(p.src_tokens), len(p.tgt_tokens)
+            size = {"enc_self": (s, s), "dec_self": (t, t), "cross": (t, s)}
+            attn.append({k: torch.stack([a.probs[n, :, : size[k][0], : size[k][1]] for a in trace.attention(k)])
+                         .cpu().half().numpy() for k in KINDS})  # (L, h, i, j) without the padding
+        limits = [min(model.cfg.max_len - 1, 2 * len(p.src_ids) + 10) for p in self.probes]  # as the Translator does
+        decoded = search(model, src, tv.bos_idx, tv.eos_idx, limits)
+        translations = [detokenize(tv.decode(d.ids), self.tgt_lang) for d in decoded]
+        total, n_tok = 0.0, 0
+        for batch in token_batches(self.val_pairs, self.max_tokens, shuffle=False):
+            s_, ti, to = (x.to(self.device) for x in collate(self.val_pairs, batch, pad, tv.bos_idx, tv.eos_idx))
+            logp, _ = model(s_, ti)
+            total += float(torch.nn.functional.nll_loss(logp.reshape(-1, logp.shape[-1]), to.reshape(-1),
+                                                        ignore_index=pad, reduction="sum"))
+            n_tok += int((to != pad).sum())
+        train_loss = self._loss_sum / self._loss_tokens if self._loss_tokens else None
+        self._loss_sum, self._loss_tokens = 0.0, 0
+        return Frame(step, epoch, train_loss, total / max(n_tok, 1), translations, attn)
+
+    def save(self) -> None:
+        """Write film.safetensors and film.json (each replaced atomically)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        arrays = {f"p{n:02d}.{k}": np.ascontiguousarray(np.stack([f.attn[n][k] for f in self.frames]))
+                  for n in range(len(self.probes)) for k in KINDS}
+        first = self.frames[0].attn[0] if self.frames and self.probes else {}
+        meta = {
+            "schema": SCHEMA, "kinds": list(KINDS),
+            "n_layers": {k: int(v.shape[0]) for k, v in first.items()},
+            "n_heads": int(first["cross"].shape[1]) if first else 0,
+            "steps": [f.step for f in self.frames], "epochs": [f.epoch for f in self.frames],
+            "train_loss": [f.train_loss for f in self.frames], "val_loss": [f.val_loss for f in self.frames],
+            "val_loss_on": f"{len(self.val_pairs)} val pairs",
+            "probes": [{"src": p.src, "ref": p.ref, "src_tokens": p.src_tokens, "tgt_tokens": p.tgt_tokens,
+                        "translations": [f.translations[n] for f in self.frames]} for n, p in enumerate(self.probes)],
+        }
+        tmp = self.folder / (ARRAYS_NAME + ".tmp")
+        save_file(arrays, str(tmp), metadata={"schema": SCHEMA})
+        os.replace(tmp, self.folder / ARRAYS_NAME)
+        tmp = self.folder / (JSON_NAME + ".tmp")
+        tmp.write_text(json.dumps(meta, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, self.folder / JSON_NAME)
+
+
+def load_film(path: str | Path) -> Film:
+    """Read a film from its folder (or either of its two files); raises FilmError naming what is wrong."""
+    path = Path(path)
+    folder = path if path.is_dir() or not path.suffix else path.parent
+    jpath, apath = folder / JSON_NAME, folder / ARRAYS_NAME
+    fix = "Train with `python -m model.train ... --film` to record one."
+    for p in (jpath, apath):
+        if not p.is_file():
+            raise FilmError(f"{p}: no film here. {fix}")
+    try:
+        meta = json.loads(jpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise FilmError(f"{jpath}: is not valid JSON ({e}). {fix}") from e
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+        got = meta.get("schema") if isinstance(meta, dict) else type(meta).__name__
+        raise FilmError(f"{jpath}: schema is {got!r}, this code reads {SCHEMA!r}")
+    try:
+        arrays = load_file(str(apath))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise FilmError(f"{apath}: cannot be read as safetensors ({e}); it is truncated or corrupted. {fix}") from e
+    try:
+        steps, probes = np.asarray(meta["steps"], dtype=np.int64), meta["probes"]
+        n = len(steps)
+        attn = [{k: arrays[f"p{i:02d}.{k}"] for k in meta["kinds"]} for i in range(len(probes))]
+        for i, (p, a) in enumerate(zip(probes, attn)):
+            s, t = len(p["src_tokens"]), len(p["tgt_tokens"])
+            want = {"enc_self": (s, s), "dec_self": (t, t), "cross": (t, s)}
+            for k, arr in a.items():
+                if arr.shape[0] != n or arr.shape[-2:] != want[k] or len(p["translations"]) != n:
+                    raise ValueError(f"probe {i} {k}: shape {arr.shape} does not fit {n} frames and axes {want[k]}")
+        losses = {k: np.array([np.nan if v is None else v for v in meta[k]], dtype=np.float64)
+                  for k in ("train_loss", "val_loss")}
+        if any(len(v) != n for v in losses.values()) or len(meta["epochs"]) != n:
+            raise ValueError("the loss and epoch lists do not have one entry per frame")
+    except (KeyError, TypeError, ValueError) as e:
+        raise FilmError(f"{folder}: film.json and film.safetensors do not agree ({e}). {fix}") from e
+    rest = {k: v for k, v in meta.items() if k not in ("steps", "epochs", "train_loss", "val_loss", "probes")}
+    return Film(steps, list(meta["epochs"]), losses["train_loss"], losses["val_loss"], probes, attn, rest)
