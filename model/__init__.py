@@ -6,10 +6,12 @@ Modules (paper vocabulary, "Attention Is All You Need"):
 - layers.py      embeddings, positional encoding, feed-forward, encoder/decoder layers
 - transformer.py EncoderDecoder, Generator, masks
 - trace.py       the trace dataclasses that forward returns
-- vocab.py       Vocab with <unk> <pad> <bos> <eos>
+- vocab.py       Vocab that knows its special ids (<unk> <pad> <bos> <eos> at 0..3 for words)
 - tokenize.py    spaCy blank tokenizers and Moses detokenizer
+- pieces.py      SentencePiece tokenization of imported models (MarianTokenizer's ids)
 - decode.py      one search loop: greedy (recorded, batched, from a forced prefix) and beam search
 - checkpoint.py  the checkpoint format: folders, per-epoch weights, averaging, metrics.json
+- import_marian.py  a Marian (opus-mt) model from transformers into the checkpoint format (CLI)
 - translator.py  text in, translation + trace out (what the app and the CLI use)
 - data.py, train.py, evaluate.py, translate.py  data loading and command lines
 - experiments.py numbers the pages state, computed from what the model recorded (NumPy in, NumPy out)

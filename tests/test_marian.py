@@ -105,10 +105,15 @@ def imported(request, tmp_path_factory):
     return hf, MarianTokenizer.from_pretrained(str(src)), Translator.from_checkpoint(root / "ours"), root
 
 
+# Specials typed in the text, a language code, characters the pieces do not cover, extra spaces.
+EDGE = ["Der Hund </s> läuft <unk> im Park.", ">>de<< Der Hund läuft.", "Der Hund<pad>läuft", "  Der   Hund  ",
+        "Der Hund € läuft ☃.", "ÄÖÜ ß é 123 4.5"]
+
+
 def test_token_ids_equal_the_marian_tokenizers(imported):
     _, tok, tr, _ = imported
     unknown = 0
-    for text in SENTENCES:
+    for text in SENTENCES + EDGE:
         source = tr.prepare(text)
         assert source.ids == tok(text)["input_ids"], text
         assert source.axis_tokens[-1] == "</s>"
