@@ -299,3 +299,39 @@ def test_app_start_up_and_the_word_model_do_not_import_transformers():
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-2:] == ["False", "False"]
+
+
+def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
+    from model.config import FORMAT_VERSION, ModelConfig
+
+    v1 = json.loads((ROOT / "checkpoints" / "multi30k-de-en" / "config.json").read_text(encoding="utf-8"))
+    assert v1["format_version"] == 1 and FORMAT_VERSION == 2
+    cfg = ModelConfig.from_dict(v1)
+    assert (cfg.activation, cfg.pe_layout, cfg.scale_embedding, cfg.share_embeddings, cfg.final_logits_bias) == (
+        "relu", "interleaved", True, False, True)
+    assert (cfg.decoder_start_idx, cfg.eos_idx, cfg.src_lang, cfg.tgt_lang, cfg.tokenizer) == (2, 3, "de", "en", "spacy")
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 2, read back the same
+    with pytest.raises(ValueError, match="activation"):
+        ModelConfig.from_dict({**v1, "activation": "gelu"})  # a version-1 file cannot describe that
+    with pytest.raises(ValueError, match="activation"):
+        ModelConfig.from_dict({**v1, "format_version": 2, "activation": "tanh"})
+
+
+def test_shared_embeddings_are_stored_once_and_reload_tied(tmp_path):
+    from safetensors.torch import load_file
+
+    from model.checkpoint import WEIGHTS, save_checkpoint
+    from model.config import ModelConfig
+    from model.transformer import EncoderDecoder
+    from model.vocab import Vocab
+
+    itos = ["</s>", "<unk>", "▁a", "b", "<pad>"]
+    v = Vocab(itos, {"unk": "<unk>", "pad": "<pad>", "bos": "<pad>", "eos": "</s>"})
+    cfg = ModelConfig(5, 5, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16, pad_idx=4,
+                      share_embeddings=True, decoder_start_idx=4, eos_idx=0, norm_first=False)
+    save_checkpoint(tmp_path, EncoderDecoder(cfg), v, v)
+    assert set(load_file(str(tmp_path / WEIGHTS))) & {"tgt_embed.lut.weight", "generator.proj.weight"} == set()
+    model, sv, tv, _ = load_checkpoint(tmp_path)
+    assert model.tgt_embed.lut.weight is model.src_embed.lut.weight is model.generator.proj.weight
+    assert (tv.bos_idx, tv.eos_idx, tv.pad_idx, tv.special_ids, tv.n_leading_specials) == (4, 0, 4, [0, 1, 4], 2)
+    assert json.loads((tmp_path / "vocab.tgt.json").read_text(encoding="utf-8"))["specials"]["eos"] == "</s>"
