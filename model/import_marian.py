@@ -286,6 +286,8 @@ def import_marian(src: str, out: str | Path, force: bool = False, src_lang: str 
         from transformers import MarianMTModel
     except ImportError:
         raise ImportRefused("the importer needs transformers: pip install -r requirements.txt") from None
+    transformers.utils.logging.set_verbosity_error()  # the outcome is one line, not progress bars and notices
+    transformers.utils.logging.disable_progress_bar()
     try:
         hf_model = MarianMTModel.from_pretrained(str(folder)).float().eval()
     except Exception as e:  # noqa: BLE001 - a broken weights file: one line
