@@ -101,6 +101,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="only recompute val/test BLEU of the checkpoint in OUT and update its metrics.json")
     ap.add_argument("--film", action=argparse.BooleanOptionalAction, default=True,
                     help="record the training film into OUT/film.json + film.safetensors (default: on)")
+    ap.add_argument("--final-eval", action=argparse.BooleanOptionalAction, default=True,
+                    help="end with val BLEU (choosing last epoch or average) and val/test BLEU of the checkpoint; "
+                         "--no-final-eval keeps the last epoch and skips both (benchmarks, smoke runs)")
     ap.add_argument("--film-extra", type=int, default=10,
                     help="probe sentences from val added to the app's examples in the film")
     return ap.parse_args(argv)
@@ -261,6 +264,7 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
         if ranks.world > 1:  # each rank its own dropout, from (seed, epoch, rank), so that resume repeats it
             torch.manual_seed(args.seed * 1_000_003 + epoch * 1000 + ranks.rank)
         tokens_seen, loss_sum, loss_tokens = 0, 0.0, 0
+        film_before = film.seconds if film is not None else 0.0
         bar = tqdm(batches, desc=f"epoch {epoch}/{args.epochs}", unit="batch", disable=None if ranks.main else True,
                    file=sys.stderr)
         for done, batch in enumerate(bar, 1):
@@ -294,6 +298,7 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
                     f"{tok_s:.0f} tok/s, {left / 60:.1f} min left in this epoch")
         bar.close()
         epoch_seconds = time.time() - t0
+        film_in_epoch = film.seconds - film_before if film is not None else 0.0
         train_seconds += epoch_seconds
         if ranks.world > 1:  # the epoch's loss and speed over every rank's share
             tokens_seen, loss_sum, loss_tokens = distributed.all_sum([tokens_seen, loss_sum, loss_tokens], ranks)
@@ -306,6 +311,8 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
         val_loss = loss_on(model, val_pairs, 4000, device, tv.bos_idx, tv.eos_idx)
         record = {"epoch": epoch, "step": step, "train_nll": loss_sum / max(loss_tokens, 1), "val_nll": val_loss,
                   "val_ppl": math.exp(val_loss), "seconds": epoch_seconds, "tok_s": tokens_seen / epoch_seconds}
+        if film is not None:
+            record["film_seconds"] = film_in_epoch  # frames recorded inside this epoch, part of "seconds"
         if epoch % args.bleu_every == 0 or epoch == args.epochs:
             model.eval()
             hyps = Translator(model, sv, tv).translate_batch(val_src)
@@ -336,11 +343,11 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
     last_epoch = history[-1]["epoch"]
     model.eval()
     val_greedy = lambda m: bleu_scores(Translator(m, sv, tv).translate_batch(val_src), val_tgt)  # noqa: E731
-    last_bleu = val_greedy(model)["sacrebleu"]
     paths = [work / f"epoch_{e}.safetensors" for e in range(last_epoch - args.average_last + 1, last_epoch + 1)]
-    paths = [p for p in paths if p.exists()]
+    paths = [p for p in paths if p.exists()] if args.final_eval else []
     chosen = "last epoch"
     if len(paths) > 1:
+        last_bleu = val_greedy(model)["sacrebleu"]
         last_state = {k: v.clone() for k, v in model.state_dict().items()}
         load_weights_into(model, average_weights(paths))
         avg_bleu = val_greedy(model)["sacrebleu"]
@@ -364,7 +371,8 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
     if ranks.world > 1:
         metrics["training"].update(ranks=ranks.world, backend=ranks.backend, rank_weight_digests=digests)
     save_checkpoint(out, model, sv, tv, metrics, half=args.half)
-    evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam, log)
+    if args.final_eval:
+        evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam, log)
     log(f"wrote {out}")
     return 0
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def torchrun(data_dir: Path, out: Path, epochs: int, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "model.train", *film_args(data_dir, out, epochs, *extra)]
+           "-m", "model.train", *film_args(data_dir, out, epochs, "--no-final-eval", *extra)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
