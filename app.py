@@ -14,7 +14,7 @@ import streamlit as st
 from model.experiments import looks_like_target_language, untrained_summary
 from model.export import file_stem
 from viz.common import DEFAULT_THEME, PRESENTER_THEME
-from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional
+from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
 from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,
                          checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
                          sync_url, trace_json, trace_sentence, traced_decoding)
@@ -32,6 +32,7 @@ st.markdown(  # larger base font: readable from the back of a lecture room
 PAGES = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
     "Inside one head": head, "Masks": masks, "Decoding": decoding, "Heads": heads,
+    "Training": training,
 }
 init_state()
 ss = st.session_state
@@ -62,9 +63,14 @@ def _use_example() -> None:
         _new_sentence()
 
 
+# The model is loaded before the sidebar (cached; an error is only reported further down), so that the sidebar
+# can name the languages of the model that is open.
+translator, error = load_translator(ss["ckpt"])
+langs = model_facts(ss["ckpt"])["langs"] if translator is not None else {"src": "source", "tgt": "target",
+                                                                          "src_name": "source", "tgt_name": "target"}
 with st.sidebar:
     st.title("Attention Atlas")
-    st.caption("A small Transformer, German → English, opened up.")
+    st.caption(f"A Transformer, {langs['src_name']} → {langs['tgt_name']}, opened up.")
     st.toggle("Presenter mode", key="present",
               help="For a projector: large type (every figure's text ≥ 20 px), figures as large as the screen, one "
                    "part of a page at a time, this sidebar folded away (the arrow at the top left opens it). "
@@ -79,7 +85,7 @@ with st.sidebar:
     st.selectbox("Model", choices, key="ckpt", format_func=checkpoint_label, on_change=_new_sentence,
                  help="trained: the shipped model. untrained: its twin with the same architecture and random "
                       "weights (seed 0). Any other folder under checkpoints/ is listed by name.")
-    st.text_area("German sentence", key="text", height=90, max_chars=5000, on_change=_new_sentence,
+    st.text_area(f"{langs['src_name'][:1].upper()}{langs['src_name'][1:]} sentence", key="text", height=90, max_chars=5000, on_change=_new_sentence,
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")
@@ -105,7 +111,6 @@ with st.sidebar:
              help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
                   "model, the sentence, the decoding, the view, kind, layer and head.")
 
-translator, error = load_translator(ss["ckpt"])
 if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
@@ -115,14 +120,15 @@ facts = model_facts(ss["ckpt"])
 
 text = ss["text"] or ""
 if not text.strip():
-    st.info("Type a German sentence in the sidebar (or pick an example) to see how the model translates it.")
+    st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model translates it.")
     sync_url()
     st.stop()
 
 greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
 source = greedy.source
 if not source.tokens:
-    st.info("This text has no words the tokenizer can read (only control characters or spaces). Type a German sentence.")
+    st.info("This text has no words the tokenizer can read (only control characters or spaces). "
+            f"Type a {langs['src_name']} sentence.")
     sync_url()
     st.stop()
 
@@ -146,14 +152,17 @@ with st.sidebar:
                             "every step's candidates. Same schema as `python -m model.export` (see the README).")
 
 if ss["present"] or comparing:  # one line: the figure gets the screen's height
-    st.markdown(f"#### :gray[{'A · ' if comparing else ''}DE] {md_escape(' '.join(source.tokens))} :gray[→ EN] "
+    st.markdown(f"#### :gray[{'A · ' if comparing else ''}{langs['src']}] {md_escape(' '.join(source.tokens))} "
+                f":gray[→ {langs['tgt']}] "
                 f"{md_escape(result.text) or '∅ (empty output)'}")
 else:
-    st.markdown(f"#### :gray[DE] {md_escape(' '.join(source.tokens))}")
-    st.markdown(f"### :gray[EN] {md_escape(result.text) or '∅ (empty output)'}")
+    st.markdown(f"#### :gray[{langs['src']}] {md_escape(' '.join(source.tokens))}")
+    st.markdown(f"### :gray[{langs['tgt']}] {md_escape(result.text) or '∅ (empty output)'}")
 status = "" if result.finished else " · stopped at the length limit before `<eos>`"
 above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
-         "references**" if ss["view"] == "Heads" else f"**Every figure below shows: {shows}**")
+         "references**" if ss["view"] == "Heads" else
+         f"**Above: {shows}. The film below is teacher-forced on reference translations**" if ss["view"] == "Training"
+         else f"**Every figure below shows: {shows}**")
 st.caption(f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
            f"tokens · {result.seconds * 1000:.0f} ms{status}")
 if beam is not None and prefix:
@@ -169,8 +178,9 @@ unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
 if unknown:
     st.caption("? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown)))
 if looks_like_target_language(source.tokens, [not u for u in source.unknown], facts["tgt_words"]):
-    st.info("Most of these words are unknown to the model's German vocabulary but are English words it can write. "
-            "This model translates German into English: type a German sentence.")
+    st.info(f"Most of these words are unknown to the model's {langs['src_name']} vocabulary but are "
+            f"{langs['tgt_name']} words it can write. This model translates {langs['src_name']} into "
+            f"{langs['tgt_name']}: type a {langs['src_name']} sentence.")
 if is_twin(ss["ckpt"]) and result.trace is not None:
     st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps], result.finished)))
 

@@ -39,7 +39,6 @@ import numpy as np
 import torch
 
 from .data import collate, token_batches
-from .tokenize import tokenize
 from .transformer import HeadMask, make_src_mask, make_tgt_mask
 from .vocab import N_SPECIALS
 
@@ -198,7 +197,7 @@ def prepare(translator, src_texts: Sequence[str], ref_texts: Sequence[str]) -> t
     examples, skipped = [], []
     for n, (s, r) in enumerate(zip(src_texts, ref_texts)):
         source = translator.prepare(s)
-        ref = tokenize(r, translator.tgt_lang)[:max_tgt]
+        ref = translator.target_tokens(r)[:max_tgt]  # words, or SentencePiece pieces
         if not source.tokens or not ref:
             skipped.append(n)
             continue

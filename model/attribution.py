@@ -490,7 +490,6 @@ def main(argv: list[str] | None = None) -> int:
     from .checkpoint import DEFAULT_CHECKPOINT, CheckpointError
     from .data import DataError, find_file, read_lines
     from .experiments import ROOT, find_data_dir
-    from .tokenize import tokenize
     from .translator import Translator
 
     ap = argparse.ArgumentParser(
@@ -543,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     n = len(src_lines) if args.limit <= 0 else min(args.limit, len(src_lines))
     texts = src_lines[:n]
-    targets = [tokenize(r, translator.tgt_lang) for r in ref_lines[:n]] if ref_lines is not None else None
+    targets = [translator.target_tokens(r) for r in ref_lines[:n]] if ref_lines is not None else None
     ks = sorted(set(k for k in args.ks if k > 0))
     t0 = time.perf_counter()
     result = faithfulness(translator, texts, targets, METHODS, ks, args.seed, args.relevance_score)

@@ -346,9 +346,27 @@ def atlas_checkpoints(tmp_path_factory) -> Path:
     try:
         make_tiny_checkpoint(root / "demo")
         _write_head_report(root / "demo")
+        _train_with_film(root / "filmed", tmp_path_factory.mktemp("film_corpus"))
     finally:
         torch.set_num_threads(threads)
     return root
+
+
+def _train_with_film(out: Path, data: Path) -> None:
+    """`filmed`: a 1-layer model trained 8 epochs on a 40-pair synthetic corpus by model.train, with its film."""
+    import gzip
+
+    from test_model_data import synthetic_corpus, train_args
+
+    from model import train as train_cli
+
+    pairs = synthetic_corpus()
+    for split, items in (("train", pairs), ("val", pairs[1:40:10])):
+        for lang, k in (("de", 0), ("en", 1)):
+            with gzip.open(data / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("\n".join(p[k] for p in items) + "\n")
+    if train_cli.main(train_args(data, out, 8, "--max-tokens", "60", "--test-split", "", "--bleu-every", "100")):
+        raise RuntimeError(f"training the filmed test model into {out} failed")
 
 
 def _write_head_report(folder: Path) -> None:

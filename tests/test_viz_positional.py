@@ -62,3 +62,14 @@ def test_position_similarity_peaks_on_diagonal():
     line = next(t for t in fig2.data if isinstance(t, go.Scatter))
     x, y = np.asarray(line.x), np.asarray(line.y)
     assert x[np.argmax(y)] == 0 and x[0] == -10
+
+
+def test_marian_layout_keeps_the_sines_first():
+    pe = sinusoidal_encoding(12, 8, "sin_then_cos")
+    paper = sinusoidal_encoding(12, 8)
+    np.testing.assert_allclose(pe[:, :4], paper[:, 0::2], atol=1e-6)  # the same waves, rearranged
+    np.testing.assert_allclose(pe[:, 4:], paper[:, 1::2], atol=1e-6)
+    names = [t.name for t in waves_figure(pe, [0, 4], layout="sin_then_cos").data]
+    assert names == ["dim 0 (sin)", "dim 4 (cos)"]
+    with pytest.raises(ValueError):
+        sinusoidal_encoding(4, 8, "diagonal")

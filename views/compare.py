@@ -34,7 +34,7 @@ def with_side_b(ctx: Context, ss) -> Context:
         return ctx
     traced = traced_decoding(key_b, text_b, ss["decoding"], ss["beam"], ss["max_len"])
     if not traced.result.source.tokens:
-        st.info("Sentence B has no words the tokenizer can read. Type a German sentence.")
+        st.info(f"Sentence B has no words the tokenizer can read. Type a {ctx.langs['src_name']} sentence.")
         return ctx
     if how == "model":
         label_a, label_b = f"A · {checkpoint_label(ctx.key)}", f"B · {checkpoint_label(key_b)}"
@@ -42,15 +42,15 @@ def with_side_b(ctx: Context, ss) -> Context:
         label_a, label_b = f"A · {_short(ctx.text)}", f"B · {_short(text_b)}"
     b = Context(key=key_b, cfg=translator.cfg, result=traced.result, text=text_b, max_len=ctx.max_len,
                 mode=traced.mode, shows=traced.shows, facts=model_facts(key_b), present=ctx.present, label=label_b)
-    _header(traced.result, label_b, traced.shows, how)
+    _header(traced.result, label_b, traced.shows, how, b.langs)
     return replace(ctx, other=b, label=label_a)
 
 
-def _header(result, label_b: str, shows: str, how: str) -> None:
+def _header(result, label_b: str, shows: str, how: str, langs: dict) -> None:
     """Side B's sentence and translation under side A's, in the same form."""
     src = md_escape(" ".join(result.source.tokens))
     out = md_escape(result.text) or "∅ (empty output)"
-    st.markdown(f"#### :gray[B · DE] {src} :gray[→ EN] {out}")
+    st.markdown(f"#### :gray[B · {langs['src']}] {src} :gray[→ {langs['tgt']}] {out}")
     status = "" if result.finished else " · stopped at the length limit before `<eos>`"
     st.caption(f"**Side by side ({COMPARE[how]}): {md_escape(label_b)}**, {shows}{status}. Both sides use the "
                "same decoding settings; a forced prefix applies to the single view only.")

@@ -16,16 +16,18 @@ VOCAB_DOTS = 1000  # vocabulary entries drawn as named dots; the rest are counte
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _pca(key: str, side: str, n_specials: int) -> np.ndarray:
+def _pca(key: str, side: str, specials: tuple[int, ...]) -> np.ndarray:
     lut, _ = vocab_embeddings(key, side)
-    return pca_2d(lut[n_specials:])  # without the specials: <pad> is all zeros and would pull the map
+    keep = np.setdiff1d(np.arange(len(lut)), np.asarray(specials, dtype=np.int64))
+    return pca_2d(lut[keep])  # without the specials: <pad> is all zeros and would pull the map
 
 
 def render(ctx: Context) -> None:
     res = ctx.result
     st.subheader("Embeddings")
     side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side",
-                    format_func={"src": "source (German, encoder input)", "tgt": "target (English, decoder input)"}.get)
+                    format_func={"src": f"source ({ctx.langs['src_name']}, encoder input)",
+                                 "tgt": f"target ({ctx.langs['tgt_name']}, decoder input)"}.get)
     emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
     tokens = res.trace.src_tokens if side == "src" else res.trace.tgt_tokens
     shows_caption(ctx, side)
@@ -69,21 +71,28 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
 def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     st.markdown("#### The whole vocabulary")
     lut, itos = vocab_embeddings(ctx.key, side)
-    ns = ctx.facts["n_specials"]
+    # Specials are left out of the map (Marian's <pad> is the last id, so not only a leading block).
+    specials = ctx.facts[f"{side}_specials"]
+    special = set(specials)
+    kept = [i for i in range(len(itos)) if i not in special]  # map rows -> vocabulary ids
+    row = {vid: r for r, vid in enumerate(kept)}
     index = {t: i for i, t in enumerate(itos)}
-    ids = sorted({index[t] for t in tokens if index.get(t, 0) >= ns})
-    coords = _pca(ctx.key, side, ns)
-    st.plotly_chart(cached(vocab_map_figure, coords, itos[ns:], [i - ns for i in ids], [itos[i] for i in ids],
-                           title=f"{len(itos) - ns:,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
+    ids = sorted({index[t] for t in tokens if t in index and index[t] not in special})
+    coords = _pca(ctx.key, side, specials)
+    words = [itos[i] for i in kept]
+    unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "words"
+    st.plotly_chart(cached(vocab_map_figure, coords, words, [row[i] for i in ids], [itos[i] for i in ids],
+                           title=f"{len(words):,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
                     width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
-    n_dots = min(VOCAB_DOTS, len(itos) - ns)
-    st.caption(f"Grey shading: where all {len(itos) - ns:,} words the model knows lie (hover: how many in a cell); "
-               f"dots: the vocabulary's first {n_dots:,} words, which are the most frequent in the training data "
-               "(the vocabulary is built most frequent first; hover names them); large: this sentence's words. A 2-D "
+    n_dots = min(VOCAB_DOTS, len(words))
+    order = ("which are the most frequent in the training data (the vocabulary is built most frequent first; hover "
+             "names them)" if unit == "words" else "in the order of the SentencePiece vocabulary (hover names them)")
+    st.caption(f"Grey shading: where all {len(words):,} {unit} the model knows lie (hover: how many in a cell); "
+               f"dots: the vocabulary's first {n_dots:,} {unit}, {order}; large: this sentence's {unit}. A 2-D "
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
                "dimensions are listed below.")
     if ids:
-        st.dataframe(cached(nearest_neighbours, lut, itos, ids, k=5, exclude_idx=tuple(range(ns))), hide_index=True,
+        st.dataframe(cached(nearest_neighbours, lut, itos, ids, k=5, exclude_idx=tuple(specials)), hide_index=True,
                      width="stretch")
     else:
         st.info("None of this sentence's words is in the vocabulary.")

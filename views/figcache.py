@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io
 
-from viz.common import theme
+from viz.common import languages, theme
 
 MAX_FIGURES = 160  # LRU; a figure object is ~0.1-0.5 MB, the vocabulary map ~1 MB
 
@@ -106,7 +106,7 @@ class FigureCache:
 
     def get(self, builder: Callable, *args, **kwargs):
         try:
-            key = (builder.__module__, builder.__qualname__, theme(), _key(args), _key(kwargs))
+            key = (builder.__module__, builder.__qualname__, theme(), languages(), _key(args), _key(kwargs))
         except _Unhashable:
             return builder(*args, **kwargs)  # an argument we cannot compare: build every time, never guess
         with self._lock:

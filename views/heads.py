@@ -13,12 +13,11 @@ import numpy as np
 import streamlit as st
 
 from model import analyze
-from model.tokenize import tokenize
 from viz.attention import attention_figure
 from viz.common import PAGE_WIDTH_PX
 from viz.heads import head_grid_figure, offset_pattern_figure, pruning_figure, sentence_label
 from views import jobs
-from views.state import TWIN, Context, checkpoint_dir, is_twin, load_translator, teacher_forced
+from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_translator, teacher_forced
 from views.text import md_escape
 from views.widgets import fig_config, kind_layer_head, sections
 from views.figcache import cached
@@ -92,6 +91,10 @@ def render(ctx: Context) -> None:
         st.caption("What each head does over many sentences, not one: the measures of Voita et al. (2019), Clark et al. "
                    "(2019) and Michel et al. (2019), computed for the model you have open by `python -m model.analyze`. "
                    "Choose a measure to colour the grid; the text in a cell is the head's role.")
+    if is_toy(ctx.key):
+        st.info("Head reports are computed over Multi30k's validation split, which a toy model cannot read. "
+                "Choose a translation model in the sidebar.")
+        return
     report, path, error = find_report(ctx.key)
     running = jobs.job(_job_name(ctx.key))
     if running is not None and not running.done:
@@ -252,7 +255,7 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
                       format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · {sentence_label(pairs[n - 1][2]['src'], 40)}")
     index, confidence, pair = pairs[choice - 1]
     translator, _ = load_translator(ctx.key)
-    tgt = tuple(tokenize(pair["ref"], translator.tgt_lang)[: ctx.cfg.max_len - 1])  # as the analysis read it
+    tgt = tuple(translator.target_tokens(pair["ref"])[: ctx.cfg.max_len - 1])  # as the analysis read it
     trace = teacher_forced(ctx.key, pair["src"], tgt, True)
     q_tokens, k_tokens = trace.axes(kind)
     probs = trace.probs(kind)[layer, head]  # (i, j)

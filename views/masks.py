@@ -67,7 +67,7 @@ def _padding(ctx: Context) -> None:
 
 def _causal(ctx: Context) -> None:
     st.markdown("### Causal mask")
-    st.write("When the decoder is trained, the whole English reference is fed in at once (teacher forcing). "
+    st.write(f"When the decoder is trained, the whole {ctx.langs['tgt_name']} reference is fed in at once (teacher forcing). "
              "The causal mask stops position i from seeing positions after i; otherwise it could read the very "
              "token it is asked to predict.")
     if not ctx.result.raw_tokens:

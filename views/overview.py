@@ -9,7 +9,7 @@ from views.state import Context
 from views.widgets import fig_config, sections, shows_caption
 from views.figcache import cached
 
-NAMES = {"src_embed": "source embedding (DE)", "tgt_embed": "target embedding (EN)",
+NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding ({tgt})",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
          "encoder_norm": "final encoder LayerNorm", "decoder_norm": "final decoder LayerNorm",
          "generator": "generator (linear + log-softmax)"}
@@ -27,7 +27,8 @@ def render(ctx: Context) -> None:
 def _tokens(ctx: Context) -> None:
     res = ctx.result
     st.write("The sentence is split into tokens, each token becomes a vector, the encoder reads them all at once, "
-             "and the decoder writes English one token at a time, looking back at the German through cross-attention.")
+             f"and the decoder writes {ctx.langs['tgt_name']} one token at a time, looking back at the "
+             f"{ctx.langs['src_name']} through cross-attention.")
     left, right = st.columns(2)
     with left:
         st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
@@ -63,15 +64,17 @@ def _architecture(ctx: Context) -> None:
     cfg = ctx.cfg
     a, b = st.columns([3, 2])
     with a:
-        st.plotly_chart(cached(architecture_figure, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads),
+        st.plotly_chart(cached(architecture_figure, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads,
+                               src_lang=ctx.langs["src_name"], tgt_lang=ctx.langs["tgt_name"]),
                         width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
-        counts = {NAMES.get(k, k): v for k, v in ctx.facts["parameters"].items()}
+        counts = {NAMES.get(k, k).format(**ctx.langs): v for k, v in ctx.facts["parameters"].items()}
         st.dataframe(parameter_table(counts), hide_index=True, width="stretch")
         st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
                    f"{'pre' if cfg.norm_first else 'post'}-norm, "
                    f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
-                   f"vocabularies DE {cfg.src_vocab_size:,} / EN {cfg.tgt_vocab_size:,} tokens.")
+                   f"vocabularies {ctx.langs['src']} {cfg.src_vocab_size:,} / {ctx.langs['tgt']} "
+                   f"{cfg.tgt_vocab_size:,} tokens.")
         metrics = ctx.facts["metrics"]
         test = metrics.get("test", {})
         if test:

@@ -15,25 +15,34 @@ def render(ctx: Context) -> None:
     d = ctx.cfg.d_model
     n_src = len(ctx.result.source.axis_tokens)
     st.subheader("Positional encoding")
+    layout = getattr(ctx.cfg, "pe_layout", "interleaved")
+    if layout == "sin_then_cos":  # Marian's table: the same waves, sines first, then their cosines
+        formula = ("PE[pos, i] = sin(pos / 10000^(2i/d)) for i < d/2 and PE[pos, d/2 + i] = cos(pos / 10000^(2i/d)) "
+                   "(this model keeps all the sines first, then all the cosines, as Marian does)")
+        parity = f"Dimensions 0–{(d + 1) // 2 - 1} are sines, the others their cosines."
+        low = "Dimensions near 0 and near d/2"
+    else:
+        formula = "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))"
+        parity = "Even dimensions are sines, odd ones cosines."
+        low = "Low dimensions"
     st.write("Attention itself ignores word order, so every position gets a fixed vector of sines and cosines "
-             "of different wavelengths, added to the token's embedding: PE[pos, 2i] = sin(pos / 10000^(2i/d)), "
-             "PE[pos, 2i+1] = cos(pos / 10000^(2i/d)). Low dimensions change quickly from one position to the next, "
-             "high dimensions slowly.")
+             f"of different wavelengths, added to the token's embedding: {formula}. {low} change quickly from one "
+             "position to the next, the others slowly.")
     top = min(256, ctx.cfg.max_len)
     ss["pe_positions"] = min(max(int(ss["pe_positions"]), 10), top)
     ss["pe_dims"] = [i for i in ss["pe_dims"] if 0 <= i < d]
     c1, c2 = st.columns([2, 1])
     n = c2.slider("Positions shown", 10, top, key="pe_positions")
     dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims",
-                          help="Even dimensions are sines, odd ones cosines.")
-    pe = sinusoidal_encoding(n, d)  # (n, d) the paper's formula
+                          help=parity)
+    pe = sinusoidal_encoding(n, d, layout)  # (n, d) the formula, in this model's layout
     recorded = ctx.result.trace.src_embed["positional"]  # (s, d) what the model added to this sentence
     m = min(len(recorded), n)
     st.caption(f":material/check_circle: the formula matches the encoding the model added to this sentence's "
                f"{len(recorded)} positions to {max_abs_diff(pe[:m], recorded[:m]):.1e}.")
     show = sections(ctx, ["waves", "the whole matrix", "similarity between positions"])
     if show("waves"):
-        st.plotly_chart(cached(waves_figure, pe, dims or [0]), width="stretch", config=fig_config(ctx, "positional_waves"))
+        st.plotly_chart(cached(waves_figure, pe, dims or [0], layout), width="stretch", config=fig_config(ctx, "positional_waves"))
     if show("the whole matrix"):
         st.plotly_chart(cached(pe_heatmap, pe), width="stretch", config=fig_config(ctx, "positional_matrix"))
     if show("similarity between positions"):

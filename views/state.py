@@ -8,6 +8,8 @@ arrays and strings from here; they never see a tensor or a module.
 from __future__ import annotations
 
 import os
+import secrets
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,6 @@ from model import experiments
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
 from model.runtime import use_threads
-from model.tokenize import tokenize
 from model.translator import Translation, Translator
 from views import urlstate
 
@@ -49,7 +50,7 @@ EXAMPLES = [  # from Multi30k's validation set
     "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
 ]
 
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding", "Heads"]
+VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding", "Heads", "Training"]
 KINDS = {"enc_self": "Encoder self-attention (DE → DE)", "dec_self": "Decoder masked self-attention (EN → EN)",
          "cross": "Cross-attention (EN queries → DE keys)"}
 # Side by side: off, two sentences on one model, or one sentence on two models; drawn on these pages.
@@ -86,8 +87,30 @@ def checkpoint_choices() -> list[str]:
     return [default, default + TWIN] + folders
 
 
+TOY = "toy:"  # prefix of a toy model trained live on the Training page: toy:<task>:<run id>
+MAX_TOYS = 32  # toy models kept by the server (about 0.4 MB each), oldest dropped first
+_toys: dict[str, Translator] = {}
+_toys_lock = threading.Lock()
+
+
+def is_toy(key: str) -> bool:
+    return key.startswith(TOY)
+
+
+def keep_toy(task: str, translator: Translator) -> str:
+    """Keep a toy model trained live (in this server process only) and return its checkpoint key."""
+    key = f"{TOY}{task}:{secrets.token_hex(4)}"
+    with _toys_lock:
+        _toys[key] = translator
+        while len(_toys) > MAX_TOYS:
+            _toys.pop(next(iter(_toys)))
+    return key
+
+
 def checkpoint_label(key: str) -> str:
     """Short enough for the sidebar's select box; the help text says the rest."""
+    if is_toy(key):
+        return f"toy: {key.split(':')[1]} (trained live)"
     if key.endswith(TWIN):
         return f"{key[: -len(TWIN)]} (untrained)"
     return f"{key} (trained)" if key == default_model() else key
@@ -109,6 +132,12 @@ def _twin(folder: str) -> Translator:
 
 def load_translator(key: str) -> tuple[Translator | None, str | None]:
     """(translator, None) or (None, a message saying what is wrong and how to fix it)."""
+    if is_toy(key):
+        with _toys_lock:
+            toy = _toys.get(key)
+        return (toy, None) if toy is not None else (None, (
+            f"The toy model {key} is not on this server any more: toy models trained live are kept only while "
+            "the server runs (and the last 32 of them). Train it again on the Training page."))
     name = key[: -len(TWIN)] if key.endswith(TWIN) else key
     folder = checkpoint_dir() / name
     try:
@@ -185,7 +214,7 @@ def reference_tokens(key: str, text: str, fallback: tuple[str, ...]) -> tuple[tu
     ref = experiments.reference_for(text)
     if ref is not None:
         tr = _tr(key)
-        return tuple(tokenize(ref, tr.tgt_lang))[: tr.cfg.max_len - 2], "the Multi30k reference translation"
+        return tuple(tr.target_tokens(ref))[: tr.cfg.max_len - 2], "the Multi30k reference translation"
     return fallback, "the model's own output shown at the top (no reference translation is known for this sentence)"
 
 
@@ -195,12 +224,36 @@ def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     return _tr(key).embedding_matrix(side)
 
 
+# Names of the languages a model's config can give (ISO 639-1 codes); any other code is shown as the code.
+LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanish", "it": "Italian", "nl": "Dutch",
+                  "pt": "Portuguese", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ar": "Arabic", "cs": "Czech",
+                  "pl": "Polish", "sv": "Swedish", "fi": "Finnish", "da": "Danish", "tr": "Turkish", "uk": "Ukrainian",
+                  "ro": "Romanian", "hu": "Hungarian", "el": "Greek", "ko": "Korean", "hi": "Hindi"}
+
+
+def language_labels(key: str, src_lang: str, tgt_lang: str) -> dict:
+    """What the pages call the two sides: short codes for axes ("DE") and names for sentences ("German")."""
+    if is_toy(key):  # a toy task reads and writes digits
+        return {"src": "IN", "tgt": "OUT", "src_name": "input digits", "tgt_name": "output digits"}
+    name = lambda code: LANGUAGE_NAMES.get(code.lower(), code)  # noqa: E731
+    return {"src": src_lang.upper(), "tgt": tgt_lang.upper(), "src_name": name(src_lang), "tgt_name": name(tgt_lang)}
+
+
+def kind_labels(langs: dict) -> dict[str, str]:
+    """The attention kinds' names with the model's languages, for select boxes."""
+    s, t = langs["src"], langs["tgt"]
+    return {"enc_self": f"Encoder self-attention ({s} → {s})", "dec_self": f"Decoder masked self-attention ({t} → {t})",
+            "cross": f"Cross-attention ({t} queries → {s} keys)"}
+
+
 @st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run
 def model_facts(key: str) -> dict:
     """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
     tr = _tr(key)
     return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics), "n_specials": tr.n_specials,
-            "tgt_itos": list(tr.tgt_vocab.itos), "tgt_words": frozenset(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang}
+            "tgt_itos": list(tr.tgt_vocab.itos), "tgt_words": frozenset(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang,
+            "langs": language_labels(key, tr.src_lang, tr.tgt_lang), "src_specials": tuple(tr.special_ids("src")),
+            "tgt_specials": tuple(tr.special_ids("tgt"))}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -266,3 +319,8 @@ class Context:
     present: bool = False  # presenter mode: one section of the page at a time, large type
     other: "Context | None" = None  # side by side: the second sentence or model (Attention and Decoding)
     label: str = ""  # side by side: "A · …" / "B · …", what this side is
+
+    @property
+    def langs(self) -> dict:
+        """{"src": "DE", "tgt": "EN", "src_name": "German", "tgt_name": "English"} of the loaded model."""
+        return self.facts["langs"]

@@ -124,6 +124,10 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # Heads (the head report; the chosen head is kind/layer/head, shared with Attention)
         "heads_measure": Param("importance", str),
         "heads_sent": Param(1, _int_in(1, 64)),
+        # Training: the film's probe sentence and frame (1-based), the toy task
+        "film_probe": Param(1, _int_in(1, 64)),
+        "film_frame": Param(0, _int_in(0, 10_000)),  # 0: the last frame
+        "toy_task": Param("copy", _choice(("copy", "reverse", "sort"))),
     }
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from viz.common import Theme, using_theme
-from views.state import KINDS, Context, sync_url
+from viz.common import Theme, languages, using_languages, using_theme
+from views.state import KINDS, Context, kind_labels, sync_url
 
 
 def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True,
@@ -18,7 +18,9 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     ss = st.session_state
     cols = st.columns([3, 1, 1] if with_head else [3, 1])
     vis = "collapsed" if compact else "visible"
-    kind = cols[0].selectbox("Attention", list(KINDS), key="kind", format_func=KINDS.get, label_visibility=vis)
+    src, tgt = languages()  # the loaded model's, set by page_fragment
+    labels = kind_labels({"src": src, "tgt": tgt})
+    kind = cols[0].selectbox("Attention", list(KINDS), key="kind", format_func=labels.get, label_visibility=vis)
     n_layers = n_enc if kind == "enc_self" else n_dec
     ss["layer"] = min(max(int(ss["layer"]), 1), n_layers)
     ss["head"] = min(max(int(ss["head"]), 1), n_heads)
@@ -110,6 +112,6 @@ def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme,
     app-level choices the page was drawn for; if a widget of the page changed one, the app runs again."""
     if app_inputs() != inputs:
         st.rerun(scope="app")
-    with using_theme(theme):
+    with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
         render(ctx)
     sync_url()  # a fragment run does not reach the end of app.py

@@ -126,7 +126,7 @@ def rescale_note(probs: np.ndarray, zmax: float | None, mask: np.ndarray | None 
 def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
                      key_tokens: Sequence[str], kind: str, mask: np.ndarray | None = None,
                      zmax: float | None = None, title: str | None = None, *,
-                     src_lang: str = "DE", tgt_lang: str = "EN",
+                     src_lang: str | None = None, tgt_lang: str | None = None,
                      width_px: int | None = None) -> go.Figure:
     """Heatmap of one head's attention ``probs`` (i, j) with axis titles for ``kind``.
 
@@ -146,7 +146,7 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
 
 def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                  kind: str, layer: int, mask: np.ndarray | None = None,
-                 zmax: float | None = None, *, src_lang: str = "DE", tgt_lang: str = "EN",
+                 zmax: float | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
                  width_px: int | None = None) -> go.Figure:
     """All heads of one layer as ONE faceted figure; ``probs`` (h, i, j).
 
@@ -168,7 +168,7 @@ def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
 
 
 def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
-                    src_lang: str = "DE", tgt_lang: str = "EN") -> go.Figure:
+                    src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
     """Thumbnail grid of every layer × head; ``probs`` (L, h, i, j).
 
     Rows are layers, columns heads (both labelled 1-based), no tick labels;

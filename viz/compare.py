@@ -29,7 +29,7 @@ class Side:
 
 
 def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence[int] | None = None,
-                        zmax: float | None = None, *, src_lang: str = "DE", tgt_lang: str = "EN",
+                        zmax: float | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
                         width_px: int | None = None) -> go.Figure:
     """ONE figure: a row per head (``heads``, 0-based; default all), side A left and side B right.
 

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (axis_ticks, axis_titles, escape_tokens, fmt_prob, heatmap, plot_width_px, style, theme)
+from viz.common import (axis_ticks, axis_titles, escape_token, escape_tokens, fmt_prob, heatmap, plot_width_px,
+                        resolve_languages, style, theme)
 
 CHOSEN_COLOUR = "#ff7f0e"
 OTHER_COLOUR = "#9ecae1"
@@ -51,7 +52,7 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
 
 def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str],
                                 title: str = "where this step looked in the source", *,
-                                src_lang: str = "DE", tgt_lang: str = "EN",
+                                src_lang: str | None = None, tgt_lang: str | None = None,
                                 width_px: int | None = None) -> go.Figure:
     """Bars of one decoding step's cross-attention ``weights`` (s,) over the source.
 
@@ -110,7 +111,7 @@ def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
 
 def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_tokens: Sequence[str],
                        title: str, *, hover_notes: Sequence[Sequence[str]] | None = None,
-                       src_lang: str = "DE", width_px: int | None = None) -> go.Figure:
+                       src_lang: str | None = None, width_px: int | None = None) -> go.Figure:
     """Which source tokens one output token came from, one row per attribution method; ``shares`` (m, s).
 
     Every row is a method's normalised attribution (non-negative, summing to 1), so all rows share one 0..1
@@ -120,7 +121,7 @@ def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_
     if z.ndim != 2 or z.shape != (len(method_labels), len(source_tokens)):
         raise ValueError(f"shares {z.shape} do not match {len(method_labels)} methods × {len(source_tokens)} tokens")
     fig = heatmap(z, list(method_labels), list(source_tokens), row_title="method",
-                  col_title=f"source token ({src_lang}) →", zmin=0.0, zmax=1.0, title=title,
+                  col_title=f"source token ({escape_token(resolve_languages(src_lang, None)[0])}) →", zmin=0.0, zmax=1.0, title=title,
                   value_name="share", row_name="method", col_name="source token", colorbar_title="share",
                   width_px=width_px)
     if hover_notes is not None:

@@ -113,7 +113,7 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
 def probs_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                  kind: str, mask: np.ndarray | None = None, title: str | None = None,
                  zmax: float | None = None, show_row_sums: bool = True, *,
-                 src_lang: str = "DE", tgt_lang: str = "EN",
+                 src_lang: str | None = None, tgt_lang: str | None = None,
                  width_px: int | None = None) -> go.Figure:
     """Softmax weights (i, j) on the fixed 0..1 scale, with a row-sum bar panel."""
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
@@ -130,7 +130,7 @@ def probs_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
 
 def dropout_figure(dropout_probs: np.ndarray, query_tokens: Sequence[str],
                    key_tokens: Sequence[str], kind: str, mask: np.ndarray | None = None,
-                   p_drop: float | None = None, *, src_lang: str = "DE", tgt_lang: str = "EN",
+                   p_drop: float | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
                    width_px: int | None = None) -> go.Figure:
     """Weights after dropout (i, j): zeros where dropped, survivors scaled by 1/(1-p).
 
@@ -158,7 +158,7 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                           probs: np.ndarray, out: np.ndarray, query_tokens: Sequence[str],
                           key_tokens: Sequence[str], kind: str,
                           dropout_probs: np.ndarray | None = None, *, scaled_scores: np.ndarray | None = None,
-                          src_lang: str = "DE", tgt_lang: str = "EN") -> dict[str, go.Figure]:
+                          src_lang: str | None = None, tgt_lang: str | None = None) -> dict[str, go.Figure]:
     """Every step of one head as an ordered dict of figures.
 
     ``scaled_scores`` (i, j): the model's recorded Q·Kᵀ/√d_k. When given, the "scaled" and "masked" panels

@@ -21,7 +21,7 @@ MASKED_COLOUR = "#d9d9d9"
 
 def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                 title: str = "attention mask", kind: str | None = None, *,
-                src_lang: str = "DE", tgt_lang: str = "EN",
+                src_lang: str | None = None, tgt_lang: str | None = None,
                 width_px: int | None = None) -> go.Figure:
     """Two-colour map of ``mask`` (i, j) bool (or broadcastable): blue = may attend, grey = masked.
 

@@ -15,22 +15,34 @@ from plotly.subplots import make_subplots
 from viz.common import (SIGNED_SCALE, heatmap, style, theme)
 
 
-def sinusoidal_encoding(n_positions: int, d_model: int) -> np.ndarray:
-    """Positional encoding of "Attention Is All You Need" -> (n_positions, d_model) float32."""
+def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> np.ndarray:
+    """Positional encoding of "Attention Is All You Need" -> (n_positions, d_model) float32.
+
+    ``layout`` "interleaved" (the paper): sines in the even dimensions, cosines in the odd ones;
+    "sin_then_cos" (Marian): the same sines in dimensions 0..⌈d/2⌉-1, then the cosines.
+    """
     pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (i, 1)
     two_i = np.arange(0, d_model, 2, dtype=np.float64)  # (ceil(d/2),)
     angles = pos / np.power(10000.0, two_i / d_model)  # (i, ceil(d/2))
     pe = np.zeros((n_positions, d_model), dtype=np.float64)
-    pe[:, 0::2] = np.sin(angles)
-    pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    if layout == "sin_then_cos":
+        half = angles.shape[1]
+        pe[:, :half] = np.sin(angles)
+        pe[:, half:] = np.cos(angles[:, : d_model - half])
+    elif layout == "interleaved":
+        pe[:, 0::2] = np.sin(angles)
+        pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    else:
+        raise ValueError(f"unknown positional-encoding layout {layout!r}")
     return pe.astype(np.float32)
 
 
-def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17)) -> go.Figure:
+def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
+                 layout: str = "interleaved") -> go.Figure:
     """Lines of ``pe[:, dim]`` (pe: (i, d)) over positions, one line per chosen dimension.
 
-    Even dimensions are sines, odd ones cosines; low dimensions oscillate fast,
-    high ones slowly.
+    With the paper's ``layout`` even dimensions are sines and odd ones cosines; with "sin_then_cos" the first
+    half are sines. Dimensions of short wavelength oscillate fast, the others slowly.
     """
     pe = np.asarray(pe, dtype=np.float32)
     bad = [d for d in dims if not 0 <= d < pe.shape[1]]
@@ -39,7 +51,8 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17)) -> 
     x = np.arange(pe.shape[0], dtype=np.int32)
     fig = go.Figure()
     for d in dims:
-        wave = "sin" if d % 2 == 0 else "cos"
+        sine = d < (pe.shape[1] + 1) // 2 if layout == "sin_then_cos" else d % 2 == 0
+        wave = "sin" if sine else "cos"
         fig.add_trace(go.Scatter(
             x=x, y=pe[:, d], mode="lines", name=f"dim {d} ({wave})", line=dict(width=2.5),
             hovertemplate=(f"dim {d} ({wave})<br>position %{{x}}<br>value %{{y:.3f}}"

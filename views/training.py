@@ -1,0 +1,245 @@
+"""Training: watch a model learn. The film the trainer recorded, and a toy task trained live.
+
+The film (model/film.py) holds, for a fixed set of probe sentences teacher-forced on their references, every
+head's attention at log-spaced steps, the greedy translation at each step and the losses; this page only
+draws what it recorded. The toy task (model/toy.py) trains a fresh 2-layer model in the user's own script run,
+so nothing it does touches the shipped model or another session; the result is kept on the server under a
+`toy:` key that every other page can open.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from model import film as films
+from model import toy
+from viz.attention import attention_figure, heads_figure
+from viz.common import PAGE_WIDTH_PX
+from viz.training import entropy_figure, loss_figure, toy_loss_figure
+from views import jobs
+from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy
+from views.text import md_escape
+from views.widgets import fig_config, kind_layer_head, sections
+from views.figcache import cached
+
+PLAY_SECONDS = 0.8  # between frames while the film plays
+KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention"}
+
+
+def render(ctx: Context) -> None:
+    st.subheader("Watch it learn")
+    show = sections(ctx, ["the film", "a toy task"])
+    if show("the film"):
+        _film(ctx)
+    if show("a toy task"):
+        _toy(ctx)
+
+
+# ----------------------------------------------------------------------------- the film
+
+def film_folder(key: str) -> Path | None:
+    """The checkpoint folder whose film the page shows (None: the key has no folder of its own)."""
+    if is_toy(key) or is_twin(key):
+        return None
+    return checkpoint_dir() / key
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the training film…")
+def _load(folder: str, mtime_ns: int) -> films.Film:
+    """The film, read once per file version (the key holds film.json's modification time)."""
+    return films.load_film(folder)
+
+
+def _film(ctx: Context) -> None:
+    st.markdown("#### The film of this model's training")
+    folder = film_folder(ctx.key)
+    if folder is None:
+        what = "was never trained" if is_twin(ctx.key) else "was trained live on this page, without a film"
+        st.info(f"This model {what}, so it has no film. Choose a trained checkpoint in the sidebar.")
+        return
+    jpath = folder / films.JSON_NAME
+    try:
+        film = _load(str(folder), jpath.stat().st_mtime_ns if jpath.is_file() else 0)
+    except films.FilmError as e:
+        st.info(f"No training film for this model. {md_escape(str(e))}")
+        return
+    if not ctx.present:
+        st.caption("While the model trained, the trainer stopped at log-spaced steps (0, 25, 50, 100, 200, … and every "
+                   "epoch's end) and recorded every head's attention on a fixed set of probe sentences, teacher-forced "
+                   "on their reference translations (so the axes are the same in every frame), the greedy translation "
+                   "of each probe, and the losses. One colour scale, 0 to 1, in every frame.")
+    ss = st.session_state
+    probes = film.probes
+    ss["film_probe"] = min(max(int(ss.get("film_probe", 1)), 1), len(probes))
+    st.selectbox("Probe sentence", list(range(1, len(probes) + 1)), key="film_probe",
+                 format_func=lambda n: f"{n} · {probes[n - 1]['src']}")
+    cfg = ctx.cfg
+    n_layers = film.meta.get("n_layers", {})
+    kind, layer, _ = kind_layer_head(n_layers.get("enc_self", cfg.n_encoder_layers),
+                                     n_layers.get("dec_self", cfg.n_decoder_layers), cfg.n_heads, with_head=False,
+                                     compact=ctx.present)
+    _frames(ctx, film, ss["film_probe"] - 1, kind, layer)
+
+
+def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int) -> None:
+    """The frame slider, the play button and everything that changes with the frame."""
+    ss = st.session_state
+    n = len(film)
+    if not 1 <= int(ss.get("film_frame", 0)) <= n:
+        ss["film_frame"] = n  # 0 in the URL: the last frame
+    playing = bool(ss.get("film_playing", False))
+    # Play/Pause belongs to the page, not to the frame fragment: pressing it reruns the page, which builds the
+    # fragment again with (or without) its timer.
+    st.button("Pause" if playing else "Play the film", key="film_play", on_click=_toggle_play, args=(n,),
+              icon=":material/pause:" if playing else ":material/play_arrow:")
+
+    @st.fragment(run_every=PLAY_SECONDS if playing else None)
+    def frame_part() -> None:
+        if ss.get("film_playing") and ss.get("_film_tick_ok"):
+            if ss["film_frame"] >= n:
+                ss["film_playing"] = False  # played to the end: stop, and redraw the button as "Play"
+                st.rerun(scope="app")
+            ss["film_frame"] += 1
+        ss["_film_tick_ok"] = True  # the first run after pressing Play shows the frame it starts from
+        steps = film.steps
+        frame = st.select_slider("Frame (training step)", options=list(range(1, n + 1)), key="film_frame",
+                                 format_func=lambda f: f"step {int(steps[f - 1]):,}")
+        _frame(ctx, film, probe, kind, layer, frame - 1)
+
+    frame_part()
+
+
+def _toggle_play(n: int) -> None:
+    ss = st.session_state
+    ss["film_playing"] = not ss.get("film_playing", False)
+    ss["_film_tick_ok"] = False
+    if ss["film_playing"] and int(ss.get("film_frame", 1)) >= n:
+        ss["film_frame"] = 1  # at the end, Play starts again from the first frame
+
+
+def _frame(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, f: int) -> None:
+    step = int(film.steps[f])
+    p = film.probes[probe]
+    epoch = film.epochs[f]
+    st.markdown(f"**Step {step:,}**" + (f" (end of epoch {epoch})" if epoch is not None else "")
+                + f" · translation: **{md_escape(p['translations'][f]) or '∅ (empty)'}**  \n"
+                  f":gray[reference: {md_escape(p['ref'])}]")
+    q_tokens, k_tokens = film.axes(probe, kind)
+    probs = film.attn[probe][kind][f, layer].astype(np.float32)  # (h, i, j)
+    st.plotly_chart(cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
+                    width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),
+                    key="film_heads")
+    entropy = films.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(cached(loss_figure, film.steps, film.train_loss, film.val_loss, f,
+                               val_on=str(film.meta.get("val_loss_on") or "")),
+                        width="stretch", config=fig_config(ctx, "film_loss"), key="film_loss")
+    with right:
+        st.plotly_chart(cached(entropy_figure, film.steps, entropy, f, kind_name=KIND_NAMES[kind]),
+                        width="stretch", config=fig_config(ctx, f"film_entropy_{kind}"), key="film_entropy")
+    st.caption(md_escape(reading(film.steps, entropy, film.val_loss, f, layer, KIND_NAMES[kind])))
+
+
+def reading(steps: np.ndarray, entropy: np.ndarray, val_loss: np.ndarray, f: int, layer: int, kind_name: str) -> str:
+    """One sentence on what changed up to frame f, computed from the film's numbers."""
+    e0, ef = float(entropy[0, layer]), float(entropy[f, layer])
+    if f == 0:
+        return (f"Step 0, before any update: {kind_name} of layer {layer + 1} has a mean entropy of {e0:.2f} nats "
+                f"over the probes, and the validation loss is {float(val_loss[0]):.2f}.")
+    prev = max(f - 1, 0)
+    a, b = round(e0, 2), round(ef, 2)
+    move = (f"fell from {a:.2f} to {b:.2f}" if b < a else f"rose from {a:.2f} to {b:.2f}" if b > a
+            else f"stayed at {a:.2f}")
+    return (f"From step 0 to step {int(steps[f]):,}, the mean entropy of {kind_name} in layer {layer + 1} {move} "
+            f"nats (since the previous frame, step {int(steps[prev]):,}: "
+            f"{float(entropy[f, layer] - entropy[prev, layer]):+.2f}); the validation loss went from "
+            f"{float(val_loss[0]):.2f} to {float(val_loss[f]):.2f}.")
+
+
+# ----------------------------------------------------------------------------- the toy task
+
+TASK_TEXT = {"copy": "copy the sequence", "reverse": "write it backwards", "sort": "sort its digits"}
+
+
+def _toy(ctx: Context) -> None:
+    ss = st.session_state
+    st.markdown("#### A toy task, trained live")
+    if not ctx.present:
+        st.caption(f"A fresh 2-layer Transformer (d_model 64, 4 heads) learns to {', '.join(TASK_TEXT.values())} of "
+                   f"random digit sequences ({toy.MIN_LEN} to {toy.MAX_LEN} digits), {toy.BATCH} sequences per step, "
+                   f"for up to {toy.DEFAULT_STEPS} steps on one core; the page redraws the loss and the cross-attention "
+                   f"of the example “{toy.EXAMPLE}” every 25 steps. It is your own model: the shipped one is not "
+                   "touched, and nobody else sees it unless you share its link.")
+    offered = [t for t in toy.OFFERED if t in toy.TASKS]
+    if ss.get("toy_task") not in offered:
+        ss["toy_task"] = offered[0]
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    task = c1.radio("Task", offered, key="toy_task", horizontal=True, format_func=lambda t: f"{t} ({TASK_TEXT[t]})")
+    go = c2.button("Train", key="toy_train", type="primary", width="stretch")
+    live = st.container()
+    if go:
+        _train(ctx, task, live)
+    done = ss.get("toy_done")
+    if done and not go:
+        _show_done(ctx, done, live)
+
+
+def _train(ctx: Context, task: str, box) -> None:
+    ss = st.session_state
+    with jobs.heavy_job_slot() as ok:
+        if not ok:
+            box.warning(f"The server is already running {jobs.MAX_HEAVY_JOBS} heavy job(s) (a toy run, a head report "
+                        "or a BLEU measurement), its limit for everyone at once. Try again in a moment.")
+            return
+        status = box.empty()
+        loss_box, attn_box = box.columns(2)
+        loss_slot, attn_slot = loss_box.empty(), attn_box.empty()
+        losses: list[tuple[int, float]] = []
+
+        def report(step: int, loss: float, cross: np.ndarray) -> None:
+            losses.append((step, loss))
+            status.markdown(f"Training **{task}**: step {step} of up to {toy.DEFAULT_STEPS}, loss {loss:.3f}")
+            loss_slot.plotly_chart(toy_loss_figure(losses, toy.DEFAULT_STEPS), width="stretch",
+                                   key=f"toy_loss_{step}")
+            attn_slot.plotly_chart(_toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}")
+
+        run = toy.train_toy(task, callback=report, target=1.0, threads=1)
+    key = keep_toy(task, run.translator)
+    ss["toy_done"] = {"task": task, "key": key, "steps": run.steps, "seconds": run.seconds,
+                      "accuracy": run.accuracy, "losses": run.losses,
+                      "cross": toy.example_cross(run.translator.model, task)}
+    status.empty()
+    loss_slot.empty()
+    attn_slot.empty()
+    _show_done(ctx, ss["toy_done"], box)
+
+
+def _toy_cross(cross: np.ndarray, task: str, step: int):
+    """The example's cross-attention in the last layer, mean of heads: (t, s) from (L, h, t, s)."""
+    xs = [c for c in toy.EXAMPLE if not c.isspace()]
+    q = ["<bos>"] + toy.TASKS[task](xs)
+    k = xs + ["<eos>"]
+    return attention_figure(np.asarray(cross)[-1].mean(0), q, k, "cross",
+                            title=f"step {step}: cross-attention, last layer, mean of heads",
+                            src_lang="digits", tgt_lang=task)
+
+
+def _show_done(ctx: Context, done: dict, box) -> None:
+    acc = done["accuracy"]
+    box.success(f"**{done['task']}**: {done['steps']} steps in {done['seconds']:.1f} s; exact outputs on 200 held-out "
+                f"sequences: {acc:.0%}.")
+    loss_box, attn_box = box.columns(2)
+    loss_box.plotly_chart(toy_loss_figure(done["losses"], toy.DEFAULT_STEPS), width="stretch", key="toy_loss_done")
+    attn_box.plotly_chart(_toy_cross(done["cross"], done["task"], done["steps"]), width="stretch",
+                          key="toy_cross_done")
+    box.button("Open it in the views (decode a digit sequence step by step)", key="toy_open", on_click=_open_toy,
+               args=(done["key"],))
+
+
+def _open_toy(key: str) -> None:
+    ss = st.session_state
+    ss["ckpt"], ss["text"], ss["view"] = key, toy.EXAMPLE, "Decoding"
+    ss["prefix"], ss["dec_step"] = (), 1

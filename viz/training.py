@@ -1,0 +1,86 @@
+"""The Training page's figures: a training film's curves over steps, and a toy run's loss.
+
+Inputs are NumPy arrays and lists (model/film.py's Film, model/toy.py's losses); nothing here knows torch.
+Film steps are log-spaced (0, 25, 50, 100, ...), so the step axis is logarithmic; step 0, which a log axis
+cannot show, is drawn one doubling left of the first logged step and labelled "0".
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.common import style, theme
+
+TRAIN_COLOUR, VAL_COLOUR, NOW_COLOUR = "#1f77b4", "#ff7f0e", "#d62728"
+LAYER_COLOURS = ("#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef", "#deebf7")
+
+
+def step_positions(steps: Sequence[int]) -> tuple[np.ndarray, dict]:
+    """(x positions on a log axis, the axis settings): step 0 sits at half the first non-zero step."""
+    s = np.asarray(steps, dtype=np.float64)
+    first = s[s > 0].min() if (s > 0).any() else 1.0
+    x = np.where(s > 0, s, first / 2)
+    ticks = sorted({float(v) for v in x})
+    shown = ticks if len(ticks) <= 10 else ticks[:: int(np.ceil(len(ticks) / 10))]
+    axis = dict(type="log", tickvals=shown, ticktext=["0" if v == first / 2 else f"{v:,.0f}" for v in shown],
+                title=dict(text="training step (log scale)"), tickfont=dict(size=theme().tick))
+    return x, axis
+
+
+def _now_line(fig: go.Figure, x: float, step: int) -> None:
+    fig.add_vline(x=x, line=dict(color=NOW_COLOUR, width=2, dash="dot"))
+    fig.add_annotation(x=np.log10(x), y=1, yref="paper", text=f"step {step:,}", showarrow=False, yanchor="bottom",
+                       font=dict(color=NOW_COLOUR, size=theme().base - 2))
+
+
+def loss_figure(steps: Sequence[int], train_loss: np.ndarray, val_loss: np.ndarray, now: int, *,
+                val_on: str | None = None, title: str | None = None) -> go.Figure:
+    """Train and validation loss per frame (NaN = not measured at that frame), the frame shown marked."""
+    x, axis = step_positions(steps)
+    fig = go.Figure()
+    tr = np.asarray(train_loss, dtype=np.float64)
+    ok = np.isfinite(tr)
+    fig.add_trace(go.Scatter(x=x[ok], y=tr[ok], mode="lines+markers", name="train loss (dropout on)",
+                             line=dict(color=TRAIN_COLOUR), customdata=np.asarray(steps)[ok],
+                             hovertemplate="step %{customdata:,}<br>train loss %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=np.asarray(val_loss, dtype=np.float64), mode="lines+markers",
+                             name="validation loss" + (f" ({val_on})" if val_on else ""),
+                             line=dict(color=VAL_COLOUR), customdata=np.asarray(steps),
+                             hovertemplate="step %{customdata:,}<br>validation loss %{y:.3f}<extra></extra>"))
+    _now_line(fig, float(x[now]), int(steps[now]))
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(title=dict(text="loss (nats per token)"), tickfont=dict(size=theme().tick))
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0))
+    return style(fig, title or "loss", height=340)
+
+
+def entropy_figure(steps: Sequence[int], entropy: np.ndarray, now: int, *, kind_name: str,
+                   title: str | None = None) -> go.Figure:
+    """Mean attention entropy per layer over the frames; ``entropy`` (F, L) in nats."""
+    x, axis = step_positions(steps)
+    e = np.asarray(entropy, dtype=np.float64)
+    fig = go.Figure()
+    for layer in range(e.shape[1]):
+        fig.add_trace(go.Scatter(x=x, y=e[:, layer], mode="lines+markers", name=f"layer {layer + 1}",
+                                 line=dict(color=LAYER_COLOURS[layer % len(LAYER_COLOURS)]),
+                                 customdata=np.asarray(steps),
+                                 hovertemplate=(f"layer {layer + 1}<br>step %{{customdata:,}}<br>mean entropy "
+                                                "%{y:.3f} nats<extra></extra>")))
+    _now_line(fig, float(x[now]), int(steps[now]))
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(title=dict(text="mean entropy (nats)"), tickfont=dict(size=theme().tick), rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0))
+    return style(fig, title or f"{kind_name}: how sharp, per layer", height=340)
+
+
+def toy_loss_figure(losses: Sequence[tuple[int, float]], total_steps: int, *, title: str | None = None) -> go.Figure:
+    """A live toy run's training loss (mean over each reporting interval) against the step."""
+    steps = [s for s, _ in losses]
+    fig = go.Figure(go.Scatter(x=steps, y=[v for _, v in losses], mode="lines+markers", name="train loss",
+                               line=dict(color=TRAIN_COLOUR),
+                               hovertemplate="step %{x}<br>loss %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(title=dict(text="step"), range=[0, total_steps * 1.02], tickfont=dict(size=theme().tick))
+    fig.update_yaxes(title=dict(text="loss (nats per token)"), rangemode="tozero", tickfont=dict(size=theme().tick))
+    return style(fig, title or "training loss", height=300)
