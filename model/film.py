@@ -75,7 +75,7 @@ class Probe:
 
 
 def choose_probes(val_src: list[str], val_tgt: list[str], sv: Vocab, tv: Vocab, n_more: int = 10,
-                  max_words: int = 16, src_lang: str = "de", tgt_lang: str = "en") -> list[Probe]:
+                  max_words: int = 12, src_lang: str = "de", tgt_lang: str = "en") -> list[Probe]:
     """The app's examples found in val (with their references), then n_more val pairs spread evenly over it.
 
     The extra ones have at most max_words words per side, so a frame stays readable and the film small.

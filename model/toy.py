@@ -58,9 +58,13 @@ class ToyTranslator(Translator):
     """A Translator whose tokens are single characters: "3 1 4" and "314" both read as 3, 1, 4."""
 
     def __init__(self, model: EncoderDecoder, task: str, metrics: dict | None = None):
-        vocab = toy_vocab()
-        super().__init__(model, vocab, toy_vocab(), metrics, src_lang="en", tgt_lang="en")
+        super().__init__(model, toy_vocab(), toy_vocab(), metrics, src_lang="en", tgt_lang="en")
         self.task = task
+
+    def untrained_twin(self, seed: int = 0) -> "ToyTranslator":
+        """The same toy architecture with random weights, still reading digits."""
+        twin = super().untrained_twin(seed)
+        return ToyTranslator(twin.model, self.task, twin.metrics)
 
     def prepare(self, text: str, max_tokens: int = MAX_SRC_TOKENS) -> Source:
         """Every non-space character is a token; anything but a digit is unknown to the model."""

@@ -24,6 +24,8 @@ def test_vocabulary_and_tokens():
     assert spaced.tokens == packed.tokens == ["3", "1", "4"] and spaced.ids == packed.ids == [7, 5, 8, v.eos_idx]
     odd = t.prepare("3 x 4")
     assert odd.unknown == [False, True, False] and odd.ids[1] == v.unk_idx
+    twin = t.untrained_twin()
+    assert isinstance(twin, toy.ToyTranslator) and twin.prepare("314").ids == spaced.ids
 
 
 def test_tasks_and_held_out_sequences():
