@@ -18,6 +18,9 @@ Modules (paper vocabulary, "Attention Is All You Need"):
 - analyze.py     the head report over a corpus: per-head measures, importance, ablation, pruning curve (CLI)
 - attribution.py which source tokens each output token came from: rollout, relevance, input×gradient (CLI: faithfulness)
 - runtime.py     process-wide torch settings the app sets once
+- film.py        the training film: probe sentences traced at log-spaced steps (recorder, format, load_film)
+- toy.py         copy / reverse / sort of digit sequences, trained live by a 2-layer model (ToyTranslator)
+- distributed.py DistributedDataParallel under torchrun: ranks, batch shares, weight digests
 
 Shape letters, the same in every module's shape comments:
     b    batch (sentences, or sentences × beams while searching)

@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from . import distributed
 from .checkpoint import (CheckpointError, average_weights, load_weights_into, save_checkpoint, save_weights,
                          write_metrics)
 from .config import ModelConfig
-from . import distributed
 from .data import DataError, collate, find_file, read_split, token_batches
 from .evaluate import bleu_scores
 from .film import FilmRecorder, choose_probes
