@@ -8,7 +8,7 @@ Modules (paper vocabulary, "Attention Is All You Need"):
 - trace.py       the trace dataclasses that forward returns
 - vocab.py       Vocab that knows its special ids (<unk> <pad> <bos> <eos> at 0..3 for words)
 - tokenize.py    spaCy blank tokenizers and Moses detokenizer
-- pieces.py      SentencePiece tokenization of imported models (MarianTokenizer's ids)
+- pieces.py      SentencePiece: imported (Marian) models' tokenization, and training our own piece models
 - decode.py      one search loop: greedy (recorded, batched, from a forced prefix) and beam search
 - checkpoint.py  the checkpoint format: folders, per-epoch weights, averaging, metrics.json
 - import_marian.py  a Marian (opus-mt) model from transformers into the checkpoint format (CLI)

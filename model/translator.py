@@ -22,7 +22,7 @@ from .tokenize import clean_text, detokenize, tokenize
 from .trace import SentenceTrace, Trace, to_sentence_trace
 from .transformer import EncoderDecoder, HeadMask, make_src_mask
 from .transformer import parameter_counts as _parameter_counts
-from .vocab import BOS, EOS, UNK, Vocab
+from .vocab import BOS, DEFAULT_SPECIALS, EOS, UNK, Vocab
 
 MAX_SRC_TOKENS = 100  # longer input is cut, with a notice; protects a shared server
 MAX_CHARS = 2000  # characters looked at before tokenizing (tokenizing 1 MB of text is slow too)
@@ -116,8 +116,11 @@ class Translator:
             from .pieces import PieceCodec
 
             specials = {t for v in (src_vocab, tgt_vocab) for t in v.specials.values()}
+            # Marian's vocabularies name their own specials (</s> ...) and may see language codes; one
+            # trained here (model.train --tokenizer sentencepiece) has ours at 0..3 and no codes.
+            marian = src_vocab.specials != DEFAULT_SPECIALS
             try:
-                pieces = PieceCodec(Path(folder) / SRC_SPM, Path(folder) / TGT_SPM, specials)
+                pieces = PieceCodec(Path(folder) / SRC_SPM, Path(folder) / TGT_SPM, specials, language_codes=marian)
             except (OSError, RuntimeError) as e:
                 raise CheckpointError(f"{folder}: {SRC_SPM} or {TGT_SPM} is not a SentencePiece model ({e}). "
                                       "Copy both from where the model came from, or import it again.") from e
