@@ -6,7 +6,7 @@ Format (schema "attention-atlas-film/1"), two files beside the checkpoint:
   epoch that ended at this frame or null], "train_loss": [F, mean token NLL of the training batches since
   the previous frame (dropout on), null at step 0 and after a resume], "val_loss": [F, token NLL in eval
   mode on a fixed val subset], "val_loss_on": how many val pairs, "probes": [{"src", "ref", "src_tokens"
-  (source axis: words + <eos>), "tgt_tokens" (decoder axis: <bos> + reference), "translations": [F greedy
+  (source axis: words or SentencePiece pieces + <eos>), "tgt_tokens" (decoder axis: <bos> + reference), "translations": [F greedy
   outputs, raw model tokens detokenized, no <unk> copying]}]}
 - film.safetensors: one float16 tensor per probe and kind, named "p{probe:02d}.{kind}", of shape
   (F, L, h, i, j): the attention probabilities of every frame, layer and head, teacher-forced on the
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,20 +69,25 @@ class Probe:
 
     src: str
     ref: str
-    src_tokens: list[str]  # words + <eos>
-    tgt_tokens: list[str]  # <bos> + reference words
+    src_tokens: list[str]  # words (or pieces, "▁" kept) + <eos>
+    tgt_tokens: list[str]  # <bos> + reference words (or pieces)
     src_ids: list[int]  # with <eos>
     tgt_ids: list[int]  # reference ids, without <bos>/<eos>
 
 
 def choose_probes(val_src: list[str], val_tgt: list[str], sv: Vocab, tv: Vocab, n_more: int = 10,
-                  max_words: int = 12, src_lang: str = "de", tgt_lang: str = "en") -> list[Probe]:
+                  max_words: int = 12, src_lang: str = "de", tgt_lang: str = "en",
+                  split: tuple[Callable[[str], list[str]], Callable[[str], list[str]]] | None = None) -> list[Probe]:
     """The app's examples found in val (with their references), then n_more val pairs spread evenly over it.
 
     The extra ones have at most max_words words per side, so a frame stays readable and the film small.
+    `split` (source, target) turns a sentence into the model's tokens, e.g. SentencePiece pieces; the
+    choice counts words either way, so models with different vocabularies get the same probe sentences.
     """
+    split_src, split_tgt = split or ((lambda x: tokenize(x, src_lang)), (lambda x: tokenize(x, tgt_lang)))
+
     def make(i: int) -> Probe:
-        s, t = tokenize(val_src[i], src_lang), tokenize(val_tgt[i], tgt_lang)
+        s, t = split_src(val_src[i]), split_tgt(val_tgt[i])
         return Probe(val_src[i], val_tgt[i], s + [EOS], [BOS] + t, sv.encode(s) + [sv.eos_idx], tv.encode(t))
 
     where = {text: i for i, text in reversed(list(enumerate(val_src)))}  # the first occurrence of each line
@@ -142,9 +148,11 @@ class FilmRecorder:
     """Records frames during training and writes the film after each one (so a stopped run keeps it)."""
 
     def __init__(self, folder: str | Path, probes: list[Probe], val_pairs, sv: Vocab, tv: Vocab, device,
-                 max_tokens: int = 4000, tgt_lang: str = "en"):
+                 max_tokens: int = 4000, tgt_lang: str = "en", detok: Callable[[list[str]], str] | None = None):
+        """`detok` joins output tokens into text (SentencePiece's decoding for pieces; Moses by default)."""
         self.folder, self.probes, self.val_pairs = Path(folder), probes, val_pairs
         self.sv, self.tv, self.device, self.max_tokens, self.tgt_lang = sv, tv, device, max_tokens, tgt_lang
+        self.detok = detok or (lambda tokens: detokenize(tokens, tgt_lang))
         self.frames: list[Frame] = []
         self.seconds = 0.0  # time spent recording, for the log
         self._loss_sum, self._loss_tokens = 0.0, 0
@@ -211,7 +219,7 @@ class FilmRecorder:
                          .cpu().half().numpy() for k in KINDS})  # (L, h, i, j) without the padding
         limits = [min(model.cfg.max_len - 1, 2 * len(p.src_ids) + 10) for p in self.probes]  # as the Translator does
         decoded = search(model, src, tv.bos_idx, tv.eos_idx, limits)
-        translations = [detokenize(tv.decode(d.ids), self.tgt_lang) for d in decoded]
+        translations = [self.detok(tv.decode(d.ids)) for d in decoded]
         total, n_tok = 0.0, 0
         for batch in token_batches(self.val_pairs, self.max_tokens, shuffle=False):
             s_, ti, to = (x.to(self.device) for x in collate(self.val_pairs, batch, pad, tv.bos_idx, tv.eos_idx))

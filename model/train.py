@@ -29,13 +29,14 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from . import distributed
-from .checkpoint import (CheckpointError, average_weights, load_weights_into, save_checkpoint, save_weights,
-                         write_metrics)
+from .checkpoint import (SRC_SPM, TGT_SPM, CheckpointError, average_weights, load_weights_into, save_checkpoint,
+                         save_weights, write_metrics)
 from .config import ModelConfig
 from .data import DataError, collate, find_file, read_split, token_batches
 from .evaluate import bleu_scores
 from .film import FilmRecorder, choose_probes
-from .tokenize import tokenize
+from .pieces import MODEL_TYPES, PieceCodec, train_piece_model, vocab_of
+from .tokenize import clean_text, tokenize
 from .translator import Translator
 from .transformer import EncoderDecoder, make_src_mask, make_tgt_mask, parameter_counts
 from .vocab import Vocab
@@ -80,7 +81,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", required=True, help="checkpoint folder to write")
     ap.add_argument("--test-split", default="test_2016_flickr", help="evaluated once at the end ('' to skip)")
     add_config_flags(ap)
-    ap.add_argument("--min-freq", type=int, default=2)
+    ap.add_argument("--min-freq", type=int, default=2, help="word vocabularies: keep words seen this often")
+    ap.add_argument("--spm-vocab-size", type=int, default=8000,
+                    help="--tokenizer sentencepiece: pieces per language, our 4 specials included")
+    ap.add_argument("--spm-model-type", choices=MODEL_TYPES, default="unigram",
+                    help="--tokenizer sentencepiece: the SentencePiece algorithm")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=3000, help="padded tokens per batch")
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, reached after warm-up")
@@ -150,13 +155,56 @@ def lr_at(step: int, peak: float, warmup: int) -> float:
     return peak * min(step / warmup, math.sqrt(warmup / step))
 
 
-def encode_pairs(src_lines, tgt_lines, sv: Vocab, tv: Vocab, max_len: int):
+def word_split(src_lang: str = "de", tgt_lang: str = "en"):
+    """(source, target) sentence -> spaCy words."""
+    return (lambda s: tokenize(s, src_lang)), (lambda t: tokenize(t, tgt_lang))
+
+
+def piece_split(codec: PieceCodec):
+    """(source, target) sentence -> SentencePiece pieces of the text the app would read (cleaned)."""
+    return (lambda s: codec.source_pieces(clean_text(s))), (lambda t: codec.target_pieces(clean_text(t)))
+
+
+def encode_pairs(src_lines, tgt_lines, sv: Vocab, tv: Vocab, max_len: int, split=None):
+    split_src, split_tgt = split or word_split()
     pairs = []
     for s, t in zip(src_lines, tgt_lines):
-        a = sv.encode(tokenize(s, "de"))[: max_len - 1] + [sv.eos_idx]
-        b = tv.encode(tokenize(t, "en"))[: max_len - 2]
+        a = sv.encode(split_src(s))[: max_len - 1] + [sv.eos_idx]
+        b = tv.encode(split_tgt(t))[: max_len - 2]
         pairs.append((a, b))
     return pairs
+
+
+def build_piece_models(out: Path, train_src, train_tgt, args, write: bool) -> tuple[PieceCodec, Vocab, Vocab]:
+    """Train the source and target SentencePiece models on the training split only and write them to
+    OUT/source.spm and OUT/target.spm before epoch 1 (so --resume and the checkpoint use these very ones).
+
+    Every rank trains them (deterministic: the same bytes), only the writing one (rank 0) stores them.
+    """
+    models = [train_piece_model([clean_text(x) for x in lines], args.spm_vocab_size, args.spm_model_type, args.seed)
+              for lines in (train_src, train_tgt)]
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, model in zip((SRC_SPM, TGT_SPM), models):
+            (out / (name + ".tmp")).write_bytes(model)
+            os.replace(out / (name + ".tmp"), out / name)
+    sv, tv = vocab_of(models[0]), vocab_of(models[1])
+    return PieceCodec(*models, {t for v in (sv, tv) for t in v.specials.values()}, language_codes=False), sv, tv
+
+
+def read_piece_models(out: Path, sv: Vocab, tv: Vocab) -> PieceCodec:
+    """On resume: the .spm files written before epoch 1, checked against the vocabularies in the state."""
+    for name, vocab in ((SRC_SPM, sv), (TGT_SPM, tv)):
+        path = out / name
+        try:
+            same = path.is_file() and vocab_of(path.read_bytes()).itos == vocab.itos
+        except (OSError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"{path}: is not a SentencePiece model of ours ({e}). Start again without --resume.") from e
+        if not same:
+            raise CheckpointError(f"{path}: missing, or its pieces are not the vocabulary in {out / 'train' / 'state.pt'}. "
+                                  "Start again without --resume.")
+    return PieceCodec(out / SRC_SPM, out / TGT_SPM, {t for v in (sv, tv) for t in v.specials.values()},
+                      language_codes=False)
 
 
 def loss_on(model, pairs, max_tokens, device, bos: int, eos: int) -> float:
@@ -214,25 +262,40 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
     log(f"start: {vars(args)}; {where} {device}, {args.threads} threads")
 
     state_path = work / "state.pt"
+    codec = None  # the SentencePiece models, for --tokenizer sentencepiece
     if args.resume and state_path.is_file():
         # Our own training state: tensors and plain containers only (weights_only refuses code).
         state = torch.load(state_path, map_location="cpu", weights_only=True)
         sv, tv = Vocab(state["src_itos"]), Vocab(state["tgt_itos"])
         cfg = ModelConfig.from_dict(state["config"])
+        if cfg.tokenizer == "sentencepiece":
+            try:
+                codec = read_piece_models(out, sv, tv)
+            except CheckpointError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
     else:
         state = None
-        sv = Vocab.build((tokenize(s, "de") for s in train_src), args.min_freq)
-        tv = Vocab.build((tokenize(t, "en") for t in train_tgt), args.min_freq)
+        if args.tokenizer == "sentencepiece":
+            t_spm = time.time()
+            codec, sv, tv = build_piece_models(out, train_src, train_tgt, args, ranks.main)
+            log(f"SentencePiece ({args.spm_model_type}, {args.spm_vocab_size} asked) trained on the training split "
+                f"in {time.time() - t_spm:.1f} s: {out / SRC_SPM}, {out / TGT_SPM}")
+        else:
+            sv = Vocab.build((tokenize(s, "de") for s in train_src), args.min_freq)
+            tv = Vocab.build((tokenize(t, "en") for t in train_tgt), args.min_freq)
         try:
             cfg = config_from_args(args, sv, tv)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    train_pairs = encode_pairs(train_src, train_tgt, sv, tv, cfg.max_len)
-    val_pairs = encode_pairs(val_src, val_tgt, sv, tv, cfg.max_len)
+    split = piece_split(codec) if codec is not None else None  # None: spaCy words, as always
+    train_pairs = encode_pairs(train_src, train_tgt, sv, tv, cfg.max_len, split)
+    val_pairs = encode_pairs(val_src, val_tgt, sv, tv, cfg.max_len, split)
     model = EncoderDecoder(cfg).to(device)
     n_params = sum(parameter_counts(model).values())
-    log(f"vocab de {len(sv)}, en {len(tv)}; {n_params:,} parameters; {len(train_pairs)} training pairs")
+    unit = " SentencePiece pieces" if codec is not None else ""
+    log(f"vocab de {len(sv)}, en {len(tv)}{unit}; {n_params:,} parameters; {len(train_pairs)} training pairs")
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     step, first_epoch, history, train_seconds = 0, 1, [], 0.0
     if state is not None:
@@ -245,8 +308,8 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
     film = None
     if args.film and ranks.main:
         # Every 4th val pair: a fixed subset, so each frame's val loss costs about a quarter of the epoch's.
-        film = FilmRecorder(out, choose_probes(val_src, val_tgt, sv, tv, args.film_extra), val_pairs[::4], sv, tv,
-                            device)
+        film = FilmRecorder(out, choose_probes(val_src, val_tgt, sv, tv, args.film_extra, split=split), val_pairs[::4],
+                            sv, tv, device, detok=codec.detokenize if codec is not None else None)
         if state is not None:
             film.keep_until(step)
         if film.due(step):
@@ -315,7 +378,7 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
             record["film_seconds"] = film_in_epoch  # frames recorded inside this epoch, part of "seconds"
         if epoch % args.bleu_every == 0 or epoch == args.epochs:
             model.eval()
-            hyps = Translator(model, sv, tv).translate_batch(val_src)
+            hyps = Translator(model, sv, tv, pieces=codec).translate_batch(val_src)
             record["val_bleu_greedy"] = bleu_scores(hyps, val_tgt)["sacrebleu"]
         history.append(record)
         log("epoch " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in record.items()}))
@@ -342,7 +405,7 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
             f"on the {ranks.world} ranks")
     last_epoch = history[-1]["epoch"]
     model.eval()
-    val_greedy = lambda m: bleu_scores(Translator(m, sv, tv).translate_batch(val_src), val_tgt)  # noqa: E731
+    val_greedy = lambda m: bleu_scores(Translator(m, sv, tv, pieces=codec).translate_batch(val_src), val_tgt)  # noqa: E731
     paths = [work / f"epoch_{e}.safetensors" for e in range(last_epoch - args.average_last + 1, last_epoch + 1)]
     paths = [p for p in paths if p.exists()] if args.final_eval else []
     chosen = "last epoch"
@@ -366,6 +429,9 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
                      "torch": torch.__version__, "data_files": [str(find_file(args.data_dir, s, l).name) for s in ("train", "val") for l in ("de", "en")],
                      "history": history},
     }
+    if codec is not None:
+        metrics["training"]["pieces"] = {"model_type": args.spm_model_type, "vocab_size_asked": args.spm_vocab_size,
+                                         "src_vocab": len(sv), "tgt_vocab": len(tv), "trained_on": "train split"}
     if film is not None:
         metrics["training"]["film"] = {"frames": len(film.frames), "seconds": round(film.seconds, 1)}
     if ranks.world > 1:
