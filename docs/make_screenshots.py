@@ -30,6 +30,8 @@ SHOTS = {  # file name -> query parameters
     "decoding_beam": {"view": "Decoding", "decoding": "beam", "dec_step": 3},
     "decoding_attribution": {"view": "Decoding", "dec_step": 3, "focus": "where it came from"},
     "heads": {"view": "Heads", "heads_measure": "importance", "kind": "cross", "layer": 2, "head": 1},
+    "heads_one_head": {"view": "Heads", "focus": "one head", "kind": "enc_self", "layer": 3, "head": 3},
+    "heads_pruning": {"view": "Heads", "focus": "pruning"},
     "decoding_untrained": {"view": "Decoding", "ckpt": "multi30k-de-en:untrained", "max_len": 20},
     "masks_untrained": {"view": "Masks", "ckpt": "multi30k-de-en:untrained"},
     # the lecture kit: what a projector at 1280×720 shows (one screen, no scrolling), and side by side

@@ -152,6 +152,8 @@ def test_shipped_report_card_shows_the_reports_numbers():
     with serving(ROOT / "checkpoints", "multi30k-de-en"):
         at = run_app(view="Heads", heads_measure="confidence", kind="cross", layer=2, head=3, heads_sent=2)
         assert not at.exception
+        assert at.session_state["focus"] == "the grid"  # one part at a time, the grid first
+        assert not [c for c in at.get("plotly_chart") if "heads_offsets" in c.proto.id]
         grid = chart(at, "heads_grid")
         heat = [t for t in grid["data"] if t["type"] == "heatmap"]
         for t, kind in zip(heat, analyze.KINDS):
@@ -163,6 +165,10 @@ def test_shipped_report_card_shows_the_reports_numbers():
         text = visible_text(at)
         before = report["pruning"]["heads_off_before_bleu_drop"]
         assert f"{before['all']} of 36 heads can be switched off" in text
+        at = run_app(view="Heads", heads_measure="confidence", kind="cross", layer=2, head=3, heads_sent=2,
+                     focus="one head")
+        assert not at.exception
+        text = visible_text(at)
         # The heatmap of the second most confident sentence gives the report's confidence for that sentence.
         conf = report["kinds"]["cross"]["top_sentences"]["confidence"][1][2][1]
         assert f"Confidence of this head on the heatmap: {conf:.3f} (the report: {conf:.3f})" in text
@@ -173,3 +179,19 @@ def test_shipped_report_card_shows_the_reports_numbers():
         assert at.session_state["view"] == "Attention"
         assert (at.session_state["kind"], at.session_state["layer"], at.session_state["head"]) == ("cross", 2, 3)
         assert any(s.key == "head" and s.value == 3 for s in at.selectbox)
+
+
+def test_shipped_pruning_part_draws_the_reports_curves():
+    from model import analyze
+
+    report = analyze.load_report(SHIPPED / "head_report.json")
+    with serving(ROOT / "checkpoints", "multi30k-de-en"):
+        at = run_app(view="Heads", focus="pruning")
+        assert not at.exception
+        fig = chart(at, "heads_pruning")
+        every = next(t for t in fig["data"] if t["name"] == "all heads together")
+        bleu = dict((p["heads_off"], p["bleu"]) for p in report["pruning"]["curves"]["all"])
+        for x, y in zip(array(every["x"]), array(every["y"])):
+            k = round(x * 36 / 100)
+            if k in bleu:
+                assert y == pytest.approx(bleu[k])

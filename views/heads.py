@@ -110,11 +110,14 @@ def render(ctx: Context) -> None:
         st.warning(f"This report does not match the model you have open ({stale}). Compute it again below.")
         _compute_button(ctx, again=True)
     _summary(report, path)
-    show = sections(ctx, ["the grid", "one head", "pruning"])
+    # One part at a time (URL `focus`), as tabs: each part is one or two figures, so the page opens quickly.
+    cfg = ctx.cfg
+    head_choice = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
+    show = sections(ctx, ["the grid", "one head", "pruning"], always=True)
     if show("the grid"):
-        _grid(ctx, report)
+        _grid(ctx, report, head_choice)
     if show("one head"):
-        _one_head(ctx, report)
+        _one_head(ctx, report, *head_choice)
     if show("pruning"):
         _pruning(ctx, report)
     if not ctx.present and not stale:
@@ -182,12 +185,9 @@ def _measure_select(report: dict) -> str:
     return st.selectbox("Colour the grid by", available, key="heads_measure", format_func=lambda m: MEASURES[m][0])
 
 
-def _grid(ctx: Context, report: dict) -> None:
+def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     measure = _measure_select(report)
     label, fmt, signed = MEASURES[measure]
-    ss = st.session_state
-    kind = ss.get("kind", "cross")
-    chosen = (kind, int(ss.get("layer", 1)) - 1, int(ss.get("head", 1)) - 1)
     values = {k: grid(report, k, measure) for k in KIND_ORDER}
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
     fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
@@ -198,13 +198,10 @@ def _grid(ctx: Context, report: dict) -> None:
     if not ctx.present:
         st.caption(f"**{md_escape(label)}.** {md_escape(definition)} Cells: the head's main role (pos ±k = "
                    "positional at offset k, prev/next = previous/next-token, align = aligner, rare = rare-word, "
-                   "· = none); the outlined cell is the head chosen below. Hover for the exact value.")
+                   "· = none); the outlined cell is the head chosen above. Hover for the exact value.")
 
 
-def _one_head(ctx: Context, report: dict) -> None:
-    st.markdown("#### One head")
-    cfg = ctx.cfg
-    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
+def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> None:
     k = report["kinds"][kind]
     if layer >= k["layers"] or head >= k["heads"]:
         st.info("The report has no such head.")
