@@ -1,9 +1,9 @@
 """The checkpoint format, in one place: folders, weights files, averaging and metrics.json.
 
 A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json, and
-for a SentencePiece model (config tokenizer "sentencepiece", e.g. an imported Marian model) also
-source.spm and target.spm. Weights files (the folder's and training's per-epoch ones) store each
-shared tensor once: without the generator matrix when it is tied to the target embedding, and
+for a SentencePiece model (config tokenizer "sentencepiece": an imported Marian model, or one trained
+with `model.train --tokenizer sentencepiece`) also source.spm and target.spm. Weights files (the
+folder's and training's per-epoch ones) store each shared tensor once: without the generator matrix when it is tied to the target embedding, and
 without the target embedding when it is the source's (share_embeddings); safetensors refuses shared
 tensors, and model_state restores the ties. Loading never unpickles, and every way
 a folder can be broken gives one CheckpointError that names the file and says what to do.
@@ -119,7 +119,7 @@ def save_checkpoint(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     save_weights(model, folder / WEIGHTS, half)
-    model.cfg.save(folder / CONFIG)  # SentencePiece models (.spm) are the importer's to copy
+    model.cfg.save(folder / CONFIG)  # .spm files: the importer copies them, the trainer writes them first
     src_vocab.save(folder / SRC_VOCAB)
     tgt_vocab.save(folder / TGT_VOCAB)
     write_metrics(folder, metrics or {})
