@@ -1,12 +1,12 @@
 """The checkpoint format, in one place: folders, weights files, averaging and metrics.json.
 
-A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json, and
-for a SentencePiece model (config tokenizer "sentencepiece": an imported Marian model, or one trained
-with `model.train --tokenizer sentencepiece`) also source.spm and target.spm. Weights files (the
-folder's and training's per-epoch ones) store each shared tensor once: without the generator matrix when it is tied to the target embedding, and
-without the target embedding when it is the source's (share_embeddings); safetensors refuses shared
-tensors, and model_state restores the ties. Loading never unpickles, and every way
-a folder can be broken gives one CheckpointError that names the file and says what to do.
+A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json, and for a
+SentencePiece model (config tokenizer "sentencepiece": an imported Marian model, or one trained with
+`model.train --tokenizer sentencepiece`) also source.spm and target.spm. Weights files (the folder's and
+training's per-epoch ones) store each shared tensor once: without the generator matrix when it is tied to the
+target embedding, and without the target embedding when it is the source's (share_embeddings); safetensors
+refuses shared tensors, and model_state restores the ties. Loading never unpickles, and every way a folder can
+be broken gives one CheckpointError that names the file and says what to do.
 """
 from __future__ import annotations
 
