@@ -4,7 +4,6 @@ axes are pieces, --resume reuses the .spm files, and the word-level path is what
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
