@@ -85,7 +85,8 @@ with st.sidebar:
     st.selectbox("Model", choices, key="ckpt", format_func=checkpoint_label, on_change=_new_sentence,
                  help="trained: the shipped model. untrained: its twin with the same architecture and random "
                       "weights (seed 0). Any other folder under checkpoints/ is listed by name.")
-    st.text_area(f"{langs['src_name'][:1].upper()}{langs['src_name'][1:]} sentence", key="text", height=90, max_chars=5000, on_change=_new_sentence,
+    st.text_area(f"{langs['src_name'].capitalize()} sentence", key="text", height=90, max_chars=5000,
+                 on_change=_new_sentence,
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")

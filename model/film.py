@@ -38,7 +38,7 @@ SCHEMA = "attention-atlas-film/1"
 KINDS = ("enc_self", "dec_self", "cross")
 JSON_NAME, ARRAYS_NAME = "film.json", "film.safetensors"
 FIRST_STEP = 25  # frames at 0, 25, 50, 100, 200, ... (doubling) and at every epoch's end
-# The app's example sentences (views/state.py EXAMPLES, all from Multi30k's val; a test keeps the two equal).
+# The app's example sentences, all from Multi30k's val (views/state.py shows these as EXAMPLES: one list).
 APP_EXAMPLES = [
     "Ein brauner Hund rennt dem schwarzen Hund hinterher.",
     "Ein Mann schläft in einem grünen Raum auf einem Sofa.",

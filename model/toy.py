@@ -125,6 +125,11 @@ def exact_match(model: EncoderDecoder, task: str, seqs: list[list[str]]) -> floa
         model.train(was_training)
 
 
+def run_cross(run: ToyRun) -> np.ndarray:
+    """(L, h, t, s) cross-attention of the fixed example in a finished run's model (the page never holds the model)."""
+    return example_cross(run.translator.model, run.task)
+
+
 @torch.no_grad()
 def example_cross(model: EncoderDecoder, task: str, example: str = EXAMPLE) -> np.ndarray:
     """(L, h, t, s) cross-attention of the fixed example, teacher-forced on its right answer (axes never change)."""

@@ -22,7 +22,8 @@ def render(ctx: Context) -> None:
     st.subheader("Decoding, step by step")
     if not ctx.present:
         st.write(f"The decoder writes one token per step. At each step it sees the {ctx.langs['src_name']} sentence "
-                 f"(through cross-attention) and the {ctx.langs['tgt_name']} prefix written so far, and gives a probability to every token of its "
+                 f"(through cross-attention) and the {ctx.langs['tgt_name']} prefix written so far, and gives a "
+                 "probability to every token of its "
                  "vocabulary; greedy decoding takes the most probable one and stops at `<eos>`. `<bos>` and `<pad>` "
                  "are never generated: their probability is set to 0 before choosing.")
     res = ctx.result

@@ -69,13 +69,6 @@ def running_jobs() -> list[Job]:
         return [j for j in _jobs.values() if not j.done]
 
 
-def forget(name: str) -> None:
-    """Drop a finished job's record (a new one of that name may then start)."""
-    with _jobs_lock:
-        if name in _jobs and _jobs[name].done:
-            del _jobs[name]
-
-
 def start_job(name: str, what: str, work: Callable[[Callable[[float, str], None]], object]) -> Job | None:
     """Run `work(progress)` in a background thread holding a heavy-job slot; None when every slot is busy.
 

@@ -19,6 +19,7 @@ import streamlit as st
 from model import experiments
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
+from model.film import APP_EXAMPLES
 from model.runtime import use_threads
 from model.translator import Translation, Translator
 from views import urlstate
@@ -41,18 +42,11 @@ def default_model() -> str:
 
 TWIN = ":untrained"  # suffix of a checkpoint key: same architecture, random weights
 
-EXAMPLES = [  # from Multi30k's validation set
-    "Ein brauner Hund rennt dem schwarzen Hund hinterher.",
-    "Ein Mann schläft in einem grünen Raum auf einem Sofa.",
-    "Ein Junge mit Kopfhörern sitzt auf den Schultern einer Frau.",
-    "Zwei Hunde spielen im hohen Gras mit einem orangen Spielzeug.",
-    "Ein kleines Kind steht allein auf einem zerklüfteten Felsen.",
-    "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
-]
+EXAMPLES = APP_EXAMPLES  # from Multi30k's validation set; the trainer's film uses the same ones as probes
 
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding", "Heads", "Training"]
-KINDS = {"enc_self": "Encoder self-attention (DE → DE)", "dec_self": "Decoder masked self-attention (EN → EN)",
-         "cross": "Cross-attention (EN queries → DE keys)"}
+VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding", "Heads",
+         "Training"]
+KINDS = ("enc_self", "dec_self", "cross")  # their names with the model's languages: kind_labels()
 # Side by side: off, two sentences on one model, or one sentence on two models; drawn on these pages.
 COMPARE = {"off": "off", "sentence": "two sentences, one model", "model": "one sentence, two models"}
 COMPARE_VIEWS = ("Attention", "Decoding")
@@ -250,7 +244,7 @@ def kind_labels(langs: dict) -> dict[str, str]:
 def model_facts(key: str) -> dict:
     """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
     tr = _tr(key)
-    return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics), "n_specials": tr.n_specials,
+    return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics),
             "tgt_itos": list(tr.tgt_vocab.itos), "tgt_words": frozenset(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang,
             "langs": language_labels(key, tr.src_lang, tr.tgt_lang), "src_specials": tuple(tr.special_ids("src")),
             "tgt_specials": tuple(tr.special_ids("tgt"))}

@@ -25,6 +25,7 @@ from views.widgets import fig_config, kind_layer_head, sections
 from views.figcache import cached
 
 PLAY_SECONDS = 0.8  # between frames while the film plays
+REDRAW_EVERY = 25  # toy steps between redraws of the live loss and cross-attention
 KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention"}
 
 
@@ -168,10 +169,12 @@ def _toy(ctx: Context) -> None:
     ss = st.session_state
     st.markdown("#### A toy task, trained live")
     if not ctx.present:
-        st.caption(f"A fresh 2-layer Transformer (d_model 64, 4 heads) learns to {', '.join(TASK_TEXT.values())} of "
+        cfg = toy.toy_config()
+        st.caption(f"A fresh {cfg.n_encoder_layers}+{cfg.n_decoder_layers}-layer Transformer (d_model {cfg.d_model}, "
+                   f"{cfg.n_heads} heads) learns to {', '.join(TASK_TEXT.values())} of "
                    f"random digit sequences ({toy.MIN_LEN} to {toy.MAX_LEN} digits), {toy.BATCH} sequences per step, "
                    f"for up to {toy.DEFAULT_STEPS} steps on one core; the page redraws the loss and the cross-attention "
-                   f"of the example “{toy.EXAMPLE}” every 25 steps. It is your own model: the shipped one is not "
+                   f"of the example “{toy.EXAMPLE}” every {REDRAW_EVERY} steps. It is your own model: the shipped one is not "
                    "touched, and nobody else sees it unless you share its link.")
     offered = [t for t in toy.OFFERED if t in toy.TASKS]
     if ss.get("toy_task") not in offered:
@@ -206,11 +209,11 @@ def _train(ctx: Context, task: str, box) -> None:
                                    key=f"toy_loss_{step}")
             attn_slot.plotly_chart(_toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}")
 
-        run = toy.train_toy(task, callback=report, target=1.0, threads=1)
+        run = toy.train_toy(task, callback=report, every=REDRAW_EVERY, target=1.0, threads=1)
     key = keep_toy(task, run.translator)
     ss["toy_done"] = {"task": task, "key": key, "steps": run.steps, "seconds": run.seconds,
                       "accuracy": run.accuracy, "losses": run.losses,
-                      "cross": toy.example_cross(run.translator.model, task)}
+                      "cross": toy.run_cross(run)}
     status.empty()
     loss_slot.empty()
     attn_slot.empty()
