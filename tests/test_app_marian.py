@@ -82,3 +82,10 @@ def test_positional_page_uses_the_models_layout(marian_root):
     note = next(c.value for c in at.caption if "the formula matches" in c.value)
     assert float(re.search(r"to ([0-9.e+-]+)\.$", note).group(1)) < 1e-5
     assert any("sines first" in m.value for m in at.markdown)
+
+
+def test_decoding_names_the_models_own_start_and_end_tokens(marian_root):
+    at = run_app(view="Decoding", text=TEXT)
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "stops at `</s>`" in text and "`<pad>` is never generated" in text and "<bos>" not in text

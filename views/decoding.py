@@ -20,12 +20,15 @@ def _force(prefix: list[str]) -> None:
 def render(ctx: Context) -> None:
     ss = st.session_state
     st.subheader("Decoding, step by step")
+    end = ctx.facts["end_token"]
+    never = list(dict.fromkeys((ctx.facts["start_token"], "<pad>")))  # Marian starts from <pad> itself
     if not ctx.present:
         st.write(f"The decoder writes one token per step. At each step it sees the {ctx.langs['src_name']} sentence "
                  f"(through cross-attention) and the {ctx.langs['tgt_name']} prefix written so far, and gives a "
                  "probability to every token of its "
-                 "vocabulary; greedy decoding takes the most probable one and stops at `<eos>`. `<bos>` and `<pad>` "
-                 "are never generated: their probability is set to 0 before choosing.")
+                 f"vocabulary; greedy decoding takes the most probable one and stops at `{end}`. "
+                 + " and ".join(f"`{t}`" for t in never)
+                 + (" are" if len(never) > 1 else " is") + " never generated: set to probability 0 before choosing.")
     res = ctx.result
     shows_caption(ctx)
     if ctx.other is not None:

@@ -247,7 +247,9 @@ def model_facts(key: str) -> dict:
     return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics),
             "tgt_itos": list(tr.tgt_vocab.itos), "tgt_words": frozenset(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang,
             "langs": language_labels(key, tr.src_lang, tr.tgt_lang), "src_specials": tuple(tr.special_ids("src")),
-            "tgt_specials": tuple(tr.special_ids("tgt"))}
+            "tgt_specials": tuple(tr.special_ids("tgt")),
+            # the target tokens that start and end a translation (Marian: <pad> and </s>)
+            "start_token": tr.tgt_vocab.itos[tr.cfg.decoder_start_idx], "end_token": tr.tgt_vocab.itos[tr.cfg.eos_idx]}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
