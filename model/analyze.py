@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from .data import collate, token_batches
+from .pieces import WORD_START
 from .transformer import HeadMask, make_src_mask, make_tgt_mask
-from .vocab import N_SPECIALS
 
 SCHEMA = "attention-atlas-head-report/1"
 REPORT_NAME = "head_report.json"
@@ -94,16 +94,19 @@ DEFINITIONS = {
                       "share; a head is positional when it is >= thresholds.positional (Voita et al. 2019).",
     "eos_share": "enc_self and cross: mean weight on the source <eos>.",
     "punct_share": "enc_self and cross: mean weight on the source sentence's final punctuation mark, i.e. the "
-                   "last token before <eos> when it is one of . ! ? ; : (0 for sentences without one; "
+                   "last token before <eos> when it is one of . ! ? ; : (a piece without its word-start mark) (0 for sentences without one; "
                    "corpus.src_final_punct says how many have one).",
     "bos_share": "dec_self only: mean weight on <bos>, the decoder input's first position (it has no <eos>).",
     "sink_share": "Weight on the no-op tokens (Clark et al. 2019): eos_share + punct_share for enc_self and cross, "
                   "bos_share for dec_self. A head with sink_share >= thresholds.sink is a sink.",
     "rare_share": "enc_self and cross (Voita et al. 2019): share of queries whose strongest key is the least frequent "
-                  "source token of the sentence. The vocabularies keep no counts, but Vocab.build orders itos most "
-                  "frequent first, so the vocabulary rank (id) is the frequency order; an <unk> is rarer than any "
-                  "vocabulary token (several <unk>s, or a repeated rarest word, all count as the rarest). Specials "
-                  "and punctuation-only tokens are not candidates; sentences with fewer than 2 candidates are skipped. "
+                  "source token of the sentence. Word vocabularies keep no counts, but Vocab.build orders itos most "
+                  "frequent first, so the vocabulary rank (id) is the frequency order and an <unk> is rarer than any "
+                  "vocabulary token; for a SentencePiece model the order is the piece's score in source.spm (its "
+                  "log-probability in a unigram model, minus its merge rank in BPE), so a piece is rare or not, not "
+                  "a whole word. Several <unk>s, or a repeated rarest token, all count as the rarest. Specials, "
+                  "punctuation-only tokens and a bare word-start mark are not candidates; sentences with fewer than "
+                  "2 candidates are skipped. "
                   "kinds[kind].chance.rare_share is the share a head attending uniformly at random would get "
                   "(#rarest positions / #keys, averaged over the same queries).",
     "monotonicity": "cross only: per sentence, the Spearman rank correlation between the target position i and the "
@@ -168,31 +171,53 @@ class Example:
     rare_ok: bool  # >= 2 candidate words, so the sentence counts for rare_share
 
 
-def rarest_positions(tokens: Sequence[str], stoi: dict[str, int], vocab_size: int) -> tuple[list[bool], bool]:
-    """(per token: is it the sentence's least frequent candidate word, does the sentence count).
+def bare(token: str) -> str:
+    """A piece without its word-start mark ("▁." -> "."); a word stays as it is."""
+    return token.replace(WORD_START, "")
 
-    Frequency order = vocabulary rank (itos is most frequent first); unknown words rank after every
-    vocabulary word; specials and punctuation are no candidates; fewer than 2 candidates: does not count.
+
+def rarity_rank(translator) -> Callable[[str], float | None]:
+    """How rare a source token is (larger is rarer), or None when it is no candidate for the rarest word.
+
+    Word vocabularies keep no counts, but Vocab.build orders itos most frequent first, so the id is the
+    frequency rank, and an unknown word ranks after every vocabulary word. A SentencePiece model's score
+    is the piece's log-probability (unigram) or minus its merge rank (BPE): either way a lower score is a
+    rarer piece, and a piece the model does not hold ranks after all of them. Specials, punctuation-only
+    tokens and a bare word-start mark are no candidates.
     """
-    ranks = []
-    for tok in tokens:
-        idx = stoi.get(tok)
-        if (idx is not None and idx < N_SPECIALS) or _punct(tok):
-            ranks.append(-1)  # not a candidate
-        else:
-            ranks.append(vocab_size if idx is None else idx)
-    candidates = [r for r in ranks if r >= 0]
+    vocab, codec = translator.src_vocab, translator.pieces
+    specials = set(vocab.specials.values())
+
+    def rank(token: str) -> float | None:
+        if token in specials or not bare(token) or _punct(bare(token)):
+            return None
+        if codec is None:
+            idx = vocab.stoi.get(token)
+            return float(len(vocab) if idx is None else idx)
+        score = codec.source_score(token)
+        return float("inf") if score is None else -score
+
+    return rank
+
+
+def rarest_positions(tokens: Sequence[str], rank: Callable[[str], float | None]) -> tuple[list[bool], bool]:
+    """(per token: is it the sentence's rarest candidate, does the sentence count) with rank from rarity_rank.
+
+    Fewer than 2 candidates: the sentence does not count. A repeated rarest token marks every position.
+    """
+    ranks = [rank(tok) for tok in tokens]
+    candidates = [r for r in ranks if r is not None]
     if len(candidates) < 2:
         return [False] * len(tokens), False
     top = max(candidates)
-    return [r == top for r in ranks], True
+    return [r is not None and r == top for r in ranks], True
 
 
 def prepare(translator, src_texts: Sequence[str], ref_texts: Sequence[str]) -> tuple[list[Example], list[int]]:
     """(examples, skipped line numbers): a pair is skipped when either side has no tokens."""
     if len(src_texts) != len(ref_texts):
         raise ValueError(f"{len(src_texts)} source sentences but {len(ref_texts)} references")
-    sv, tv = translator.src_vocab, translator.tgt_vocab
+    tv, rank = translator.tgt_vocab, rarity_rank(translator)
     max_tgt = translator.cfg.max_len - 1  # the decoder input is <bos> + the reference
     examples, skipped = [], []
     for n, (s, r) in enumerate(zip(src_texts, ref_texts)):
@@ -201,8 +226,8 @@ def prepare(translator, src_texts: Sequence[str], ref_texts: Sequence[str]) -> t
         if not source.tokens or not ref:
             skipped.append(n)
             continue
-        punct = len(source.tokens) - 1 if source.tokens[-1] in FINAL_PUNCT else -1
-        rare, ok = rarest_positions(source.tokens, sv.stoi, len(sv))
+        punct = len(source.tokens) - 1 if bare(source.tokens[-1]) in FINAL_PUNCT else -1
+        rare, ok = rarest_positions(source.tokens, rank)
         examples.append(Example(n, source.ids, tv.encode(ref), source.tokens, punct, rare + [False], ok))
     return examples, skipped
 

@@ -97,6 +97,15 @@ class PieceCodec:
         """The pieces of a source sentence, without the final </s> (the caller appends it)."""
         return self._encode(self.source, text)
 
+    def source_score(self, piece: str) -> float | None:
+        """The source model's score of a piece (unigram: its log-probability; BPE: minus its merge rank),
+        or None when the model does not hold it."""
+        with self._lock:
+            i = self.source.piece_to_id(piece)
+            if i == self.source.unk_id() and piece != self.source.id_to_piece(i):
+                return None
+            return float(self.source.get_score(i))
+
     def target_pieces(self, text: str) -> list[str]:
         """The pieces of a target sentence (a reference, or a prefix a user typed)."""
         return self._encode(self.target, text)

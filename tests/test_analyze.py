@@ -8,13 +8,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from model import analyze
-from model.analyze import head_roles, measure_head, rarest_positions
+from model.analyze import head_roles, measure_head, rarest_positions, rarity_rank
+from model.vocab import Vocab
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,13 +84,14 @@ def test_a_head_on_eos_is_a_sink():
 
 
 def test_rarest_word_by_vocabulary_rank():
-    stoi = {"<unk>": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3, ".": 4, "Ein": 5, "Hund": 6, "läuft": 9}
-    rare, ok = rarest_positions(["Ein", "Hund", "läuft", "."], stoi, 10)
+    itos = ["<unk>", "<pad>", "<bos>", "<eos>", ".", "Ein", "Hund", "x", "y", "läuft"]
+    rank = rarity_rank(SimpleNamespace(src_vocab=Vocab(itos), pieces=None))
+    rare, ok = rarest_positions(["Ein", "Hund", "läuft", "."], rank)
     assert ok and rare == [False, False, True, False]  # the highest id is the least frequent word
-    rare, ok = rarest_positions(["Ein", "Zebra", "läuft", "Gnu", "."], stoi, 10)
+    rare, ok = rarest_positions(["Ein", "Zebra", "läuft", "Gnu", "."], rank)
     assert rare == [False, True, False, True, False]  # unknown words are rarer than any vocabulary word
-    assert rarest_positions(["Hund", "."], stoi, 10) == ([False, False], False)  # one candidate: skipped
-    assert rarest_positions(["Ein", "<unk>", ",", "Hund"], stoi, 10)[0] == [False, False, False, True]
+    assert rarest_positions(["Hund", "."], rank) == ([False, False], False)  # one candidate: skipped
+    assert rarest_positions(["Ein", "<unk>", ",", "Hund"], rank)[0] == [False, False, False, True]
 
 
 def test_a_rare_word_head():

@@ -153,3 +153,19 @@ def test_piece_codec_reads_language_codes_only_for_marian(three_epochs):
     assert ">>de<<" not in ours.source_pieces(">>de<< Ein Mann")  # text here, not a code
     assert ours.source_pieces("Ein <unk> Mann")[1] == "<unk>"  # a special typed in the text stays whole
     assert ours.source_pieces("") == []
+
+
+def test_the_rarest_piece_is_the_one_the_piece_model_scores_lowest(translator):
+    """Issue 13: rare-word heads on a piece model rank pieces by their SentencePiece score, not by id."""
+    from model.analyze import rarest_positions, rarity_rank
+
+    rank = rarity_rank(translator)
+    sp = translator.pieces.source  # the SentencePieceProcessor of source.spm
+    tokens = translator.source_tokens(UNSEEN)
+    scores = {t: sp.get_score(sp.piece_to_id(t)) for t in tokens if t.replace(WORD_START, "") not in ("", ".")}
+    assert len(scores) >= 2
+    rare, ok = rarest_positions(tokens, rank)
+    lowest = min(scores.values())
+    assert ok and rare == [t in scores and scores[t] == lowest for t in tokens]
+    assert rank("<unk>") is None and rank(".") is None and rank(WORD_START) is None  # no candidates
+    assert rank("▁nichtimmodell") == float("inf")  # a piece the model lacks is rarer than any
