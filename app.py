@@ -11,13 +11,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from model.experiments import looks_like_target_language, untrained_summary
+from model.experiments import untrained_summary
 from model.export import file_stem
 from viz.common import DEFAULT_THEME, PRESENTER_THEME
 from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
 from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,
                          checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
-                         sync_url, trace_json, trace_sentence, traced_decoding)
+                         sync_url, trace_json, trace_sentence, traced_decoding, wrong_language)
 from views.text import md_escape
 from views.widgets import app_inputs, page_fragment
 
@@ -159,7 +159,7 @@ if ss["present"] or comparing:  # one line: the figure gets the screen's height
 else:
     st.markdown(f"#### :gray[{langs['src']}] {md_escape(' '.join(source.tokens))}")
     st.markdown(f"### :gray[{langs['tgt']}] {md_escape(result.text) or '∅ (empty output)'}")
-status = "" if result.finished else " · stopped at the length limit before `<eos>`"
+status = "" if result.finished else f" · stopped at the length limit before `{facts['end_token']}`"
 above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
          "references**" if ss["view"] == "Heads" else
          f"**Above: {shows}. The film below is teacher-forced on reference translations**" if ss["view"] == "Training"
@@ -178,10 +178,9 @@ if source.truncated:
 unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
 if unknown:
     st.caption("? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown)))
-if looks_like_target_language(source.tokens, [not u for u in source.unknown], facts["tgt_words"]):
-    st.info(f"Most of these words are unknown to the model's {langs['src_name']} vocabulary but are "
-            f"{langs['tgt_name']} words it can write. This model translates {langs['src_name']} into "
-            f"{langs['tgt_name']}: type a {langs['src_name']} sentence.")
+if wrong_language(ss["ckpt"], text):
+    st.info(f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than {langs['src_name']}. "
+            f"It translates {langs['src_name']} into {langs['tgt_name']}: type a {langs['src_name']} sentence.")
 if is_twin(ss["ckpt"]) and result.trace is not None:
     st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps], result.finished)))
 

@@ -106,6 +106,13 @@ class PieceCodec:
                 return None
             return float(self.source.get_score(i))
 
+    def reading(self, text: str, side: str) -> tuple[int, float]:
+        """(number of pieces, summed scores) of text under the "source" or "target" model."""
+        sp = self.source if side == "source" else self.target
+        with self._lock:
+            ids = sp.encode(text)
+            return len(ids), float(sum(sp.get_score(i) for i in ids))
+
     def target_pieces(self, text: str) -> list[str]:
         """The pieces of a target sentence (a reference, or a prefix a user typed)."""
         return self._encode(self.target, text)

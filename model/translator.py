@@ -18,6 +18,7 @@ import torch
 from .checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
 from .config import ModelConfig
 from .decode import Decoded, Step, greedy_decode, search
+from .experiments import looks_like_target_language, pieces_look_like_target_language
 from .tokenize import clean_text, detokenize, tokenize
 from .trace import SentenceTrace, Trace, to_sentence_trace
 from .transformer import EncoderDecoder, HeadMask, make_src_mask
@@ -162,6 +163,16 @@ class Translator:
     def detokenize(self, tokens: list[str]) -> str:
         """Output tokens -> text: SentencePiece's decoding, or Moses for words."""
         return self.pieces.detokenize(tokens) if self.pieces is not None else detokenize(tokens, self.tgt_lang)
+
+    def looks_like_target_language(self, text: str) -> bool:
+        """A hint that text is in the model's target language (English typed into a German → English model)."""
+        source = self.prepare(text)
+        if self.pieces is None:
+            return looks_like_target_language(source.tokens, [not u for u in source.unknown], self.tgt_vocab.stoi)
+        text = clean_text(text)[:MAX_CHARS]
+        n_words = sum(any(c.isalpha() for c in w) for w in text.split())
+        return pieces_look_like_target_language(n_words, self.pieces.reading(text, "source"),
+                                                self.pieces.reading(text, "target"))
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters per top-level module (a tied generator counts only its bias)."""

@@ -85,6 +85,14 @@ def test_looks_like_target_language():
     assert not ex.looks_like_target_language(["dog"], [False], tgt)
 
 
+def test_pieces_look_like_target_language():
+    # (pieces, summed log-probabilities) as the shipped piece models read these texts
+    assert ex.pieces_look_like_target_language(6, (14, -100.7), (7, -32.6))  # "A dog runs in the snow."
+    assert not ex.pieces_look_like_target_language(5, (6, -30.2), (14, -117.7))  # "Ein Hund läuft im Schnee."
+    assert not ex.pieces_look_like_target_language(2, (2, -15.7), (2, -10.3))  # "man hat": as short in both
+    assert not ex.pieces_look_like_target_language(1, (5, -50.0), (1, -5.0))  # one word is no evidence
+
+
 def test_paired_bootstrap_identical_systems_and_a_clear_difference():
     refs = [f"a dog number {i} runs in the snow" for i in range(40)]
     same = ex.paired_bootstrap(refs, refs, refs, n_samples=200)

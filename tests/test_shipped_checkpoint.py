@@ -83,8 +83,23 @@ def test_untrained_twin_beam_search_says_it_did_not_finish(translator):
     assert translator.translate(TWIN_SENTENCES[0], beam=3).finished is True
 
 
-def test_unknown_words_copy_only_what_the_model_could_not_read(translator):
-    res = translator.translate("Angela Merkel besucht Wolfsburg.")
-    assert "besucht" not in res.tokens
-    for word in ("Angela", "Merkel", "Wolfsburg"):
-        assert res.tokens.count(word) <= 1
+def test_names_and_unknown_words(translator):
+    """A word model copies only the words it could not read; a piece model reads every name (no <unk>)."""
+    text = "Angela Merkel besucht Wolfsburg."
+    res = translator.translate(text)
+    if translator.pieces is None:
+        assert "besucht" not in res.tokens
+        for word in ("Angela", "Merkel", "Wolfsburg"):
+            assert res.tokens.count(word) <= 1
+        return
+    pieces = translator.prepare(text).tokens
+    assert "<unk>" not in pieces and "".join(pieces).replace("\u2581", " ").strip() == text  # spelt, nothing lost
+    assert "<unk>" not in res.raw_tokens and "<unk>" not in res.text
+
+
+def test_english_typed_into_the_model_gets_the_hint(translator):
+    """Words (unknown German, known English) or pieces (how the two piece models read it): either way."""
+    for english in ("A dog runs in the snow.", "Two children are playing in the water."):
+        assert translator.looks_like_target_language(english), english
+    for german in TWIN_SENTENCES + ["Der Mann trägt einen Hut.", "Computer und Internet."]:
+        assert not translator.looks_like_target_language(german), german

@@ -169,3 +169,4 @@ def test_the_rarest_piece_is_the_one_the_piece_model_scores_lowest(translator):
     assert ok and rare == [t in scores and scores[t] == lowest for t in tokens]
     assert rank("<unk>") is None and rank(".") is None and rank(WORD_START) is None  # no candidates
     assert rank("▁nichtimmodell") == float("inf")  # a piece the model lacks is rarer than any
+

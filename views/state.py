@@ -167,6 +167,12 @@ def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decod
     return export.to_json(export.trace_dict(_tr(key), res, key, decoding or None))
 
 
+@st.cache_data(max_entries=128, show_spinner=False)
+def wrong_language(key: str, text: str) -> bool:
+    """Does the text look like the model's target language (a hint for a user who typed English)?"""
+    return _tr(key).looks_like_target_language(text)
+
+
 @st.cache_resource(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
     return _tr(key).translate(text, beam=beam, max_len=max_len or None)
@@ -245,7 +251,7 @@ def model_facts(key: str) -> dict:
     """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
     tr = _tr(key)
     return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics),
-            "tgt_itos": list(tr.tgt_vocab.itos), "tgt_words": frozenset(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang,
+            "tgt_itos": list(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang,
             "langs": language_labels(key, tr.src_lang, tr.tgt_lang), "src_specials": tuple(tr.special_ids("src")),
             "tgt_specials": tuple(tr.special_ids("tgt")),
             # the target tokens that start and end a translation (Marian: <pad> and </s>)
@@ -290,8 +296,10 @@ def traced_decoding(key: str, text: str, decoding: str, beam_size: int, max_len:
         mode, forced = "forced", prefix
         shows = f"your forced first {len(prefix)} token(s), then greedy decoding"
     elif beam is not None and beam.raw_tokens:
-        # Forcing the decoder along the beam's tokens (and its <eos>) records exactly what it computed for them.
-        mode, forced = "beam", tuple(beam.raw_tokens) + (("<eos>",) if beam.finished else ())
+        # Forcing the decoder along the beam's tokens (and its end token, Marian's </s>) records exactly what it
+        # computed for them.
+        end = model_facts(key)["end_token"]
+        mode, forced = "beam", tuple(beam.raw_tokens) + ((end,) if beam.finished else ())
         shows = f"beam search (beam {beam_size}), traced along its output"
     else:
         mode, forced = "greedy", ()
