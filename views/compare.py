@@ -42,16 +42,16 @@ def with_side_b(ctx: Context, ss) -> Context:
         label_a, label_b = f"A · {_short(ctx.text)}", f"B · {_short(text_b)}"
     b = Context(key=key_b, cfg=translator.cfg, result=traced.result, text=text_b, max_len=ctx.max_len,
                 mode=traced.mode, shows=traced.shows, facts=model_facts(key_b), present=ctx.present, label=label_b)
-    _header(traced.result, label_b, traced.shows, how, b.langs)
+    _header(traced.result, label_b, traced.shows, how, b.langs, b.facts["end_token"])
     return replace(ctx, other=b, label=label_a)
 
 
-def _header(result, label_b: str, shows: str, how: str, langs: dict) -> None:
+def _header(result, label_b: str, shows: str, how: str, langs: dict, end: str) -> None:
     """Side B's sentence and translation under side A's, in the same form."""
     src = md_escape(" ".join(result.source.tokens))
     out = md_escape(result.text) or "∅ (empty output)"
     st.markdown(f"#### :gray[B · {langs['src']}] {src} :gray[→ {langs['tgt']}] {out}")
-    status = "" if result.finished else " · stopped at the length limit before `<eos>`"
+    status = "" if result.finished else f" · stopped at the length limit before `{end}`"
     st.caption(f"**Side by side ({COMPARE[how]}): {md_escape(label_b)}**, {shows}{status}. Both sides use the "
                "same decoding settings; a forced prefix applies to the single view only.")
 

@@ -200,7 +200,7 @@ def _greedy_and_beam(ctx: Context) -> None:
     g1, g2 = st.columns(2)
     g1.markdown(f"**Greedy** ({g.seconds * 1000:.0f} ms, traced)  \n{md_escape(g.text) or '∅'}")
     g2.markdown(f"**Beam search, beam {beam}** ({b.seconds * 1000:.0f} ms)  \n{md_escape(b.text) or '∅'}"
-                + ("" if b.finished else "  \n(stopped at the length limit before `<eos>`)"))
+                + ("" if b.finished else f"  \n(stopped at the length limit before `{ctx.facts['end_token']}`)"))
     st.caption("Beam search keeps the best few partial translations at each step and returns the one with the highest "
                "length-normalised log-probability. The beam size is set in the sidebar's decoding options, where you "
                "can also choose which of the two the figures trace.")
