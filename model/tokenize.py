@@ -1,13 +1,14 @@
-"""spaCy rule-based tokenizers (no model download) and a Moses detokenizer for English output."""
+"""spaCy rule-based tokenizers (no model download) and a Moses detokenizer for English output.
+
+spaCy and sacremoses are imported when a word model first needs them: a SentencePiece model (the shipped one,
+an imported Marian) never does, and the two imports cost about 1.5 s of the app's cold start here.
+"""
 from __future__ import annotations
 
 import functools
 import re
 import threading
 import unicodedata
-
-import spacy
-from sacremoses import MosesDetokenizer
 
 _CONTROL = re.compile(r"[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _lock = threading.Lock()
@@ -23,6 +24,8 @@ def clean_text(text: str) -> str:
 @functools.lru_cache(maxsize=None)
 def _tokenizer(lang: str):
     with _lock:  # spacy.blank is not meant to be built concurrently
+        import spacy
+
         return spacy.blank(lang).tokenizer
 
 
@@ -32,8 +35,11 @@ def tokenize(text: str, lang: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _detokenizer(lang: str) -> MosesDetokenizer:
-    return MosesDetokenizer(lang=lang)
+def _detokenizer(lang: str):
+    with _lock:
+        from sacremoses import MosesDetokenizer
+
+        return MosesDetokenizer(lang=lang)
 
 
 def detokenize(tokens: list[str], lang: str = "en") -> str:

@@ -177,17 +177,25 @@ def _short(kind: str) -> str:
     return {"enc_self": "enc", "dec_self": "dec", "cross": "cross"}[kind]
 
 
-def _measure_select(report: dict) -> str:
+def measure_label(measure: str, facts: dict) -> str:
+    """A measure's label with the model's own start and end tokens (Marian: <pad> and </s>)."""
+    label = MEASURES[measure][0] if measure in MEASURES else measure
+    return label.replace("<eos>", facts["end_token"]).replace("<bos>", facts["start_token"])
+
+
+def _measure_select(ctx: Context, report: dict) -> str:
     ss = st.session_state
     available = [m for m in MEASURES if any(m in report["kinds"][k]["measures"] for k in KIND_ORDER)]
     if ss.get("heads_measure") not in available:
         ss["heads_measure"] = available[0]
-    return st.selectbox("Colour the grid by", available, key="heads_measure", format_func=lambda m: MEASURES[m][0])
+    return st.selectbox("Colour the grid by", available, key="heads_measure",
+                        format_func=lambda m: measure_label(m, ctx.facts))
 
 
 def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
-    measure = _measure_select(report)
-    label, fmt, signed = MEASURES[measure]
+    measure = _measure_select(ctx, report)
+    _, fmt, signed = MEASURES[measure]
+    label = measure_label(measure, ctx.facts)
     values = {k: grid(report, k, measure) for k in KIND_ORDER}
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
     fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
@@ -210,7 +218,7 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
     c1, c2 = st.columns([2, 3])
     with c1:
         st.markdown(f"**{_short(kind)} {layer + 1}.{head + 1}** · role: **{md_escape(', '.join(roles) or 'mixed')}**")
-        rows = [{"measure": MEASURES.get(m, (m,))[0], "value": _fmt(v[layer][head], MEASURES.get(m, (m, '.4f'))[1])}
+        rows = [{"measure": measure_label(m, ctx.facts), "value": _fmt(v[layer][head], MEASURES.get(m, (m, '.4f'))[1])}
                 for m, v in k["measures"].items() if m in MEASURES]
         if "best_offset" in k["measures"]:
             rows.append({"measure": "best offset (argmax)", "value": f"{k['measures']['best_offset'][layer][head]:+d}"})
