@@ -1,9 +1,15 @@
 """Screenshots of every view on the shipped model, for the README.
 
-    python docs/make_screenshots.py [--checkpoint-dir checkpoints] [--model multi30k-de-en]
+    python docs/make_screenshots.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--only NAME ...]
+    python docs/make_screenshots.py --only film_strip [--strip-frames 1 7 0] [--strip-layer 2]
 
 Starts `streamlit run app.py`, opens each view in Debian's Chromium (Playwright) through a shareable
 link, waits until every chart is drawn, and writes docs/screenshots/<view>.png.
+
+`film_strip` is the README's frame strip of the training film (issue 12): the Training page at three frames
+(1-based; 0 is the last), each the step line, the translation at that step and the heatmaps of every head of
+one decoder layer's cross-attention (`--strip-layer`) for the first probe sentence, cut from the page as the browser drew
+them and put side by side into docs/screenshots/film_strip.png.
 """
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ SHOTS = {  # file name -> query parameters
                                "focus": "all heads of the layer"},
     "side_by_side_models": {"view": "Decoding", "compare": "model", "ckpt2": "multi30k-de-en:untrained", "dec_step": 2},
 }
+STRIP = {"view": "Training", "kind": "cross", "film_probe": 1}  # + layer (the last) and film_frame
 SCREEN = {"presenter_attention": (1280, 720), "presenter_heads_contrast": (1280, 720)}  # the screen only
 
 
@@ -51,7 +58,10 @@ def main() -> int:
     ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
     ap.add_argument("--model", default="multi30k-de-en")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    ap.add_argument("--only", nargs="*", choices=list(SHOTS), help="take only these screenshots")
+    ap.add_argument("--only", nargs="*", choices=list(SHOTS) + ["film_strip"], help="take only these screenshots")
+    ap.add_argument("--strip-frames", nargs=3, type=int, default=[1, 7, 0],
+                    help="the film strip's early, middle and final frame (1-based; 0: the last)")
+    ap.add_argument("--strip-layer", type=int, default=2, help="the film strip's decoder layer (1-based)")
     args = ap.parse_args()
     missing = bs.chromium_missing()
     if missing:
@@ -65,6 +75,8 @@ def main() -> int:
     try:
         with sync_playwright() as p:
             browser = bs.launch_chromium(p)
+            if not args.only or "film_strip" in args.only:
+                print(film_strip(browser, server, out / "film_strip.png", args.strip_frames, args.strip_layer))
             for name, params in SHOTS.items():
                 if args.only and name not in args.only:
                     continue
@@ -86,6 +98,37 @@ def main() -> int:
     finally:
         bs.stop_server(server)
     return 0
+
+
+def film_strip(browser, server, path: Path, frames: list[int], layer: int) -> Path:
+    """The Training page's frame line and head heatmaps at each frame, side by side in one PNG."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    panels = []
+    for frame in frames:
+        page = bs.new_page(browser, width=1100, height=1000)  # three panels side by side stay readable
+        bs.open_app(page, server.link(text=SENTENCE, **STRIP, layer=layer, film_frame=frame))
+        bs.wait_charts(page)
+        if page.locator(bs.EXCEPTION).count():
+            raise SystemExit(f"film strip, frame {frame}: the app showed an exception")
+        chart = bs.widget(page, "film_heads")
+        line = chart.locator("xpath=preceding::*[contains(@class, 'stMarkdown')][1]")  # "Step N ... translation"
+        top, bottom = line.bounding_box(), chart.bounding_box()
+        clip = {"x": bottom["x"], "y": top["y"], "width": bottom["width"],
+                "height": bottom["y"] + bottom["height"] - top["y"]}
+        panels.append(Image.open(BytesIO(page.screenshot(clip=clip, full_page=True))).convert("RGB"))
+        page.context.close()
+    gap = 24
+    strip = Image.new("RGB", (sum(p.width for p in panels) + gap * (len(panels) - 1), max(p.height for p in panels)),
+                      "white")
+    x = 0
+    for p in panels:
+        strip.paste(p, (x, 0))
+        x += p.width + gap
+    strip.save(path)
+    return path
 
 
 if __name__ == "__main__":
