@@ -9,7 +9,7 @@ link, waits until every chart is drawn, and writes docs/screenshots/<view>.png.
 `film_strip` is the README's frame strip of the training film (issue 12): the Training page at three frames
 (1-based; 0 is the last), each the step line, the translation at that step and the heatmaps of every head of
 one decoder layer's cross-attention (`--strip-layer`) for the first probe sentence, cut from the page as the browser drew
-them and put side by side into docs/screenshots/film_strip.png.
+them and put one above the other into docs/screenshots/film_strip.png.
 """
 from __future__ import annotations
 
@@ -108,25 +108,26 @@ def film_strip(browser, server, path: Path, frames: list[int], layer: int) -> Pa
 
     panels = []
     for frame in frames:
-        page = bs.new_page(browser, width=1100, height=1000)  # three panels side by side stay readable
+        page = bs.new_page(browser, width=1500, height=2400)
         bs.open_app(page, server.link(text=SENTENCE, **STRIP, layer=layer, film_frame=frame))
         bs.wait_charts(page)
         if page.locator(bs.EXCEPTION).count():
             raise SystemExit(f"film strip, frame {frame}: the app showed an exception")
         chart = bs.widget(page, "film_heads")
-        line = chart.locator("xpath=preceding::*[contains(@class, 'stMarkdown')][1]")  # "Step N ... translation"
-        top, bottom = line.bounding_box(), chart.bounding_box()
+        line = page.locator("[data-testid='stMarkdownContainer']", has_text="· translation:").first  # "Step N …"
+        line.scroll_into_view_if_needed()  # Streamlit scrolls its own container, not the document
+        top, bottom = line.bounding_box(), chart.bounding_box()  # viewport coordinates
         clip = {"x": bottom["x"], "y": top["y"], "width": bottom["width"],
                 "height": bottom["y"] + bottom["height"] - top["y"]}
-        panels.append(Image.open(BytesIO(page.screenshot(clip=clip, full_page=True))).convert("RGB"))
+        panels.append(Image.open(BytesIO(page.screenshot(clip=clip))).convert("RGB"))
         page.context.close()
-    gap = 24
-    strip = Image.new("RGB", (sum(p.width for p in panels) + gap * (len(panels) - 1), max(p.height for p in panels)),
+    gap = 24  # one panel above the other: side by side, the heads' axis labels would not fit
+    strip = Image.new("RGB", (max(p.width for p in panels), sum(p.height for p in panels) + gap * (len(panels) - 1)),
                       "white")
-    x = 0
+    y = 0
     for p in panels:
-        strip.paste(p, (x, 0))
-        x += p.width + gap
+        strip.paste(p, (0, y))
+        y += p.height + gap
     strip.save(path)
     return path
 
