@@ -10,6 +10,8 @@ and loaded back as the app loads it, then it times, on one torch thread as the a
   traced     Translator.trace(text): tokenize, encode, greedy decoding with every step recorded, the full trace
   +numpy     the same followed by .detached() (the trace as NumPy), which is what the app caches
   untraced   Translator.translate(text): greedy, fused attention, no trace
+  generator  one decoding step's largest read: a (1, 512) input times the (58000, 512) generator weight, in
+             float32 and in bfloat16 (fastest and median of 40): the memory-bandwidth floor of a step
 for a source of 20 pieces and an output of 20 tokens (random weights never say </s>; max_len fixes the length a
 real translation of that sentence would have). Target: traced ≤ 300 ms. Writes benchmarks/results/marian.json.
 """
@@ -116,18 +118,27 @@ def main(argv=None) -> int:
         "traced+numpy": summary(timed(lambda: tr.trace(text, max_len=OUT_TOKENS).detached(), args.repeats)),
         "untraced": summary(timed(lambda: tr.translate(text, max_len=OUT_TOKENS), args.repeats)),
     }
+    w = tr.model.generator.proj.weight.detach()  # (V, d): what every decoding step reads whole
+    x = torch.randn(1, w.shape[1])
+    wb, xb = w.to(torch.bfloat16), x.to(torch.bfloat16)
+    with torch.inference_mode():
+        gen = {"float32": summary(timed(lambda: torch.nn.functional.linear(x, w), 40, warmup=3)),
+               "bfloat16": summary(timed(lambda: torch.nn.functional.linear(xb, wb), 40, warmup=3))}
+    gen["float32_GB_per_s_at_min"] = round(w.numel() * 4 / (gen["float32"]["min_ms"] / 1000) / 1e9, 1)
     result = {
         "what": "opus-mt-size model (random weights) in our format: one 20-piece sentence, 20 output tokens",
         "command": "python benchmarks/bench_marian.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "model": {**SIZE, "vocabulary": VOCAB, "parameters": params}, "threads": args.threads,
         "sentence": text, "source_pieces": check.source.tokens,
-        "timings": rows, "load_s": summary(loads), "build_s": round(build_s, 1),
+        "timings": rows, "generator_row_product": gen, "load_s": summary(loads), "build_s": round(build_s, 1),
         "targets": TARGETS, "verdict": {"traced_median_ms": verdict(rows["traced"]["median_ms"], TARGETS["traced_median_ms"])},
         "machine": machine(),
     }
     path = write_results("marian", result)
     print(f"{params:,} parameters; source: {' '.join(check.source.tokens)}")
     print(table([[k, v["median_ms"], v["p10_ms"], v["p90_ms"]] for k, v in rows.items()], ["", "median ms", "p10", "p90"]))
+    print(f"generator row product: float32 min {gen['float32']['min_ms']:.1f} ms "
+          f"({gen['float32_GB_per_s_at_min']} GB/s), bfloat16 min {gen['bfloat16']['min_ms']:.1f} ms")
     print(f"load (from_checkpoint) median {result['load_s']['median_ms'] / 1000:.2f} s; "
           f"traced {result['verdict']['traced_median_ms']} (target ≤ {TARGETS['traced_median_ms']:.0f} ms); wrote {path}")
     return 0
