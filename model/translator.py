@@ -166,10 +166,10 @@ class Translator:
 
     def looks_like_target_language(self, text: str) -> bool:
         """A hint that text is in the model's target language (English typed into a German → English model)."""
-        source = self.prepare(text)
         if self.pieces is None:
+            source = self.prepare(text)
             return looks_like_target_language(source.tokens, [not u for u in source.unknown], self.tgt_vocab.stoi)
-        text = clean_text(text)[:MAX_CHARS]
+        text = clean_text(text)[:MAX_CHARS]  # what prepare() would read
         n_words = sum(any(c.isalpha() for c in w) for w in text.split())
         return pieces_look_like_target_language(n_words, self.pieces.reading(text, "source"),
                                                 self.pieces.reading(text, "target"))

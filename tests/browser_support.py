@@ -381,16 +381,21 @@ def _write_head_report(folder: Path) -> None:
     analyze.write_report(report, None, folder)
 
 
+def start_test_server(checkpoint_dir: Path, model: str, tmp_path_factory) -> Server:
+    """A test's `streamlit run app.py`: one torch thread (tiny models gain nothing from more, and a second thread
+    fights the browser for CPU) and a cache folder of its own (reports computed from the page, the twin's, must
+    not land in the user's ~/.cache); `server.cache` is that folder."""
+    log = tmp_path_factory.mktemp(f"{model}_server") / "streamlit.log"
+    cache = tmp_path_factory.mktemp(f"{model}_cache")
+    server = start_server(checkpoint_dir, model, log, extra_env={"OMP_NUM_THREADS": "1", "XDG_CACHE_HOME": str(cache)})
+    server.cache = cache
+    return server
+
+
 @pytest.fixture(scope="session")
 def app_server(atlas_checkpoints, tmp_path_factory):
     """`streamlit run app.py` serving the tiny `demo` model; stopped at the end of the session."""
-    log = tmp_path_factory.mktemp("atlas_server") / "streamlit.log"
-    # One torch thread: the tiny model gains nothing from more, and a second thread fights the browser for CPU.
-    # A cache folder of its own: reports computed from the page (the twin's) must not land in the user's ~/.cache.
-    cache = tmp_path_factory.mktemp("atlas_cache")
-    server = start_server(atlas_checkpoints, "demo", log, extra_env={"OMP_NUM_THREADS": "1",
-                                                                      "XDG_CACHE_HOME": str(cache)})
-    server.cache = cache
+    server = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
     yield server
     stop_server(server)
 

@@ -9,7 +9,7 @@ import html
 import pytest
 
 from browser_support import (CHART, EXCEPTION, MAIN, alert_texts, choose_view, enter_text, new_page, open_app,
-                             start_server, stop_server, wait_charts)
+                             start_test_server, stop_server, wait_charts)
 from tests.test_app_marian import TEXT, VIEWS, marian_root  # noqa: F401  (marian_root is a fixture)
 
 MODEL = "tiny-marian"
@@ -29,9 +29,7 @@ HEAD_AXES_JS = """() => {
 @pytest.fixture(scope="module")
 def marian_server(marian_root, tmp_path_factory):  # noqa: F811
     """`streamlit run app.py` serving `tiny-marian` (one torch thread, a cache folder of its own)."""
-    log = tmp_path_factory.mktemp("marian_server") / "streamlit.log"
-    cache = tmp_path_factory.mktemp("marian_cache")
-    server = start_server(marian_root, MODEL, log, extra_env={"OMP_NUM_THREADS": "1", "XDG_CACHE_HOME": str(cache)})
+    server = start_test_server(marian_root, MODEL, tmp_path_factory)
     yield server
     stop_server(server)
 
