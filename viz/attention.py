@@ -194,17 +194,17 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
                                f"<br>weight %{{z:{PROB_D3}}}<extra></extra>")))
             axes[p] = (dict(showticklabels=False, showgrid=False, zeroline=False),
                        dict(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed"))
-    fig = grid_figure(data, axes, n_layers, n_heads, 0.012, min(0.03, 0.5 / max(n_layers - 1, 1)),
-                      column_titles=[f"head {h + 1}" for h in range(n_heads)],
-                      row_titles=[f"layer {layer + 1}" for layer in range(n_layers)], title_font=15,
-                      coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-                          title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
-                          **_colorbar_ticks(zmax))))
     # One pair of axis titles for the whole grid: every thumbnail has the same axes.
-    fig.add_annotation(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top",
-                       yshift=-8, showarrow=False, font=dict(size=theme().base))
-    fig.add_annotation(text=q_title, x=0, y=0.5, xref="paper", yref="paper", xanchor="right",
-                       xshift=-8, textangle=-90, showarrow=False, font=dict(size=theme().base))
-    fig = style(fig, f"{KIND_NAMES[kind]}<br>every layer × head",
-                height=190 + 115 * n_layers, subplot_titles=True)
-    return fig.update_layout(margin=dict(l=45, b=45))
+    titles = [dict(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top", yshift=-8, showarrow=False,
+                   font=dict(size=theme().base)),
+              dict(text=q_title, x=0, y=0.5, xref="paper", yref="paper", xanchor="right", xshift=-8, textangle=-90,
+                   showarrow=False, font=dict(size=theme().base))]
+    return grid_figure(data, axes, n_layers, n_heads, 0.012, min(0.03, 0.5 / max(n_layers - 1, 1)),
+                       column_titles=[f"head {h + 1}" for h in range(n_heads)],
+                       row_titles=[f"layer {layer + 1}" for layer in range(n_layers)], title_font=15,
+                       annotations=titles,
+                       coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+                           title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
+                           **_colorbar_ticks(zmax))),
+                       style=dict(title=f"{KIND_NAMES[kind]}<br>every layer × head", height=190 + 115 * n_layers,
+                                  subplot_titles=True, margin=dict(l=45, b=45)))

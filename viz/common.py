@@ -17,10 +17,13 @@ import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Iterator, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+from _plotly_utils.basevalidators import ColorscaleValidator
 
 # Text helpers live in viz.text and are re-exported here, so views import one module.
 from viz.text import (TITLE_WRAP_CHARS, escape_token, escape_tokens, fmt_prob,  # noqa: F401
@@ -74,6 +77,32 @@ def using_theme(t: Theme) -> Iterator[Theme]:
         yield t
     finally:
         _THEME.reset(token)
+
+
+# Whether figure() validates what the builders wrote (see figure()); tests switch it on with validating().
+_VALIDATE: ContextVar[bool] = ContextVar("viz_validate", default=False)
+
+
+@contextmanager
+def validating() -> Iterator[None]:
+    """Build the figures inside the block with plotly's full validation (tests compare both ways)."""
+    token = _VALIDATE.set(True)
+    try:
+        yield
+    finally:
+        _VALIDATE.reset(token)
+
+
+def figure(data: list | None = None, layout: dict | None = None) -> go.Figure:
+    """A figure from trace and layout dicts written by this package, built without plotly's validation.
+
+    Validation checks every property name and coerces every value, and it costs two to three times the rest of
+    a heatmap's build (a page of three attention figures: ~0.2 s of server CPU per new sentence). The builders
+    write plain, valid plotly (no shorthands for validation to expand), so tests/test_viz_fast_build.py builds
+    every figure made here both ways, with validation inside :func:`validating`, and checks that the JSON sent to
+    the browser is the same. Attribute access (``fig.layout.title.text``, ``fig.data[0].z``) works either way.
+    """
+    return go.Figure(data=data, layout=layout, _validate=_VALIDATE.get())
 
 
 TICK_FONT = DEFAULT_THEME.tick  # the default theme's values, for callers that need a number
@@ -217,25 +246,63 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     The title is wrapped with :func:`wrap_title` (``wrap_chars=None``: never),
     hangs from the top of the figure, and the top margin grows with its number
     of lines (plus room for ``subplot_titles`` above the top row of plots).
+    A builder that writes its whole layout as a dict uses :func:`styled_figure` instead (one build, no update).
     """
+    set_template(fig, "plotly_white")
+    fig.update_layout(**style_layout(title, height, width, wrap_chars, subplot_titles))
+    return enforce_min_font(fig)
+
+
+def style_layout(title: str | None = None, height: int | None = None, width: int | None = None,
+                 wrap_chars: int | None = TITLE_WRAP_CHARS, subplot_titles: bool = False,
+                 margin: dict | None = None) -> dict:
+    """The layout settings :func:`style` applies, as a dict (without the template); ``margin`` overrides some
+    of its margins."""
     t = theme()
     lines = title_lines(title, wrap_chars)
     if title and wrap_chars:
         title = wrap_title(title, wrap_chars)
-    fig.update_layout(
-        template="plotly_white",
-        font=dict(size=t.base),
-        title=dict(text=title, font=dict(size=t.title), y=1, yref="container",
-                   yanchor="top", pad=dict(t=TITLE_PAD_PX)) if title else None,
-        margin=dict(l=20, r=20, b=20,
-                    t=top_margin(lines) + (20 if subplot_titles and lines else 0)),
-        hoverlabel=dict(font_size=t.hover),
-    )
+    layout = dict(font=dict(size=t.base),
+                  margin=dict(dict(l=20, r=20, b=20, t=top_margin(lines) + (20 if subplot_titles and lines else 0)),
+                              **(margin or {})),
+                  hoverlabel=dict(font=dict(size=t.hover)))
+    if title:
+        layout["title"] = dict(text=title, font=dict(size=t.title), y=1, yref="container", yanchor="top",
+                               pad=dict(t=TITLE_PAD_PX))
     if height:
-        fig.update_layout(height=int(height))
+        layout["height"] = int(height)
     if width:
-        fig.update_layout(width=int(width))
+        layout["width"] = int(width)
+    return layout
+
+
+def styled_figure(data: list, layout: dict, title: str | None = None, height: int | None = None,
+                  width: int | None = None, wrap_chars: int | None = TITLE_WRAP_CHARS,
+                  subplot_titles: bool = False, margin: dict | None = None) -> go.Figure:
+    """``style(figure(data, layout), ...)`` in one build: plotly's incremental updates (``update_layout``,
+    ``update_xaxes``) cost more than building the whole figure. ``layout`` must not set what style sets."""
+    styling = style_layout(title, height, width, wrap_chars, subplot_titles, margin)
+    clash = set(styling) & set(layout)
+    if clash:
+        raise ValueError(f"styled_figure: the layout sets {sorted(clash)}, which the styling sets")
+    fig = figure(data, {**layout, **styling})
+    set_template(fig, "plotly_white")
     return enforce_min_font(fig)
+
+
+def set_template(fig: go.Figure, name: str) -> None:
+    """Give ``fig`` the registered plotly template ``name``, without validating it again.
+
+    ``update_layout(template=name)`` validates a deep copy of the whole template: 12 ms per figure here, a quarter
+    of a heatmap's build. A registered template is valid already, and plotly itself sets the default template
+    this way when it creates a figure (``BaseFigure._initialize_layout_template``); the figure's JSON is the same.
+    """
+    layout = fig.layout
+    layout._validate = False
+    try:
+        layout.template = pio.templates[name]
+    finally:
+        layout._validate = fig._validate
 
 
 def enforce_min_font(fig: go.Figure) -> go.Figure:
@@ -251,12 +318,25 @@ def enforce_min_font(fig: go.Figure) -> go.Figure:
 
 
 def resolve_scale(colorscale):
-    """A role (PROB_SCALE, SIGNED_SCALE) -> the current theme's plotly scale; anything else as it is."""
+    """A role (PROB_SCALE, SIGNED_SCALE) or a plotly scale name -> the scale as [position, colour] pairs.
+
+    Spelled out, as plotly's validation would: plotly.js has scales of the same names with other colours
+    ("Blues" there runs from dark blue to grey), and figure() does not validate."""
     if colorscale == PROB_SCALE:
-        return theme().prob_scale
-    if colorscale == SIGNED_SCALE:
-        return theme().signed_scale
+        colorscale = theme().prob_scale
+    elif colorscale == SIGNED_SCALE:
+        colorscale = theme().signed_scale
+    if isinstance(colorscale, str):
+        return [list(pair) for pair in _named_scale(colorscale)]  # a fresh list: a figure may be changed later
     return colorscale
+
+
+_SCALES = ColorscaleValidator("colorscale", "heatmap")
+
+
+@lru_cache(maxsize=None)
+def _named_scale(name: str) -> tuple:
+    return tuple(tuple(pair) for pair in _SCALES.validate_coerce(name))  # as validation spells it out
 
 
 def floor_fonts(fig: go.Figure, px: int, unset: int | None = None) -> go.Figure:
@@ -500,16 +580,15 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
                                    tickfont=dict(size=theme().tick), **(colorbar or {})))
     if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
         traces[0].update(zmid=0)
-    fig = go.Figure(traces)
     x_ticks = axis_ticks(col_tokens, n_cols, angle=-45 if col_tokens is not None else None,
                          axis_px=plot_width_px(width_px, row_tokens))
     lines, angle = title_lines(title), x_ticks.get("tickangle", -45)
     height = heatmap_height(n_rows, col_tokens, lines, angle) if row_tokens is not None else None
     rows_px = plot_rows_px(height, col_tokens, lines, angle) if height else None
-    fig.update_xaxes(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks)
-    fig.update_yaxes(title=dict(text=row_title), showgrid=False, zeroline=False,
-                     **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px))
-    return style(fig, title, height=height)
+    layout = dict(xaxis=dict(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks),
+                  yaxis=dict(title=dict(text=row_title), showgrid=False, zeroline=False,
+                             **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px)))
+    return styled_figure(traces, layout, title, height=height)
 
 
 def grid_domains(rows: int, cols: int, h_space: float, v_space: float) -> list[tuple[list[float], list[float]]]:
@@ -529,12 +608,14 @@ def grid_domains(rows: int, cols: int, h_space: float, v_space: float) -> list[t
 
 def grid_figure(data: list, axes: dict, rows: int, cols: int, h_space: float, v_space: float, *,
                 column_titles: Sequence[str] | None = None, row_titles: Sequence[str] | None = None,
-                cell_titles: Sequence[str] | None = None, title_font: int = 16, **layout) -> go.Figure:
-    """ONE figure from trace dicts and per-cell axis settings, built in a single validation pass.
+                cell_titles: Sequence[str] | None = None, title_font: int = 16, style: dict | None = None,
+                **layout) -> go.Figure:
+    """ONE figure from trace dicts and per-cell axis settings, built in a single pass.
 
     ``data``: trace dicts with ``xaxis``/``yaxis`` set by :func:`cell_axes`; ``axes``: {cell index: (x axis
     settings, y axis settings)}. Titles go above the columns (or above each cell) and right of the rows, as
-    make_subplots places them.
+    make_subplots places them, before any ``annotations`` given. ``style``: arguments of :func:`style`, applied
+    in the same build (:func:`styled_figure`).
     """
     cells = grid_domains(rows, cols, h_space, v_space)
     notes = []
@@ -556,8 +637,8 @@ def grid_figure(data: list, axes: dict, rows: int, cols: int, h_space: float, v_
         x_dom, y_dom = cells[r * cols + cols - 1]
         notes.append(dict(text=text, x=x_dom[1], y=sum(y_dom) / 2, xref="paper", yref="paper", xanchor="left",
                           yanchor="middle", xshift=4, textangle=90, showarrow=False, font=dict(size=title_font)))
-    layout["annotations"] = list(layout.get("annotations", [])) + notes
-    return go.Figure(data=data, layout=layout)
+    layout["annotations"] = notes + list(layout.get("annotations", []))
+    return styled_figure(data, layout, **style) if style is not None else figure(data, layout)
 
 
 def cell_axes(p: int) -> tuple[str, str]:
@@ -634,6 +715,6 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
                           tickfont=dict(size=theme().tick), **(colorbar or {})))
         if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
             layout["coloraxis"]["cmid"] = 0
-    fig = grid_figure(data, axes, rows, cols, 0.04 if row_tokens is None else 0.05, v_space,
-                      cell_titles=list(titles), title_font=max(16, theme().base), **layout)
-    return style(fig, title, height=height, subplot_titles=True)
+    return grid_figure(data, axes, rows, cols, 0.04 if row_tokens is None else 0.05, v_space,
+                       cell_titles=list(titles), title_font=max(16, theme().base),
+                       style=dict(title=title, height=height, subplot_titles=True), **layout)

@@ -77,12 +77,12 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
                 y_set["title"] = dict(text=q_title)
             axes[cell] = (x_set, y_set)
     v_space = min(0.9 / max(len(heads) - 1, 1), labels / height) if len(heads) > 1 else 0
-    fig = grid_figure(data, axes, len(heads), 2, 0.12, v_space,
-                      column_titles=[escape_token(a.label), escape_token(b.label)],
-                      row_titles=[f"head {h + 1}" for h in heads], title_font=max(16, t.base),
-                      coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-                          title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=t.tick),
-                          **_colorbar_ticks(zmax))))
     which = f"head {heads[0] + 1}" if len(heads) == 1 else "all heads"
-    return style(fig, f"{KIND_NAMES[kind]}, layer {layer + 1}, {which}: side by side", height=height,
-                 subplot_titles=True)
+    return grid_figure(data, axes, len(heads), 2, 0.12, v_space,
+                       column_titles=[escape_token(a.label), escape_token(b.label)],
+                       row_titles=[f"head {h + 1}" for h in heads], title_font=max(16, t.base),
+                       coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+                          title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=t.tick),
+                          **_colorbar_ticks(zmax))),
+                       style=dict(title=f"{KIND_NAMES[kind]}, layer {layer + 1}, {which}: side by side",
+                                 height=height, subplot_titles=True))

@@ -1,0 +1,106 @@
+"""Figures built without plotly's validation (viz.common.figure) send the browser exactly what validated ones do.
+
+Every builder that goes through viz.common.figure is built twice, once inside viz.common.validating() (plotly
+checks every property name and coerces every value) and once as the app builds it, and the two figures' JSON
+must be equal. A typo in a property name, a shorthand only validation expands (a colour scale's name, a string
+title), or a value only validation coerces would make them differ, or make the validated build raise.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from viz.attention import attention_figure, heads_figure, overview_figure
+from viz.common import DEFAULT_THEME, PRESENTER_THEME, facet_heatmaps, heatmap, using_theme, validating
+from viz.compare import Side, side_by_side_figure
+from viz.decoding import attribution_figure
+from viz.embeddings import embedding_heatmap, embedding_stages_figure
+from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
+from viz.heads import head_grid_figure
+
+RNG = np.random.default_rng(7)
+Q = ["<bos>", "A", "dog", "runs", "A"]  # a repeated token stays two rows
+K = ["Ein", "Hund", "läuft", "<b>", ".", "<eos>"]  # markup in a token is escaped, not drawn
+
+
+def _probs(*shape):
+    p = RNG.random(shape).astype(np.float32)
+    return p / p.sum(-1, keepdims=True)
+
+
+def _mask():
+    m = np.ones((len(Q), len(K)), bool)
+    m[:, -1] = False  # a padded key column
+    return m
+
+
+def _causal():
+    return np.tril(np.ones((len(Q), len(Q)), bool))
+
+
+def _builders():
+    probs = _probs(3, 4, len(Q), len(K))
+    emb = RNG.standard_normal((len(K), 32)).astype(np.float32)
+    q, k, v = (RNG.standard_normal((len(Q), 8)).astype(np.float32) for _ in range(3))
+    kk, vv = (RNG.standard_normal((len(K), 8)).astype(np.float32) for _ in range(2))
+    scores = q @ kk.T / np.sqrt(8)
+    roles = {kind: [[["aligner"] for _ in range(4)] for _ in range(3)] for kind in ("enc_self", "dec_self", "cross")}
+    return {
+        "one head, masked, rescaled": lambda: attention_figure(probs[0, 0], Q, K, "cross", mask=_mask(), zmax=0.4,
+                                                               title="layer 1, head 1", width_px=900),
+        "one head, causal": lambda: attention_figure(_probs(len(Q), len(Q)) * _causal(), Q, Q, "dec_self",
+                                                     mask=_causal()),
+        "all heads of a layer": lambda: heads_figure(probs[1], Q, K, "cross", 1, mask=_mask(), width_px=900),
+        "every layer x head": lambda: overview_figure(probs, "cross", zmax=0.5),
+        "side by side": lambda: side_by_side_figure(Side("A · Ein Hund.", probs[0], Q, K, _mask()),
+                                                    Side("B · Der Hund.", probs[1], Q, K), "cross", 0, [1],
+                                                    width_px=900),
+        "side by side, all heads": lambda: side_by_side_figure(Side("A", probs[0], Q, K), Side("B", probs[2], Q, K),
+                                                               "cross", 2),
+        "attribution": lambda: attribution_figure(_probs(2, len(K)), ["attention", "gradient"], K, "dog ← ?",
+                                                  hover_notes=[["x"] * len(K)] * 2, width_px=900),
+        "embedding heatmap": lambda: embedding_heatmap(emb, K),
+        "embedding stages": lambda: embedding_stages_figure(emb, emb * 5.7, emb / 3, emb * 6, K),
+        "embedding stages, own scales": lambda: embedding_stages_figure(emb, emb * 5.7, emb / 3, emb * 6, K,
+                                                                        shared_scale=False),
+        "matrix": lambda: matrix_figure(scores, Q, K, "scores", "query", "key", mask=_mask(), width_px=700),
+        "softmax with row sums": lambda: probs_figure(probs[0, 1], Q, K, "cross", mask=_mask(), title="softmax"),
+        "dropout": lambda: dropout_figure(probs[0, 2] * 1.1, Q, K, "cross", p_drop=0.1),
+        "one head, every step": lambda: head_pipeline_figures(q, kk, vv, scores, _mask(), probs[0, 0],
+                                                              probs[0, 0] @ vv, Q, K, "cross",
+                                                              scaled_scores=scores),
+        "head report grid": lambda: head_grid_figure({kind: RNG.random((3, 4)) for kind in roles}, roles,
+                                                     "entropy (nats)", chosen=("cross", 1, 2), title="heads"),
+        "plain heatmap, numbered axes": lambda: heatmap(emb, None, None, row_title="r", col_title="c"),
+        "facets without tokens": lambda: facet_heatmaps(np.stack([emb, -emb]), ["a", "b"], None, None,
+                                                        row_title="r", col_title="c", shared_scale=False),
+    }
+
+
+def _sent(fig) -> list:
+    """What the browser gets for a figure (or each of a dict of figures)."""
+    figs = fig.values() if isinstance(fig, dict) else [fig]
+    return [json.loads(f.to_json()) for f in figs]
+
+
+@pytest.mark.parametrize("theme", [DEFAULT_THEME, PRESENTER_THEME], ids=["default", "presenter"])
+@pytest.mark.parametrize("name", list(_builders()))
+def test_unvalidated_build_sends_the_same_figure(name, theme):
+    global RNG
+    with using_theme(theme):
+        RNG = np.random.default_rng(7)
+        with validating():
+            checked = _sent(_builders()[name]())
+        RNG = np.random.default_rng(7)
+        fast = _sent(_builders()[name]())
+    assert fast == checked
+
+
+def test_named_colour_scales_are_spelled_out():
+    """plotly.js has its own "Blues" (dark blue to grey): an unvalidated figure must carry plotly.py's colours."""
+    fig = attention_figure(_probs(len(Q), len(K)), Q, K, "cross")
+    scale = fig.to_plotly_json()["data"][0]["colorscale"]
+    assert not isinstance(scale, str)
+    assert scale[0][1] == "rgb(247,251,255)"  # plotly.py's Blues starts white
