@@ -13,12 +13,15 @@ import numpy as np
 import pytest
 
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import DEFAULT_THEME, PRESENTER_THEME, facet_heatmaps, heatmap, using_theme, validating
+from viz.common import (DEFAULT_THEME, PRESENTER_THEME, facet_heatmaps, figure_json, heatmap, using_theme,
+                        validating)
 from viz.compare import Side, side_by_side_figure
-from viz.decoding import attribution_figure
-from viz.embeddings import embedding_heatmap, embedding_stages_figure
+from viz.decoding import attribution_figure, candidates_figure
+from viz.embeddings import embedding_heatmap, embedding_stages_figure, scaling_figure, vocab_map_figure
 from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
 from viz.heads import head_grid_figure
+from viz.masks import mask_figure
+from viz.positional import position_similarity_figure, waves_figure
 
 RNG = np.random.default_rng(7)
 Q = ["<bos>", "A", "dog", "runs", "A"]  # a repeated token stays two rows
@@ -96,6 +99,37 @@ def test_unvalidated_build_sends_the_same_figure(name, theme):
         RNG = np.random.default_rng(7)
         fast = _sent(_builders()[name]())
     assert fast == checked
+
+
+@pytest.mark.parametrize("name", list(_builders()))
+def test_figure_json_is_what_plotly_writes(name):
+    """viz.common.figure_json (what the app sends for a kept figure) parses to what fig.to_json() writes."""
+    fig = _builders()[name]()
+    for f in (fig.values() if isinstance(fig, dict) else [fig]):
+        text = figure_json(f)
+        assert json.loads(text) == json.loads(f.to_json())
+        assert "<" not in text and ">" not in text  # escaped for HTML, as plotly writes it
+
+
+def test_figure_json_of_other_figures():
+    """Figures made without the fast builders (bars, scatters, subplots, NaN, int64 axes) come out right too."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Bar(x=np.arange(5, dtype=np.int64), y=np.array([1.0, np.nan, 3.0, 4.0, 5.0])), row=1, col=1)
+    fig.add_trace(go.Scatter(x=["a", "b"], y=np.array([True, False]), text=np.array(["<b>x</b>", "y"])), row=1, col=2)
+    fig.update_layout(title="<i>t</i>", xaxis=dict(range=np.array([0.0, 4.0])))
+    emb = RNG.standard_normal((len(K), 32)).astype(np.float32)
+    pe = RNG.standard_normal((20, 32)).astype(np.float32)
+    coords = RNG.standard_normal((300, 2)).astype(np.float32)
+    others = [fig, scaling_figure(emb, emb * 5.7, 32, K), vocab_map_figure(coords, [f"w{i}" for i in range(300)], [3, 7],
+                                                                         n_dots=50),
+              waves_figure(pe, dims=(0, 1, 4)), position_similarity_figure(pe, 3),
+              candidates_figure(["dog", "cat", "<eos>"], [0.7, 0.2, 0.1]),
+              mask_figure(_causal(), Q, Q, "causal mask")]
+    for f in others:
+        assert json.loads(figure_json(f)) == json.loads(f.to_json())
 
 
 def test_named_colour_scales_are_spelled_out():

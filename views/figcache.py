@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io
 
-from viz.common import languages, theme
+from viz.common import figure_json, languages, theme
 
 MAX_FIGURES = 160  # LRU; a figure object is ~0.1-0.5 MB, the vocabulary map ~1 MB
 
@@ -88,7 +88,7 @@ def _prebuilt(figure):
     if isinstance(figure, go.Figure):
         layout = figure.layout
         kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
-        kept.json = _plotly_to_json(figure.to_dict(), validate=False)
+        kept.json = figure_json(figure)  # plotly's to_json, 2-5x faster
         light = _Prebuilt()
         light._atlas_dict = kept
         return light

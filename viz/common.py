@@ -13,6 +13,7 @@ column/key tokens)``, the order of the axes of ``z``.
 
 from __future__ import annotations
 
+import json
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -24,6 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 from _plotly_utils.basevalidators import ColorscaleValidator
+from _plotly_utils.utils import to_typed_array_spec
 
 # Text helpers live in viz.text and are re-exported here, so views import one module.
 from viz.text import (TITLE_WRAP_CHARS, escape_token, escape_tokens, fmt_prob,  # noqa: F401
@@ -236,6 +238,49 @@ def check_tokens(z: np.ndarray, row_tokens, col_tokens, what: str = "z") -> None
             f"{what} has shape {tuple(z.shape)} but {len(col_tokens)} key (column) tokens were "
             f"given; the last axis must have one entry per key token"
         )
+
+
+# Keys whose arrays plotly never turns into typed arrays (_plotly_utils.utils.is_skipped_key).
+_NOT_TYPED = frozenset({"geojson", "layer", "layers", "range"})
+_HTML_SAFE = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"))  # as plotly.io.to_json writes them
+
+
+def figure_json(fig: go.Figure) -> str:
+    """What ``fig.to_json()`` sends the browser, built two to five times faster.
+
+    ``to_json`` deep-copies the whole figure (every hover label of every cell) and then walks it again in Python
+    to make it JSON-safe: 0.2 s for the Embeddings page's heatmaps of 256 dimensions. Here each dict and list
+    is copied once, numeric arrays become plotly's typed arrays (base64, as ``to_json`` writes them), other
+    arrays become lists, and the C encoder of ``json`` writes the rest. tests/test_viz_fast_build.py checks
+    that the browser gets the same figure as from ``to_json``.
+    """
+    out = {"data": [_plain(trace) for trace in fig._data], "layout": _plain(fig._layout)}
+    for trace in out["data"]:
+        trace.pop("uid", None)
+    try:
+        text = json.dumps(out, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # a NaN or a value json cannot write: plotly's own way
+        return pio.to_json(fig.to_dict(), validate=False)
+    for unsafe, safe in _HTML_SAFE:
+        text = text.replace(unsafe, safe)
+    return text
+
+
+def _plain(value, key: str | None = None):
+    """``value`` as JSON-ready dicts, lists and scalars; numeric arrays right under a dict key as typed arrays."""
+    if isinstance(value, dict):
+        return {k: _plain(v, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        if key is not None and key not in _NOT_TYPED and value.dtype.kind in "iuf" and value.size:
+            typed = to_typed_array_spec(value)
+            if isinstance(typed, dict):
+                return typed
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def style(fig: go.Figure, title: str | None = None, height: int | None = None,
