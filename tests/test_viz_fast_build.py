@@ -76,6 +76,8 @@ def _builders():
                                                               scaled_scores=scores),
         "head report grid": lambda: head_grid_figure({kind: RNG.random((3, 4)) for kind in roles}, roles,
                                                      "entropy (nats)", chosen=("cross", 1, 2), title="heads"),
+        "padding mask": lambda: mask_figure(_mask(), Q, K, "padding mask", kind="cross", width_px=500),
+        "causal mask": lambda: mask_figure(_causal(), Q, Q, "causal mask", kind="dec_self"),
         "plain heatmap, numbered axes": lambda: heatmap(emb, None, None, row_title="r", col_title="c"),
         "facets without tokens": lambda: facet_heatmaps(np.stack([emb, -emb]), ["a", "b"], None, None,
                                                         row_title="r", col_title="c", shared_scale=False),

@@ -13,8 +13,11 @@ column/key tokens)``, the order of the axes of ``z``.
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import re
+import unicodedata
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -294,7 +297,11 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     A builder that writes its whole layout as a dict uses :func:`styled_figure` instead (one build, no update).
     """
     set_template(fig, "plotly_white")
-    fig.update_layout(**style_layout(title, height, width, wrap_chars, subplot_titles))
+    styling = style_layout(title, height, width, wrap_chars, subplot_titles)
+    margin = styling["margin"]
+    fit_margins(margin, {**fig.layout.to_plotly_json(), "font": styling["font"]}, height or fig.layout.height,
+                width or fig.layout.width)
+    fig.update_layout(**dict(styling, margin=margin))
     return enforce_min_font(fig)
 
 
@@ -321,6 +328,73 @@ def style_layout(title: str | None = None, height: int | None = None, width: int
     return layout
 
 
+# Advance widths of the printable ASCII characters (32..126), in hundredths of the font size, of DejaVu Sans: a
+# wide sans-serif like Verdana, so the estimates below err on the wide side of Arial and Liberation Sans.
+_CHAR_WIDTHS = ("3240468464957827393950843236323464646464646464646464343484848453996869707763587775292966568675796079"
+                "696361736899696169393439845050616355636235636328285828976361636341523963598259595264346484")
+_TAGS = re.compile(r"<[^>]*>")
+MIN_PLOT_PX = 64  # plotly keeps at least this much of the plot when margins grow (layout.minreducedheight)
+
+
+def text_px(text: str, size: float) -> float:
+    """Width of plotly label text (tags dropped, entities one character) at font ``size``, estimated."""
+    plain = html.unescape(_TAGS.sub("", text))
+    total = 0.0
+    for ch in plain:
+        code = ord(unicodedata.normalize("NFD", ch)[0])
+        if 32 <= code < 127:
+            total += int(_CHAR_WIDTHS[2 * (code - 32): 2 * (code - 31)]) / 100
+        else:
+            total += 1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.8
+    return total * size
+
+
+def label_margins(layout: dict, base: float) -> tuple[float, float]:
+    """(left, bottom) pixels the tick labels and titles of the axes at the figure's left and bottom edges need.
+
+    Plotly finds out by drawing: with ``automargin`` (the template's) it draws the figure, measures the labels,
+    and when they do not fit in the margins it draws everything again, which is half the drawing time of a
+    heatmap in the browser. Margins set to this estimate beforehand leave nothing to push, so the figure is drawn
+    once; where the estimate is short, plotly still pushes (and draws twice), so no label is ever cut off.
+    tests/test_browser_margins.py checks the estimate against Chromium's own measurements.
+    """
+    left = bottom = 0.0
+    for name, axis in layout.items():
+        if not (name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict)) or axis.get("visible") is False:
+            continue
+        x = name[0] == "x"
+        domain = axis.get("domain") or [0.0, 1.0]
+        if domain[0] > 0.01:  # not at the left (y) or bottom (x) edge: pushes no margin
+            continue
+        tick = (axis.get("tickfont") or {}).get("size") or base
+        title = axis.get("title") or {}
+        need = (15 + 1.3 * ((title.get("font") or {}).get("size") or base)) if title.get("text") else 0.0
+        if axis.get("showticklabels", True):
+            texts = axis.get("ticktext")
+            if texts is not None and len(texts):
+                widest = max(text_px(str(t), tick) for t in texts)
+                angle = math.radians(abs(axis.get("tickangle") or 0)) if x else 0.0
+                need += widest * math.sin(angle) + tick * math.cos(angle) if x else widest
+            else:  # plotly's own numbers: one line below, about four digits beside
+                need += 1.5 * tick if x else 2.6 * tick
+        if x:
+            bottom = max(bottom, need + 20)
+        else:
+            left = max(left, need + 16)
+    return left, bottom
+
+
+def fit_margins(margin: dict, layout: dict, height: int | None, width: int | None) -> None:
+    """Widen ``margin`` (in place) to :func:`label_margins`' estimate, so that plotly draws the figure once.
+
+    Not where the plot would shrink below plotly's minimum: there plotly shrinks the margins itself."""
+    left, bottom = label_margins(layout, (layout.get("font") or {}).get("size") or theme().base)
+    if not height or margin["t"] + bottom + MIN_PLOT_PX <= height:
+        margin["b"] = max(margin["b"], math.ceil(bottom))
+    if margin["l"] + left + margin["r"] + MIN_PLOT_PX <= (width or PAGE_WIDTH_PX) * 0.6:
+        margin["l"] = max(margin["l"], math.ceil(left))
+
+
 def styled_figure(data: list, layout: dict, title: str | None = None, height: int | None = None,
                   width: int | None = None, wrap_chars: int | None = TITLE_WRAP_CHARS,
                   subplot_titles: bool = False, margin: dict | None = None) -> go.Figure:
@@ -330,6 +404,7 @@ def styled_figure(data: list, layout: dict, title: str | None = None, height: in
     clash = set(styling) & set(layout)
     if clash:
         raise ValueError(f"styled_figure: the layout sets {sorted(clash)}, which the styling sets")
+    fit_margins(styling["margin"], {**layout, "font": styling["font"]}, height, width)  # room for the labels
     fig = figure(data, {**layout, **styling})
     set_template(fig, "plotly_white")
     return enforce_min_font(fig)
