@@ -1,0 +1,62 @@
+"""The heatmaps' margins are set beforehand to what their labels need, in the real browser.
+
+viz.common.label_margins estimates the room the tick labels and axis titles take, so that plotly draws a figure
+once instead of drawing it, measuring the labels and drawing it again with wider margins. Here every heatmap of
+the views that draw them is read back from Chromium: plotly's final margins (``_fullLayout._size``) must be the
+ones the figure asked for (``layout.margin``), i.e. plotly had nothing left to push, and no more than 40 px (or a
+quarter, for long labels) wider than the labels need, so the estimate does not waste the room it saves.
+"""
+from __future__ import annotations
+
+import pytest
+
+from browser_support import choose_view, enter_text, new_page, open_app, wait_charts
+
+SENTENCE = "Ein Mann mit einem großen Hut sitzt auf einer Bank im Park."
+VIEWS = ["Attention", "Embeddings", "Inside one head", "Masks", "Decoding", "Positional encoding"]
+
+# Per chart with a heatmap: the margins asked for, the margins plotly used, and how far the labels and axis
+# titles actually reach into the left and bottom margins (from their drawn boxes).
+MARGINS_JS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")]
+  .filter(gd => gd._fullData && gd._fullData.some(t => t.type === 'heatmap') && !gd.closest("[data-stale='true']"))
+  .map(gd => {
+    const box = gd.getBoundingClientRect(), size = gd._fullLayout._size, asked = gd._fullLayout.margin;
+    let reachLeft = 0, reachBottom = 0;
+    for (const el of gd.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text')) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0) continue;
+      reachLeft = Math.max(reachLeft, size.l - (r.left - box.left));
+      reachBottom = Math.max(reachBottom, (r.bottom - box.top) - (box.height - size.b));
+    }
+    return {title: ((gd.querySelector('.gtitle') || {}).textContent || '').slice(0, 50),
+            askedL: asked.l, askedB: asked.b, usedL: Math.round(size.l), usedB: Math.round(size.b),
+            reachLeft: Math.round(reachLeft), reachBottom: Math.round(reachBottom)};
+  })"""
+
+
+@pytest.fixture(scope="module")
+def margins_page(chromium, app_server):
+    pg = new_page(chromium)
+    open_app(pg, app_server.url)
+    enter_text(pg, SENTENCE)
+    yield pg
+    pg.context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("view", VIEWS)
+def test_heatmaps_are_drawn_with_the_margins_they_asked_for(margins_page, view):
+    pg = margins_page
+    choose_view(pg, view)
+    wait_charts(pg)
+    charts = pg.evaluate(MARGINS_JS)
+    assert charts, f"{view} drew no heatmap"
+    labelled = [c for c in charts if c["reachLeft"] or c["reachBottom"]]  # not the thumbnail grid (no axis text)
+    assert labelled, f"{view} drew no heatmap with axis labels"
+    for c in charts:
+        # plotly pushed nothing: the labels fit in the margins the figure set
+        assert (c["usedL"], c["usedB"]) == (c["askedL"], c["askedB"]), c
+    for c in labelled:
+        # the labels really reach into the margins, and the estimate is not much larger than what they take
+        assert 0 < c["reachLeft"] <= c["usedL"] <= c["reachLeft"] + max(40, 0.25 * c["reachLeft"]), c
+        assert 0 < c["reachBottom"] <= c["usedB"] <= c["reachBottom"] + max(40, 0.25 * c["reachBottom"]), c
