@@ -192,3 +192,27 @@ def test_the_favicon_is_a_local_file():
     icon = next(k.value for k in call.keywords if k.arg == "page_icon")
     assert "favicon.png" in ast.unparse(icon)
     assert (Path(__file__).resolve().parent.parent / "docs" / "favicon.png").is_file()
+
+
+def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, translator):
+    """Beam search costs a third of a first visit of the page (issue 10): it runs when the toggle (URL dec_beam)
+    says so, or when the figures already trace it, and then shows what Translator.translate(beam) gives."""
+    from views.text import md_escape
+
+    said = lambda at: " ".join(m.value for m in at.markdown)  # noqa: E731
+    at = run_app(view="Decoding", text=SENTENCE, beam=3)
+    assert not at.exception
+    assert at.toggle(key="dec_beam").value is False and "**Beam search, beam 3**" not in said(at)
+    expected = translator.translate(SENTENCE, beam=3).text
+    for query in (dict(dec_beam=1), dict(decoding="beam")):
+        at = run_app(view="Decoding", text=SENTENCE, beam=3, **query)
+        assert not at.exception
+        assert "**Beam search, beam 3**" in said(at) and md_escape(expected) in said(at), query
+
+
+def test_token_embeddings_alone_are_drawn_only_when_asked_for(checkpoints):
+    titles = lambda at: [spec(c)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]  # noqa: E731
+    at = run_app(view="Embeddings", text=SENTENCE)
+    assert not at.exception and not any("token embeddings (before scaling)" in t for t in titles(at))
+    at = run_app(view="Embeddings", text=SENTENCE, emb_alone=1)
+    assert not at.exception and sum("token embeddings (before scaling)" in t for t in titles(at)) == 1

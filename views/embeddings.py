@@ -63,7 +63,8 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
     c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
     st.plotly_chart(cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
-    with st.expander("Token embeddings alone (tokens × dimensions)"):
+    # Built and drawn only when asked for (issue 10: a chart nobody opened cost every visit of the page).
+    if st.toggle("Show the token embeddings alone (tokens × dimensions)", key="emb_alone"):
         st.plotly_chart(cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),
                         width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
 

@@ -116,8 +116,10 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "dec_step": Param(1, _int_in(1, max_steps + 1)),
         "dec_layer": Param(0, _int_in(0, 64)),  # 0: the last decoder layer
         "dec_head": Param(0, _int_in(0, 64)),  # 0: mean of the heads
+        "dec_beam": Param(False, _bool, _dump_bool),  # run beam search beside the greedy output
         # Embeddings, Positional encoding
         "emb_side": Param("src", _choice(("src", "tgt"))),
+        "emb_alone": Param(False, _bool, _dump_bool),  # the token embeddings' own heatmap
         "pe_positions": Param(50, _int_in(10, 256)),
         "pe_dims": Param((0, 1, 4, 5, 16, 17, 64, 65), parse_ints, dump_ints),
         "pe_ref": Param(10, _int_in(0, 255)),
