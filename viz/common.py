@@ -364,8 +364,8 @@ def label_margins(layout: dict, base: float) -> tuple[float, float]:
             continue
         x = name[0] == "x"
         domain = axis.get("domain") or [0.0, 1.0]
-        if domain[0] > 0.01:  # not at the left (y) or bottom (x) edge: pushes no margin
-            continue
+        if not x and domain[0] > 0.01:  # a y axis not at the left edge pushes no margin (in a grid, every row's
+            continue                    # x axis is counted: their labels are alike, and it errs on the safe side)
         tick = (axis.get("tickfont") or {}).get("size") or base
         title = axis.get("title") or {}
         need = (15 + 1.3 * ((title.get("font") or {}).get("size") or base)) if title.get("text") else 0.0
@@ -388,7 +388,11 @@ def fit_margins(margin: dict, layout: dict, height: int | None, width: int | Non
     """Widen ``margin`` (in place) to :func:`label_margins`' estimate, so that plotly draws the figure once.
 
     Not where the plot would shrink below plotly's minimum: there plotly shrinks the margins itself."""
-    left, bottom = label_margins(layout, (layout.get("font") or {}).get("size") or theme().base)
+    base = (layout.get("font") or {}).get("size") or theme().base
+    left, bottom = label_margins(layout, base)
+    legend = layout.get("legend") or {}
+    if legend.get("yref") == "container" and legend.get("y") == 0 and layout.get("showlegend") is not False:
+        bottom += 1.6 * base + 12  # one row of legend entries at the bottom edge
     if not height or margin["t"] + bottom + MIN_PLOT_PX <= height:
         margin["b"] = max(margin["b"], math.ceil(bottom))
     if margin["l"] + left + margin["r"] + MIN_PLOT_PX <= (width or PAGE_WIDTH_PX) * 0.6:

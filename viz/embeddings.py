@@ -71,7 +71,9 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
                      title=dict(text="token"), row=1, col=2)
     fig.update_yaxes(title=dict(text="value"), row=1, col=1)
     fig.update_yaxes(title=dict(text="std over dimensions"), row=1, col=2)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
+    # The legend sits at the figure's bottom edge, under the axis titles: fit_margins leaves it room, so plotly
+    # need not draw the figure a second time to make some (as for a legend placed below the plot area).
+    fig.update_layout(barmode="group", legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))
     return style(fig, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}", height=480,
                  subplot_titles=True)
 
