@@ -299,7 +299,8 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     set_template(fig, "plotly_white")
     styling = style_layout(title, height, width, wrap_chars, subplot_titles)
     margin = styling["margin"]
-    fit_margins(margin, {**fig.layout.to_plotly_json(), "font": styling["font"]}, height or fig.layout.height,
+    # plotly's own dict of the layout, read only: to_plotly_json() would deep-copy it, template and all
+    fit_margins(margin, {**fig.layout._props, "font": styling["font"]}, height or fig.layout.height,
                 width or fig.layout.width)
     fig.update_layout(**dict(styling, margin=margin))
     return enforce_min_font(fig)

@@ -11,10 +11,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from viz.common import (SIGNED_SCALE, axis_ticks, escape_tokens, facet_heatmaps, heatmap, plot_width_px,
-                        style, theme)
+                        styled_figure, theme)
 
 
 def _sym_limit(*arrays: np.ndarray) -> float:
@@ -52,30 +51,34 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
         raise ValueError(f"token_emb {a.shape} and scaled {b.shape} must have the same "
                          f"(s, d) shape")
     factor = float(np.sqrt(d_model))
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.1,
-                        subplot_titles=["all values", "standard deviation per token"])
-    for arr, name, colour in ((a, "token embedding", "#7f7f7f"),
-                              (b, f"× √{d_model} = × {factor:.1f}", "#1f77b4")):
-        fig.add_trace(go.Box(y=arr.ravel(), name=name, marker_color=colour, boxpoints=False,
-                             showlegend=False), row=1, col=1)
+    # Two plots side by side, as make_subplots(column_widths=[0.4, 0.6], horizontal_spacing=0.1) places them.
+    left, right = [0.0, 0.36], [0.46, 1.0]
+    data = [dict(type="box", y=arr.ravel(), name=name, marker=dict(color=colour), boxpoints=False, showlegend=False,
+                 xaxis="x", yaxis="y")
+            for arr, name, colour in ((a, "token embedding", "#7f7f7f"),
+                                      (b, f"× √{d_model} = × {factor:.1f}", "#1f77b4"))]
     xs = np.arange(a.shape[0], dtype=np.int32)
     labels = escape_tokens(tokens) if tokens is not None else [str(i) for i in xs]
     for arr, name, colour in ((a, "before", "#7f7f7f"), (b, "after", "#1f77b4")):
         std = arr.std(axis=1).astype(np.float32)
-        fig.add_trace(go.Bar(x=xs, y=std, name=f"std {name}", marker_color=colour,
-                             customdata=np.asarray(labels, dtype=object),
-                             hovertemplate=("%{customdata} (%{x})<br>std " + name
-                                            + " %{y:.3f}<extra></extra>")), row=1, col=2)
-    fig.update_xaxes(**axis_ticks(tokens if tokens is not None else labels, len(xs), angle=-45,
-                                  axis_px=0.55 * plot_width_px(width_px, colorbar=False)),
-                     title=dict(text="token"), row=1, col=2)
-    fig.update_yaxes(title=dict(text="value"), row=1, col=1)
-    fig.update_yaxes(title=dict(text="std over dimensions"), row=1, col=2)
-    # The legend sits at the figure's bottom edge, under the axis titles: fit_margins leaves it room, so plotly
-    # need not draw the figure a second time to make some (as for a legend placed below the plot area).
-    fig.update_layout(barmode="group", legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))
-    return style(fig, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}", height=480,
-                 subplot_titles=True)
+        data.append(dict(type="bar", x=xs, y=std, name=f"std {name}", marker=dict(color=colour),
+                         customdata=np.asarray(labels, dtype=object), xaxis="x2", yaxis="y2",
+                         hovertemplate=("%{customdata} (%{x})<br>std " + name + " %{y:.3f}<extra></extra>")))
+    titles = [dict(text=text, x=sum(dom) / 2, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+                   showarrow=False, font=dict(size=16))
+              for text, dom in (("all values", left), ("standard deviation per token", right))]
+    layout = dict(
+        xaxis=dict(domain=left, anchor="y"), yaxis=dict(domain=[0.0, 1.0], anchor="x", title=dict(text="value")),
+        xaxis2=dict(domain=right, anchor="y2", title=dict(text="token"),
+                    **axis_ticks(tokens if tokens is not None else labels, len(xs), angle=-45,
+                                 axis_px=0.55 * plot_width_px(width_px, colorbar=False))),
+        yaxis2=dict(domain=[0.0, 1.0], anchor="x2", title=dict(text="std over dimensions")),
+        annotations=titles, barmode="group",
+        # The legend sits at the figure's bottom edge, under the axis titles: fit_margins leaves it room, so
+        # plotly need not draw the figure a second time to make some (as for a legend placed below the plots).
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))
+    return styled_figure(data, layout, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}", height=480,
+                         subplot_titles=True)
 
 
 def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positional: np.ndarray,
@@ -144,30 +147,30 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
               else [vocab_tokens[i] for i in idx])
     if len(labels) != len(idx):
         raise ValueError(f"{len(labels)} highlight labels for {len(idx)} highlighted points")
-    fig = go.Figure()
+    data = []
     if len(c):
         counts, xe, ye = np.histogram2d(c[:, 0], c[:, 1], bins=bins)  # (bx, by)
         shown = np.where(counts > 0, counts, np.nan).T.astype(np.float32)  # (by, bx): rows are y; empty cells clear
-        fig.add_trace(go.Heatmap(
-            z=shown, x=(xe[:-1] + xe[1:]) / 2, y=(ye[:-1] + ye[1:]) / 2, name="all entries",
+        data.append(dict(
+            type="heatmap", z=shown, x=(xe[:-1] + xe[1:]) / 2, y=(ye[:-1] + ye[1:]) / 2, name="all entries",
             colorscale=[[0, "rgb(225,225,225)"], [1, "rgb(90,90,90)"]], showscale=False, hoverongaps=False,
             hovertemplate="%{z:.0f} vocabulary entries here<extra></extra>"))
     n = min(n_dots, len(c))
     if n:
-        fig.add_trace(go.Scatter(
-            x=c[:n, 0], y=c[:n, 1], mode="markers", name=f"first {n:,} entries",
+        data.append(dict(
+            type="scatter", x=c[:n, 0], y=c[:n, 1], mode="markers", name=f"first {n:,} entries",
             marker=dict(size=4, color="rgba(60,60,60,0.45)"),
             text=escape_tokens(vocab_tokens[:n]), hovertemplate="%{text}<extra></extra>"))
     if len(idx):
-        fig.add_trace(go.Scatter(
-            x=c[idx, 0], y=c[idx, 1], mode="markers+text", name="sentence",
+        data.append(dict(
+            type="scatter", x=c[idx, 0], y=c[idx, 1], mode="markers+text", name="sentence",
             text=escape_tokens(labels), textposition="top center", textfont=dict(size=16),
             marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),
             hovertemplate="%{text}<extra></extra>"))
-    fig.update_xaxes(title=dict(text="principal component 1"), tickfont=dict(size=theme().tick), showgrid=False)
-    fig.update_yaxes(title=dict(text="principal component 2"), tickfont=dict(size=theme().tick), showgrid=False)
-    fig.update_layout(showlegend=False)
-    return style(fig, title, height=600)
+    layout = dict(xaxis=dict(title=dict(text="principal component 1"), tickfont=dict(size=theme().tick), showgrid=False),
+                  yaxis=dict(title=dict(text="principal component 2"), tickfont=dict(size=theme().tick), showgrid=False),
+                  showlegend=False)
+    return styled_figure(data, layout, title, height=600)
 
 
 def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
