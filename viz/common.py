@@ -525,11 +525,14 @@ def hover_labels(tokens, n: int, word: str) -> tuple[list[str], list[str] | None
 
 
 def hover_customdata(row_hover: list[str], col_hover: list[str]) -> np.ndarray:
-    """(i, j, 2) object array of per-cell hover labels: [row (query) label, column (key) label]."""
-    n_rows, n_cols = len(row_hover), len(col_hover)
-    cd = np.empty((n_rows, n_cols, 2), dtype=object)
-    cd[:, :, 0] = np.asarray(row_hover, dtype=object)[:, None]
-    cd[:, :, 1] = np.asarray(col_hover, dtype=object)[None, :]
+    """(i, j, 2) string array of per-cell hover labels: [row (query) label, column (key) label].
+
+    A NumPy string array, not an object array: plotly deep-copies a figure's data when it builds it, which is one
+    memory copy for a string array and one Python copy per cell for an object array (the JSON is the same)."""
+    rows, cols = np.asarray(row_hover, dtype=str), np.asarray(col_hover, dtype=str)
+    cd = np.empty((len(rows), len(cols), 2), dtype=np.result_type(rows, cols, "<U1"))
+    cd[:, :, 0] = rows[:, None]
+    cd[:, :, 1] = cols[None, :]
     return cd
 
 
@@ -644,7 +647,7 @@ def _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt
         shown[~m] = np.nan
         # Each cell's labels live in exactly one trace: smaller JSON for the browser.
         masked_cd = np.where(~m, row_name + ": " + cd[:, :, 0] + "<br>" + col_name + ": "
-                             + cd[:, :, 1], "").astype(object)  # (i, j)
+                             + cd[:, :, 1], "")  # (i, j)
         cd[~m] = ""
     xs = np.arange(n_cols, dtype=np.int32)
     ys = np.arange(n_rows, dtype=np.int32)

@@ -38,7 +38,7 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
     q_hover, _ = hover_labels(query_tokens, n_q, "query")
     k_hover, _ = hover_labels(key_tokens, n_k, "key")
     cd = hover_customdata(q_hover, k_hover)
-    state = np.where(m, "may attend", "masked").astype(object)
+    state = np.where(m, "may attend", "masked")
     cd = np.concatenate([cd, state[:, :, None]], axis=2)  # (i, j, 3)
     small = max(n_q, n_k) <= 40  # a 1 px gap between cells would eat thin cells
     trace = dict(
