@@ -79,12 +79,14 @@ class RunResult:
 
 
 def squash(text: str) -> str:
-    """Letters only, for comparing a sentence with the app's DE line: no spaces, no Markdown escapes.
+    """Letters only, for comparing a sentence with the app's DE line: no spaces, no Markdown escapes, no
+    SentencePiece word-start marks.
 
-    The DE line is the sentence's tokens joined by spaces and escaped for Markdown ("Ball \\."), so
-    "Ein Mann läuft im Park." and "Ein Mann läuft im Park \\." both become "EinMannläuftimPark.".
+    The DE line is the sentence's tokens joined by spaces and escaped for Markdown ("Ball \\."), or its pieces
+    ("▁Ball \\."), so "Ein Mann läuft im Park.", "Ein Mann läuft im Park \\." and "▁Ein ▁Mann ▁läuft ▁im ▁Park \\."
+    all become "EinMannläuftimPark.".
     """
-    return "".join(text.replace("\\", "").split())
+    return "".join(text.replace("\\", "").replace("\u2581", "").split())
 
 
 def shows_sentence(result: RunResult, sentence: str) -> bool:

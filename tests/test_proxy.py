@@ -18,7 +18,7 @@ for p in (ROOT / "deploy", ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from classroom_client import BACKEND_COOKIE, Session, shows_sentence  # noqa: E402
+from classroom_client import BACKEND_COOKIE, Session, shows_sentence, squash  # noqa: E402
 from serve import NGINX_MISSING, Deployment, nginx_binary  # noqa: E402
 
 pytestmark = pytest.mark.proxy
@@ -140,3 +140,11 @@ def test_a_stopped_backend_moves_its_browsers_to_another(proxy):
             await s.close()
 
     run_async(scenario())
+
+
+def test_the_own_sentence_check_reads_words_and_pieces():
+    """The classroom's check compares a typed sentence with the DE line of a word model or a piece model."""
+    typed = "Ein Mann läuft im Park."
+    for line in ("Ein Mann läuft im Park \\.", "\u2581Ein \u2581Mann \u2581läuft \u2581im \u2581Park \\."):
+        assert squash(line) == squash(typed)
+    assert squash("\u2581Ein \u2581Hund \u2581läuft \u2581im \u2581Park \\.") != squash(typed)
