@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.common import (cell_axes, grid_figure, KIND_NAMES, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
-                        fmt_share, heatmap, resolve_scale, style, theme)
+                        fmt_share, heatmap, resolve_scale, theme)
 
 
 
