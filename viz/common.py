@@ -646,8 +646,9 @@ def _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt
     if m is not None:
         shown[~m] = np.nan
         # Each cell's labels live in exactly one trace: smaller JSON for the browser.
-        masked_cd = np.where(~m, row_name + ": " + cd[:, :, 0] + "<br>" + col_name + ": "
-                             + cd[:, :, 1], "")  # (i, j)
+        # np.char.add: `+` on string arrays needs NumPy 2 (requirements allow 1.26)
+        pairs = np.char.add(np.char.add(f"{row_name}: ", cd[:, :, 0]), np.char.add(f"<br>{col_name}: ", cd[:, :, 1]))
+        masked_cd = np.where(~m, pairs, "")  # (i, j)
         cd[~m] = ""
     xs = np.arange(n_cols, dtype=np.int32)
     ys = np.arange(n_rows, dtype=np.int32)
