@@ -318,6 +318,14 @@ def enter_text(page, text: str, timeout: float = 30_000) -> None:
     raise AssertionError(f"the text area showed another text three times after {text!r} was typed")
 
 
+def page_with_sentence(browser, url: str, text: str):
+    """A fresh page (so a fresh Streamlit session) of the app at `url` with `text` typed into the sidebar."""
+    pg = new_page(browser)
+    open_app(pg, url)
+    enter_text(pg, text)
+    return pg
+
+
 def select_option(page, key: str, option: str, timeout: float = 30_000) -> None:
     """Pick `option` in the selectbox with key `key` and wait for the new run."""
     before = runs(page)

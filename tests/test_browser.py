@@ -15,8 +15,8 @@ import pytest
 
 from browser_support import (
     CHART, EXCEPTION, MAIN, TRANSLATION, alert_texts, chart_titles, choose_view,
-    enter_text, full_screenshot, new_page, open_app, selectbox_value, selected_view, wait_charts,
-    wait_new_run, widget,
+    enter_text, full_screenshot, new_page, open_app, page_with_sentence, selectbox_value, selected_view,
+    wait_charts, wait_new_run, widget,
 )
 
 
@@ -43,9 +43,7 @@ def assert_no_exception(page) -> None:
 @pytest.fixture(scope="module")
 def sentence_page(chromium, app_server):
     """One page with SENTENCE typed into the sidebar, shared by the per-view tests (in VIEWS order)."""
-    pg = new_page(chromium)
-    open_app(pg, app_server.url)
-    enter_text(pg, SENTENCE)
+    pg = page_with_sentence(chromium, app_server.url, SENTENCE)
     yield pg
     pg.context.close()
 

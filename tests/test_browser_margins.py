@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import choose_view, enter_text, new_page, open_app, wait_charts
+from browser_support import choose_view, page_with_sentence, wait_charts
 
 SENTENCE = "Ein Mann mit einem großen Hut sitzt auf einer Bank im Park."
 VIEWS = ["Attention", "Embeddings", "Inside one head", "Masks", "Decoding", "Positional encoding"]
@@ -36,9 +36,7 @@ MARGINS_JS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart
 
 @pytest.fixture(scope="module")
 def margins_page(chromium, app_server):
-    pg = new_page(chromium)
-    open_app(pg, app_server.url)
-    enter_text(pg, SENTENCE)
+    pg = page_with_sentence(chromium, app_server.url, SENTENCE)
     yield pg
     pg.context.close()
 
