@@ -7,11 +7,14 @@ Builds, with random weights, a model shaped like Helsinki-NLP/opus-mt-de-en in o
 (post-norm, swish, sines-then-cosines positions, start from <pad>, logits bias), SentencePiece models trained
 here on caption sentences (the vocabulary is filled up to 58,000 entries). It is saved to a temporary folder
 and loaded back as the app loads it, then it times, on one torch thread as the app uses per request:
-  traced     Translator.trace(text): tokenize, encode, greedy decoding with every step recorded, the full trace
+  traced     Translator.trace(text): tokenize, encode, greedy decoding with every step recorded, the full trace;
+             the int8 draft (model/draft.py) guesses the tokens and the model's traced pass checks them, as in the app
+  unaided    the same without the draft: float32 greedy steps, then the traced pass
   +numpy     the same followed by .detached() (the trace as NumPy), which is what the app caches
   untraced   Translator.translate(text): greedy, fused attention, no trace
   generator  one decoding step's largest read: a (1, 512) input times the (58000, 512) generator weight, in
-             float32 and in bfloat16 (fastest and median of 40): the memory-bandwidth floor of a step
+             float32 and in bfloat16 (fastest and median of 40): the memory-bandwidth floor of a step, and the
+             draft's int8 generator
 for a source of 20 pieces and an output of 20 tokens (random weights never say </s>; max_len fixes the length a
 real translation of that sentence would have). Target: traced ≤ 300 ms. Writes benchmarks/results/marian.json.
 """
@@ -76,6 +79,28 @@ def sentence_of_pieces(n: int, pieces) -> str:
     raise RuntimeError(f"no sentence of exactly {n} pieces found")
 
 
+def count_checking_passes(tr, texts) -> list[int]:
+    """Per sentence, how many traced teacher-forced passes a drafted trace ran (1: the draft guessed every token)."""
+    from model import decode
+
+    real, count = decode._teacher_forced, []
+
+    def counting(*a):
+        count.append(1)
+        return real(*a)
+
+    out = []
+    decode._teacher_forced = counting
+    try:
+        for text in texts:
+            count.clear()
+            tr.trace(text, max_len=OUT_TOKENS)
+            out.append(len(count))
+    finally:
+        decode._teacher_forced = real
+    return out
+
+
 def timed(fn, repeats: int, warmup: int = 2) -> list[float]:
     for _ in range(warmup):
         fn()
@@ -102,19 +127,29 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         build_folder(tmp / "opus-mt-size")
         build_s = time.perf_counter() - t0
-        loads = []
+        loads, drafts = [], []
         for _ in range(3):
             t0 = time.perf_counter()
-            tr = Translator.from_checkpoint(tmp / "opus-mt-size")
+            tr = Translator.from_checkpoint(tmp / "opus-mt-size")  # as the app loads it: the draft in the background
             loads.append(time.perf_counter() - t0)
+            while tr.draft is None and time.perf_counter() - t0 < 60:
+                time.sleep(0.01)
+            drafts.append(time.perf_counter() - t0)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    assert tr.draft is not None, "no int8 draft on this machine"
+    unaided = Translator(tr.model, tr.src_vocab, tr.tgt_vocab, tr.metrics, pieces=tr.pieces, draft=False)
     params = sum(tr.parameter_counts().values())
     text = sentence_of_pieces(SRC_PIECES, tr.source_tokens)
     check = tr.trace(text, max_len=OUT_TOKENS)
     assert len(check.source.tokens) == SRC_PIECES and len(check.raw_tokens) == OUT_TOKENS, (check.source.tokens, check.raw_tokens)
+    passes = count_checking_passes(tr, [text] + distinct_sentences(20)[:10])
+    same = all(tr.trace(s, max_len=OUT_TOKENS).raw_tokens == unaided.trace(s, max_len=OUT_TOKENS).raw_tokens
+               for s in [text] + distinct_sentences(20)[:10])
+    assert same, "the drafted trace differs from the unaided one"
     rows = {
         "traced": summary(timed(lambda: tr.trace(text, max_len=OUT_TOKENS), args.repeats)),
+        "traced unaided": summary(timed(lambda: unaided.trace(text, max_len=OUT_TOKENS), args.repeats)),
         "traced+numpy": summary(timed(lambda: tr.trace(text, max_len=OUT_TOKENS).detached(), args.repeats)),
         "untraced": summary(timed(lambda: tr.translate(text, max_len=OUT_TOKENS), args.repeats)),
     }
@@ -123,14 +158,16 @@ def main(argv=None) -> int:
     wb, xb = w.to(torch.bfloat16), x.to(torch.bfloat16)
     with torch.inference_mode():
         gen = {"float32": summary(timed(lambda: torch.nn.functional.linear(x, w), 40, warmup=3)),
-               "bfloat16": summary(timed(lambda: torch.nn.functional.linear(xb, wb), 40, warmup=3))}
+               "bfloat16": summary(timed(lambda: torch.nn.functional.linear(xb, wb), 40, warmup=3)),
+               "int8_draft": summary(timed(lambda: tr.draft.generator.proj(x), 40, warmup=3))}
     gen["float32_GB_per_s_at_min"] = round(w.numel() * 4 / (gen["float32"]["min_ms"] / 1000) / 1e9, 1)
     result = {
         "what": "opus-mt-size model (random weights) in our format: one 20-piece sentence, 20 output tokens",
         "command": "python benchmarks/bench_marian.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "model": {**SIZE, "vocabulary": VOCAB, "parameters": params}, "threads": args.threads,
         "sentence": text, "source_pieces": check.source.tokens,
-        "timings": rows, "generator_row_product": gen, "load_s": summary(loads), "build_s": round(build_s, 1),
+        "timings": rows, "generator_row_product": gen, "load_s": summary(loads), "load_until_draft_ready_s": summary(drafts),
+        "checking_passes_per_trace": passes, "drafted_equals_unaided_on": 11, "build_s": round(build_s, 1),
         "targets": TARGETS, "verdict": {"traced_median_ms": verdict(rows["traced"]["median_ms"], TARGETS["traced_median_ms"])},
         "machine": machine(),
     }
@@ -138,8 +175,11 @@ def main(argv=None) -> int:
     print(f"{params:,} parameters; source: {' '.join(check.source.tokens)}")
     print(table([[k, v["median_ms"], v["p10_ms"], v["p90_ms"]] for k, v in rows.items()], ["", "median ms", "p10", "p90"]))
     print(f"generator row product: float32 min {gen['float32']['min_ms']:.1f} ms "
-          f"({gen['float32_GB_per_s_at_min']} GB/s), bfloat16 min {gen['bfloat16']['min_ms']:.1f} ms")
-    print(f"load (from_checkpoint) median {result['load_s']['median_ms'] / 1000:.2f} s; "
+          f"({gen['float32_GB_per_s_at_min']} GB/s), bfloat16 min {gen['bfloat16']['min_ms']:.1f} ms, "
+          f"int8 (draft) min {gen['int8_draft']['min_ms']:.1f} ms")
+    print(f"checking passes per trace (1 = every guess right): {passes}; drafted = unaided on 11 sentences")
+    print(f"load (from_checkpoint) median {result['load_s']['median_ms'] / 1000:.2f} s, "
+          f"{result['load_until_draft_ready_s']['median_ms'] / 1000:.2f} s until the draft is ready; "
           f"traced {result['verdict']['traced_median_ms']} (target ≤ {TARGETS['traced_median_ms']:.0f} ms); wrote {path}")
     return 0
 

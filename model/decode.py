@@ -83,6 +83,7 @@ def search(
     top_k: int = 5,
     head_mask: HeadMask | None = None,
     use_src_padding_mask: bool = True,
+    draft=None,
 ) -> list[Decoded]:
     """Beam search over a batch of sentences; beam_size 1 with alpha 0 is exactly greedy decoding.
 
@@ -99,7 +100,9 @@ def search(
     and finished sentences leave the batch. With `record` (one sentence, greedy), every step's
     candidates are kept, the encoder runs traced, and one traced teacher-forced decoder pass over
     <bos> + output follows: row i of its matrices is what step i computed (tests check this), so it
-    gives every step's attention and the full trace.
+    gives every step's attention and the full trace. A recorded search may take a `draft`
+    (model/draft.py) that guesses the tokens; the model's teacher-forced pass checks every guess, so
+    the result is the same greedy decoding (see checked_greedy).
     """
     b = src.shape[0]
     max_lens = [int(max_len)] * b if isinstance(max_len, int) else [int(m) for m in max_len]
@@ -117,6 +120,9 @@ def search(
     src_mask = make_src_mask(src, pad, use_src_padding_mask)  # (b, 1, 1, s)
     trace = Trace() if record else None
     memory = model.encode(src, src_mask, head_mask, trace)  # (b, s, d); the encoder runs once
+    if record and draft is not None:
+        return [checked_greedy(model, draft, memory, src_mask, bos, eos, max_lens[0], prefix, top_k, head_mask,
+                               banned, trace)]
     cache = model.new_cache()
     active = list(range(b))  # the unfinished sentences, in row order; each has the same number of rows
     ys = torch.full((b, 1), bos, dtype=torch.long, device=device)  # (n, t) the live hypotheses
@@ -197,14 +203,78 @@ def search(
 
 def _attach_record(model, memory, src_mask, bos, head_mask, trace: Trace, res: Decoded, steps: list[Step]) -> None:
     """One traced teacher-forced decoder pass over <bos> + output: every step's attention and the full trace."""
-    tgt = torch.tensor([[bos] + res.ids], dtype=torch.long, device=memory.device)
+    _teacher_forced(model, memory, src_mask, bos, res.ids, head_mask, trace)
+    _attach_steps(trace, res, steps)
+
+
+def _teacher_forced(model, memory, src_mask, bos, ids: list[int], head_mask, trace: Trace) -> torch.Tensor:
+    """The traced decoder pass over <bos> + ids; fills the trace's decoder half and returns (1, t, V) log_probs."""
+    tgt = torch.tensor([[bos] + ids], dtype=torch.long, device=memory.device)
     tgt_mask = make_tgt_mask(tgt, model.cfg.pad_idx)
     trace.log_probs = model.generator(model.decode(memory, src_mask, tgt, tgt_mask, head_mask, trace))
+    return trace.log_probs
+
+
+def _attach_steps(trace: Trace, res: Decoded, steps: list[Step]) -> None:
+    """Row i of the teacher-forced pass is what step i computed: give each step its attention."""
     dec_self = torch.stack([a.probs[0] for a in trace.dec_self]).float().cpu().numpy()  # (L, h, t, t)
     cross = torch.stack([a.probs[0] for a in trace.cross]).float().cpu().numpy()  # (L, h, t, s)
     for i, step in enumerate(steps):
         step.dec_self, step.cross = dec_self[:, :, i, : i + 1], cross[:, :, i]
     res.steps, res.trace = steps, trace
+
+
+def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], head_mask, banned) -> tuple[list[int], bool]:
+    """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>)."""
+    cache, ids, last = draft.new_cache(), [], bos
+    for t in range(1, max_len + 1):
+        x = draft.decode(memory, src_mask, torch.tensor([[last]], device=memory.device), None, head_mask, cache=cache)
+        if t <= len(known):  # forced: the cache needs the position, the choice is made
+            last = known[t - 1]
+        else:
+            last = int(allowed_log_probs(draft.generator(x[:, -1]), banned)[0].argmax())
+        if last == eos:
+            return ids, True
+        ids.append(last)
+    return ids, False
+
+
+def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: int, prefix: list[int], top_k: int,
+                   head_mask, banned, trace: Trace) -> Decoded:
+    """Greedy decoding of one sentence whose tokens the draft guesses and the model's traced pass checks.
+
+    Row i of the teacher-forced pass over <bos> + guess is the model's distribution after the first i
+    tokens. Where every row's argmax is the guessed token (and <eos> after the last one when the guess
+    ended), the guess is the model's greedy output. At the first row where it is not, the model's own
+    token is kept and the draft guesses again from there. Each round fixes at least one more token, so
+    this ends; the steps report the model's distributions, never the draft's.
+    """
+    known = list(prefix)  # forced, or already the model's own argmax
+    while True:
+        ids, finished = _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known, head_mask, banned)
+        log_probs = allowed_log_probs(_teacher_forced(model, memory, src_mask, bos, ids, head_mask, trace)[0], banned)
+        best = log_probs.argmax(-1).tolist()  # (t,) the model's choice after each prefix
+        want = ids + [eos] if finished else ids
+        wrong = next((i for i in range(len(known), len(want)) if best[i] != want[i]), None)
+        if wrong is None:
+            break
+        known = ids[:wrong] + [best[wrong]]
+        if best[wrong] == eos or len(known) >= max_len:  # the model's token ends it: trace exactly that output
+            finished = best[wrong] == eos
+            ids = ids[:wrong] if finished else known
+            want = ids + [eos] if finished else ids
+            log_probs = allowed_log_probs(_teacher_forced(model, memory, src_mask, bos, ids, head_mask, trace)[0],
+                                          banned)
+            break
+    steps = []
+    probs = log_probs.exp()  # (t, V)
+    top_p, top_i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+    for i, chosen in enumerate(want):
+        steps.append(Step(prefix=[bos] + ids[:i], top_ids=top_i[i].tolist(), top_probs=top_p[i].tolist(),
+                          chosen=chosen, chosen_prob=float(probs[i, chosen]), forced=i < len(prefix)))
+    res = Decoded(ids, finished)
+    _attach_steps(trace, res, steps)
+    return res
 
 
 def greedy_decode(
@@ -218,9 +288,11 @@ def greedy_decode(
     top_k: int = 5,
     head_mask: HeadMask | None = None,
     use_src_padding_mask: bool = True,
+    draft=None,
 ) -> Decoded:
     """The most probable allowed token at each step until <eos> or max_len tokens (see search)."""
-    return search(model, src, bos, eos, max_len, 1, 0.0, prefix, record, top_k, head_mask, use_src_padding_mask)[0]
+    return search(model, src, bos, eos, max_len, 1, 0.0, prefix, record, top_k, head_mask, use_src_padding_mask,
+                  draft)[0]
 
 
 def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int | Sequence[int],

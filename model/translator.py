@@ -7,6 +7,7 @@ the dataclasses below): a page never needs the model, a tensor or a vocabulary.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import torch
 from .checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
 from .config import ModelConfig
 from .decode import Decoded, Step, greedy_decode, search
+from .draft import build_draft, worth_a_draft
 from .experiments import looks_like_target_language, pieces_look_like_target_language
 from .tokenize import clean_text, detokenize, tokenize
 from .trace import SentenceTrace, Trace, to_sentence_trace
@@ -98,8 +100,17 @@ class Translator:
     """
 
     def __init__(self, model: EncoderDecoder, src_vocab: Vocab, tgt_vocab: Vocab, metrics: dict | None = None,
-                 src_lang: str | None = None, tgt_lang: str | None = None, pieces=None):
+                 src_lang: str | None = None, tgt_lang: str | None = None, pieces=None, draft: bool | None = None):
         self.model = model.eval()
+        # An int8 copy of the decoder that guesses a trace's greedy tokens, which the model then checks
+        # (model/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
+        # caches), built by a background thread so that loading does not wait for it (1-2 s for opus-mt
+        # size); until it is there, traces decode unaided, with the same result.
+        self.draft = None
+        if draft:
+            self.draft = build_draft(model)
+        elif draft is None and worth_a_draft(model):
+            threading.Thread(target=self._build_draft, name="atlas-draft", daemon=True).start()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.metrics = metrics or {}
         self.src_lang = src_lang or model.cfg.src_lang
@@ -108,9 +119,12 @@ class Translator:
             raise ValueError("a SentencePiece model needs its PieceCodec (source.spm, target.spm): use from_checkpoint")
         self.pieces = pieces if model.cfg.tokenizer == "sentencepiece" else None
 
+    def _build_draft(self) -> None:
+        self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft
+
     @classmethod
-    def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT) -> "Translator":
-        """Load a checkpoint folder; raises CheckpointError with a clear message."""
+    def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT, draft: bool | None = None) -> "Translator":
+        """Load a checkpoint folder; raises CheckpointError with a clear message. `draft`: see __init__."""
         model, src_vocab, tgt_vocab, metrics = load_checkpoint(folder)
         pieces = None
         if model.cfg.tokenizer == "sentencepiece":
@@ -125,7 +139,7 @@ class Translator:
             except (OSError, RuntimeError) as e:
                 raise CheckpointError(f"{folder}: {SRC_SPM} or {TGT_SPM} is not a SentencePiece model ({e}). "
                                       "Copy both from where the model came from, or import it again.") from e
-        return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces)
+        return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces, draft=draft)
 
     def untrained_twin(self, seed: int = 0) -> "Translator":
         """The same architecture and vocabularies with random weights (fixed seed)."""
@@ -281,7 +295,7 @@ class Translator:
         src = self._src_tensor(source)
         forced = v.encode(prefix) if prefix else None
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced,
-                            record=True, top_k=top_k, head_mask=hm)
+                            record=True, top_k=top_k, head_mask=hm, draft=self.draft)
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
 

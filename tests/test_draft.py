@@ -1,0 +1,111 @@
+"""model.draft: an int8 draft guesses a recorded greedy decoding's tokens; the model's traced pass checks them.
+
+Whatever the draft guesses, the result must be the model's own greedy decoding: the same ids, the
+steps' candidates and probabilities from the model's distributions, the same trace.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model import decode
+from model.config import ModelConfig
+from model.decode import greedy_decode
+from model.draft import MIN_GENERATOR_BYTES, Draft, build_draft, quantization_available, worth_a_draft
+from model.transformer import EncoderDecoder
+from model.translator import Translator
+from test_model_decode import BOS, EOS, check_result_trace, check_steps_against_teacher_forcing, src_tensor
+
+pytestmark = pytest.mark.skipif(not quantization_available(), reason="this torch has no int8 engine")
+
+
+def same_record(a, b):
+    """Two recorded decodings agree: ids, end, every step and the whole trace."""
+    assert a.ids == b.ids and a.finished == b.finished
+    assert len(a.steps) == len(b.steps)
+    for x, y in zip(a.steps, b.steps):
+        assert (x.prefix, x.top_ids, x.chosen, x.forced) == (y.prefix, y.top_ids, y.chosen, y.forced)
+        np.testing.assert_allclose(x.top_probs, y.top_probs, atol=1e-5)
+        np.testing.assert_allclose(x.cross, y.cross, atol=1e-5)
+        np.testing.assert_allclose(x.dec_self, y.dec_self, atol=1e-5)
+    torch.testing.assert_close(a.trace.log_probs, b.trace.log_probs, atol=1e-5, rtol=1e-5)
+    for kind in ("enc_self", "dec_self", "cross"):
+        np.testing.assert_allclose(a.trace.probs(kind), b.trace.probs(kind), atol=1e-5)
+
+
+def test_the_draft_is_int8_and_shares_the_embeddings(trained_model):
+    draft = Draft(trained_model)
+    assert draft.tgt_embed is trained_model.tgt_embed  # shared, not copied
+    linears = [m for m in draft.modules() if type(m) is torch.nn.Linear]
+    assert linears == []  # every projection of the decoder and the generator was replaced
+    quantized = [m for m in draft.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+    n_dec = len(trained_model.decoder_layers)
+    assert len(quantized) == n_dec * (4 + 4 + 2) + 1  # self Q K V O, cross Q K V O, FFN 2, generator
+    # the model itself is untouched
+    assert all(type(m.w_q) is torch.nn.Linear for m in [trained_model.decoder_layers[0].self_attn])
+
+
+@pytest.mark.parametrize("which", ["trained", "untrained"])
+def test_drafted_record_equals_the_unaided_one(which, trained_model, tiny_model, vocabs, pairs):
+    model = trained_model if which == "trained" else tiny_model
+    draft = build_draft(model)
+    sv, _ = vocabs
+    for de, _ in pairs[:6]:
+        src = src_tensor(sv, de)
+        for max_len in (30, 3):
+            plain = greedy_decode(model, src, BOS, EOS, max_len, record=True, top_k=4)
+            drafted = greedy_decode(model, src, BOS, EOS, max_len, record=True, top_k=4, draft=draft)
+            same_record(plain, drafted)
+            lp, trace = check_steps_against_teacher_forcing(model, src, drafted)
+            check_result_trace(drafted, lp, trace)
+
+
+def test_a_draft_that_guesses_wrong_still_gives_the_models_greedy_output(trained_model, make_model, vocabs, pairs,
+                                                                       monkeypatch):
+    """A draft of another (random) model disagrees at almost every step: each round must keep the model's token."""
+    wrong = build_draft(make_model(seed=7))
+    passes = []
+    real = decode._teacher_forced
+    monkeypatch.setattr(decode, "_teacher_forced", lambda *a: passes.append(1) or real(*a))
+    sv, _ = vocabs
+    for de, _ in pairs[:6]:
+        src = src_tensor(sv, de)
+        plain = greedy_decode(trained_model, src, BOS, EOS, 30, record=True)
+        passes.clear()
+        drafted = greedy_decode(trained_model, src, BOS, EOS, 30, record=True, draft=wrong)
+        assert plain.finished and len(plain.ids) > 2
+        assert len(passes) > 2  # the guesses were corrected, round after round
+        same_record(plain, drafted)
+
+
+def test_forced_prefix_and_switched_off_heads_with_a_draft(trained_model, vocabs, pairs):
+    sv, tv = vocabs
+    draft = build_draft(trained_model)
+    src = src_tensor(sv, pairs[0][0])
+    odd = [tv.stoi["snow"], tv.stoi["snow"]]
+    off = {"cross": torch.ones(len(trained_model.decoder_layers), trained_model.cfg.n_heads)}
+    off["cross"][0, 0] = 0.0
+    for prefix, head_mask in ((odd, None), (None, off), (odd, off)):
+        plain = greedy_decode(trained_model, src, BOS, EOS, 30, prefix=prefix, record=True, head_mask=head_mask)
+        drafted = greedy_decode(trained_model, src, BOS, EOS, 30, prefix=prefix, record=True, head_mask=head_mask,
+                                draft=draft)
+        same_record(plain, drafted)
+        if prefix:
+            assert drafted.ids[:2] == odd and [s.forced for s in drafted.steps[:3]] == [True, True, False]
+
+
+def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
+    """The shipped-size models here get none; one asked for gets one and translates the same."""
+    assert translator.draft is None and not worth_a_draft(translator.model)
+    big = ModelConfig(src_vocab_size=100, tgt_vocab_size=MIN_GENERATOR_BYTES // (4 * 64), d_model=64, n_heads=2,
+                      n_encoder_layers=1, n_decoder_layers=1, d_ff=64)
+    assert worth_a_draft(EncoderDecoder(big)) and not worth_a_draft(EncoderDecoder(big.__class__(
+        **{**big.__dict__, "tgt_vocab_size": big.tgt_vocab_size - 1})))
+    drafted = Translator(translator.model, translator.src_vocab, translator.tgt_vocab, draft=True)
+    assert drafted.draft is not None
+    for de, _ in pairs[:4]:
+        a, b = translator.trace(de), drafted.trace(de)
+        assert a.raw_tokens == b.raw_tokens and a.text == b.text
+        assert [s.top_tokens for s in a.steps] == [s.top_tokens for s in b.steps]
+        np.testing.assert_allclose(a.sentence_trace().log_probs, b.sentence_trace().log_probs, atol=1e-5)
