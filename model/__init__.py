@@ -10,6 +10,7 @@ Modules (paper vocabulary, "Attention Is All You Need"):
 - tokenize.py    spaCy blank tokenizers and Moses detokenizer
 - pieces.py      SentencePiece: imported (Marian) models' tokenization, and training our own piece models
 - decode.py      one search loop: greedy (recorded, batched, from a forced prefix) and beam search
+- draft.py       an int8 copy of the decoder that guesses a recorded greedy decoding; the model checks every token
 - checkpoint.py  the checkpoint format: folders, per-epoch weights, averaging, metrics.json
 - import_marian.py  a Marian (opus-mt) model from transformers into the checkpoint format (CLI)
 - translator.py  text in, translation + trace out (what the app and the CLI use)
