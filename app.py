@@ -11,15 +11,30 @@ from pathlib import Path
 
 import streamlit as st
 
-from model.experiments import untrained_summary
-from model.export import file_stem
-from viz.common import DEFAULT_THEME, PRESENTER_THEME
-from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
-from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,
+# A session's first run starts the browser on Plotly's and the table's code (a 4.6 MB and a 1.3 MB script that
+# Streamlit loads only when a page first holds a chart or a table; compiling Plotly's takes Chromium about a
+# second here) before this run imports torch and loads the model, so the two overlap. The chart and the table are
+# empty, drawn off-screen and removed when the run ends (`_warm.empty()` below): a page never shows them.
+_warm = st.empty()
+if "atlas_warm" not in st.session_state:
+    st.session_state["atlas_warm"] = True
+    with _warm.container(key="atlas-warm"):
+        st.markdown("<style>.st-key-atlas-warm {position: absolute; left: -10000px; width: 300px; height: 40px; "
+                    "overflow: hidden;}</style>", unsafe_allow_html=True)
+        st.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"height": 40}},
+                        config={"staticPlot": True}, key="atlas-warm-chart")
+        st.dataframe({"": []}, key="atlas-warm-table", hide_index=True)
+
+from model.experiments import untrained_summary  # noqa: E402  (after the warm-up above, on purpose)
+from model.export import file_stem  # noqa: E402
+from viz.common import DEFAULT_THEME, PRESENTER_THEME  # noqa: E402
+from views import (attention, compare, decoding, embeddings, head, heads, masks, overview, positional,  # noqa: E402
+                   training)
+from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,  # noqa: E402
                          checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
                          sync_url, trace_json, trace_sentence, traced_decoding, wrong_language)
-from views.text import md_escape
-from views.widgets import app_inputs, page_fragment
+from views.text import md_escape  # noqa: E402
+from views.widgets import app_inputs, page_fragment  # noqa: E402
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -116,6 +131,7 @@ if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
     sync_url()
+    _warm.empty()
     st.stop()
 facts = model_facts(ss["ckpt"])
 
@@ -123,6 +139,7 @@ text = ss["text"] or ""
 if not text.strip():
     st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model translates it.")
     sync_url()
+    _warm.empty()
     st.stop()
 
 greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
@@ -131,6 +148,7 @@ if not source.tokens:
     st.info("This text has no words the tokenizer can read (only control characters or spaces). "
             f"Type a {langs['src_name']} sentence.")
     sync_url()
+    _warm.empty()
     st.stop()
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
@@ -193,3 +211,4 @@ elif comparing:
 theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
 page_fragment(PAGES[ss["view"]].render, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 sync_url()
+_warm.empty()

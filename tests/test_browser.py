@@ -128,6 +128,27 @@ def test_empty_input_asks_for_a_sentence(page, app_server, text):
     assert_no_exception(page)
 
 
+@pytest.mark.browser
+def test_first_run_starts_loading_plotly_and_leaves_no_trace_of_it(chromium, app_server):
+    """A session's first run asks the browser for Plotly's and the table's code before the model is used
+    (app.py's warm-up), even on a page without a chart or table, and the empty chart and table are gone when it
+    ends."""
+    pg = new_page(chromium)
+    scripts = []
+    pg.on("request", lambda r: scripts.append(r.url.rsplit("/", 1)[-1]) if r.url.endswith(".js") else None)
+    try:
+        open_app(pg, app_server.link(view="Training", text=SENTENCE))  # the demo model has no film: no chart
+        assert selected_view(pg) == "Training"
+        pg.locator(MAIN).get_by_text("No training film").wait_for(timeout=30_000)
+        assert any(s.startswith("PlotlyChart.") for s in scripts), scripts
+        assert any(s.startswith("DataFrame.") for s in scripts), scripts
+        assert pg.locator(".st-key-atlas-warm").count() == 0
+        assert pg.locator(CHART).count() == 0 and pg.locator("[data-testid='stDataFrame']").count() == 0
+        assert_no_exception(pg)
+    finally:
+        pg.context.close()
+
+
 @pytest.fixture
 def broken_checkpoint(atlas_checkpoints):
     """A folder beside `demo` with a valid config and vocabularies but garbage weights."""
