@@ -16,7 +16,7 @@ from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.common import (DEFAULT_THEME, PRESENTER_THEME, facet_heatmaps, figure_json, heatmap, using_theme,
                         validating)
 from viz.compare import Side, side_by_side_figure
-from viz.decoding import attribution_figure, candidates_figure
+from viz.decoding import attribution_figure, candidates_figure, step_cross_attention_figure
 from viz.embeddings import embedding_heatmap, embedding_stages_figure, scaling_figure, vocab_map_figure
 from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
 from viz.heads import head_grid_figure
@@ -64,6 +64,10 @@ def _builders():
                                                                "cross", 2),
         "attribution": lambda: attribution_figure(_probs(2, len(K)), ["attention", "gradient"], K, "dog ← ?",
                                                   hover_notes=[["x"] * len(K)] * 2, width_px=900),
+        "candidates": lambda: candidates_figure(["dog", "<eos>", "cat"], [0.7, 0.2, 0.1], chosen_index=1),
+        "where a step looked": lambda: step_cross_attention_figure(_probs(len(K)), K, src_lang="de", tgt_lang="en",
+                                                                   width_px=900),
+        "where a step looked, narrow": lambda: step_cross_attention_figure(_probs(len(K)), K, width_px=200),
         "embedding heatmap": lambda: embedding_heatmap(emb, K),
         "embedding stages": lambda: embedding_stages_figure(emb, emb * 5.7, emb / 3, emb * 6, K),
         "embedding stages, own scales": lambda: embedding_stages_figure(emb, emb * 5.7, emb / 3, emb * 6, K,

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.common import (axis_ticks, axis_titles, escape_token, escape_tokens, fmt_prob, heatmap, plot_width_px,
-                        resolve_languages, style, theme)
+                        resolve_languages, styled_figure, theme)
 
 CHOSEN_COLOUR = "#ff7f0e"
 OTHER_COLOUR = "#9ecae1"
@@ -36,18 +36,16 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
     labels = escape_tokens(tokens)
     values = [fmt_prob(v) for v in p]
     colours = [CHOSEN_COLOUR if i == chosen_index else OTHER_COLOUR for i in range(len(p))]
-    fig = go.Figure(go.Bar(
-        x=p, y=ys, orientation="h", marker_color=colours, name="probability",
-        text=values, textposition="outside", textfont=dict(size=15), cliponaxis=False,
-        constraintext="none",
-        customdata=np.stack([np.asarray(labels, dtype=object),
-                             np.asarray(values, dtype=object)], axis=-1),  # (n, 2)
-        hovertemplate="%{customdata[0]}<br>probability %{customdata[1]}<extra></extra>"))
-    fig.update_xaxes(range=[0, 1.18], title=dict(text="probability"), tickfont=dict(size=theme().tick),
-                     tickvals=[0, 0.25, 0.5, 0.75, 1.0])
-    fig.update_yaxes(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
-                     tickfont=dict(size=16), title=dict(text="candidate"))
-    return style(fig, title, height=max(260, 110 + 42 * len(p)))
+    bar = dict(type="bar", x=p, y=ys, orientation="h", marker=dict(color=colours), name="probability",
+               text=values, textposition="outside", textfont=dict(size=15), cliponaxis=False,
+               constraintext="none", customdata=np.stack([np.asarray(labels, dtype=str),
+                                                          np.asarray(values, dtype=str)], axis=-1),  # (n, 2)
+               hovertemplate="%{customdata[0]}<br>probability %{customdata[1]}<extra></extra>")
+    layout = dict(xaxis=dict(range=[0, 1.18], title=dict(text="probability"), tickfont=dict(size=theme().tick),
+                             tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+                  yaxis=dict(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
+                             tickfont=dict(size=16), title=dict(text="candidate")))
+    return styled_figure([bar], layout, title, height=max(260, 110 + 42 * len(p)))
 
 
 def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str],
@@ -74,20 +72,17 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
     plot_px = plot_width_px(width_px, colorbar=False)
     every = len(w) * BAR_LABEL_PX <= plot_px
     shown = [v if every or i == top else "" for i, v in enumerate(values)]
-    fig = go.Figure(go.Bar(
-        x=xs, y=w, name="weight",
-        marker_color=[CHOSEN_COLOUR if i == top else OTHER_COLOUR for i in range(len(w))],
-        customdata=np.stack([np.asarray([f"{t} ({i})" for i, t in enumerate(labels)],
-                                        dtype=object),
-                             np.asarray(values, dtype=object)], axis=-1).reshape(len(w), 2),
-        text=shown, textposition="outside", cliponaxis=False, constraintext="none",
-        textfont=dict(size=theme().tick),
-        hovertemplate="key: %{customdata[0]}<br>weight %{customdata[1]}<extra></extra>"))
-    fig.update_xaxes(**axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px),
-                     title=dict(text=axis_titles("cross", src_lang, tgt_lang)[1]))
-    fig.update_yaxes(range=[0, 1.1], title=dict(text="attention weight"),
-                     tickfont=dict(size=theme().tick))
-    return style(fig, title, height=380)
+    bar = dict(type="bar", x=xs, y=w, name="weight",
+               marker=dict(color=[CHOSEN_COLOUR if i == top else OTHER_COLOUR for i in range(len(w))]),
+               customdata=np.stack([np.asarray([f"{t} ({i})" for i, t in enumerate(labels)], dtype=str),
+                                    np.asarray(values, dtype=str)], axis=-1).reshape(len(w), 2),
+               text=shown, textposition="outside", cliponaxis=False, constraintext="none",
+               textfont=dict(size=theme().tick),
+               hovertemplate="key: %{customdata[0]}<br>weight %{customdata[1]}<extra></extra>")
+    layout = dict(xaxis=dict(**axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px),
+                             title=dict(text=axis_titles("cross", src_lang, tgt_lang)[1])),
+                  yaxis=dict(range=[0, 1.1], title=dict(text="attention weight"), tickfont=dict(size=theme().tick)))
+    return styled_figure([bar], layout, title, height=380)
 
 
 def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
