@@ -14,7 +14,9 @@ import streamlit as st
 # A session's first run starts the browser on Plotly's and the table's code (a 4.6 MB and a 1.3 MB script that
 # Streamlit loads only when a page first holds a chart or a table; compiling Plotly's takes Chromium about a
 # second here) before this run imports torch and loads the model, so the two overlap. The chart and the table are
-# empty, drawn off-screen and removed when the run ends (`_warm.empty()` below): a page never shows them.
+# empty, drawn off-screen and removed when the run ends (`_warm.empty()` below): a page never shows them. On a warm
+# server a first run can end before the browser has drawn them; then the page's own charts ask for the same code as
+# soon, and there was nothing to overlap.
 _warm = st.empty()
 if "atlas_warm" not in st.session_state:
     st.session_state["atlas_warm"] = True
