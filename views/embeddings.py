@@ -22,6 +22,24 @@ def _pca(key: str, side: str, specials: tuple[int, ...]) -> np.ndarray:
     return pca_2d(lut[keep])  # without the specials: <pad> is all zeros and would pull the map
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _vocab_index(key: str, side: str, specials: tuple[int, ...]) -> tuple[list[str], dict[int, int], dict[str, int]]:
+    """(the map's entries, vocabulary id -> map row, token -> vocabulary id): the same for every sentence, so
+    built once per model and side rather than on every visit (three passes over a 58,000-entry vocabulary)."""
+    _, itos = vocab_embeddings(key, side)
+    special = set(specials)
+    kept = [i for i in range(len(itos)) if i not in special]  # map rows -> vocabulary ids
+    return [itos[i] for i in kept], {vid: r for r, vid in enumerate(kept)}, {t: i for i, t in enumerate(itos)}
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _neighbours(key: str, side: str, ids: tuple[int, ...], specials: tuple[int, ...]):
+    """The nearest-neighbour table of this sentence's entries, kept per model, side and ids: going through the
+    figure cache would hash the whole embedding matrix (8 MB for the shipped model) on every visit."""
+    lut, itos = vocab_embeddings(key, side)
+    return nearest_neighbours(lut, itos, list(ids), k=5, exclude_idx=specials)
+
+
 def render(ctx: Context) -> None:
     res = ctx.result
     st.subheader("Embeddings")
@@ -71,16 +89,12 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
 
 def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     st.markdown("#### The whole vocabulary")
-    lut, itos = vocab_embeddings(ctx.key, side)
     # Specials are left out of the map (Marian's <pad> is the last id, so not only a leading block).
-    specials = ctx.facts[f"{side}_specials"]
-    special = set(specials)
-    kept = [i for i in range(len(itos)) if i not in special]  # map rows -> vocabulary ids
-    row = {vid: r for r, vid in enumerate(kept)}
-    index = {t: i for i, t in enumerate(itos)}
-    ids = sorted({index[t] for t in tokens if t in index and index[t] not in special})
+    specials = tuple(ctx.facts[f"{side}_specials"])
+    words, row, index = _vocab_index(ctx.key, side, specials)
+    ids = sorted({index[t] for t in tokens if t in index and index[t] not in specials})
+    _, itos = vocab_embeddings(ctx.key, side)
     coords = _pca(ctx.key, side, specials)
-    words = [itos[i] for i in kept]
     unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "words"
     st.plotly_chart(cached(vocab_map_figure, coords, words, [row[i] for i in ids], [itos[i] for i in ids],
                            title=f"{len(words):,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
@@ -93,7 +107,6 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
                "dimensions are listed below.")
     if ids:
-        st.dataframe(cached(nearest_neighbours, lut, itos, ids, k=5, exclude_idx=tuple(specials)), hide_index=True,
-                     width="stretch")
+        st.dataframe(_neighbours(ctx.key, side, tuple(ids), specials), hide_index=True, width="stretch")
     else:
         st.info("None of this sentence's words is in the vocabulary.")
