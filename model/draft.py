@@ -12,7 +12,7 @@ comes from the float32 model only; the draft decides nothing, it only saves step
 
 `torch.ao.quantization.quantize_dynamic` gives the copy: int8 weights (a quarter of the bytes) and
 fbgemm's int8 kernels. A single-row product with a 58,000 x 512 generator takes about 1.1 ms instead
-of 8.4 ms here (benchmarks/bench_marian.py measures it).
+of 9 ms here (benchmarks/bench_marian.py measures it).
 """
 from __future__ import annotations
 

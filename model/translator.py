@@ -104,13 +104,13 @@ class Translator:
         self.model = model.eval()
         # An int8 copy of the decoder that guesses a trace's greedy tokens, which the model then checks
         # (model/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
-        # caches), built by a background thread so that loading does not wait for it (1-2 s for opus-mt
-        # size); until it is there, traces decode unaided, with the same result.
-        self.draft = None
-        if draft:
-            self.draft = build_draft(model)
-        elif draft is None and worth_a_draft(model):
-            threading.Thread(target=self._build_draft, name="atlas-draft", daemon=True).start()
+        # caches), built by a background thread that the first trace starts (1-2 s for opus-mt size), so
+        # neither loading nor a Translator that only translates (training's validation) pays for it; until
+        # it is there, traces decode unaided, with the same result. False: never.
+        self.draft = build_draft(model) if draft else None
+        self._draft_wanted = bool(draft) or (draft is None and worth_a_draft(model))
+        self._draft_started = bool(draft)
+        self._draft_lock = threading.Lock()
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.metrics = metrics or {}
         self.src_lang = src_lang or model.cfg.src_lang
@@ -118,6 +118,15 @@ class Translator:
         if model.cfg.tokenizer == "sentencepiece" and pieces is None:
             raise ValueError("a SentencePiece model needs its PieceCodec (source.spm, target.spm): use from_checkpoint")
         self.pieces = pieces if model.cfg.tokenizer == "sentencepiece" else None
+
+    def _trace_draft(self):
+        """The draft a trace may use now (None until it is built); the first call starts building it."""
+        if self.draft is None and self._draft_wanted:
+            with self._draft_lock:
+                if not self._draft_started:
+                    self._draft_started = True
+                    threading.Thread(target=self._build_draft, name="atlas-draft", daemon=True).start()
+        return self.draft
 
     def _build_draft(self) -> None:
         self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft
@@ -295,7 +304,7 @@ class Translator:
         src = self._src_tensor(source)
         forced = v.encode(prefix) if prefix else None
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced,
-                            record=True, top_k=top_k, head_mask=hm, draft=self.draft)
+                            record=True, top_k=top_k, head_mask=hm, draft=self._trace_draft())
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
 

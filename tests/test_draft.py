@@ -109,3 +109,26 @@ def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
         assert a.raw_tokens == b.raw_tokens and a.text == b.text
         assert [s.top_tokens for s in a.steps] == [s.top_tokens for s in b.steps]
         np.testing.assert_allclose(a.sentence_trace().log_probs, b.sentence_trace().log_probs, atol=1e-5)
+
+
+def test_only_a_trace_starts_building_the_draft(translator, pairs, monkeypatch):
+    """A model that wants a draft gets none while it only translates; its first trace starts the build, and
+    traces before and after the draft is there give the same result."""
+    import time
+
+    from model import draft as draft_module
+
+    monkeypatch.setattr(draft_module, "MIN_GENERATOR_BYTES", 0)  # the tiny test model "wants" one now
+    tr = Translator(translator.model, translator.src_vocab, translator.tgt_vocab)
+    tr.translate(pairs[0][0])
+    time.sleep(0.2)
+    assert tr.draft is None and not tr._draft_started
+    first = tr.trace(pairs[0][0])
+    assert tr._draft_started
+    deadline = time.time() + 30
+    while tr.draft is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert isinstance(tr.draft, Draft)
+    again = tr.trace(pairs[0][0])
+    assert first.raw_tokens == again.raw_tokens
+    assert [s.top_tokens for s in first.steps] == [s.top_tokens for s in again.steps]
