@@ -36,16 +36,12 @@ from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROL
                          checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
                          sync_url, trace_json, trace_sentence, traced_decoding, wrong_language)
 from views.text import md_escape  # noqa: E402
-from views.widgets import app_inputs, page_fragment  # noqa: E402
+from views.widgets import PAGE_STYLE, app_inputs, page_fragment  # noqa: E402
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
                    layout="wide")
-st.markdown(  # larger base font: readable from the back of a lecture room
-    "<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
-    "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;}</style>",  # model names fit their select box
-    unsafe_allow_html=True,
-)
+st.markdown(PAGE_STYLE, unsafe_allow_html=True)
 PAGES = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
     "Inside one head": head, "Masks": masks, "Decoding": decoding, "Heads": heads,

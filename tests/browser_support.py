@@ -143,14 +143,15 @@ class Server:
 
 
 def start_server(checkpoint_dir: str | Path, model: str, log: str | Path, port: int | None = None,
-                 timeout: float = 60.0, extra_env: dict | None = None) -> Server:
-    """Start the app with ATLAS_CHECKPOINT_DIR / ATLAS_DEFAULT_MODEL and wait until /_stcore/health says ok.
+                 timeout: float = 60.0, extra_env: dict | None = None, script: str = "app.py") -> Server:
+    """Start the app (or another `script`, relative to the repository root) with ATLAS_CHECKPOINT_DIR /
+    ATLAS_DEFAULT_MODEL and wait until /_stcore/health says ok.
 
     free_port() only finds a port that was free a moment ago: if another process binds it before
     streamlit does, streamlit exits ("Port … is not available"); then try again on another free port.
     """
     for _ in range(3):
-        server = _start_server(checkpoint_dir, model, log, port or free_port(), timeout, extra_env)
+        server = _start_server(checkpoint_dir, model, log, port or free_port(), timeout, extra_env, script)
         if server.proc.poll() is None or port or "is not available" not in server.log_tail():
             break
     if server.proc.poll() is not None:
@@ -158,11 +159,12 @@ def start_server(checkpoint_dir: str | Path, model: str, log: str | Path, port: 
     return server
 
 
-def _start_server(checkpoint_dir, model, log, port: int, timeout: float, extra_env: dict | None) -> Server:
+def _start_server(checkpoint_dir, model, log, port: int, timeout: float, extra_env: dict | None,
+                  script: str = "app.py") -> Server:
     """One try of start_server: the healthy server, or one whose process has exited."""
     env = {**os.environ, "ATLAS_CHECKPOINT_DIR": str(checkpoint_dir), "ATLAS_DEFAULT_MODEL": model,
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]  # nobody edits the code during a test run; watching costs CPU
     log = Path(log)

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import (DEFAULT_THEME, PRESENTER_THEME, facet_heatmaps, figure_json, heatmap, using_theme,
-                        validating)
+from viz.common import (DEFAULT_THEME, PRESENTER_THEME, browser_json, facet_heatmaps, figure_json, heatmap,
+                        using_theme, validating)
+from viz.look import look, under
 from viz.compare import Side, side_by_side_figure
 from viz.decoding import attribution_figure, candidates_figure, step_cross_attention_figure
 from viz.embeddings import embedding_heatmap, embedding_stages_figure, scaling_figure, vocab_map_figure
@@ -139,6 +140,76 @@ def test_figure_json_of_other_figures():
               mask_figure(_causal(), Q, Q, "causal mask")]
     for f in others:
         assert json.loads(figure_json(f)) == json.loads(f.to_json())
+
+
+def _decoded(value):
+    """A figure dict from plotly's JSON with typed arrays as lists, NaN as None (as JSON holds them)."""
+    import base64
+
+    if isinstance(value, dict):
+        if "bdata" in value:
+            data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float)
+            if value.get("shape"):
+                data = data.reshape([int(n) for n in str(value["shape"]).split(",")])
+            return json.loads(json.dumps(np.where(np.isfinite(data), data, None).tolist()))
+        return {k: _decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    return None if isinstance(value, float) and not np.isfinite(value) else value
+
+
+def _template_applied(sent: dict) -> dict:
+    """What plotly.js resolves from plotly's JSON of a figure for the parts the look writes into the figure: the
+    template's layout under the layout (axes under each axis), its trace entries under the traces."""
+    tl, layout = look()["layout"], dict(sent["layout"])
+    layout.pop("template")
+    for key, value in tl.items():
+        if key.endswith("defaults") or key in ("xaxis", "yaxis"):
+            continue
+        layout[key] = under(value, layout.get(key, {})) if isinstance(value, dict) else layout.get(key, value)
+    for name in [k for k in layout if k[:5] in ("xaxis", "yaxis")] or ["xaxis", "yaxis"]:
+        layout[name] = under(tl[name[:5]], layout.get(name, {}))
+    for key in ("annotations", "shapes"):
+        if key in layout:
+            layout[key] = [under(tl[key[:-1] + "defaults"], a) for a in layout[key]]
+    data = [under(look()["data"].get(t.get("type", "scatter"), [{}])[0], t) for t in sent["data"]]
+    return {"data": data, "layout": layout}
+
+
+def _other_figures():
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Bar(x=np.arange(5, dtype=np.int64), y=np.array([1.0, np.nan, 3.0, 4.0, 5.0])), row=1, col=1)
+    fig.add_trace(go.Scatter(x=["a", "b"], y=np.array([True, False]), text=np.array(["<b>x</b>", "y"])), row=1, col=2)
+    fig.update_layout(title="<i>t</i>", xaxis=dict(range=np.array([0.0, 4.0])))
+    dates = go.Figure(go.Scatter(x=np.array(["2026-11-22", "2026-11-23"], dtype="datetime64[D]"), y=np.array([1.0, np.inf])))
+    return {"subplots with NaN": lambda: fig, "datetime axis (plotly's own encoding)": lambda: dates}
+
+
+@pytest.mark.parametrize("name", list(_builders()) + list(_other_figures()))
+def test_browser_json_is_the_figure_with_its_look_written_in(name):
+    """The JSON a chart gets (views/figcache.py) holds what plotly's JSON does, with the template's look written
+    into the figure (the figure's own settings win), plain lists instead of typed arrays, null for NaN, the title
+    in bold and a name for the content; nothing a figure shows changes."""
+    built = (_builders() | _other_figures())[name]()
+    for f in (built.values() if isinstance(built, dict) else [built]):
+        text = browser_json(f, "rev-1")
+        sent = json.loads(text)
+        assert "<" not in text and ">" not in text  # escaped for HTML, as plotly writes it
+        assert '"bdata"' not in text and "template" not in sent["layout"]
+        assert sent["layout"].pop("datarevision") == "rev-1"
+        expected = _template_applied(_decoded(json.loads(f.to_json())))
+        for name_ in [k for k in sent["layout"] if k[:5] in ("xaxis", "yaxis")]:
+            axis, plotly_axis = sent["layout"][name_], expected["layout"][name_]
+            for flag in ("showline", "showgrid", "zeroline"):  # stated where the figure leaves them to plotly
+                if flag in axis and flag not in plotly_axis:
+                    assert isinstance(axis.pop(flag), bool)
+            assert axis["minor"].pop("showgrid") is False
+        if sent["layout"].get("title", {}).get("text"):
+            assert sent["layout"]["title"]["font"].pop("weight") == "bold"
+        assert sent == expected
 
 
 def test_named_colour_scales_are_spelled_out():

@@ -12,7 +12,7 @@ from views.state import Context
 from views.text import md_escape
 from viz.tables import heads_csv, matrix_csv
 from views.compare import heads_match
-from views.widgets import csv_button, fig_config, kind_layer_head, sections, shows_caption
+from views.widgets import chart, csv_button, fig_config, kind_layer_head, sections, shows_caption
 from viz.compare import Side, side_by_side_figure
 from views.figcache import cached
 
@@ -57,20 +57,20 @@ def render(ctx: Context) -> None:
                      else ":material/warning: some rows do not sum to 1")
                     + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
     if show("all heads of the layer"):
-        st.plotly_chart(cached(heads_figure, probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
-                               width_px=PAGE_WIDTH_PX),
-                        width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
-                        key="heads_fig")
+        chart(st, cached(heads_figure, probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
+                         width_px=PAGE_WIDTH_PX),
+                  width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
+                  key="heads_fig")
     b1, b2, _ = st.columns([1, 1, 2]) if not ctx.present else (None, None, None)
     csv_button(f"All heads of layer {layer + 1} (CSV)", lambda: heads_csv(probs[layer], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_all-heads", "csv_heads", b1)
     csv_button(f"Layer {layer + 1}, head {head + 1} (CSV)", lambda: matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2)
     if show("one head"):
-        st.plotly_chart(cached(attention_figure, probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
-                               title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
-                        width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
-                        key="head_fig")
+        chart(st, cached(attention_figure, probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
+                         title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
+                  width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
+                  key="head_fig")
     if show("every layer × head"):
         st.markdown("#### Every layer × head")
         if not ctx.present:
@@ -78,8 +78,8 @@ def render(ctx: Context) -> None:
             st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) "
                        "per head: " + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row)
                                                 for i, row in enumerate(h)))
-        st.plotly_chart(cached(overview_figure, probs, kind, zmax=zmax), width="stretch",
-                        config=fig_config(ctx, f"attention_{kind}_every-layer-and-head"), key="overview_fig")
+        chart(st, cached(overview_figure, probs, kind, zmax=zmax), width="stretch",
+                  config=fig_config(ctx, f"attention_{kind}_every-layer-and-head"), key="overview_fig")
     if show("heads off"):
         ablation.render(ctx)
 
@@ -107,9 +107,9 @@ def _side_by_side(ctx: Context, kind: str, layer: int, head: int) -> None:
     if not ctx.present:
         st.caption("Rows are heads: head h of A sits beside head h of B. Both sides share one colour scale; each has "
                    "its own token axes.")
-    st.plotly_chart(cached(side_by_side_figure, sides[0], sides[1], kind, layer, heads, zmax=zmax, width_px=PAGE_WIDTH_PX),
-                    width="stretch", config=fig_config(ctx, f"attention_side-by-side_{kind}_L{layer + 1}_{what}"),
-                    key="compare_fig")
+    chart(st, cached(side_by_side_figure, sides[0], sides[1], kind, layer, heads, zmax=zmax, width_px=PAGE_WIDTH_PX),
+              width="stretch", config=fig_config(ctx, f"attention_side-by-side_{kind}_L{layer + 1}_{what}"),
+              key="compare_fig")
     cols = st.columns(2) if not ctx.present else (None, None)
     for c, side, col, tag in zip((a, b), sides, cols, "AB"):
         csv_button(f"{tag}: layer {layer + 1}, head {head + 1} (CSV)",

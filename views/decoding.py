@@ -8,7 +8,7 @@ from viz.decoding import attribution_figure, candidates_figure, decoding_table, 
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
 from viz.tables import candidates_csv
-from views.widgets import csv_button, fig_config, sections, shows_caption
+from views.widgets import chart, csv_button, fig_config, sections, shows_caption
 from views.figcache import cached
 
 
@@ -64,8 +64,8 @@ def _step(ctx: Context, steps: list) -> None:
     left, right = st.columns(2)
     with left:
         labels, probs, chosen_idx = _candidates(step)
-        st.plotly_chart(cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
-                        width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
+        chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
+                  width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
         csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
                    f"decoding_step{step_no}_candidates", "csv_cands")
         how = " (chosen by beam search)" if ctx.mode == "beam" else " (forced by you)" if step.forced else ""
@@ -106,10 +106,10 @@ def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: 
     cross = step.cross[layer - 1]  # (h, s) this step's query over the source
     weights = cross.mean(0) if head == 0 else cross[head - 1]
     what = "mean of heads" if head == 0 else f"head {head}"
-    st.plotly_chart(cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
-                           title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
-                           width_px=PAGE_WIDTH_PX // 2),
-                    width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
+    chart(st, cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
+                     title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
+                     width_px=PAGE_WIDTH_PX // 2),
+              width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
 
 
 def _side_by_side(ctx: Context) -> None:
@@ -135,9 +135,9 @@ def _side_by_side(ctx: Context) -> None:
             st.markdown(f"Step {step_no} of {len(steps)}. Read: **{md_escape(' '.join(step.prefix_tokens))}** · "
                         f"chose **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f})")
             labels, probs, chosen = _candidates(step)
-            st.plotly_chart(cached(candidates_figure, labels, probs, chosen, title=f"{tag}, step {step_no}: candidates"),
-                            width="stretch", config=fig_config(c, f"decoding_step{step_no}_candidates"),
-                            key=f"cands_{tag}")
+            chart(st, cached(candidates_figure, labels, probs, chosen, title=f"{tag}, step {step_no}: candidates"),
+                      width="stretch", config=fig_config(c, f"decoding_step{step_no}_candidates"),
+                      key=f"cands_{tag}")
             csv_button(f"{tag}: step {step_no} candidates (CSV)",
                        lambda labels=labels, probs=probs, chosen=chosen: candidates_csv(labels, probs, chosen), c,
                        f"decoding_step{step_no}_candidates", f"csv_cands_{tag}")
@@ -166,10 +166,10 @@ def _attribution(ctx: Context, steps: list) -> None:
     signed = res.signed.get("input_x_grad")
     notes = [[(f"signed: {signed[row, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
               for j in range(len(res.src_tokens))] for m in methods]
-    st.plotly_chart(cached(attribution_figure, shares, [ATTRIBUTION_ROWS[m] for m in methods], res.src_tokens,
-                           f"step {step_no}: attribution of “{step.chosen_token}”", hover_notes=notes,
-                           width_px=PAGE_WIDTH_PX),
-                    width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_attribution"), key="attribution")
+    chart(st, cached(attribution_figure, shares, [ATTRIBUTION_ROWS[m] for m in methods], res.src_tokens,
+                     f"step {step_no}: attribution of “{step.chosen_token}”", hover_notes=notes,
+                     width_px=PAGE_WIDTH_PX),
+              width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_attribution"), key="attribution")
     if not ctx.present:
         st.caption("Each row sums to 1 over the source tokens, so the methods can be compared cell by cell; the step "
                    "slider above chooses the token. Computed by teacher-forcing the model along the decoding shown "

@@ -8,7 +8,7 @@ from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_
                             scaling_figure, vocab_map_figure)
 from views.state import Context, vocab_embeddings
 from viz.tables import matrix_csv
-from views.widgets import csv_button, fig_config, sections, shows_caption
+from views.widgets import chart, csv_button, fig_config, sections, shows_caption
 from views.figcache import cached
 
 
@@ -64,8 +64,8 @@ def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     st.write(f"Each token id selects one row of a learned {cfg.d_model}-dimensional table. The row is multiplied by "
              f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
              "that is added next. The sum is what enters encoder/decoder layer 1.")
-    st.plotly_chart(cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
-                    width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
+    chart(st, cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
+              width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
     csv_button("Token vectors (CSV)", lambda: matrix_csv(emb["token"], tokens, dims, "token"), ctx,
@@ -80,11 +80,11 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
     c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
-    st.plotly_chart(cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
+    chart(st, cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
     # Built and drawn only when asked for (issue 10: a chart nobody opened cost every visit of the page).
     if st.toggle("Show the token embeddings alone (tokens × dimensions)", key="emb_alone"):
-        st.plotly_chart(cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),
-                        width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
+        chart(st, cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),
+                  width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
 
 
 def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
@@ -96,9 +96,9 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     _, itos = vocab_embeddings(ctx.key, side)
     coords = _pca(ctx.key, side, specials)
     unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "words"
-    st.plotly_chart(cached(vocab_map_figure, coords, words, [row[i] for i in ids], [itos[i] for i in ids],
-                           title=f"{len(words):,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
-                    width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
+    chart(st, cached(vocab_map_figure, coords, words, [row[i] for i in ids], [itos[i] for i in ids],
+                     title=f"{len(words):,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
+              width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     n_dots = min(VOCAB_DOTS, len(words))
     order = ("which are the most frequent in the training data (the vocabulary is built most frequent first; hover "
              "names them)" if unit == "words" else "in the order of the SentencePiece vocabulary (hover names them)")

@@ -7,7 +7,7 @@ import streamlit as st
 from model.experiments import dropout_sample, max_abs_diff
 from viz.head import head_pipeline_figures
 from views.state import Context
-from views.widgets import fig_config, kind_layer_head, sections, shows_caption
+from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
 from views.figcache import cached
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
@@ -63,4 +63,4 @@ def render(ctx: Context) -> None:
         for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
             with col:
                 st.markdown(f"**{titles[name]}**")
-                st.plotly_chart(figs[name], width="stretch", config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"), key=f"head_{name}")
+                chart(st, figs[name], width="stretch", config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"), key=f"head_{name}")

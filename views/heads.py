@@ -19,7 +19,7 @@ from viz.heads import head_grid_figure, offset_pattern_figure, pruning_figure, s
 from views import jobs
 from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_translator, teacher_forced
 from views.text import md_escape
-from views.widgets import fig_config, kind_layer_head, sections
+from views.widgets import chart, fig_config, kind_layer_head, sections
 from views.figcache import cached
 
 # measure -> (label, d3/format spec, signed colour scale). The order is the select box's.
@@ -200,7 +200,7 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
     fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
                  title=f"every head, coloured by {label}")
-    st.plotly_chart(fig, width="stretch", config=fig_config(ctx, f"heads_{measure}"), key="heads_grid")
+    chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}"), key="heads_grid")
     definition = report["definitions"].get(measure) or report["definitions"].get(
         "argmax_offsets" if measure == "best_offset_share" else measure.replace("_raw", ""), "")
     if not ctx.present:
@@ -229,10 +229,10 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
                   help="Shows your sentence in the sidebar with this kind, layer and head chosen.")
     with c2:
         pattern = k["offset_pattern"]
-        st.plotly_chart(cached(offset_pattern_figure, pattern["offsets"], pattern["weights"][layer][head], kind,
-                               title=f"{_short(kind)} {layer + 1}.{head + 1}: mean weight by relative position"),
-                        width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_offsets"),
-                        key="heads_offsets")
+        chart(st, cached(offset_pattern_figure, pattern["offsets"], pattern["weights"][layer][head], kind,
+                         title=f"{_short(kind)} {layer + 1}.{head + 1}: mean weight by relative position"),
+                  width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_offsets"),
+                  key="heads_offsets")
     _top_sentences(ctx, report, kind, layer, head)
 
 
@@ -271,11 +271,11 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
     st.caption(f"Sentence {index + 1} of the corpus. Source: {md_escape(pair['src'])} · Reference: "
                f"{md_escape(pair['ref'])}  \nTeacher-forced on the reference, as the analysis read it (not the model's "
                f"own decoding). Confidence of this head on the heatmap: {here:.3f} (the report: {confidence:.3f}).")
-    st.plotly_chart(cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
-                           title=f"{_short(kind)} {layer + 1}.{head + 1} on corpus sentence {index + 1}",
-                           width_px=PAGE_WIDTH_PX),
-                    width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
-                    key="heads_sentence")
+    chart(st, cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
+                     title=f"{_short(kind)} {layer + 1}.{head + 1} on corpus sentence {index + 1}",
+                     width_px=PAGE_WIDTH_PX),
+              width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
+              key="heads_sentence")
     st.button("Open this sentence in the Attention view", key="heads_sentence_to_attention", on_click=_open_attention,
               args=(pair["src"],), help="Makes it the sentence in the sidebar; the figures there show the model's own "
                                         "greedy decoding of it, not the reference.")
@@ -295,9 +295,9 @@ def _pruning(ctx: Context, report: dict) -> None:
         extra = pruning.get("refined", {}).get(group, [])
         curves[group] = sorted({p["heads_off"]: p["bleu"] for p in [*points, *extra]}.items())
     drop = report["thresholds"]["bleu_drop"]
-    st.plotly_chart(cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop,
-                           sentences=pruning["sentences"]),
-                    width="stretch", config=fig_config(ctx, "heads_pruning"), key="heads_pruning")
+    chart(st, cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop,
+                     sentences=pruning["sentences"]),
+              width="stretch", config=fig_config(ctx, "heads_pruning"), key="heads_pruning")
     if not ctx.present:
         st.caption("Heads are switched off in ascending order of importance (Michel et al. 2019, Fig. 3): each group "
                    "on its own, and all heads together. Greedy decoding, sacreBLEU " + md_escape(pruning["signature"])

@@ -13,7 +13,7 @@ from viz.common import PAGE_WIDTH_PX
 from viz.masks import mask_figure
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
-from views.widgets import fig_config, layer_head, sections
+from views.widgets import chart, fig_config, layer_head, sections
 from views.figcache import cached
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
@@ -36,13 +36,13 @@ def _padding(ctx: Context) -> None:
     pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
     toks = tr.src_tokens
     c1, c2 = st.columns([3, 2])
-    c1.plotly_chart(cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
-                           title=f"encoder self-attention, layer {layer + 1}, head {head + 1}, mask "
-                                 + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
-                    width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
-    c2.plotly_chart(cached(mask_figure, mask, toks, toks, title="mask the model used (blue = may attend)", kind="enc_self",
-                           width_px=int(PAGE_WIDTH_PX * 0.4)),
-                    width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
+    chart(c1, cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
+                     title=f"encoder self-attention, layer {layer + 1}, head {head + 1}, mask "
+                           + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
+              width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
+    chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue = may attend)", kind="enc_self",
+                     width_px=int(PAGE_WIDTH_PX * 0.4)),
+              width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
     leak = weight_on_keys(probs, ~pads, pads)
     m1, m2 = st.columns(2)
     m1.metric("weight real tokens give to pads", f"{leak:.3f}",
@@ -80,20 +80,20 @@ def _causal(ctx: Context) -> None:
     layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal")
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
     c1, c2 = st.columns([2, 3])
-    c1.plotly_chart(cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used", kind="dec_self",
-                           width_px=int(PAGE_WIDTH_PX * 0.4)),
-                    width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
+    chart(c1, cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used", kind="dec_self",
+                     width_px=int(PAGE_WIDTH_PX * 0.4)),
+              width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
     c2.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                 "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                 "the cell right of the diagonal holds that very token.")
     c2, c3 = st.columns(2)
-    c2.plotly_chart(cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
-                           title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                           width_px=PAGE_WIDTH_PX // 2),
-                    width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"), key="causal_on")
-    c3.plotly_chart(cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
-                           title="without it: the upper triangle may fill", width_px=PAGE_WIDTH_PX // 2),
-                    width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"), key="causal_off")
+    chart(c2, cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
+                     title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                     width_px=PAGE_WIDTH_PX // 2),
+              width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"), key="causal_on")
+    chart(c3, cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
+                     title="without it: the upper triangle may fill", width_px=PAGE_WIDTH_PX // 2),
+              width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"), key="causal_off")
     df = pd.DataFrame(exp.rows)
     for c in ("p(ref), on", "p(ref), off", "weight on later"):
         df[c] = df[c].map(lambda v: f"{v:.3f}")

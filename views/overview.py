@@ -6,7 +6,7 @@ import streamlit as st
 
 from viz.architecture import architecture_figure, parameter_table
 from views.state import Context
-from views.widgets import fig_config, sections, shows_caption
+from views.widgets import chart, fig_config, sections, shows_caption
 from views.figcache import cached
 
 NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding ({tgt})",
@@ -64,9 +64,9 @@ def _architecture(ctx: Context) -> None:
     cfg = ctx.cfg
     a, b = st.columns([3, 2])
     with a:
-        st.plotly_chart(cached(architecture_figure, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads,
-                               src_lang=ctx.langs["src_name"], tgt_lang=ctx.langs["tgt_name"]),
-                        width="stretch", config=fig_config(ctx, "overview_architecture"))
+        chart(st, cached(architecture_figure, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_model, cfg.n_heads,
+                         src_lang=ctx.langs["src_name"], tgt_lang=ctx.langs["tgt_name"]),
+                  width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
         counts = {NAMES.get(k, k).format(**ctx.langs): v for k, v in ctx.facts["parameters"].items()}
         st.dataframe(parameter_table(counts), hide_index=True, width="stretch")

@@ -5,7 +5,7 @@ import streamlit as st
 
 from model.experiments import max_abs_diff, position_similarity
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
-from views.widgets import fig_config, sections
+from views.widgets import chart, fig_config, sections
 from views.state import Context
 from views.figcache import cached
 
@@ -42,9 +42,9 @@ def render(ctx: Context) -> None:
                f"{len(recorded)} positions to {max_abs_diff(pe[:m], recorded[:m]):.1e}.")
     show = sections(ctx, ["waves", "the whole matrix", "similarity between positions"])
     if show("waves"):
-        st.plotly_chart(cached(waves_figure, pe, dims or [0], layout), width="stretch", config=fig_config(ctx, "positional_waves"))
+        chart(st, cached(waves_figure, pe, dims or [0], layout), width="stretch", config=fig_config(ctx, "positional_waves"))
     if show("the whole matrix"):
-        st.plotly_chart(cached(pe_heatmap, pe), width="stretch", config=fig_config(ctx, "positional_matrix"))
+        chart(st, cached(pe_heatmap, pe), width="stretch", config=fig_config(ctx, "positional_matrix"))
     if show("similarity between positions"):
         _similarity(ctx, pe, n, n_src)
 
@@ -53,7 +53,7 @@ def _similarity(ctx: Context, pe, n: int, n_src: int) -> None:
     ss = st.session_state
     ss["pe_ref"] = min(max(int(ss["pe_ref"]), 0), n - 1)
     ref = st.slider("Compare every position with position", 0, n - 1, key="pe_ref")
-    st.plotly_chart(cached(position_similarity_figure, pe, ref_position=ref), width="stretch", config=fig_config(ctx, f"positional_similarity_to_{ref}"))
+    chart(st, cached(position_similarity_figure, pe, ref_position=ref), width="stretch", config=fig_config(ctx, f"positional_similarity_to_{ref}"))
     sim, far = position_similarity(pe, ref)
     st.caption("The dot product PE[i]·PE[j] depends only on the distance i − j (a property of the formula, for any "
                f"model). Here it is {sim[ref]:.1f} at position {ref} itself and lowest ({sim[far]:.1f}) at position "

@@ -21,7 +21,7 @@ from viz.training import entropy_figure, loss_figure, toy_loss_figure
 from views import jobs
 from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy
 from views.text import md_escape
-from views.widgets import fig_config, kind_layer_head, sections
+from views.widgets import chart, fig_config, kind_layer_head, sections
 from views.figcache import cached
 
 PLAY_SECONDS = 0.8  # between frames while the film plays
@@ -129,18 +129,18 @@ def _frame(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, f:
                   f":gray[reference: {md_escape(p['ref'])}]")
     q_tokens, k_tokens = film.axes(probe, kind)
     probs = film.attn[probe][kind][f, layer].astype(np.float32)  # (h, i, j)
-    st.plotly_chart(cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
-                    width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),
-                    key="film_heads")
+    chart(st, cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
+              width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),
+              key="film_heads")
     entropy = films.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(cached(loss_figure, film.steps, film.train_loss, film.val_loss, f,
-                               val_on=str(film.meta.get("val_loss_on") or "")),
-                        width="stretch", config=fig_config(ctx, "film_loss"), key="film_loss")
+        chart(st, cached(loss_figure, film.steps, film.train_loss, film.val_loss, f,
+                         val_on=str(film.meta.get("val_loss_on") or "")),
+                  width="stretch", config=fig_config(ctx, "film_loss"), key="film_loss")
     with right:
-        st.plotly_chart(cached(entropy_figure, film.steps, entropy, f, kind_name=KIND_NAMES[kind]),
-                        width="stretch", config=fig_config(ctx, f"film_entropy_{kind}"), key="film_entropy")
+        chart(st, cached(entropy_figure, film.steps, entropy, f, kind_name=KIND_NAMES[kind]),
+                  width="stretch", config=fig_config(ctx, f"film_entropy_{kind}"), key="film_entropy")
     st.caption(md_escape(reading(film.steps, entropy, film.val_loss, f, layer, KIND_NAMES[kind])))
 
 
@@ -205,9 +205,9 @@ def _train(ctx: Context, task: str, box) -> None:
         def report(step: int, loss: float, cross: np.ndarray) -> None:
             losses.append((step, loss))
             status.markdown(f"Training **{task}**: step {step} of up to {toy.DEFAULT_STEPS}, loss {loss:.3f}")
-            loss_slot.plotly_chart(toy_loss_figure(losses, toy.DEFAULT_STEPS), width="stretch",
-                                   key=f"toy_loss_{step}")
-            attn_slot.plotly_chart(_toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}")
+            chart(loss_slot, toy_loss_figure(losses, toy.DEFAULT_STEPS), width="stretch",
+                             key=f"toy_loss_{step}")
+            chart(attn_slot, _toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}")
 
         run = toy.train_toy(task, callback=report, every=REDRAW_EVERY, target=1.0, threads=1)
     key = keep_toy(task, run.translator)
@@ -235,9 +235,9 @@ def _show_done(ctx: Context, done: dict, box) -> None:
     box.success(f"**{done['task']}**: {done['steps']} steps in {done['seconds']:.1f} s; exact outputs on 200 held-out "
                 f"sequences: {acc:.0%}.")
     loss_box, attn_box = box.columns(2)
-    loss_box.plotly_chart(toy_loss_figure(done["losses"], toy.DEFAULT_STEPS), width="stretch", key="toy_loss_done")
-    attn_box.plotly_chart(_toy_cross(done["cross"], done["task"], done["steps"]), width="stretch",
-                          key="toy_cross_done")
+    chart(loss_box, toy_loss_figure(done["losses"], toy.DEFAULT_STEPS), width="stretch", key="toy_loss_done")
+    chart(attn_box, _toy_cross(done["cross"], done["task"], done["steps"]), width="stretch",
+                    key="toy_cross_done")
     box.button("Open it in the views (decode a digit sequence step by step)", key="toy_open", on_click=_open_toy,
                args=(done["key"],))
 

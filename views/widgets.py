@@ -7,7 +7,24 @@ from collections.abc import Callable
 import streamlit as st
 
 from viz.common import Theme, languages, using_languages, using_theme
+from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels, sync_url
+
+# The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
+# was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
+# the width Streamlit measures and hands Plotly is the one Plotly measured for its first draw (a fraction of a pixel
+# apart was a change, and a second full draw: viz.common.browser_json).
+PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
+              "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;} "
+              "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);}</style>")
+
+
+def chart(where, figure, **kwargs) -> None:
+    """`where.plotly_chart(figure, **kwargs)` for the app's figures (`where`: st or a container).
+
+    The figures carry their own look (`viz.look`), so Streamlit's theme is off: with it, every chart was drawn
+    twice in full each time it appeared (see `viz.common.browser_json`)."""
+    where.plotly_chart(drawable(figure), theme=None, **kwargs)
 
 
 def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True,
