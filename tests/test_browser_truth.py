@@ -266,6 +266,50 @@ def test_attention_csv_has_the_pages_token_labels_and_rows_that_sum_to_one(page,
         assert abs(sum(float(v) for v in r[1:]) - 1.0) < 1e-4
 
 
+# Centre of one cell of the "every layer × head" heatmap on screen, found by its row and column labels; the
+# centres of the first and last columns of the head named `title`, and the centre of that title (x).
+OVERVIEW_CELL_JS = """([row, col, title]) => {
+  const gd = document.querySelector(".st-key-overview_fig .js-plotly-plot");
+  const t = gd._fullData[0], box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+  const r = t.y.indexOf(row), c = t.x.indexOf(col);
+  if (r < 0 || c < 0) return null;
+  const note = [...gd.querySelectorAll('.annotation')].find(a => a.textContent === title).getBoundingClientRect();
+  const at = (i, n, lo, size) => lo + (i + 0.5) / n * size;
+  return {x: at(c, t.x.length, box.left, box.width), y: at(r, t.y.length, box.top, box.height),
+          // the first and last column of the same head
+          head_left: at(t.x.findIndex(v => v.startsWith(title + ', ')), t.x.length, box.left, box.width),
+          head_right: at(t.x.findLastIndex(v => v.startsWith(title + ', ')), t.x.length, box.left, box.width),
+          title_x: note.left + note.width / 2};
+}"""
+
+
+@pytest.mark.browser
+def test_every_layer_and_head_grid_shows_the_recorded_weight_under_the_right_labels(page, app_server):
+    """The overview is one heatmap with gaps: hovering where layer 2, head 3 is drawn names that cell, its weight is
+    the one the model recorded (the head's CSV), and the "head 3" title stands over that thumbnail."""
+    import csv
+    from pathlib import Path
+
+    open_app(page, app_server.link(view="Attention", kind="cross", layer=2, head=3, text=SENTENCE))
+    wait_charts(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Layer 2, head 3 (CSV)").first.click()
+    body = list(csv.reader(Path(info.value.path()).open(encoding="utf-8")))[1:]
+    q, k = 1, 2
+    chart = page.locator(".st-key-overview_fig")
+    chart.scroll_into_view_if_needed()
+    cell = page.evaluate(OVERVIEW_CELL_JS, [f"layer 2, query {q}", f"head 3, key {k}", "head 3"])
+    assert cell is not None, "the overview has no row or column with those labels"
+    page.mouse.move(cell["x"], cell["y"])
+    label = chart.locator(".hoverlayer")
+    label.locator("text").first.wait_for(state="attached", timeout=5_000)
+    text = label.text_content()
+    assert f"layer 2, query {q}" in text and f"head 3, key {k}" in text, text
+    assert f"weight {float(body[q][k + 1]):.3f}" in text, (text, body[q])
+    # the title over the thumbnail's columns, not over a neighbour's
+    assert cell["head_left"] < cell["title_x"] < cell["head_right"], cell
+
+
 @pytest.mark.browser
 def test_a_figure_saves_as_svg_with_a_name_that_says_what_it_is(page, app_server):
     import xml.etree.ElementTree as ET

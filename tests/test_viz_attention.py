@@ -157,9 +157,31 @@ def test_heads_figure_wraps_at_four_columns():
 
 
 def test_overview_is_one_figure_with_every_layer_and_head():
-    fig = overview_figure(probs(3, 4, 6, 7), "cross")
-    assert len(fig.data) == 12
-    assert "layer 2, head 3" in fig.data[6].hovertemplate
+    p = np.stack([probs(4, 6, 7, seed=s) for s in range(3)])  # (L=3, h=4, i=6, j=7)
+    fig = overview_figure(p, "cross")
+    (trace,) = fig.data  # one heatmap: thumbnails side by side, empty cells between them
+    z = np.asarray(trace.z, dtype=np.float32)
+    rows, cols = list(trace.y), list(trace.x)
+    assert z.shape == (len(rows), len(cols))
+    assert len(set(rows)) == len(rows) and len(set(cols)) == len(cols)  # no two rows or columns merge
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
+    # every weight of every layer and head sits under the labels that name it, and nothing else is drawn
+    shown = 0
+    for r, row in enumerate(rows):
+        for c, col in enumerate(cols):
+            if row.startswith("gap") or col.startswith("gap"):
+                assert np.isnan(z[r, c]), (row, col)
+                continue
+            layer, query = (int(v.split()[-1]) for v in row.split(", "))
+            head, key = (int(v.split()[-1]) for v in col.split(", "))
+            assert row == f"layer {layer}, query {query}" and col == f"head {head}, key {key}"
+            assert z[r, c] == p[layer - 1, head - 1, query, key]
+            shown += 1
+    assert shown == p.size
+    assert trace.hoverongaps is False and "%{y}<br>%{x}" in trace.hovertemplate
+    assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # layer 1, query 0 at the top
+    titles = {a.text for a in fig.layout.annotations}
+    assert {f"head {h}" for h in range(1, 5)} | {f"layer {i}" for i in range(1, 4)} <= titles
     assert fig.layout.xaxis.showticklabels is False
     assert fig.layout.coloraxis.cmax == 1
 

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (cell_axes, grid_figure, KIND_NAMES, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
+from viz.common import (KIND_NAMES, styled_figure, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
                         fmt_share, heatmap, resolve_scale, theme)
 
 
@@ -171,9 +171,13 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
                     src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
     """Thumbnail grid of every layer × head; ``probs`` (L, h, i, j).
 
-    Rows are layers, columns heads (both labelled 1-based), no tick labels;
-    hover gives layer, head, query/key positions and the weight. One figure,
-    one shared 0..zmax colour axis.
+    Rows are layers, columns heads (both labelled 1-based), no tick labels; hover gives layer, head, query/key
+    positions and the weight. One figure, one shared 0..zmax colour axis.
+
+    Drawn as ONE heatmap: the thumbnails side by side with empty (NaN) cells between them, on category axes
+    whose labels name each row (layer, query) and each column (head, key), so hover needs no per-cell labels.
+    Chromium drew the earlier grid of L × h subplots 2× (3 × 4 heads) to 5× (6 × 8) slower: each subplot
+    has its own axes, clip paths and image.
     """
     probs = np.asarray(probs, dtype=np.float32)
     if probs.ndim != 4:
@@ -181,30 +185,36 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
     n_layers, n_heads, n_q, n_k = probs.shape
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = _zmax(zmax)
-    xs, ys = np.arange(n_k, dtype=np.int32), np.arange(n_q, dtype=np.int32)
-    data, axes = [], {}
+    # Gaps between thumbnails, in cells: about 6 % of a thumbnail, at least one cell.
+    gap_k, gap_q = max(1, round(0.06 * n_k)), max(1, round(0.06 * n_q))
+    step_k, step_q = n_k + gap_k, n_q + gap_q
+    width, height = n_heads * step_k - gap_k, n_layers * step_q - gap_q
+    z = np.full((height, width), np.nan, dtype=np.float32)  # (L·i + gaps, h·j + gaps)
     for layer in range(n_layers):
         for h in range(n_heads):
-            p = layer * n_heads + h
-            x_ref, y_ref = cell_axes(p)
-            data.append(dict(
-                type="heatmap", z=probs[layer, h], x=xs, y=ys, coloraxis="coloraxis", zmin=0.0, zmax=zmax,
-                name=f"layer {layer + 1}, head {h + 1}", hoverongaps=False, xaxis=x_ref, yaxis=y_ref,
-                hovertemplate=(f"layer {layer + 1}, head {h + 1}<br>query %{{y}} → key %{{x}}"
-                               f"<br>weight %{{z:{PROB_D3}}}<extra></extra>")))
-            axes[p] = (dict(showticklabels=False, showgrid=False, zeroline=False),
-                       dict(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed"))
+            z[layer * step_q: layer * step_q + n_q, h * step_k: h * step_k + n_k] = probs[layer, h]
+    # One label per column and row, unique (repeated category names would merge columns); gaps have no hover.
+    cols = [f"head {c // step_k + 1}, key {c % step_k}" if c % step_k < n_k else f"gap {c}" for c in range(width)]
+    rows = [f"layer {r // step_q + 1}, query {r % step_q}" if r % step_q < n_q else f"gap {r}" for r in range(height)]
+    data = [dict(type="heatmap", z=z, x=cols, y=rows, coloraxis="coloraxis", hoverongaps=False, name="weight",
+                 hovertemplate=f"%{{y}}<br>%{{x}}<br>weight %{{z:{PROB_D3}}}<extra></extra>")]
+    hidden = dict(type="category", showticklabels=False, ticks="", showgrid=False, zeroline=False)
+    font = dict(size=15)
+    # Titles in axis-domain fractions: the x axis spans cells -0.5 .. width - 0.5, the y axis runs top down.
+    notes = [dict(text=f"head {h + 1}", x=(h * step_k + n_k / 2) / width, y=1, xref="x domain", yref="y domain",
+                  xanchor="center", yanchor="bottom", showarrow=False, font=font) for h in range(n_heads)]
+    notes += [dict(text=f"layer {layer + 1}", x=1, y=1 - (layer * step_q + n_q / 2) / height, xref="x domain",
+                   yref="y domain", xanchor="left", yanchor="middle", xshift=4, textangle=90, showarrow=False,
+                   font=font) for layer in range(n_layers)]
     # One pair of axis titles for the whole grid: every thumbnail has the same axes.
-    titles = [dict(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top", yshift=-8, showarrow=False,
+    notes += [dict(text=k_title, x=0.5, y=0, xref="paper", yref="paper", yanchor="top", yshift=-8, showarrow=False,
                    font=dict(size=theme().base)),
               dict(text=q_title, x=0, y=0.5, xref="paper", yref="paper", xanchor="right", xshift=-8, textangle=-90,
                    showarrow=False, font=dict(size=theme().base))]
-    return grid_figure(data, axes, n_layers, n_heads, 0.012, min(0.03, 0.5 / max(n_layers - 1, 1)),
-                       column_titles=[f"head {h + 1}" for h in range(n_heads)],
-                       row_titles=[f"layer {layer + 1}" for layer in range(n_layers)], title_font=15,
-                       annotations=titles,
-                       coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-                           title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
-                           **_colorbar_ticks(zmax))),
-                       style=dict(title=f"{KIND_NAMES[kind]}<br>every layer × head", height=190 + 115 * n_layers,
-                                  subplot_titles=True, margin=dict(l=45, b=45)))
+    layout = dict(
+        xaxis=dict(hidden, range=[-0.5, width - 0.5]), yaxis=dict(hidden, range=[height - 0.5, -0.5]),
+        annotations=notes,
+        coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
+            title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick), **_colorbar_ticks(zmax))))
+    return styled_figure(data, layout, f"{KIND_NAMES[kind]}<br>every layer × head", height=190 + 115 * n_layers,
+                         subplot_titles=True, margin=dict(l=45, b=45))
