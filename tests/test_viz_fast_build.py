@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import (_FLOAT32_TEXT_MIN, DEFAULT_THEME, PRESENTER_THEME, browser_json, facet_heatmaps, figure_json, heatmap,
+from viz.common import (DEFAULT_THEME, PRESENTER_THEME, browser_json, facet_heatmaps, figure_json, heatmap,
                         using_theme, validating)
 from viz.look import look, under
 from viz.compare import Side, side_by_side_figure
@@ -143,17 +143,12 @@ def test_figure_json_of_other_figures():
 
 
 def _decoded(value):
-    """A figure dict from plotly's JSON with typed arrays as lists, NaN as None (as JSON holds them); float32 arrays
-    of browser_json's size as the shortest decimals that read back as the same float32s."""
+    """A figure dict from plotly's JSON with typed arrays as lists, NaN as None (as JSON holds them)."""
     import base64
 
     if isinstance(value, dict):
         if "bdata" in value:
-            raw = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-            data = raw.astype(float)
-            if raw.dtype == np.float32 and raw.size >= _FLOAT32_TEXT_MIN:
-                # what the browser reads from the shortest text of each float32 (NumPy's str of the scalar)
-                data = np.array([float(str(v)) if np.isfinite(v) else float(v) for v in raw], dtype=float)
+            data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float)
             if value.get("shape"):
                 data = data.reshape([int(n) for n in str(value["shape"]).split(",")])
             return json.loads(json.dumps(np.where(np.isfinite(data), data, None).tolist()))
@@ -223,19 +218,3 @@ def test_named_colour_scales_are_spelled_out():
     scale = fig.to_plotly_json()["data"][0]["colorscale"]
     assert not isinstance(scale, str)
     assert scale[0][1] == "rgb(247,251,255)"  # plotly.py's Blues starts white
-
-
-def test_browser_json_writes_float32_arrays_as_their_shortest_numbers():
-    """Large float32 arrays go out as the shortest decimals that read back as the same float32s (half the text of
-    their float64 forms); NaN as null; a figure text that looks like the writer's placeholder stays as it is."""
-    z = np.full((4, 5), 0.1, dtype=np.float32)
-    z[1, 2] = np.nan
-    z[3, 4] = np.float32(1 / 3)
-    tokens = ["@0123456789abcdef@0", "b", "c", "d"]
-    text = browser_json(heatmap(z, tokens, None, row_title="r", col_title="c", zmin=0, zmax=1), "r")
-    assert "0.10000000149011612" not in text and "[0.1,0.1,null,0.1,0.1]" in text and "0.33333334" in text
-    sent = json.loads(text)
-    value = sent["data"][0]
-    back = np.array([[np.nan if v is None else v for v in row] for row in value["z"]], dtype=np.float32)
-    assert np.array_equal(back, z, equal_nan=True)
-    assert sent["layout"]["yaxis"]["ticktext"][0] == tokens[0]

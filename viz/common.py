@@ -18,7 +18,6 @@ import html
 import json
 import math
 import re
-import secrets
 import unicodedata
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -249,7 +248,6 @@ def check_tokens(z: np.ndarray, row_tokens, col_tokens, what: str = "z") -> None
 # Keys whose arrays plotly never turns into typed arrays (_plotly_utils.utils.is_skipped_key).
 _NOT_TYPED = frozenset({"geojson", "layer", "layers", "range"})
 _HTML_SAFE = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"))  # as plotly.io.to_json writes them
-_FLOAT32_TEXT_MIN = 16  # float32 arrays from this size on are written as shortest float32 numbers (_Float32s)
 
 
 def figure_json(fig: go.Figure) -> str:
@@ -278,7 +276,7 @@ def browser_json(fig: go.Figure, datarevision: str) -> str:
     - the chart look is written into the figure (:func:`viz.look.bake`) instead of a template, which would be a
       new object in the copy;
     - numeric arrays are plain lists (NaN written as null, as plotly does): Plotly cannot compare typed arrays
-      and counts them as changed; float32 values are written in their shortest exact form (:class:`_Float32s`);
+      and counts them as changed;
     - ``datarevision`` names the content (equal only for equal content), so Plotly does not walk the arrays to
       compare them; a chart handed a figure with another name is drawn again.
     The app's CSS gives every chart a whole-pixel width: Streamlit sets the width it measured, and a fraction of
@@ -316,49 +314,15 @@ def _floor_sizes(value, px: float, in_font: bool = False) -> None:
 
 
 def _dumps(out: dict) -> str:
-    arrays: list[np.ndarray] = []
-    slot = f"@{secrets.token_hex(8)}@"  # a placeholder no figure text can hold: new for every call
-
-    def numbers(value):
-        if isinstance(value, _Float32s):
-            arrays.append(value.array)
-            return f"{slot}{len(arrays) - 1}"
-        raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-    text = json.dumps(out, separators=(",", ":"), allow_nan=False, default=numbers)
+    text = json.dumps(out, separators=(",", ":"), allow_nan=False)
     for unsafe, safe in _HTML_SAFE:
         text = text.replace(unsafe, safe)
-    if arrays:
-        text = re.sub(f'"{slot}(\\d+)"', lambda m: _float32_json(arrays[int(m.group(1))]), text)
     return text
-
-
-class _Float32s:
-    """A float32 array that :func:`_dumps` writes as JSON numbers, each in the shortest form that reads back as
-    the same float32 ("0.1", not the float64 "0.10000000149011612"): half the text, written faster."""
-    __slots__ = ("array",)
-
-    def __init__(self, array: np.ndarray):
-        self.array = array
-
-
-def _float32_json(a: np.ndarray) -> str:
-    """(...) float32 -> nested JSON lists of numbers; NaN and infinities as null (as plotly writes them)."""
-    text = a.astype(str)  # NumPy's shortest round-trip form of each float32
-    text[~np.isfinite(a)] = "null"
-    return _json_lists(text.tolist())
-
-
-def _json_lists(items: list) -> str:
-    if items and isinstance(items[0], list):
-        return "[" + ",".join(_json_lists(row) for row in items) + "]"
-    return "[" + ",".join(items) + "]"
 
 
 def _plain(value, key: str | None = None, typed: bool = True):
     """``value`` as JSON-ready dicts, lists and scalars; numeric arrays right under a dict key as typed arrays
-    (``typed=False``: as lists, with NaN and infinities as None; float32 arrays of _FLOAT32_TEXT_MIN values or more
-    as :class:`_Float32s`, which :func:`_dumps` writes)."""
+    (``typed=False``: as lists, with NaN and infinities as None)."""
     if isinstance(value, dict):
         return {k: _plain(v, k, typed) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -368,8 +332,6 @@ def _plain(value, key: str | None = None, typed: bool = True):
             spec = to_typed_array_spec(value)
             if isinstance(spec, dict):
                 return spec
-        if not typed and value.dtype == np.float32 and value.size >= _FLOAT32_TEXT_MIN:
-            return _Float32s(value)
         if not typed and value.dtype.kind == "f" and not np.isfinite(value).all():
             kept = value.astype(object)
             kept[~np.isfinite(value)] = None
