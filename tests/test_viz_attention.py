@@ -4,6 +4,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from hover_support import cell_hover
 from viz.attention import (attention_figure, heads_figure, overview_figure, rescale_note,
                            robust_zmax, row_sums, rows_sum_to_one, saturated_share, sink_key)
 from viz.common import MASK_TRACE_NAME, as_mask, axis_titles, escape_token, heatmap
@@ -59,7 +60,9 @@ def test_integer_axes_keep_repeated_tokens():
         assert list(axis.ticktext) == EN
         assert list(axis.ticktext).count("the") == 2
     trace = value_trace(fig)
-    assert list(trace.x) == list(range(6)) and list(trace.y) == list(range(6))
+    # one category per position, each named with its position: the two "the" stay two columns and two rows
+    assert list(trace.x) == list(trace.y) == [f"{t} ({i})" for i, t in enumerate(EN)]
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
 
 
 def test_probability_colour_range_fixed_and_overridable():
@@ -78,10 +81,10 @@ def test_hover_shows_query_key_with_positions_and_three_decimals():
     fig = attention_figure(probs(6, 7), EN, DE, "cross")
     trace = value_trace(fig)
     assert "%{z:.3f}" in trace.hovertemplate
-    cd = np.asarray(trace.customdata)
-    assert cd.shape == (6, 7, 2)
-    assert cd[3, 1, 0] == "the (3)" and cd[0, 1, 0] == "the (0)"
-    assert cd[3, 1, 1] == "Hund (1)"
+    z = np.asarray(trace.z, dtype=float)
+    assert cell_hover(trace, 3, 1) == f"query: the (3)<br>key: Hund (1)<br>weight: {z[3, 1]:.3f}"
+    assert cell_hover(trace, 0, 1).startswith("query: the (0)<br>")  # the two "the" keep their positions
+    assert trace.customdata is None  # the axes name the cell: no label per cell
 
 
 def test_masked_cells_are_nan_and_marked():
@@ -94,8 +97,10 @@ def test_masked_cells_are_nan_and_marked():
     assert np.array_equal(~np.isnan(overlay), ~mask)
     assert "masked" in mask_trace(fig).hovertemplate
     markers = next(t for t in fig.data if isinstance(t, go.Scatter))
-    marked = set(zip(np.asarray(markers.y).tolist(), np.asarray(markers.x).tolist()))
-    assert marked == set(zip(*np.nonzero(~mask)))
+    marked = set(zip(markers.y, markers.x))  # category names: a number would add a category to the axis
+    names = [f"{t} ({i})" for i, t in enumerate(EN)]
+    assert marked == {(names[i], names[j]) for i, j in zip(*np.nonzero(~mask))}
+    assert cell_hover(mask_trace(fig), 0, 1) == "query: the (0)<br>key: dog (1)<br>masked"
 
 
 def test_no_mask_means_no_overlay():
@@ -115,8 +120,7 @@ def test_markup_tokens_are_escaped():
     toks = ["<script>", "a&b", "<b>x</b>"]
     fig = attention_figure(probs(3, 3), toks, toks, "enc_self")
     assert list(fig.layout.xaxis.ticktext) == ["&lt;script&gt;", "a&amp;b", "&lt;b&gt;x&lt;/b&gt;"]
-    cd = np.asarray(value_trace(fig).customdata)
-    assert cd[0, 0, 0] == "&lt;script&gt; (0)"
+    assert cell_hover(value_trace(fig), 0, 1).startswith("query: &lt;script&gt; (0)<br>key: a&amp;b (1)")
     assert escape_token('say "hi"') == 'say "hi"'
 
 

@@ -16,6 +16,7 @@ import viz.head
 import viz.masks
 import viz.positional
 import viz.text
+from hover_support import cell_hover
 from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.common import (FACET_ROW_PX, MASK_TRACE_NAME, MAX_HEIGHT, MAX_PANEL_PX, MAX_TICKS,
                         MIN_HEIGHT, MIN_TICK_FONT, MIN_TICK_PX, PROB_D3, ROW_PX, TITLE_WRAP_CHARS,
@@ -73,7 +74,7 @@ def test_heatmap_rows_first_and_old_positional_calls_fail_loudly():
     assert list(fig.layout.yaxis.ticktext) == ["q0", "q1"]
     assert list(fig.layout.xaxis.ticktext) == ["k0", "k1", "k2"]
     assert fig.layout.yaxis.title.text == "rows" and fig.layout.xaxis.title.text == "cols"
-    assert np.asarray(value_trace(fig).customdata)[1, 2, 0] == "q1 (1)"
+    assert cell_hover(value_trace(fig), 1, 2) == "query: q1 (1)<br>key: k2 (2)<br>weight: 5.000"
     with pytest.raises(ValueError, match="query \\(row\\) tokens"):
         heatmap(z, ["k0", "k1", "k2"], ["q0", "q1"], row_title="r", col_title="c")
     with pytest.raises(TypeError):  # the old order (z, x_tokens, y_tokens, x_title, y_title)
@@ -116,8 +117,10 @@ def test_sixty_five_tokens_thinned_labels_full_hover():
         assert axis.tickfont.size >= MIN_TICK_FONT
     y_step = fig.layout.yaxis.tickvals[1]
     assert rows_px / 65 * y_step >= MIN_TICK_PX > rows_px / 65 * (y_step - 1)
-    cd = np.asarray(value_trace(fig).customdata)
-    assert cd.shape == (65, 65, 2) and cd[63, 0, 0] == "w63 (63)" and cd[0, 63, 1] == "w63 (63)"
+    trace = value_trace(fig)  # every row and column named on hover, though only some are labelled
+    assert len(trace.x) == len(trace.y) == 65
+    assert cell_hover(trace, 63, 0).startswith("query: w63 (63)<br>key: w0 (0)<br>")
+    assert cell_hover(trace, 0, 63).startswith("query: w0 (0)<br>key: w63 (63)<br>")
 
 
 def test_tick_step_rule():

@@ -5,6 +5,7 @@ import numpy as np
 import plotly.io
 import pytest
 
+from hover_support import cell_hover
 from viz.decoding import attribution_figure
 from viz.heads import grid_layout, head_grid_figure, offset_pattern_figure, pruning_figure, short_role
 
@@ -96,8 +97,8 @@ def test_attribution_figure_rows_are_methods_and_hover_keeps_the_signed_value():
     heat = fig.data[0]
     np.testing.assert_allclose(np.asarray(heat.z, dtype=float), shares, rtol=1e-6)
     assert (heat.zmin, heat.zmax) == (0.0, 1.0)
-    custom = np.asarray(heat.customdata, dtype=object)
-    assert custom[1, 1, 2] == "signed: -0.100" and "customdata[2]" in heat.hovertemplate
+    assert cell_hover(heat, 1, 1) == ("method: input × gradient (1)<br>source token: Hund (1)<br>share: 0.300"
+                                      "<br>signed: -0.100")
     assert list(fig.layout.xaxis.ticktext) == ["Ein", "Hund", "&lt;eos&gt;"]
     assert json.loads(plotly.io.to_json(fig))["data"][0]["type"] == "heatmap"
     with pytest.raises(ValueError):

@@ -707,48 +707,63 @@ def _overhead(col_tokens, title_lines: int, angle: int) -> int:
 
 
 def _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt):
-    """Value heatmap trace plus optional mask overlay traces for one panel."""
+    """Value heatmap trace plus optional mask overlay traces for one panel.
+
+    A token axis is a category axis (:func:`token_axis`) whose categories are the hover labels ``"tok (pos)"``:
+    unique, so repeated tokens never merge, and hover reads them (``%{x}``, ``%{y}``) with no label per cell.
+    Chromium drew a 30-token heatmap 2–2.5× faster than with two labels per cell as customdata, and its
+    JSON is half the size. A numbered axis (no tokens) stays numeric; its hover says ``"dim 17"`` as before.
+    """
     z = np.asarray(z, dtype=np.float32)
     n_rows, n_cols = z.shape
-    row_hover, _ = hover_labels(row_tokens, n_rows, row_name)
-    col_hover, _ = hover_labels(col_tokens, n_cols, col_name)
-    cd = hover_customdata(row_hover, col_hover)  # (i, j, 2)
+    xs, col_label = _cells(col_tokens, n_cols, col_name, "x")
+    ys, row_label = _cells(row_tokens, n_rows, row_name, "y")
+    where = f"{row_name}: {row_label}<br>{col_name}: {col_label}"
     m = as_mask(mask, n_rows, n_cols)
     shown = z.copy()
-    masked_cd = None
     if m is not None:
-        shown[~m] = np.nan
-        # Each cell's labels live in exactly one trace: smaller JSON for the browser.
-        # np.char.add: `+` on string arrays needs NumPy 2 (requirements allow 1.26)
-        pairs = np.char.add(np.char.add(f"{row_name}: ", cd[:, :, 0]), np.char.add(f"<br>{col_name}: ", cd[:, :, 1]))
-        masked_cd = np.where(~m, pairs, "")  # (i, j)
-        cd[~m] = ""
-    xs = np.arange(n_cols, dtype=np.int32)
-    ys = np.arange(n_rows, dtype=np.int32)
+        shown[~m] = np.nan  # each cell hovers in exactly one trace
     # Plain dicts: the figure validates them once when it is built (a go.Heatmap here would validate
     # them twice, and incremental updates of a built figure cost ~5× more than building it in one go).
     value = dict(
-        type="heatmap", z=shown, x=xs, y=ys, customdata=cd, hoverongaps=False, name=value_name,
-        hovertemplate=(f"{row_name}: %{{customdata[0]}}<br>{col_name}: %{{customdata[1]}}"
-                       f"<br>{value_name}: %{{z:{fmt}}}<extra></extra>"),
+        type="heatmap", z=shown, x=xs, y=ys, hoverongaps=False, name=value_name,
+        hovertemplate=f"{where}<br>{value_name}: %{{z:{fmt}}}<extra></extra>",
     )
     traces = [value]
     if m is not None and (~m).any():
         grey = np.where(m, np.nan, 1.0).astype(np.float32)
         traces.append(dict(
-            type="heatmap", z=grey, x=xs, y=ys, customdata=masked_cd, name=MASK_TRACE_NAME, showscale=False,
+            type="heatmap", z=grey, x=xs, y=ys, name=MASK_TRACE_NAME, showscale=False,
             colorscale=[[0, MASK_COLOUR], [1, MASK_COLOUR]], zmin=0, zmax=1, hoverongaps=False,
-            hovertemplate="%{customdata}<br>masked<extra></extra>",
+            hovertemplate=f"{where}<br>masked<extra></extra>",
         ))
         if (~m).sum() <= MAX_MASK_MARKERS and max(n_rows, n_cols) <= 30:
             yy, xx = np.nonzero(~m)
             traces.append(dict(
-                type="scatter", x=xx.astype(np.int32), y=yy.astype(np.int32), mode="markers",
+                type="scatter", x=_at(xs, xx), y=_at(ys, yy), mode="markers",
                 name=MASK_TRACE_NAME + " (x)", showlegend=False, hoverinfo="skip",
                 marker=dict(symbol="x-thin", size=9 if max(n_rows, n_cols) <= 15 else 6,
                             line=dict(width=1.5, color="#555555")),
             ))
     return traces
+
+
+def _cells(tokens, n: int, word: str, var: str) -> tuple[list[str] | np.ndarray, str]:
+    """The coordinates of ``n`` cells along an axis and how hover names one: the labels ``"tok (pos)"`` of a
+    token axis (its categories), or positions 0..n-1 on a numbered axis (``"query 3"``)."""
+    if tokens is None:
+        return np.arange(n, dtype=np.int32), f"{word} %{{{var}}}"
+    return hover_labels(tokens, n, word)[0], f"%{{{var}}}"
+
+
+def _at(coords, idx: np.ndarray):
+    """The coordinates ``coords[idx]``: category names on a token axis (a number there would be a new category)."""
+    return [coords[i] for i in idx] if isinstance(coords, list) else idx.astype(np.int32)
+
+
+def token_axis(tokens) -> dict:
+    """Axis settings of a heatmap axis whose cells are ``tokens`` (see :func:`_traces`): a category axis."""
+    return {} if tokens is None else {"type": "category"}
 
 
 def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequence[str] | None,
@@ -787,9 +802,10 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
     lines, angle = title_lines(title), x_ticks.get("tickangle", -45)
     height = heatmap_height(n_rows, col_tokens, lines, angle) if row_tokens is not None else None
     rows_px = plot_rows_px(height, col_tokens, lines, angle) if height else None
-    layout = dict(xaxis=dict(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks),
+    layout = dict(xaxis=dict(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks,
+                             **token_axis(col_tokens)),
                   yaxis=dict(title=dict(text=row_title), showgrid=False, zeroline=False,
-                             **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px)))
+                             **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px), **token_axis(row_tokens)))
     return styled_figure(traces, layout, title, height=height)
 
 
@@ -900,8 +916,8 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
                     tr.update(zmin=-lim, zmax=lim, colorscale=resolve_scale(colorscale), showscale=False)
             tr.update(xaxis=x_ref, yaxis=y_ref)
             data.append(tr)
-        x_set = dict(showgrid=False, zeroline=False, **x_ticks)
-        y_set = dict(showgrid=False, zeroline=False, **y_ticks)
+        x_set = dict(showgrid=False, zeroline=False, **x_ticks, **token_axis(col_tokens))
+        y_set = dict(showgrid=False, zeroline=False, **y_ticks, **token_axis(row_tokens))
         if c > 1 and row_tokens is not None:
             y_set["showticklabels"] = False
         if r == rows or p + cols >= n:

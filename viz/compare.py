@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from viz.attention import _colorbar_ticks, _colorbar_title, _zmax
 from viz.common import (FACET_ROW_PX, cell_axes, grid_figure, KIND_NAMES, MIN_PANEL_PX, PROB_SCALE, _traces, axis_ticks, axis_titles,
-                        check_tokens, escape_token, label_px, plot_width_px, resolve_scale, theme)
+                        check_tokens, escape_token, label_px, plot_width_px, resolve_scale, theme, token_axis)
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,9 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
                     tr.update(coloraxis="coloraxis")
                 tr.update(xaxis=x_ref, yaxis=y_ref)
                 data.append(tr)
-            x_set = dict(showgrid=False, zeroline=False,
+            x_set = dict(showgrid=False, zeroline=False, **token_axis(side.key_tokens),
                          **axis_ticks(side.key_tokens, p.shape[2], angle=-45, axis_px=panel_w))
-            y_set = dict(showgrid=False, zeroline=False,
+            y_set = dict(showgrid=False, zeroline=False, **token_axis(side.query_tokens),
                          **axis_ticks(side.query_tokens, p.shape[1], reverse=True, axis_px=panel))
             if row == len(heads):
                 x_set["title"] = dict(text=k_title)

@@ -119,11 +119,8 @@ def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_
                   col_title=f"source token ({escape_token(resolve_languages(src_lang, None)[0])}) →", zmin=0.0, zmax=1.0, title=title,
                   value_name="share", row_name="method", col_name="source token", colorbar_title="share",
                   width_px=width_px)
-    if hover_notes is not None:
-        notes = np.asarray(hover_notes, dtype=object)
+    if hover_notes is not None:  # one note per cell: the only per-cell hover text (the axes name the cell)
         trace = fig.data[0]
-        custom = np.asarray(trace.customdata, dtype=object) if trace.customdata is not None else None
-        if custom is not None and custom.ndim == 3:
-            trace.customdata = np.dstack([custom, notes])
-            trace.hovertemplate = trace.hovertemplate.replace("<extra>", f"<br>%{{customdata[{custom.shape[2]}]}}<extra>")
+        trace.customdata = np.asarray(hover_notes, dtype=str)  # (m, s)
+        trace.hovertemplate = trace.hovertemplate.replace("<extra>", "<br>%{customdata}<extra>")
     return fig

@@ -94,7 +94,8 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
                                   range=[0, right * RANGE_PAD], tickmode="array", tickvals=ticks,
                                   ticktext=[f"{t:g}" for t in ticks],
                                   tickfont=dict(size=theme().tick), showgrid=True))
-    ys = np.arange(len(sums), dtype=np.int32)
+    ys = fig.data[0].y  # the heatmap's rows: its category names on a token axis, else positions
+    ys = list(ys) if ys is not None and len(ys) == len(sums) else np.arange(len(sums), dtype=np.int32)
     fig.add_trace(go.Bar(x=sums, y=ys, orientation="h", xaxis="x2", yaxis="y", name="row sum",
                          marker_color="#ff7f0e",
                          customdata=np.asarray([fmt_prob(v) for v in sums], dtype=object),
