@@ -327,7 +327,8 @@ class Translator:
         return float(log_probs[0].gather(-1, gold[:, None]).sum())
 
     @torch.inference_mode()
-    def padded_batch(self, text: str, partner: str | None = None, use_padding_mask: bool = True) -> dict:
+    def padded_batch(self, text: str, partner: str | None = None, use_padding_mask: bool = True,
+                     alone: Translation | None = None) -> dict:
         """`text` padded in one batch with a longer sentence, as in training.
 
         The partner is LONGER_EXAMPLE unless given; when it is not longer than `text`, `text` + " " +
@@ -335,8 +336,14 @@ class Translator:
         Returns "trace": the padded sentence's SentenceTrace (its source axis ends in <pad> tokens;
         attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens", "n_pads", "encoder_shift": max |memory(padded) - memory(alone)|
         over the real positions, and the greedy translations "alone" and "padded".
+
+        `alone` may hand in the sentence's greedy decoding made elsewhere (`trace` or `translate` with every
+        head on, no prefix and the default length limit), so that the two halves of the demonstration (mask on,
+        mask off) and the page's own decoding share one search instead of three. What can be checked is
+        (`_greedy_ids`): greedy, the same source ids, not cut off by a shorter limit.
         """
         a = self.prepare(text)
+        alone_ids = self._greedy_ids(a, alone) if alone is not None else None
         partner = LONGER_EXAMPLE if partner is None else partner
         if len(self.prepare(partner).ids) <= len(a.ids):
             partner = text + " " + partner  # the partner must be longer for padding to appear
@@ -348,8 +355,12 @@ class Translator:
         v = self.tgt_vocab
         t0 = time.perf_counter()
         alone_src = self._src_tensor(a)
-        alone = greedy_decode(self.model, alone_src, v.bos_idx, v.eos_idx, self.max_steps(a, None))
-        tgt = torch.tensor([[v.bos_idx] + alone.ids] * 2, dtype=torch.long)
+        if alone_ids is None:
+            decoded = greedy_decode(self.model, alone_src, v.bos_idx, v.eos_idx, self.max_steps(a, None))
+            alone_ids, alone_text = decoded.ids, self._finish(a, decoded, t0, alone_src, None, True, "greedy").text
+        else:
+            alone_text = alone.text
+        tgt = torch.tensor([[v.bos_idx] + alone_ids] * 2, dtype=torch.long)
         tgt[1] = v.bos_idx  # the longer sentence's decoder input does not matter here
         _, trace = self.model(src, tgt, return_trace=True, use_src_padding_mask=use_padding_mask)
         memory = lambda s, m: self.model.encode(s, make_src_mask(s, pad, m))  # noqa: E731
@@ -359,14 +370,25 @@ class Translator:
                                use_src_padding_mask=use_padding_mask)
         src_axis = a.axis_tokens + [self.src_vocab.token("pad")] * (width - n)
         return {
-            "trace": to_sentence_trace(trace, src_axis, [v.token("bos")] + v.decode(alone.ids), index=0),
+            "trace": to_sentence_trace(trace, src_axis, [v.token("bos")] + v.decode(alone_ids), index=0),
             "partner": partner,
             "partner_tokens": b.axis_tokens,
             "n_pads": width - n,
             "encoder_shift": shift,
-            "alone": self._finish(a, alone, t0, alone_src, None, True, "greedy").text,
+            "alone": alone_text,
             "padded": self._finish(a, padded, t0, src[:1], None, True, "greedy", None, use_padding_mask).text,
         }
+
+    def _greedy_ids(self, source: Source, done: Translation) -> list[int]:
+        """The output ids of `done`, a greedy decoding of `source` by this translator (ValueError otherwise)."""
+        v = self.tgt_vocab
+        ids = v.encode(done.raw_tokens)
+        limit = self.max_steps(source, None)
+        if (done.decoding != "greedy" or done.source.ids != source.ids or v.decode(ids) != done.raw_tokens
+                or len(ids) > limit or (not done.finished and len(ids) != limit)  # cut off by a shorter limit
+                or len(v.stoi) != len(v.itos)):  # a token string named twice would not encode back to its id
+            raise ValueError("not this sentence's plain greedy decoding by this model")
+        return ids
 
     @torch.inference_mode()
     def cross_attention(self, src: torch.Tensor, ids: list[int], head_mask: HeadMask | None = None,

@@ -202,3 +202,31 @@ def test_padded_batch_chooses_a_longer_partner(translator, pairs):
     assert demo["partner"] == long_text + " " + LONGER_EXAMPLE and demo["n_pads"] > 0
     demo = translator.padded_batch(de, partner="Hund")
     assert demo["partner"] == de + " Hund" and demo["n_pads"] == 1
+
+
+@pytest.mark.parametrize("use_mask", [True, False])
+def test_padded_batch_reuses_a_greedy_decoding_it_is_handed(translator, pairs, use_mask):
+    """The page hands in the header's greedy trace: the demonstration is the same as when it decodes alone itself."""
+    de = pairs[1][0]
+    own = translator.padded_batch(de, use_padding_mask=use_mask)
+    shared = translator.padded_batch(de, use_padding_mask=use_mask, alone=translator.trace(de))
+    for k in ("alone", "padded", "partner", "n_pads", "encoder_shift"):
+        assert shared[k] == own[k], k
+    a, b = own["trace"], shared["trace"]
+    assert a.src_tokens == b.src_tokens and a.tgt_tokens == b.tgt_tokens
+    for kind in ("enc_self", "dec_self", "cross"):
+        for ra, rb in zip(a.attn[kind], b.attn[kind]):
+            assert np.array_equal(ra["mask"], rb["mask"]) and np.array_equal(ra["probs"], rb["probs"])
+
+
+def test_padded_batch_refuses_a_decoding_that_is_not_the_sentence_greedy_one(translator, pairs):
+    de, other = pairs[1][0], pairs[2][0]
+    for wrong in (translator.translate(de, beam=3), translator.trace(other),
+                  translator.trace(de, prefix=translator.trace(de).raw_tokens[:1])):
+        with pytest.raises(ValueError, match="plain greedy"):
+            translator.padded_batch(de, alone=wrong)
+    assert len(translator.trace(de).raw_tokens) > 2
+    cut = translator.trace(de, max_len=2)  # stopped by a shorter limit than the demonstration's own
+    assert not cut.finished
+    with pytest.raises(ValueError, match="plain greedy"):
+        translator.padded_batch(de, alone=cut)

@@ -197,8 +197,15 @@ def attribution(key: str, text: str, tgt_tokens: tuple[str, ...]):
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def padded_batch(key: str, text: str, use_mask: bool) -> dict:
-    """The sentence padded in a batch with a longer partner (the model picks it)."""
-    return _tr(key).padded_batch(text, use_padding_mask=use_mask)
+    """The sentence padded in a batch with a longer partner (the model picks it).
+
+    Its greedy translation alone is the header's (`trace_sentence` with the default length limit: kept, so
+    usually no search at all); a decoding the translator does not accept as that is redone there."""
+    tr, alone = _tr(key), trace_sentence(key, text, 0)
+    try:
+        return tr.padded_batch(text, use_padding_mask=use_mask, alone=alone)
+    except ValueError:  # not a plain greedy decoding of this sentence (cannot happen for trace_sentence's)
+        return tr.padded_batch(text, use_padding_mask=use_mask)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
