@@ -96,8 +96,12 @@ def test_forced_prefix_and_switched_off_heads_with_a_draft(trained_model, vocabs
 
 
 def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
-    """The shipped-size models here get none; one asked for gets one and translates the same."""
+    """The tests' tiny models get none, a model of the shipped one's size does; one asked for gets one and translates
+    the same."""
     assert translator.draft is None and not worth_a_draft(translator.model)
+    shipped = ModelConfig(src_vocab_size=8000, tgt_vocab_size=7931, d_model=256, n_heads=4, n_encoder_layers=1,
+                          n_decoder_layers=1, d_ff=64)  # the shipped model's generator: 256 x 7931
+    assert worth_a_draft(EncoderDecoder(shipped)) == quantization_available()
     big = ModelConfig(src_vocab_size=100, tgt_vocab_size=MIN_GENERATOR_BYTES // (4 * 64), d_model=64, n_heads=2,
                       n_encoder_layers=1, n_decoder_layers=1, d_ff=64)
     assert worth_a_draft(EncoderDecoder(big)) and not worth_a_draft(EncoderDecoder(big.__class__(
