@@ -119,8 +119,9 @@ def server_preflight(args):
     return bs, ckpt_dir, env
 
 
-def open_translator(checkpoint, threads: int | None = None):
-    """The Translator of a checkpoint folder (torch threads set first), or None after saying on stderr why not."""
+def open_translator(checkpoint, threads: int | None = None, draft: bool | None = None):
+    """The Translator of a checkpoint folder (torch threads set first), or None after saying on stderr why not.
+    `draft`: as `Translator.from_checkpoint`'s (None: only where it pays, False: never, True: built now)."""
     import torch
 
     from model.checkpoint import CheckpointError
@@ -129,7 +130,7 @@ def open_translator(checkpoint, threads: int | None = None):
     if threads:
         torch.set_num_threads(threads)
     try:
-        return Translator.from_checkpoint(checkpoint)
+        return Translator.from_checkpoint(checkpoint, draft=draft)
     except CheckpointError as e:
         print(f"No usable checkpoint: {e}", file=sys.stderr)
         return None

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from hover_support import cell_hover
 from viz.architecture import architecture_figure, parameter_table
 from viz.common import (MASK_TRACE_NAME, MAX_HEIGHT, MIN_HEIGHT, MIN_TICK_FONT, MIN_TICK_PX,
                         ROW_PX, heatmap_height, plot_rows_px)
@@ -33,7 +34,9 @@ def test_mask_figure_two_colours_and_labels():
     assert cs[0][1] == cs[1][1] != cs[-1][1]
     assert list(fig.layout.xaxis.ticktext) == ["&lt;s&gt;", "the", "dog", "sees", "the", "cat"]
     assert "EN" in fig.layout.yaxis.title.text and "query" in fig.layout.yaxis.title.text
-    assert np.asarray(fig.data[0].customdata)[0, 1, 2] == "masked"
+    assert cell_hover(fig.data[0], 0, 1) == "query: &lt;s&gt; (0)<br>key: the (1)<br>masked"
+    assert cell_hover(fig.data[0], 4, 1) == "query: the (4)<br>key: the (1)<br>may attend"  # the two "the" apart
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
     assert "15 of 36" in fig.layout.annotations[0].text
 
 
@@ -54,7 +57,9 @@ def test_mask_figure_grows_with_rows_and_thins_labels(n):
     assert list(fig.layout.yaxis.tickvals) == list(range(0, n, step))
     assert rows_px / n * step >= MIN_TICK_PX
     assert min(fig.layout.xaxis.tickfont.size, fig.layout.yaxis.tickfont.size) >= MIN_TICK_FONT
-    assert np.asarray(fig.data[0].customdata).shape == (n, n, 3)  # hover names every token
+    trace = fig.data[0]  # hover names every token, though only some are labelled
+    assert list(trace.y) == list(trace.x) == [f"tok{i} ({i})" for i in range(n)]
+    assert cell_hover(trace, n - 1, 0) == f"query: tok{n - 1} ({n - 1})<br>key: tok0 (0)<br>may attend"
 
 
 def test_candidates_figure():

@@ -204,7 +204,7 @@ def padded_batch(key: str, text: str, use_mask: bool) -> dict:
     tr, alone = _tr(key), trace_sentence(key, text, 0)
     try:
         return tr.padded_batch(text, use_padding_mask=use_mask, alone=alone)
-    except ValueError:  # not a plain greedy decoding of this sentence (cannot happen for trace_sentence's)
+    except ValueError:  # refused (a vocabulary naming a token twice cannot encode it back): decoded there instead
         return tr.padded_batch(text, use_padding_mask=use_mask)
 
 

@@ -589,24 +589,10 @@ def top_margin(lines: int) -> int:
     return TITLE_PAD_PX + TITLE_LINE_PX * lines + 27 if lines else 30
 
 
-def hover_labels(tokens, n: int, word: str) -> tuple[list[str], list[str] | None]:
-    """Hover labels ``"tok (pos)"`` and escaped tick texts (None = numeric axis)."""
-    if tokens is None:
-        return [f"{word} {i}" for i in range(n)], None
-    ticks = escape_tokens(tokens)
-    return [f"{t} ({i})" for i, t in enumerate(ticks)], ticks
-
-
-def hover_customdata(row_hover: list[str], col_hover: list[str]) -> np.ndarray:
-    """(i, j, 2) string array of per-cell hover labels: [row (query) label, column (key) label].
-
-    A NumPy string array, not an object array: plotly deep-copies a figure's data when it builds it, which is one
-    memory copy for a string array and one Python copy per cell for an object array (the JSON is the same)."""
-    rows, cols = np.asarray(row_hover, dtype=str), np.asarray(col_hover, dtype=str)
-    cd = np.empty((len(rows), len(cols), 2), dtype=np.result_type(rows, cols, "<U1"))
-    cd[:, :, 0] = rows[:, None]
-    cd[:, :, 1] = cols[None, :]
-    return cd
+def cell_names(tokens: Sequence[str]) -> list[str]:
+    """The name of each token's cell on a heatmap's category axis and in its hover: ``"tok (pos)"``, escaped.
+    The position keeps repeated tokens apart (two "the" are two rows, never one)."""
+    return [f"{t} ({i})" for i, t in enumerate(escape_tokens(tokens))]
 
 
 def tick_step(n: int, axis_px: float | None = None, angle: int | None = None) -> int:
@@ -753,7 +739,7 @@ def _cells(tokens, n: int, word: str, var: str) -> tuple[list[str] | np.ndarray,
     token axis (its categories), or positions 0..n-1 on a numbered axis (``"query 3"``)."""
     if tokens is None:
         return np.arange(n, dtype=np.int32), f"{word} %{{{var}}}"
-    return hover_labels(tokens, n, word)[0], f"%{{{var}}}"
+    return cell_names(tokens), f"%{{{var}}}"
 
 
 def _at(coords, idx: np.ndarray):

@@ -12,8 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.common import (as_mask, axis_ticks, axis_titles, check_tokens, heatmap_height,
-                        hover_customdata, hover_labels, plot_rows_px, plot_width_px, styled_figure, theme,
-                        title_lines)
+                        cell_names, plot_rows_px, plot_width_px, styled_figure, theme, title_lines,
+                        token_axis)
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
@@ -35,28 +35,26 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
     z = m.astype(np.float32)  # (i, j)
     check_tokens(z, query_tokens, key_tokens, what="mask")
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang) if kind else ("query ↓", "key →")
-    q_hover, _ = hover_labels(query_tokens, n_q, "query")
-    k_hover, _ = hover_labels(key_tokens, n_k, "key")
-    cd = hover_customdata(q_hover, k_hover)
-    state = np.where(m, "may attend", "masked")
-    cd = np.concatenate([cd, state[:, :, None]], axis=2)  # (i, j, 3)
+    # Category axes named "tok (pos)", as in viz.common.heatmap: hover reads the cell's query and key from them,
+    # so the only per-cell text is its state.
+    q_names, k_names = cell_names(query_tokens), cell_names(key_tokens)
+    state = np.where(m, "may attend", "masked")  # (i, j)
     small = max(n_q, n_k) <= 40  # a 1 px gap between cells would eat thin cells
     trace = dict(
-        type="heatmap", z=z, x=np.arange(n_k, dtype=np.int32), y=np.arange(n_q, dtype=np.int32), customdata=cd,
+        type="heatmap", z=z, x=k_names, y=q_names, customdata=state,
         zmin=0.0, zmax=1.0, xgap=1 if small else 0, ygap=1 if small else 0, name="mask",
         colorscale=[[0.0, MASKED_COLOUR], [0.5, MASKED_COLOUR], [0.5, ALLOWED_COLOUR], [1.0, ALLOWED_COLOUR]],
         colorbar=dict(tickmode="array", tickvals=[0.25, 0.75], ticktext=["masked", "may attend"],
                       tickfont=dict(size=theme().tick), len=0.4),
-        hovertemplate=("query: %{customdata[0]}<br>key: %{customdata[1]}"
-                       "<br>%{customdata[2]}<extra></extra>"),
+        hovertemplate="query: %{y}<br>key: %{x}<br>%{customdata}<extra></extra>",
     )
     x_ticks = axis_ticks(key_tokens, n_k, angle=-45, axis_px=plot_width_px(width_px, query_tokens))
     lines, angle = title_lines(title), x_ticks["tickangle"]
     height = heatmap_height(n_q, key_tokens, lines, angle)
     n_masked = int((~m).sum())
     layout = dict(
-        xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks),
-        yaxis=dict(title=dict(text=q_title), showgrid=False, zeroline=False,
+        xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens)),
+        yaxis=dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
                    **axis_ticks(query_tokens, n_q, reverse=True, axis_px=plot_rows_px(height, key_tokens, lines, angle))),
         annotations=[dict(text=f"{n_masked:,} of {m.size:,} cells masked", showarrow=False, xref="paper", yref="paper",
                           x=1.0, y=1.02, xanchor="right", yanchor="bottom", font=dict(size=14, color="#555555"))],
