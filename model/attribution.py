@@ -30,9 +30,11 @@ The methods (name: definition):
                         the word supports the choice. The comparable matrix is |·| normalised per row (rows sum
                         to 1); Attribution.signed keeps the signed values (nats of log-probability).
 
-Gradients come from one traced pass with autograd switched on: the sentence is repeated t times in the
-batch dimension and row b's objective is the score of y_{b+1} at position b, so one torch.autograd.grad
-of the sum gives every target its own gradients (rows of a batch share no computation). The pass starts
+Gradients come from one traced pass with autograd switched on: the sentence is repeated once per explained
+target in the batch dimension and row b's objective is the score of its target at that target's position, so
+one torch.autograd.grad of the sum gives every target its own gradients (rows of a batch share no computation).
+`rows` explains some targets only (the app explains the step on screen): the pass is then that many rows, not
+t, and each row is the one the whole matrix would hold (teacher-forcing reads the same prefix either way). The pass starts
 from detached embedding outputs made leaves, so it works when the parameters do not require grad, and
 torch.autograd.grad writes nothing into any parameter's .grad. No hook is registered, no module attribute
 is set, train/eval mode is not touched: the shared model keeps no trace of a request.
@@ -89,11 +91,12 @@ class Attribution:
     """One sentence's attributions as NumPy arrays, with the token strings of both axes (no tensors)."""
 
     src_tokens: list[str]  # columns: the source words and the final <eos> the model reads (s)
-    tgt_tokens: list[str]  # rows: the chosen tokens y_1 .. y_t, one per decoder position (t)
-    matrices: dict[str, np.ndarray]  # method -> (t, s) float32, non-negative, rows sum to 1 (see DEFINITIONS)
+    tgt_tokens: list[str]  # the chosen tokens y_1 .. y_t the model was teacher-forced on, one per decoder position
+    matrices: dict[str, np.ndarray]  # method -> (r, s) float32, non-negative, rows sum to 1 (see DEFINITIONS)
     definitions: dict[str, str]  # method -> one sentence
     signed: dict[str, np.ndarray] = field(default_factory=dict)  # "input_x_grad" -> (t, s) float32, nats
-    chosen_probs: np.ndarray | None = None  # (t,) float32 p(y_i) under the raw generator
+    chosen_probs: np.ndarray | None = None  # (r,) float32 p(y_i) under the raw generator
+    rows: list[int] = field(default_factory=list)  # (r,) row k of every matrix explains tgt_tokens[rows[k]]
 
 
 # ----------------------------------------------------------------------------- the rules, pure NumPy
@@ -179,10 +182,11 @@ def causal_maps(maps: np.ndarray) -> np.ndarray:
     return maps[None] * keep.reshape(shape)
 
 
-def explained_rows(r_ts: np.ndarray) -> np.ndarray:
-    """(t, t, s) per-target relevance -> (t, s): row b of the copy that explains target b."""
+def explained_rows(r_ts: np.ndarray, rows: Sequence[int] | None = None) -> np.ndarray:
+    """(r, t, s) per-target relevance -> (r, s): row rows[k] of copy k, the copy that explains target rows[k]
+    (default: copy b explains target b, r = t)."""
     idx = np.arange(r_ts.shape[0])
-    return r_ts[idx, idx]
+    return r_ts[idx, idx if rows is None else np.asarray(rows, dtype=np.int64)]
 
 
 # ----------------------------------------------------------------------------- the model pass
@@ -235,10 +239,12 @@ def _head_mean(x: torch.Tensor, hm: torch.Tensor | None) -> np.ndarray:
 
 def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], bos: int,
                   methods: Sequence[str] = DEFAULT_METHODS, head_mask: HeadMask | None = None,
-                  relevance_score: str = "logit") -> dict:
+                  relevance_score: str = "logit", rows: Sequence[int] | None = None) -> dict:
     """Attributions of target ids tgt_ids (y_1 .. y_t) to the source ids src_ids (with <eos>; a <pad> id
-    there is hidden as a key, as padding is). Returns {"matrices": {method: (t, s) float64}, "signed":
-    {"input_x_grad": (t, s)} when asked, "chosen_log_probs": (t,)}."""
+    there is hidden as a key, as padding is). Returns {"matrices": {method: (r, s) float64}, "signed":
+    {"input_x_grad": (r, s)} when asked, "chosen_log_probs": (r,)}: row k explains target rows[k] (0-based
+    positions in tgt_ids; default every target, r = t). A gradient method costs one batch row per explained
+    target, so explaining one step is about t times cheaper than the whole matrix."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown attribution method(s) {', '.join(map(repr, unknown))}: use {', '.join(METHODS)}")
@@ -247,12 +253,16 @@ def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int],
     if model.training:
         raise ValueError("attribution needs the model in eval mode (dropout would make it random)")
     s, t = len(src_ids), len(tgt_ids)
-    if t == 0:
+    explain = list(range(t)) if rows is None else [int(r) for r in rows]  # (r,) target positions
+    if any(not 0 <= r < t for r in explain):
+        raise ValueError(f"rows must be target positions 0..{t - 1}, got {list(rows)}")
+    k = len(explain)
+    if k == 0:
         return {"matrices": {m: np.zeros((0, s)) for m in methods},
                 "signed": {"input_x_grad": np.zeros((0, s))} if "input_x_grad" in methods else {},
                 "chosen_log_probs": np.zeros(0)}
     want_grad = any(m in GRADIENT_METHODS for m in methods)
-    n = t if want_grad else 1  # one batch row per explained target when gradients are needed
+    n = k if want_grad else 1  # one batch row per explained target when gradients are needed
     device = next(model.parameters()).device
     out: dict = {"matrices": {}, "signed": {}}
     # A request may come from inside inference_mode/no_grad: switch autograd on for this block only (both
@@ -261,16 +271,17 @@ def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int],
     with torch.inference_mode(False), torch.enable_grad():
         src = torch.tensor([list(src_ids)] * n, dtype=torch.long, device=device)  # (n, s)
         tgt = torch.tensor([[bos] + list(tgt_ids[:-1])] * n, dtype=torch.long, device=device)  # (n, t)
-        y = torch.tensor(list(tgt_ids), dtype=torch.long, device=device)  # (t,) the chosen tokens
-        rows = torch.arange(n, device=device)
+        at = torch.tensor(explain, dtype=torch.long, device=device)  # (r,) the explained positions
+        y = torch.tensor(list(tgt_ids), dtype=torch.long, device=device)[at]  # (r,) their chosen tokens
         states, enc_self, dec_self, cross, src_emb, src_leaf = traced_pass(model, src, tgt, head_mask)
-        # Row b explains target b: its objective is y_{b+1}'s score at position b, so only that position goes
-        # through the generator (the (n, t, V) logits of every position would cost more than the layers).
-        # Rows share no computation, so the gradient of the sum w.r.t. row b's tensors is that of row b's score.
-        at_target = states[rows, rows] if want_grad else states[0]  # (t, d): position b of batch row b
-        logits = model.generator.proj(at_target)  # (t, V) before log-softmax
-        log_probs = F.log_softmax(logits, dim=-1)  # (t, V)
-        logp_b = log_probs[torch.arange(t, device=device), y]  # (t,)
+        # Batch row b explains target explain[b]: its objective is that token's score at that position, so only
+        # that position goes through the generator (the (n, t, V) logits of every position would cost more than
+        # the layers). Rows share no computation, so the gradient of the sum w.r.t. row b's tensors is that of
+        # row b's score.
+        at_target = states[torch.arange(n, device=device), at] if want_grad else states[0, at]  # (r, d)
+        logits = model.generator.proj(at_target)  # (r, V) before log-softmax
+        log_probs = F.log_softmax(logits, dim=-1)  # (r, V)
+        logp_b = log_probs[torch.arange(k, device=device), y]  # (r,)
         out["chosen_log_probs"] = logp_b.detach().double().cpu().numpy()
         grads = None
         g_src = None
@@ -282,7 +293,7 @@ def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int],
                 grads, g_src = got[: len(attn)], (got[-1] if need_ixg else None)
             else:
                 if need_rel:
-                    score = logits[torch.arange(t, device=device), y]  # (t,) pre-softmax, as Chefer et al.'s code
+                    score = logits[torch.arange(k, device=device), y]  # (r,) pre-softmax, as Chefer et al.'s code
                     grads = torch.autograd.grad(score.sum(), attn, retain_graph=need_ixg)
                 if need_ixg:
                     (g_src,) = torch.autograd.grad(logp_b.sum(), [src_leaf])
@@ -291,51 +302,54 @@ def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int],
 
     if "rollout" in methods:
         # Plain attention of batch row 0 (all rows are the same sentence), averaged over heads.
-        a_enc = [_head_mean(a.probs[:1], hm("enc_self", k))[0] for k, a in enumerate(enc_self)]  # (s, s)
-        a_self = np.stack([_head_mean(a.probs[:1], hm("dec_self", k))[0] for k, a in enumerate(dec_self)])  # (L, t, t)
-        a_cross = np.stack([_head_mean(a.probs[:1], hm("cross", k))[0] for k, a in enumerate(cross)])  # (L, t, s)
+        a_enc = [_head_mean(a.probs[:1], hm("enc_self", k_))[0] for k_, a in enumerate(enc_self)]  # (s, s)
+        a_self = np.stack([_head_mean(a.probs[:1], hm("dec_self", k_))[0] for k_, a in enumerate(dec_self)])  # (L, t, t)
+        a_cross = np.stack([_head_mean(a.probs[:1], hm("cross", k_))[0] for k_, a in enumerate(cross)])  # (L, t, s)
         # Target i cannot depend on decoder positions after i: keep rows <= i per explained target, as the
         # gradient does by itself for relevance (without it eq. 10's transpose would read later positions).
-        c_self, c_cross = causal_maps(a_self), causal_maps(a_cross)  # (t, L, t, t), (t, L, t, s)
+        c_self, c_cross = causal_maps(a_self)[explain], causal_maps(a_cross)[explain]  # (r, L, t, t), (r, L, t, s)
         _, _, r_ts = relevance_rules(a_enc, list(c_self.transpose(1, 0, 2, 3)), list(c_cross.transpose(1, 0, 2, 3)))
-        out["matrices"]["rollout"] = normalise_rows(explained_rows(r_ts))
+        out["matrices"]["rollout"] = normalise_rows(explained_rows(r_ts, explain))
     if "relevance" in methods:
         # Eq. 5: Ā = mean over heads of (∇A ⊙ A)^+, one map set per explained target (batch row).
         weighted = [(g * a.probs).clamp(min=0) for g, a in zip(grads, enc_self + dec_self + cross)]
         kinds = ["enc_self"] * n_enc + ["dec_self"] * len(dec_self) + ["cross"] * len(cross)
         layer_no = list(range(n_enc)) + list(range(len(dec_self))) + list(range(len(cross)))
-        maps = [_head_mean(w, hm(k, l_)) for w, k, l_ in zip(weighted, kinds, layer_no)]  # each (t, i, j)
+        maps = [_head_mean(w, hm(k_, l_)) for w, k_, l_ in zip(weighted, kinds, layer_no)]  # each (r, i, j)
         n_dec = len(dec_self)
         _, _, r_ts = relevance_rules(maps[:n_enc], maps[n_enc : n_enc + n_dec], maps[n_enc + n_dec :])
-        out["matrices"]["relevance"] = normalise_rows(explained_rows(r_ts))
+        out["matrices"]["relevance"] = normalise_rows(explained_rows(r_ts, explain))
     if "input_x_grad" in methods:
         # ∂/∂total = ∂/∂scaled (total = scaled + positional), so this is Σ_d scaled · gradient: the word, not
         # its position.
-        signed = (src_emb.scaled.double() * g_src.double()).sum(-1)  # (t, s): row b explains target b
+        signed = (src_emb.scaled.double() * g_src.double()).sum(-1)  # (r, s): row b explains target explain[b]
         signed = signed.detach().cpu().numpy()
         out["signed"]["input_x_grad"] = signed
         out["matrices"]["input_x_grad"] = normalise_rows(np.abs(signed))
     if "cross_attention" in methods:
-        out["matrices"]["cross_attention"] = _head_mean(cross[-1].probs[:1], hm("cross", len(cross) - 1))[0]
+        out["matrices"]["cross_attention"] = _head_mean(cross[-1].probs[:1], hm("cross", len(cross) - 1))[0][explain]
     if "cross_attention_mean" in methods:
-        per_layer = [_head_mean(a.probs[:1], hm("cross", k))[0] for k, a in enumerate(cross)]
-        out["matrices"]["cross_attention_mean"] = np.mean(per_layer, axis=0)
+        per_layer = [_head_mean(a.probs[:1], hm("cross", k_))[0] for k_, a in enumerate(cross)]
+        out["matrices"]["cross_attention_mean"] = np.mean(per_layer, axis=0)[explain]
     out["matrices"] = {m: out["matrices"][m] for m in methods}  # the order asked for
     return out
 
 
 def attribute(translator, text: str, tgt_tokens: list[str], methods: Sequence[str] = DEFAULT_METHODS,
-              off_heads=None, relevance_score: str = "logit") -> Attribution:
+              off_heads=None, relevance_score: str = "logit", rows: Sequence[int] | None = None) -> Attribution:
     """Attribute each token of `tgt_tokens` to the source tokens of `text` (see the module docstring).
 
     Pass the model's own tokens (Translation.raw_tokens); a token outside the target vocabulary is
     explained as <unk>. Append "<eos>" to explain the stop decision too. `off_heads` switches heads off
-    as Translator.translate does (averages over heads then use the heads that are on). NumPy only.
+    as Translator.translate does (averages over heads then use the heads that are on). `rows` (0-based
+    positions in `tgt_tokens`) explains only those tokens, still teacher-forced on the whole list; the
+    result's `rows` says which. NumPy only.
     """
     source = translator.prepare(text)
     tv = translator.tgt_vocab
+    explain = list(range(len(tgt_tokens))) if rows is None else [int(r) for r in rows]
     res = attribute_ids(translator.model, source.ids, tv.encode(list(tgt_tokens)), tv.bos_idx, tuple(methods),
-                        translator.head_mask(off_heads), relevance_score)
+                        translator.head_mask(off_heads), relevance_score, explain)
     return Attribution(
         src_tokens=source.axis_tokens,
         tgt_tokens=list(tgt_tokens),
@@ -343,6 +357,7 @@ def attribute(translator, text: str, tgt_tokens: list[str], methods: Sequence[st
         definitions={m: DEFINITIONS[m] for m in methods},
         signed={m: a.astype(np.float32) for m, a in res["signed"].items()},
         chosen_probs=np.exp(res["chosen_log_probs"]).astype(np.float32),
+        rows=explain,
     )
 
 

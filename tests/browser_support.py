@@ -168,6 +168,7 @@ def _start_server(checkpoint_dir, model, log, port: int, timeout: float, extra_e
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]  # nobody edits the code during a test run; watching costs CPU
     log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no artifacts/ yet
     started = time.perf_counter()
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

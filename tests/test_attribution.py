@@ -125,6 +125,25 @@ def test_attribution_rows_are_causal(translator):
         np.testing.assert_allclose(part.matrices[m], full.matrices[m][:3], atol=1e-5, err_msg=m)
 
 
+def test_explaining_some_rows_gives_those_rows_of_the_whole_matrix(translator):
+    """The app explains the step on screen only (`rows`): a batch of one row, the same numbers as that row of the
+    whole matrix, for every method, the signed values and the chosen probabilities."""
+    tgt = translator.translate(SENTENCE).raw_tokens + ["<eos>"]
+    full = attribute(translator, SENTENCE, tgt, METHODS)
+    assert full.rows == list(range(len(tgt)))
+    for rows in ([0], [len(tgt) - 1], [2, 0]):
+        part = attribute(translator, SENTENCE, tgt, METHODS, rows=rows)
+        assert part.rows == rows and part.tgt_tokens == tgt
+        for m in METHODS:
+            assert part.matrices[m].shape == (len(rows), len(full.src_tokens)), m
+            np.testing.assert_allclose(part.matrices[m], full.matrices[m][rows], atol=1e-5, err_msg=m)
+        np.testing.assert_allclose(part.signed["input_x_grad"], full.signed["input_x_grad"][rows], atol=1e-5)
+        np.testing.assert_allclose(part.chosen_probs, full.chosen_probs[rows], atol=1e-5)
+    assert attribute(translator, SENTENCE, tgt, METHODS, rows=[]).matrices["relevance"].shape == (0, len(full.src_tokens))
+    with pytest.raises(ValueError, match="target positions"):
+        attribute(translator, SENTENCE, tgt, METHODS, rows=[len(tgt)])
+
+
 def test_a_source_position_hidden_as_padding_gets_zero(translator):
     sv, tv = translator.src_vocab, translator.tgt_vocab
     src = translator.prepare(SENTENCE).ids

@@ -159,12 +159,12 @@ def _attribution(ctx: Context, steps: list) -> None:
     step_no = min(max(int(ss.get("dec_step", 1)), 1), n)
     step = steps[step_no - 1]
     st.markdown(f"#### Where step {step_no}'s **{md_escape(step.chosen_token)}** came from")
-    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps))
-    row = step_no - 1  # row i explains the token chosen at step i + 1
+    # Token step_no - 1 (0-based) is the one chosen at step step_no; the result holds that row only.
+    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), step_no - 1)
     methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]
-    shares = [res.matrices[m][row] for m in methods]
+    shares = [res.matrices[m][0] for m in methods]
     signed = res.signed.get("input_x_grad")
-    notes = [[(f"signed: {signed[row, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
+    notes = [[(f"signed: {signed[0, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
               for j in range(len(res.src_tokens))] for m in methods]
     chart(st, cached(attribution_figure, shares, [ATTRIBUTION_ROWS[m] for m in methods], res.src_tokens,
                      f"step {step_no}: attribution of “{step.chosen_token}”", hover_notes=notes,

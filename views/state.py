@@ -184,15 +184,17 @@ def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: boo
     return _tr(key).teacher_forced(text, list(tgt_tokens), use_causal_mask=causal)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
-def attribution(key: str, text: str, tgt_tokens: tuple[str, ...]):
-    """model.attribution.Attribution of every token of a decoding (rows) to the source (columns), NumPy only.
+@st.cache_resource(max_entries=64, show_spinner=False)
+def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int):
+    """model.attribution.Attribution of token `row` (0-based) of a decoding to the source (columns), NumPy only.
 
     Teacher-forced along the decoding's own tokens: the decoder reads exactly the prefixes it read while
-    decoding, so row i explains the choice made at step i + 1."""
+    decoding, so it explains the choice made at step row + 1. One token, not the whole decoding: the page shows
+    one step, and each explained token costs the gradient methods a batch row of its own (issue 10: the whole
+    matrix was most of a first visit's server CPU)."""
     from model.attribution import attribute
 
-    return attribute(_tr(key), text, list(tgt_tokens))
+    return attribute(_tr(key), text, list(tgt_tokens), rows=[row])
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
