@@ -277,6 +277,28 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
     return res
 
 
+def greedy_from_guess(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int, guess: list[int],
+                      guess_finished: bool, log_probs: torch.Tensor, use_src_padding_mask: bool = True) -> Decoded:
+    """Greedy decoding of one sentence src (1, s), starting from a guess of its output that the model checks.
+
+    `log_probs` (t, V) are the model's own teacher-forced log-probabilities for this source over <bos> + guess
+    (row i: after the first i guessed tokens), from a pass the caller runs anyway. Where every row's allowed
+    argmax is the guessed token, and <eos> after the last one when the guess ended, the guess is the greedy
+    decoding, as checked_greedy decides for a draft's guess, and no search runs. Otherwise the search runs on
+    from the first row that disagrees, with the model's own tokens before it forced (they are its argmax).
+    """
+    banned = torch.tensor(sorted({bos, model.cfg.pad_idx}), device=log_probs.device)
+    best = allowed_log_probs(log_probs, banned).argmax(-1).tolist()  # (t,) the model's choice after each prefix
+    want = (list(guess) + [eos] if guess_finished else list(guess))[:max_len]
+    wrong = next((i for i in range(len(want)) if i >= len(best) or best[i] != want[i]), None)
+    if wrong is None and (want[-1:] == [eos] or len(want) == max_len):
+        return Decoded(want[:-1] if want[-1:] == [eos] else want, want[-1:] == [eos])
+    known = want if wrong is None else want[:wrong] + ([best[wrong]] if wrong < len(best) else [])
+    if known[-1:] == [eos]:  # the model's own token ends it
+        return Decoded(known[:-1], True)
+    return greedy_decode(model, src, bos, eos, max_len, prefix=known, use_src_padding_mask=use_src_padding_mask)
+
+
 def greedy_decode(
     model: EncoderDecoder,
     src: torch.Tensor,  # (1, s)

@@ -18,7 +18,7 @@ import torch
 
 from .checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
 from .config import ModelConfig
-from .decode import Decoded, Step, greedy_decode, search
+from .decode import Decoded, Step, greedy_decode, greedy_from_guess, search
 from .draft import build_draft, worth_a_draft
 from .experiments import looks_like_target_language, pieces_look_like_target_language
 from .tokenize import clean_text, detokenize, tokenize
@@ -357,17 +357,21 @@ class Translator:
         alone_src = self._src_tensor(a)
         if alone_ids is None:
             decoded = greedy_decode(self.model, alone_src, v.bos_idx, v.eos_idx, self.max_steps(a, None))
-            alone_ids, alone_text = decoded.ids, self._finish(a, decoded, t0, alone_src, None, True, "greedy").text
+            alone_ids, alone_finished = decoded.ids, decoded.finished
+            alone_text = self._finish(a, decoded, t0, alone_src, None, True, "greedy").text
         else:
-            alone_text = alone.text
+            alone_text, alone_finished = alone.text, alone.finished
         tgt = torch.tensor([[v.bos_idx] + alone_ids] * 2, dtype=torch.long)
         tgt[1] = v.bos_idx  # the longer sentence's decoder input does not matter here
-        _, trace = self.model(src, tgt, return_trace=True, use_src_padding_mask=use_padding_mask)
+        log_probs, trace = self.model(src, tgt, return_trace=True, use_src_padding_mask=use_padding_mask)
         memory = lambda s, m: self.model.encode(s, make_src_mask(s, pad, m))  # noqa: E731
         n = len(a.ids)
         shift = float((memory(src, use_padding_mask)[0, :n] - memory(alone_src, True)[0]).abs().max())
-        padded = greedy_decode(self.model, src[:1], v.bos_idx, v.eos_idx, self.max_steps(a, None),
-                               use_src_padding_mask=use_padding_mask)
+        # The padded sentence's greedy decoding. Row 0 of the pass above is the model reading the padded sentence
+        # teacher-forced on the translation alone: where its argmax agrees at every step, that is the padded
+        # decoding and no search runs (usually so with the mask on); where not, the search goes on from there.
+        padded = greedy_from_guess(self.model, src[:1], v.bos_idx, v.eos_idx, self.max_steps(a, None), alone_ids,
+                                   alone_finished, log_probs[0], use_src_padding_mask=use_padding_mask)
         src_axis = a.axis_tokens + [self.src_vocab.token("pad")] * (width - n)
         return {
             "trace": to_sentence_trace(trace, src_axis, [v.token("bos")] + v.decode(alone_ids), index=0),

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.decode import allowed_log_probs, beam_search, greedy_decode, greedy_decode_batch, length_penalty, search
+from model.decode import (allowed_log_probs, beam_search, greedy_decode, greedy_decode_batch, greedy_from_guess,
+                          length_penalty, search)
 from model.tokenize import tokenize
 from model.translator import Translator
 
@@ -94,6 +95,33 @@ def test_greedy_stopped_by_max_len_untrained(tiny_model, vocabs, pairs):
     lp, trace = check_steps_against_teacher_forcing(tiny_model, src, res)
     # the trace covers every output token as a decoder query (<bos> + output), like Translation.decoder_input
     check_result_trace(res, lp, trace)
+
+
+@pytest.mark.parametrize("which", ["trained", "untrained"])
+def test_greedy_from_a_guess_is_the_greedy_decoding_whatever_the_guess(which, trained_model, tiny_model, vocabs,
+                                                                      pairs):
+    """The model checks a guess of its output by one teacher-forced pass (Masks: the translation alone, checked on
+    the padded sentence): a right guess is taken without a search, a wrong, cut or empty one is searched on from
+    where the model disagrees. Either way the result is greedy_decode's, with or without the padding mask."""
+    model = trained_model if which == "trained" else tiny_model
+    sv, tv = vocabs
+    for text, _ in pairs[:3]:
+        src = src_tensor(sv, text)
+        padded = torch.cat([src, torch.full((1, 3), PAD)], dim=1)  # (1, s + 3): pads the mask can hide, or not
+        for source, use_mask in ((src, True), (padded, True), (padded, False)):
+            for max_len in (30, 4):
+                want = greedy_decode(model, source, BOS, EOS, max_len, use_src_padding_mask=use_mask)
+                other = tv.stoi["snow"] if want.ids[:1] != [tv.stoi["snow"]] else tv.stoi["dog"]
+                guesses = [(want.ids, want.finished), (want.ids[:1], False), ([], False),
+                           (want.ids[:1] + [other] + want.ids[2:], want.finished), (want.ids + [other], True)]
+                if want.ids:
+                    guesses.append((want.ids[:-1], True))  # stops one token early
+                for guess, finished in guesses:
+                    with torch.inference_mode():
+                        lp, _ = model(source, torch.tensor([[BOS] + guess]), use_src_padding_mask=use_mask)
+                    got = greedy_from_guess(model, source, BOS, EOS, max_len, guess, finished, lp[0],
+                                            use_src_padding_mask=use_mask)
+                    assert (got.ids, got.finished) == (want.ids, want.finished), (text, use_mask, max_len, guess)
 
 
 def test_greedy_without_record_keeps_nothing(trained_model, vocabs, pairs):
