@@ -121,6 +121,21 @@ def test_figure_json_is_what_plotly_writes(name):
         assert "<" not in text and ">" not in text  # escaped for HTML, as plotly writes it
 
 
+@pytest.mark.parametrize("name", list(_builders()))
+def test_every_figure_has_its_own_copy_of_plotly_white(name):
+    """viz.common.figure sets the template as plain JSON (not plotly's deep copy of the object): the same template
+    plotly would set, and one figure's template is not another's."""
+    import plotly.io as pio
+
+    white = pio.templates["plotly_white"].to_plotly_json()
+    figs = [f for _ in range(2) for f in ((lambda b: b.values() if isinstance(b, dict) else [b])(_builders()[name]()))]
+    for f in figs:
+        assert f.to_dict()["layout"]["template"] == white
+    figs[0].layout.template.layout.font.size = 99  # written into the first figure's template only
+    assert figs[-1].layout.template.layout.font.size is None and white["layout"]["font"].get("size") is None
+    assert pio.templates["plotly_white"].layout.font.size is None
+
+
 def test_figure_json_of_other_figures():
     """Figures made without the fast builders (bars, scatters, subplots, NaN, int64 axes) come out right too."""
     import plotly.graph_objects as go

@@ -91,7 +91,7 @@ def _prebuilt(figure, revision: str):
         layout = figure.layout
         kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
         kept.json = browser_json(figure, revision)
-        light = _Prebuilt()
+        light = _Prebuilt(layout={"template": {}})  # an empty template: plotly would deep-copy its default into it
         light._atlas_dict = kept
         return light
     if isinstance(figure, dict):  # a builder that returns several figures by name

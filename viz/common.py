@@ -100,8 +100,10 @@ def validating() -> Iterator[None]:
         _VALIDATE.reset(token)
 
 
-def figure(data: list | None = None, layout: dict | None = None) -> go.Figure:
-    """A figure from trace and layout dicts written by this package, built without plotly's validation.
+def figure(data: list | None = None, layout: dict | None = None, template: str = "plotly_white") -> go.Figure:
+    """A figure from trace and layout dicts written by this package, built without plotly's validation, with the
+    registered plotly ``template`` (the look a notebook gets; the app's charts are sent with the look written in
+    and no template, see :func:`browser_json`).
 
     Validation checks every property name and coerces every value, and it costs two to three times the rest of
     a heatmap's build (a page of three attention figures: ~0.2 s of server CPU per new sentence). The builders
@@ -109,7 +111,26 @@ def figure(data: list | None = None, layout: dict | None = None) -> go.Figure:
     every figure made here both ways, with validation inside :func:`validating`, and checks that the JSON sent to
     the browser is the same. Attribute access (``fig.layout.title.text``, ``fig.data[0].z``) works either way.
     """
-    return go.Figure(data=data, layout=layout, _validate=_VALIDATE.get())
+    # An empty template given keeps plotly from setting its default one first; ours is set after the figure is
+    # built, which deep-copies the layout it is given.
+    fig = go.Figure(data=data, layout={"template": {}, **(layout or {})}, _validate=_VALIDATE.get())
+    set_template(fig, template)
+    return fig
+
+
+@lru_cache(maxsize=None)
+def _template_text(name: str) -> str:
+    return json.dumps(pio.templates[name].to_plotly_json())
+
+
+def template_dict(name: str) -> dict:
+    """The registered plotly template ``name`` as plain JSON, a fresh copy each time.
+
+    Set as a template object, plotly deep-copies it (``to_plotly_json``): 0.2 ms a time here, twice per figure
+    (the default template, then ours), up to half of a small heatmap's build. An unvalidated layout keeps a dict
+    as it is given, so each figure gets its own copy made by ``json.loads`` from text kept once; the figure's
+    JSON is the same (tests/test_viz_fast_build.py)."""
+    return json.loads(_template_text(name))
 
 
 TICK_FONT = DEFAULT_THEME.tick  # the default theme's values, for callers that need a number
@@ -282,7 +303,9 @@ def browser_json(fig: go.Figure, datarevision: str) -> str:
     The app's CSS gives every chart a whole-pixel width: Streamlit sets the width it measured, and a fraction of
     a pixel against Plotly's own measurement was a change, and a second draw, too.
     """
-    out = {"data": [_plain(trace, typed=False) for trace in fig._data], "layout": _plain(fig._layout, typed=False)}
+    # The template is left out here rather than copied and then dropped by look.bake.
+    layout = {k: _plain(v, k, typed=False) for k, v in fig._layout.items() if k != "template"}
+    out = {"data": [_plain(trace, typed=False) for trace in fig._data], "layout": layout}
     for trace in out["data"]:
         trace.pop("uid", None)
     try:
@@ -483,8 +506,7 @@ def styled_figure(data: list, layout: dict, title: str | None = None, height: in
     if clash:
         raise ValueError(f"styled_figure: the layout sets {sorted(clash)}, which the styling sets")
     fit_margins(styling["margin"], {**layout, "font": styling["font"]}, height, width)  # room for the labels
-    fig = figure(data, {**layout, **styling})
-    set_template(fig, "plotly_white")
+    fig = figure(data, {**layout, **styling})  # with the plotly_white template
     return enforce_min_font(fig)
 
 
@@ -493,12 +515,13 @@ def set_template(fig: go.Figure, name: str) -> None:
 
     ``update_layout(template=name)`` validates a deep copy of the whole template: 12 ms per figure here, a quarter
     of a heatmap's build. A registered template is valid already, and plotly itself sets the default template
-    this way when it creates a figure (``BaseFigure._initialize_layout_template``); the figure's JSON is the same.
+    without validation when it creates a figure (``BaseFigure._initialize_layout_template``); here it is set as
+    plain JSON (:func:`template_dict`), which plotly keeps without copying it again. The figure's JSON is the same.
     """
     layout = fig.layout
     layout._validate = False
     try:
-        layout.template = pio.templates[name]
+        layout.template = template_dict(name)
     finally:
         layout._validate = fig._validate
 

@@ -16,7 +16,6 @@ from a live chart again and fails when Streamlit's theme has changed.
 """
 from __future__ import annotations
 
-import copy
 import json
 import re
 from functools import lru_cache
@@ -33,7 +32,12 @@ _ITEM_DEFAULTS = {"annotations": "annotationdefaults", "shapes": "shapedefaults"
 @lru_cache(maxsize=1)
 def look() -> dict:
     """The template: {"layout": {...}, "data": {trace type: [entries]}}."""
-    return json.loads(LOOK_FILE.read_text(encoding="utf-8"))
+    return json.loads(_look_text())
+
+
+@lru_cache(maxsize=1)
+def _look_text() -> str:
+    return LOOK_FILE.read_text(encoding="utf-8")
 
 
 def under(base, top):
@@ -50,7 +54,7 @@ def bake(fig: dict) -> dict:
     """Write the look into a figure dict ({"data": [...], "layout": {...}}, plain JSON values) in place, and drop
     its own template: what Plotly would draw from the figure with the template applied. The figure shares nothing
     with the stored look afterwards (a later change to it, a font floor say, stays in this figure)."""
-    template = copy.deepcopy(look())
+    template = json.loads(_look_text())  # a fresh copy: several times faster than copy.deepcopy(look())
     layout = fig["layout"]
     layout.pop("template", None)
     tl = template["layout"]
