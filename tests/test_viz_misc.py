@@ -29,7 +29,7 @@ def test_mask_figure_two_colours_and_labels():
     fig = mask_figure(m, EN, EN, kind="dec_self")
     z = np.asarray(fig.data[0].z)
     np.testing.assert_array_equal(z, m.astype(np.float32))
-    assert list(fig.data[0].colorbar.ticktext) == ["masked", "may attend"]
+    assert fig.data[0].showscale is False  # two colours: the note says which is masked, the hover each cell's state
     cs = fig.data[0].colorscale
     assert cs[0][1] == cs[1][1] != cs[-1][1]
     assert list(fig.layout.xaxis.ticktext) == ["&lt;s&gt;", "the", "dog", "sees", "the", "cat"]
@@ -37,7 +37,30 @@ def test_mask_figure_two_colours_and_labels():
     assert cell_hover(fig.data[0], 0, 1) == "query: &lt;s&gt; (0)<br>key: the (1)<br>masked"
     assert cell_hover(fig.data[0], 4, 1) == "query: the (4)<br>key: the (1)<br>may attend"  # the two "the" apart
     assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
-    assert "15 of 36" in fig.layout.annotations[0].text
+    assert fig.layout.annotations[0].text == "grey = masked: 15 of 36 cells"
+
+
+def test_narrow_figures_wrap_their_titles_to_fit():
+    """Plotly clips a title at the figure's edge: a figure built for a column wraps its title to that width."""
+    from viz.common import TITLE_WRAP_CHARS, text_px, theme
+    from viz.head import THIRD_WIDTH_PX, head_pipeline_figures
+
+    title = "mask the model used (blue = may attend), with a long tail"
+    for width in (300, 500, None):
+        fig = mask_figure(causal_mask(6), EN, EN, title=title, kind="dec_self", width_px=width)
+        lines = fig.layout.title.text.split("<br>")
+        assert "".join(lines).replace(" ", "") == title.replace(" ", "")
+        if width:
+            assert all(text_px(line, theme().title) <= width * 0.8 for line in lines)
+            assert (len(lines) > 1) == (text_px(title, theme().title) > width * 0.8)
+        else:  # no width given: the usual wrap at TITLE_WRAP_CHARS characters
+            assert max(len(line) for line in lines) <= TITLE_WRAP_CHARS < len(title)
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((6, 8)).astype(np.float32)
+    figs = head_pipeline_figures(q, q, q, None, None, np.full((6, 6), 1 / 6, np.float32), q, EN, EN, "dec_self")
+    for name in ("Q", "K", "V", "scores", "scaled"):
+        for line in figs[name].layout.title.text.split("<br>"):
+            assert text_px(line, theme().title) <= THIRD_WIDTH_PX * 0.8, (name, line)
 
 
 @pytest.mark.parametrize("n", [13, 65])

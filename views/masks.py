@@ -37,10 +37,10 @@ def _padding(ctx: Context) -> None:
     toks = tr.src_tokens
     c1, c2 = st.columns([3, 2])
     chart(c1, cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
-                     title=f"encoder self-attention, layer {layer + 1}, head {head + 1}, mask "
+                     title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
                            + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
               width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
-    chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue = may attend)", kind="enc_self",
+    chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="enc_self",
                      width_px=int(PAGE_WIDTH_PX * 0.4)),
               width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
     leak = weight_on_keys(probs, ~pads, pads)
@@ -80,7 +80,7 @@ def _causal(ctx: Context) -> None:
     layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal")
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
     c1, c2 = st.columns([2, 3])
-    chart(c1, cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used", kind="dec_self",
+    chart(c1, cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="dec_self",
                      width_px=int(PAGE_WIDTH_PX * 0.4)),
               width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
     c2.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "

@@ -808,14 +808,35 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
         traces[0].update(zmid=0)
     x_ticks = axis_ticks(col_tokens, n_cols, angle=-45 if col_tokens is not None else None,
                          axis_px=plot_width_px(width_px, row_tokens))
-    lines, angle = title_lines(title), x_ticks.get("tickangle", -45)
+    wrap = title_wrap_chars(title, width_px)
+    lines, angle = title_lines(title, wrap), x_ticks.get("tickangle", -45)
     height = heatmap_height(n_rows, col_tokens, lines, angle) if row_tokens is not None else None
     rows_px = plot_rows_px(height, col_tokens, lines, angle) if height else None
     layout = dict(xaxis=dict(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks,
                              **token_axis(col_tokens)),
                   yaxis=dict(title=dict(text=row_title), showgrid=False, zeroline=False,
                              **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px), **token_axis(row_tokens)))
-    return styled_figure(traces, layout, title, height=height)
+    return styled_figure(traces, layout, title, height=height, wrap_chars=wrap)
+
+
+# A title line may take this share of the width a figure is built for: the page can be narrower than the width
+# assumed (PAGE_WIDTH_PX is a 1440 px window's; at 1280 px a third of the page is about 0.85 of THIRD_WIDTH_PX), and
+# the title starts a little in from the left edge.
+TITLE_FIT = 0.8
+
+
+def title_wrap_chars(title: str | None, width_px: int | None) -> int:
+    """Characters per title line for a figure ``width_px`` wide: TITLE_WRAP_CHARS, or fewer where a line that
+    long would not fit (plotly does not wrap a title; it clips it at the figure's edge)."""
+    if not title or not width_px:
+        return TITLE_WRAP_CHARS
+    size, limit = theme().title, width_px * TITLE_FIT
+    chars = TITLE_WRAP_CHARS
+    # Lines are broken at spaces by character count: fewer characters until every line fits (a single word wider
+    # than the figure keeps its own line whatever the count).
+    while chars > 12 and any(text_px(line, size) > limit for line in wrap_title(title, chars).split("<br>")):
+        chars -= 1
+    return chars
 
 
 def grid_domains(rows: int, cols: int, h_space: float, v_space: float) -> list[tuple[list[float], list[float]]]:

@@ -67,14 +67,15 @@ def matrix_figure(m: np.ndarray, row_tokens: Sequence[str] | None,
 
 
 def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
-                   title: str) -> go.Figure:
+                   title: str, width_px: int | None = None) -> go.Figure:
     """Per-token vectors ``m`` (i, d_k) or (j, d_k) such as Q, K, V or the output; rows = tokens.
 
     ``role`` is "query" or "key" (which token axis the rows belong to) and
-    ``side`` its language label, e.g. "EN, decoder input".
+    ``side`` its language label, e.g. "EN, decoder input". ``width_px``: the width the page gives the figure
+    (its title wraps to fit).
     """
     return matrix_figure(m, tokens, None, title=title, row_title=f"{role} token ({side}) ↓",
-                         col_title="dimension of d_k →", row_name=role, col_name="dim")
+                         col_title="dimension of d_k →", row_name=role, col_name="dim", width_px=width_px)
 
 
 def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0) -> go.Figure:
@@ -198,11 +199,12 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                              row_name="query", col_name="key", width_px=THIRD_WIDTH_PX)
 
     figs: dict[str, go.Figure] = {
-        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token"),
-        "K": vectors_figure(k_arr, key_tokens, k_side, "key", "K: one key vector per token"),
-        "V": vectors_figure(v_arr, key_tokens, k_side, "key", "V: one value vector per token"),
-        "scores": scores(raw, f"Q·Kᵀ, max |s| {_limit(raw):.1f}"),
-        "scaled": scores(scaled, f"Q·Kᵀ / √{d_k}, max |s| {_limit(scaled):.1f}"),
+        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token", THIRD_WIDTH_PX),
+        "K": vectors_figure(k_arr, key_tokens, k_side, "key", "K: one key vector per token", THIRD_WIDTH_PX),
+        "V": vectors_figure(v_arr, key_tokens, k_side, "key", "V: one value vector per token", THIRD_WIDTH_PX),
+        # No-break spaces: a title wrapped for a third of the page keeps "max |s| 12.3" on one line.
+        "scores": scores(raw, f"Q·Kᵀ, max\u00a0|s|\u00a0{_limit(raw):.1f}"),
+        "scaled": scores(scaled, f"Q·Kᵀ / √{d_k}, max\u00a0|s|\u00a0{_limit(scaled):.1f}"),
     }
     if m is not None:
         figs["masked"] = scores(scaled, "masked: grey = −∞", with_mask=m)

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.common import (as_mask, axis_ticks, axis_titles, check_tokens, heatmap_height,
-                        cell_names, plot_rows_px, plot_width_px, styled_figure, theme, title_lines,
+                        cell_names, plot_rows_px, plot_width_px, styled_figure, title_lines, title_wrap_chars,
                         token_axis)
 
 ALLOWED_COLOUR = "#2b7bba"
@@ -25,10 +25,11 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
                 width_px: int | None = None) -> go.Figure:
     """Two-colour map of ``mask`` (i, j) bool (or broadcastable): blue = may attend, grey = masked.
 
-    z is 1.0 where allowed and 0.0 where masked; the colourbar is labelled
-    "masked" / "may attend". ``kind`` (optional) sets language axis titles.
-    The height grows with the query tokens and crowded labels are thinned as
-    in :func:`viz.common.heatmap` (``width_px``: the width the page gives it).
+    z is 1.0 where allowed and 0.0 where masked. There is no colour bar (two colours need none, and in a column
+    of the page its labels were cut off): the note above the plot says grey = masked and counts the masked cells,
+    the hover names each cell's state, and the title should say what blue is. ``kind`` (optional) sets language
+    axis titles. The height grows with the query tokens and crowded labels are thinned as in
+    :func:`viz.common.heatmap` (``width_px``: the width the page gives it; the title wraps to fit it).
     """
     n_q, n_k = len(query_tokens), len(key_tokens)
     m = as_mask(mask, n_q, n_k)
@@ -44,19 +45,19 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
         type="heatmap", z=z, x=k_names, y=q_names, customdata=state,
         zmin=0.0, zmax=1.0, xgap=1 if small else 0, ygap=1 if small else 0, name="mask",
         colorscale=[[0.0, MASKED_COLOUR], [0.5, MASKED_COLOUR], [0.5, ALLOWED_COLOUR], [1.0, ALLOWED_COLOUR]],
-        colorbar=dict(tickmode="array", tickvals=[0.25, 0.75], ticktext=["masked", "may attend"],
-                      tickfont=dict(size=theme().tick), len=0.4),
+        showscale=False,
         hovertemplate="query: %{y}<br>key: %{x}<br>%{customdata}<extra></extra>",
     )
     x_ticks = axis_ticks(key_tokens, n_k, angle=-45, axis_px=plot_width_px(width_px, query_tokens))
-    lines, angle = title_lines(title), x_ticks["tickangle"]
+    wrap = title_wrap_chars(title, width_px)
+    lines, angle = title_lines(title, wrap), x_ticks["tickangle"]
     height = heatmap_height(n_q, key_tokens, lines, angle)
     n_masked = int((~m).sum())
     layout = dict(
         xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens)),
         yaxis=dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
                    **axis_ticks(query_tokens, n_q, reverse=True, axis_px=plot_rows_px(height, key_tokens, lines, angle))),
-        annotations=[dict(text=f"{n_masked:,} of {m.size:,} cells masked", showarrow=False, xref="paper", yref="paper",
+        annotations=[dict(text=f"grey = masked: {n_masked:,} of {m.size:,} cells", showarrow=False, xref="paper", yref="paper",
                           x=1.0, y=1.02, xanchor="right", yanchor="bottom", font=dict(size=14, color="#555555"))],
     )
-    return styled_figure([trace], layout, title, height=height)
+    return styled_figure([trace], layout, title, height=height, wrap_chars=wrap)
