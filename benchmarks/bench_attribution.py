@@ -5,7 +5,8 @@
 For a 20-token source sentence, teacher-forced on its greedy translation, it times
 model.attribution.attribute() with the four default methods (rollout, relevance, input × gradient,
 raw cross-attention) and each method alone; then the default methods on exactly 20 output tokens (the
-first 20 of the greedy translation of a longer source sentence, forced). Median of --repeats after 2
+first 20 of the greedy translation of a longer source sentence, forced), for the whole matrix and for one
+row (`rows=`: the step the Decoding page shows; the middle one here). Median of --repeats after 2
 warm-up runs, one torch thread as in the app. Writes benchmarks/results/attribution.json.
 """
 from __future__ import annotations
@@ -39,13 +40,13 @@ def main() -> int:
     print(f"{text!r}\n-> {' '.join(tgt)}\n{args.length} source tokens (+ <eos>), {len(tgt)} output tokens; "
           f"torch {torch.__version__}, {args.threads} thread(s), {args.repeats} repeats after 2 warm-up runs")
 
-    def timed(methods, text=text, tgt=tgt) -> dict:
+    def timed(methods, text=text, tgt=tgt, rows=None) -> dict:
         for _ in range(2):
-            attribute(translator, text, tgt, methods)
+            attribute(translator, text, tgt, methods, rows=rows)
         times = []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            attribute(translator, text, tgt, methods)
+            attribute(translator, text, tgt, methods, rows=rows)
             times.append(time.perf_counter() - t0)
         return summary(times)
 
@@ -63,6 +64,8 @@ def main() -> int:
     n_long = len(translator.prepare(long_text).tokens)
     runs[f"default, {len(long_tgt)} output tokens ({n_long}-token source, forced)"] = timed(
         DEFAULT_METHODS, long_text, long_tgt)
+    runs[f"default, one row of those {len(long_tgt)} (the Decoding page's step)"] = timed(
+        DEFAULT_METHODS, long_text, long_tgt, rows=[len(long_tgt) // 2])
     rows = [[name, s["median_ms"], s["p10_ms"], s["p90_ms"]] for name, s in runs.items()]
     print(table(rows, ["methods", "median ms", "p10", "p90"]))
     default = next(iter(runs.values()))

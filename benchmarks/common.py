@@ -41,19 +41,20 @@ def distinct_sentences(n: int) -> list[str]:
 
 
 def sentence_of_length(n_tokens: int, tokenize) -> str:
-    """A German sentence of exactly n_tokens tokens according to `tokenize` (text -> tokens)."""
-    words: list[str] = []
-    for i, s in enumerate(distinct_sentences(64)):  # one long stream of caption clauses, cut to length
-        clause = tokenize(s)[:-1]  # without the full stop
-        words += clause if i == 0 else [","] + [clause[0].lower()] + clause[1:]
-    tokens = words[: n_tokens - 1] + ["."]
-    if tokens[-2] == ",":
-        tokens[-2] = "und"
-    text = " ".join(tokens).replace(" ,", ",").replace(" .", ".")
-    got = len(tokenize(text))
-    if got != n_tokens:
-        raise RuntimeError(f"built a sentence of {got} tokens, wanted {n_tokens}: {text!r}")
-    return text
+    """A German sentence of exactly n_tokens tokens according to `tokenize` (text -> tokens: words, or a
+    SentencePiece model's pieces), made of caption clauses joined by commas and cut after a whole word."""
+    clauses = [s[:-1] for s in distinct_sentences(64)]  # without the full stop
+    for start in range(len(clauses)):  # pieces may skip a count: another stream of clauses then hits it
+        stream = clauses[start:] + clauses[:start]
+        words = ", ".join(c if i == 0 else c[0].lower() + c[1:] for i, c in enumerate(stream)).split()
+        for k in range(1, len(words) + 1):
+            text = " ".join(words[:k]).rstrip(",") + "."
+            got = len(tokenize(text))
+            if got == n_tokens:
+                return text
+            if got > n_tokens:
+                break
+    raise RuntimeError(f"no sentence of exactly {n_tokens} tokens could be built")
 
 
 def summary(seconds: list[float]) -> dict:
