@@ -53,6 +53,10 @@ def setup() -> Ranks:
 
 def teardown(ranks: Ranks) -> None:
     if ranks.world > 1 and dist.is_initialized():
+        # Leave together: a rank that destroyed its gloo group and exited while rank 0 was still writing the
+        # checkpoint sometimes died in gloo's threads at exit ("terminate called without an active exception",
+        # SIGABRT) on a busy machine. If a rank failed, torchrun stops the others, so this cannot wait for ever.
+        dist.barrier()
         dist.destroy_process_group()
 
 
