@@ -71,7 +71,6 @@ def main() -> int:
             seconds += time.perf_counter() - start
             active["on"] = False
         ms = seconds * 1000 / args.runs
-        active["on"] = False
         print(f"{view:22} {ms:10.0f}")
         if args.top:
             out = io.StringIO()

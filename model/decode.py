@@ -287,15 +287,17 @@ def greedy_from_guess(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: i
     decoding, as checked_greedy decides for a draft's guess, and no search runs. Otherwise the search runs on
     from the first row that disagrees, with the model's own tokens before it forced (they are its argmax).
     """
+    want = (list(guess) + [eos] if guess_finished else list(guess))[:max_len]  # the tokens greedy would choose
+    if log_probs.shape[0] < len(want):
+        raise ValueError(f"{log_probs.shape[0]} rows of log-probabilities cannot check {len(want)} tokens")
     banned = torch.tensor(sorted({bos, model.cfg.pad_idx}), device=log_probs.device)
     best = allowed_log_probs(log_probs, banned).argmax(-1).tolist()  # (t,) the model's choice after each prefix
-    want = (list(guess) + [eos] if guess_finished else list(guess))[:max_len]
-    wrong = next((i for i in range(len(want)) if i >= len(best) or best[i] != want[i]), None)
-    if wrong is None and (want[-1:] == [eos] or len(want) == max_len):
-        return Decoded(want[:-1] if want[-1:] == [eos] else want, want[-1:] == [eos])
-    known = want if wrong is None else want[:wrong] + ([best[wrong]] if wrong < len(best) else [])
-    if known[-1:] == [eos]:  # the model's own token ends it
+    wrong = next((i for i in range(len(want)) if best[i] != want[i]), None)
+    known = want if wrong is None else want[:wrong] + [best[wrong]]  # the model's own choices so far
+    if known[-1:] == [eos]:  # the model ends it here
         return Decoded(known[:-1], True)
+    if len(known) == max_len:  # cut off by the limit, as greedy_decode would be
+        return Decoded(known, False)
     return greedy_decode(model, src, bos, eos, max_len, prefix=known, use_src_padding_mask=use_src_padding_mask)
 
 

@@ -122,6 +122,8 @@ def test_greedy_from_a_guess_is_the_greedy_decoding_whatever_the_guess(which, tr
                     got = greedy_from_guess(model, source, BOS, EOS, max_len, guess, finished, lp[0],
                                             use_src_padding_mask=use_mask)
                     assert (got.ids, got.finished) == (want.ids, want.finished), (text, use_mask, max_len, guess)
+    with pytest.raises(ValueError, match="cannot check"):  # fewer rows than guessed tokens: nothing to check them by
+        greedy_from_guess(model, src, BOS, EOS, 30, [5, 6], True, lp[0][:1])
 
 
 def test_greedy_without_record_keeps_nothing(trained_model, vocabs, pairs):
