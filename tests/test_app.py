@@ -111,7 +111,7 @@ def test_broken_checkpoint_gives_clear_message(checkpoints):
 def test_missing_checkpoint_gives_clear_message(checkpoints):
     at = run_app(ckpt="does-not-exist", text=GERMAN[0])
     assert not at.exception
-    assert any("does-not-exist" in e.value.replace("\\", "") and "does not exist" in e.value for e in at.error)
+    assert any("does-not-exist" in e.value.replace("\\", "") and "does not offer" in e.value for e in at.error)
 
 
 def test_untrained_twin_differs(checkpoints):

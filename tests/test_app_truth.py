@@ -190,6 +190,10 @@ def test_validation_bleu_has_a_noise_estimate(checkpoints, monkeypatch, tmp_path
     assert not at.exception
     said = captions(at).replace("\\", "")
     assert "95 % paired-bootstrap interval" in said and ("within noise" in said or "outside noise" in said)
+    at.selectbox(key="layer").set_value(2).run()  # another layer: the measurement of these heads stays on screen
+    assert not at.exception
+    assert any("sacreBLEU" in m.label for m in at.metric)
+    assert "95 % paired-bootstrap interval" in captions(at).replace("\\", "")
 
 
 def test_english_input_gets_a_hint(checkpoints):

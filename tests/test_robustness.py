@@ -152,3 +152,57 @@ def test_heavy_job_limit_gives_a_visible_message(app_env, tmp_path, monkeypatch)
     at.button(key="ablate_bleu").click().run()  # the slot is free again: the measurement runs
     assert not at.exception
     assert any("sacreBLEU" in m.label for m in at.metric)
+
+
+# ------------------------------------------------------------------------------------ a path in the link
+
+def _elsewhere(tmp_path: Path, tiny: Path) -> Path:
+    """A valid model folder outside the checkpoint folder (another user's, say), beside a link to it inside."""
+    outside = tmp_path / "someone-elses" / "stolen"
+    shutil.copytree(tiny / "demo", outside)
+    link = tiny / "linked-out"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(outside, target_is_directory=True)
+    return outside
+
+
+@pytest.mark.parametrize("how", ["absolute /etc", "absolute model folder", "dotdot", "dotdot to /etc",
+                                 "symlink out", "name of a folder elsewhere", "twin of a path"])
+def test_a_link_names_only_the_models_the_server_offers(app_env, tmp_path, how):
+    outside = _elsewhere(tmp_path, app_env)
+    ckpt = {"absolute /etc": "/etc", "absolute model folder": str(outside), "dotdot": "../robust0",
+            "dotdot to /etc": "../../../../../../etc", "symlink out": "linked-out", "name of a folder elsewhere":
+            "someone-elses", "twin of a path": str(outside) + ":untrained"}[how]
+    try:
+        at = run_app(view="Attention", ckpt=ckpt, text=GERMAN[0])
+        assert not at.exception
+        message = " ".join(e.value for e in at.error).replace("\\", "")
+        assert "does not offer" in message
+        assert not at.get("plotly_chart"), "a model outside the checkpoint folder was loaded"
+        shown = visible_text(at) + " ".join(str(o) for o in at.sidebar.selectbox(key="ckpt").options)
+        for path in (str(app_env), str(outside.parent), str(tmp_path)):
+            assert path not in message, f"the message shows a server path: {message}"
+        assert str(app_env) not in shown
+        at.sidebar.selectbox(key="ckpt").set_value("demo").run()  # the page still works
+        assert not at.exception and at.get("plotly_chart")
+    finally:
+        (app_env / "linked-out").unlink()
+
+
+def test_the_sidebar_lists_no_folder_linked_from_elsewhere(app_env, tmp_path):
+    _elsewhere(tmp_path, app_env)
+    try:
+        at = run_app(view="Overview", text=GERMAN[0])
+        assert "linked-out" not in at.sidebar.selectbox(key="ckpt").options
+        assert "demo (trained)" in at.sidebar.selectbox(key="ckpt").options
+    finally:
+        (app_env / "linked-out").unlink()
+
+
+def test_a_broken_checkpoint_message_names_no_server_path(app_env):
+    _broken(app_env, "broken-paths", "truncated")
+    at = run_app(ckpt="broken-paths", text=GERMAN[0])
+    message = " ".join(e.value for e in at.error).replace("\\", "")
+    assert "broken-paths" in message and "model.safetensors" in message
+    assert str(app_env) not in message and "/tmp" not in message

@@ -8,6 +8,7 @@ arrays and strings from here; they never see a tensor or a module.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
 from dataclasses import dataclass
@@ -69,16 +70,45 @@ def init_state() -> bool:
     return urlstate.adopt_url_if_needed(PARAMS, _fixups)
 
 
+def restore_state() -> None:
+    """Every choice as the last run left it, also those Streamlit dropped (see urlstate.restore_dropped)."""
+    urlstate.restore_dropped()
+
+
 def sync_url() -> None:
     """Write the current state into the URL's query parameters."""
     urlstate.write_url(PARAMS)
 
 
+def _offered_folders() -> list[str]:
+    """Names of the model folders the server offers: the folders directly under the checkpoint folder (a link
+    pointing outside it, a hidden folder or a name that is not a plain folder name is not offered)."""
+    root = checkpoint_dir()
+    if not root.is_dir():
+        return []
+    top = root.resolve()
+    return sorted(p.name for p in root.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and p.resolve().parent == top)
+
+
 def checkpoint_choices() -> list[str]:
     """Checkpoint keys: every folder under checkpoints/, plus the untrained twin of the default."""
-    root, default = checkpoint_dir(), default_model()
-    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != default) if root.is_dir() else []
-    return [default, default + TWIN] + folders
+    default = default_model()
+    return [default, default + TWIN] + [name for name in _offered_folders() if name != default]
+
+
+def offered(key: str) -> bool:
+    """Does the server offer this model? Its folders and their untrained twins (toys are checked on loading)."""
+    name = key.removesuffix(TWIN)
+    return name in _offered_folders() or (name == default_model() and "/" not in name and name not in ("", ".", ".."))
+
+
+def public_message(message: str) -> str:
+    """An error message without the server's own paths: the checkpoint folder is named as `checkpoints`."""
+    for path in sorted({str(checkpoint_dir().resolve()), str(checkpoint_dir()), str(ROOT)}, key=len, reverse=True):
+        message = message.replace(path + os.sep, "checkpoints" + os.sep if path != str(ROOT) else "")
+        message = message.replace(path, "checkpoints" if path != str(ROOT) else ".")
+    return message
 
 
 TOY = "toy:"  # prefix of a toy model trained live on the Training page: toy:<task>:<run id>
@@ -132,14 +162,20 @@ def load_translator(key: str) -> tuple[Translator | None, str | None]:
         return (toy, None) if toy is not None else (None, (
             f"The toy model {key} is not on this server any more: toy models trained live are kept only while "
             "the server runs (and the last 32 of them). Train it again on the Training page."))
+    if not offered(key):
+        asked = f"“{key}”" if re.fullmatch(r"[\w-][\w.-]*(:untrained)?", key) else "the link names"
+        return None, (f"This server does not offer the model {asked}. A link may name only a model in the "
+                      "sidebar's Model list (the folders of the server's checkpoint folder, their untrained twins, "
+                      "and toy models trained on the Training page). Choose one there.")
     name = key[: -len(TWIN)] if key.endswith(TWIN) else key
     folder = checkpoint_dir() / name
     try:
         return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
     except CheckpointError as e:
-        return None, str(e)
+        return None, public_message(str(e))
     except Exception as e:  # noqa: BLE001 - anything else still must not reach the user as a trace
-        return None, f"{folder}: could not be loaded ({type(e).__name__}: {e}). Choose another checkpoint."
+        return None, public_message(f"{folder}: could not be loaded ({type(e).__name__}: {e}). "
+                                    "Choose another checkpoint.")
 
 
 def _tr(key: str) -> Translator:

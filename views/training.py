@@ -19,7 +19,7 @@ from viz.attention import attention_figure, heads_figure
 from viz.common import PAGE_WIDTH_PX
 from viz.training import entropy_figure, loss_figure, toy_loss_figure
 from views import jobs
-from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy
+from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, sync_url
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from views.figcache import cached
@@ -108,6 +108,8 @@ def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int) -
         frame = st.select_slider("Frame (training step)", options=list(range(1, n + 1)), key="film_frame",
                                  format_func=lambda f: f"step {int(steps[f - 1]):,}")
         _frame(ctx, film, probe, kind, layer, frame - 1)
+        if not ss.get("film_playing"):
+            sync_url()  # a frame chosen by hand is in the link, and Back returns to the one before (not every tick)
 
     frame_part()
 

@@ -168,16 +168,34 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
         adopt = True  # a Streamlit without the history flag: the URL changed under us
     if adopt:
         ss["_initialised"] = True
+        ss.pop(KEPT, None)
         values = _from_url(schema)
         fixups(values)
         for k, v in values.items():
             ss[k] = v
         ss["_url_written"] = url_now
         return True
+    restore_dropped()
     for key in schema:
         if key in ss:
             ss[key] = ss[key]
     return False
+
+
+KEPT = "_atlas_kept"  # a plain session-state key (no widget's): the state as the last run left it
+
+
+def restore_dropped() -> None:
+    """Put back every choice Streamlit dropped since the last run.
+
+    A page runs as a fragment; when only the fragment runs, Streamlit drops the values of the page's widgets that
+    this run did not draw (another page's layer, or the part presenter mode hid) at the run's end, and only a full
+    run's re-assignment would have kept them. The last run's state is kept under a key no widget owns, so every
+    run, full or fragment, starts from everything the user chose."""
+    ss = st.session_state
+    for key, value in (ss.get(KEPT) or {}).items():
+        if key not in ss:
+            ss[key] = value
 
 
 ALWAYS = ("text", "view")  # written even at their defaults: a link always says what it shows
@@ -200,3 +218,4 @@ def write_url(schema: dict[str, Param]) -> None:
     if current != wanted:
         st.query_params.from_dict(wanted)
     ss["_url_written"] = wanted
+    ss[KEPT] = {key: ss[key] for key in schema if key in ss}

@@ -8,7 +8,7 @@ import streamlit as st
 
 from viz.common import Theme, languages, using_languages, using_theme
 from views.figcache import drawable
-from views.state import KINDS, Context, kind_labels, sync_url
+from views.state import KINDS, Context, kind_labels, restore_state, sync_url
 
 # The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
 # was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
@@ -127,6 +127,7 @@ def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme,
     """Draw a page as a Streamlit fragment: a layer, head or step change reruns the page only, not the
     sidebar, the header and the trace lookup (issue 10: less server time per click). `inputs` are the
     app-level choices the page was drawn for; if a widget of the page changed one, the app runs again."""
+    restore_state()  # a fragment run does not pass init_state()
     if app_inputs() != inputs:
         st.rerun(scope="app")
     with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
