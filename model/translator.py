@@ -125,7 +125,9 @@ class Translator:
             with self._draft_lock:
                 if not self._draft_started:
                     self._draft_started = True
-                    threading.Thread(target=self._build_draft, name="atlas-draft", daemon=True).start()
+                    # Not a daemon: Python joins it before finalizing; a daemon still inside torch at interpreter
+                    # teardown aborted scripts (exit 134) after their work. The trace that starts it does not wait.
+                    threading.Thread(target=self._build_draft, name="atlas-draft", daemon=False).start()
         return self.draft
 
     def _build_draft(self) -> None:
