@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy  # noqa: F401  (see below)
+import pandas  # noqa: F401
 import streamlit as st
+
+# Plotly looks NumPy and pandas up in sys.modules (it never imports them): when a fresh server's first sessions
+# run at once, another session's thread can be halfway through importing them, and the warm-up chart below would
+# meet a half-made module ("partially initialized module 'pandas' has no attribute 'Series'"). An import
+# statement instead waits until the other thread's import of the same module has finished.
 
 # A session's first run starts the browser on Plotly's and the table's code (a 4.6 MB and a 1.3 MB script that
 # Streamlit loads only when a page first holds a chart or a table; compiling Plotly's takes Chromium about a

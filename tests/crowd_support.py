@@ -1,0 +1,77 @@
+"""A class opening the link at once: N browser pages load the app in the same second.
+
+Used by tests/test_browser_crowd.py (does every page get its app?) and benchmarks/bench_crowd.py (how long
+until each page is drawn, with one process and with two behind nginx). Each page is a fresh browser context,
+so a fresh Streamlit session, and all of them are opened concurrently from one Chromium.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from browser_support import CHART, CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, RUN_COUNTER_JS, TRANSLATION
+
+# Done when the page shows an exception, or its first run has finished with the header drawn and every chart
+# drawn by Plotly (a page without charts is done once the header is there).
+PAGE_DONE_JS = """([exc, idle, header, chart]) => {
+  if (document.querySelector(exc)) return true;
+  if (!(window.__atlasRuns > 0 && document.querySelector(idle) && document.querySelector(header))) return false;
+  return [...document.querySelectorAll(chart)].every(c => c.querySelector('.js-plotly-plot .main-svg'));
+}"""
+
+
+@dataclass
+class PageResult:
+    """What one student saw: the app (header drawn, no exception) or not, and when."""
+
+    seconds: float | None  # from opening the link to the first drawn page; None if it never finished
+    exceptions: list[str] = field(default_factory=list)
+    header: str = ""
+    error: str = ""  # a timeout or a closed page
+
+    @property
+    def got_app(self) -> bool:
+        return self.seconds is not None and not self.exceptions and bool(self.header) and not self.error
+
+
+async def _open(browser, url: str, timeout: float, width: int, height: int) -> PageResult:
+    context = await browser.new_context(viewport={"width": width, "height": height})
+    try:
+        await context.add_init_script(RUN_COUNTER_JS)
+        page = await context.new_page()
+        started = time.perf_counter()
+        try:
+            await page.goto(url, timeout=timeout * 1000)
+            await page.wait_for_function(PAGE_DONE_JS, arg=[EXCEPTION, IDLE, TRANSLATION, CHART],
+                                         timeout=timeout * 1000, polling=50)
+            seconds = time.perf_counter() - started
+        except Exception as e:  # noqa: BLE001 - a page that never finished is a result, not a crash of the run
+            return PageResult(None, await _texts(page, EXCEPTION), error=f"{type(e).__name__}: {str(e)[:200]}")
+        header = (await _texts(page, TRANSLATION) or [""])[0]
+        return PageResult(seconds, await _texts(page, EXCEPTION), header)
+    finally:
+        await context.close()
+
+
+async def _texts(page, selector: str) -> list[str]:
+    try:
+        return await page.locator(selector).all_inner_texts()
+    except Exception:  # noqa: BLE001 - the page is gone
+        return []
+
+
+async def _crowd(urls: list[str], timeout: float, width: int, height: int) -> list[PageResult]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            return list(await asyncio.gather(*(_open(browser, u, timeout, width, height) for u in urls)))
+        finally:
+            await browser.close()
+
+
+def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, height: int = 900) -> list[PageResult]:
+    """Open every URL in its own fresh page at the same moment; one result per URL, in order."""
+    return asyncio.run(_crowd(urls, timeout, width, height))
