@@ -43,11 +43,11 @@ def render(ctx: Context) -> None:
     # presenter mode: what to show and the colour switch share one row
     top, right = st.columns([3, 1], vertical_alignment="center") if ctx.present else (st, st)
     show = sections(ctx, ["one head", "all heads of the layer", "every layer × head", "heads off"], top)
-    hide = right.toggle("Rescale colours" if ctx.present else "Rescale colours to show the weaker weights", key="rescale",
-                     help=f"When a few cells (each row's strongest key, or an attention sink such as "
-                          f"'{k_tokens[sink]}') take most of the weight, the rest of the map is pale. This sets the colour "
-                          "maximum to the 95th percentile of the other weights; stronger cells saturate, and the "
-                          "colourbar says so.")
+    hide = right.toggle("Rescale colours", key="rescale",
+                        help=f"Shows the weaker weights. When a few cells (each row's strongest key, or an attention "
+                             f"sink such as '{k_tokens[sink]}') take most of the weight, the rest of the map is pale. "
+                             "This sets the colour maximum to the 95th percentile of the other weights; stronger cells "
+                             "saturate, and the colourbar says so.")
     zmax = robust_zmax(probs[layer], ignore_key=sink, mask=mask) if hide else None
     if zmax is not None and not ctx.present:  # the colourbar says it too
         st.caption(md_escape(rescale_note(probs[layer], zmax, mask=mask)))
@@ -62,18 +62,21 @@ def render(ctx: Context) -> None:
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
                   key="heads_fig")
     b1, b2, _ = st.columns([1, 1, 2]) if not ctx.present else (None, None, None)
-    csv_button(f"All heads of layer {layer + 1} (CSV)", lambda: heads_csv(probs[layer], q_tokens, k_tokens), ctx,
-               f"attention_{kind}_L{layer + 1}_all-heads", "csv_heads", b1)
-    csv_button(f"Layer {layer + 1}, head {head + 1} (CSV)", lambda: matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
-               f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2)
+    # Short labels: a quarter of the page at 1280 px holds no more; the help says what is in the file.
+    csv_button("All heads (CSV)", lambda: heads_csv(probs[layer], q_tokens, k_tokens), ctx,
+               f"attention_{kind}_L{layer + 1}_all-heads", "csv_heads", b1,
+               help=f"Every head of layer {layer + 1}: a `head` column, then the query token, then one column per key.")
+    csv_button("This head (CSV)", lambda: matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
+               f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2,
+               help=f"Layer {layer + 1}, head {head + 1}: the query token, then one column per key.")
     if show("one head"):
         chart(st, cached(attention_figure, probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
                          title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
                   key="head_fig")
     if show("every layer × head"):
-        st.markdown("#### Every layer × head")
-        if not ctx.present:
+        if not ctx.present:  # presenter mode: the part's name is on the radio above
+            st.markdown("#### Every layer × head")
             h = entropy(probs, mask)  # (L, h) nats, mean over query rows
             st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) "
                        "per head: " + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row)

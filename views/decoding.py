@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from viz.common import PAGE_WIDTH_PX
+from viz.common import PAGE_WIDTH_PX, below_controls
 from viz.decoding import attribution_figure, candidates_figure, decoding_table, step_cross_attention_figure
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
@@ -19,7 +19,8 @@ def _force(prefix: list[str]) -> None:
 
 def render(ctx: Context) -> None:
     ss = st.session_state
-    st.subheader("Decoding, step by step")
+    if not ctx.present:  # presenter mode: the part, its controls and its figures; explanations go below them
+        st.subheader("Decoding, step by step")
     end = ctx.facts["end_token"]
     never = list(dict.fromkeys((ctx.facts["start_token"], "<pad>")))  # Marian starts from <pad> itself
     if not ctx.present:
@@ -58,14 +59,24 @@ def _step(ctx: Context, steps: list) -> None:
     ss, cfg = st.session_state, ctx.cfg
     n = len(steps)
     ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
-    step_no = st.slider("Step", 1, n, key="dec_step") if n > 1 else 1
+    # Presenter mode: the step, layer and head in one row above the two figures, what the decoder read below them.
+    top = st.columns([2, 1, 1], vertical_alignment="bottom") if ctx.present else None
+    slider = dict(format="step %d", label_visibility="collapsed") if top else {}
+    step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", **slider) if n > 1 else 1
     step = steps[step_no - 1]
-    st.markdown(f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**")
+    read = f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**"
+    if not ctx.present:
+        st.markdown(read)
     left, right = st.columns(2)
-    with left:
+    if top:
+        layer, head = _layer_head(cfg, top[1], top[2])
+    with left, below_controls(rows=2):
         labels, probs, chosen_idx = _candidates(step)
-        chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates"),
+        title = "next-token candidates" if top else f"step {step_no}: next-token candidates"  # the slider says it
+        chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=title),
                   width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
+        if ctx.present:
+            st.markdown(read)
         csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
                    f"decoding_step{step_no}_candidates", "csv_cands")
         how = " (chosen by beam search)" if ctx.mode == "beam" else " (forced by you)" if step.forced else ""
@@ -75,8 +86,9 @@ def _step(ctx: Context, steps: list) -> None:
             for tok, tid in zip(step.top_tokens, step.top_ids):
                 st.button(md_escape(tok), key=f"force_{step_no}_{tid}", disabled=tid == step.chosen,
                           on_click=_force, args=(list(step.prefix_tokens[1:]) + [tok],), width="content")
-    with right:
-        layer, head = _layer_head(cfg)
+    with right, below_controls(rows=2):
+        if not top:
+            layer, head = _layer_head(cfg)
         _cross_figure(ctx, step, step_no, layer, head, "step_cross")
 
 
@@ -88,16 +100,20 @@ def _candidates(step) -> tuple[list[str], list[float], int]:
     return labels + [step.chosen_token], probs + [step.chosen_prob], len(labels)
 
 
-def _layer_head(cfg, container=st) -> tuple[int, int]:
-    """Decoder layer (1-based) and head (1-based; 0 = mean of heads) selectors, URL keys dec_layer / dec_head."""
+def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
+    """Decoder layer (1-based) and head (1-based; 0 = mean of heads) selectors, URL keys dec_layer / dec_head: in two
+    columns of ``container``, or in ``container`` and ``beside``."""
     ss = st.session_state
     layers = cfg.n_decoder_layers
     if not 1 <= int(ss.get("dec_layer", 0)) <= layers:
         ss["dec_layer"] = layers  # 0 in the URL: the last layer
     ss["dec_head"] = min(max(int(ss.get("dec_head", 0)), 0), cfg.n_heads)
-    c1, c2 = container.columns(2)
-    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer")
-    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head",
+    c1, c2 = (container, beside) if beside is not None else container.columns(2)
+    compact = beside is not None  # presenter mode's row: no labels above the boxes, the options say what they are
+    vis = "collapsed" if compact else "visible"
+    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer", label_visibility=vis,
+                         format_func=(lambda v: f"layer {v}") if compact else str)
+    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head", label_visibility=vis,
                         format_func=lambda h: "mean of heads" if h == 0 else f"head {h}")
     return layer, head
 
@@ -106,8 +122,9 @@ def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: 
     cross = step.cross[layer - 1]  # (h, s) this step's query over the source
     weights = cross.mean(0) if head == 0 else cross[head - 1]
     what = "mean of heads" if head == 0 else f"head {head}"
+    which = "" if ctx.present and not title else f"step {step_no}: "  # presenter mode: the slider says the step
     chart(st, cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
-                     title=title + f"step {step_no}: cross-attention, layer {layer}, {what}",
+                     title=title + which + f"cross-attention, layer {layer}, {what}",
                      width_px=PAGE_WIDTH_PX // 2),
               width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
 
@@ -158,7 +175,8 @@ def _attribution(ctx: Context, steps: list) -> None:
     n = len(steps)
     step_no = min(max(int(ss.get("dec_step", 1)), 1), n)
     step = steps[step_no - 1]
-    st.markdown(f"#### Where step {step_no}'s **{md_escape(step.chosen_token)}** came from")
+    if not ctx.present:  # the figure's title says it
+        st.markdown(f"#### Where step {step_no}'s **{md_escape(step.chosen_token)}** came from")
     # Token step_no - 1 (0-based) is the one chosen at step step_no; the result holds that row only.
     res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), step_no - 1)
     methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]

@@ -35,7 +35,8 @@ def numbered_steps(present: set[str]) -> dict[str, str]:
 
 def render(ctx: Context) -> None:
     tr, cfg = ctx.result.trace, ctx.cfg
-    st.subheader("Inside one head")
+    if not ctx.present:  # presenter mode: the controls, the part and its figures; the rest goes below them
+        st.subheader("Inside one head")
     kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
     shows_caption(ctx, kind)
     a = tr.attn[kind][layer]
@@ -47,12 +48,8 @@ def render(ctx: Context) -> None:
     figs = cached(head_pipeline_figures, a["q"][head], a["k"][head], a["v"][head], None, mask if not mask.all() else None,
                   a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped,
                   scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
-    st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
-               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {p}.")
-    check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))
-    out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
-    st.markdown(f":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones to "
-                f"{check:.1e}; weights · V matches the head output to {out_check:.1e}")
+    if not ctx.present:
+        _checks(ctx, a, layer, head)
     titles = numbered_steps(set(figs))
     # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output.
     show = sections(ctx, ROW_NAMES)
@@ -62,5 +59,32 @@ def render(ctx: Context) -> None:
         names = [n for n in row if n in figs]
         for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
             with col:
-                st.markdown(f"**{titles[name]}**")
+                if not ctx.present:
+                    st.markdown(f"**{titles[name]}**")
                 chart(st, figs[name], width="stretch", config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"), key=f"head_{name}")
+                if ctx.present:  # the step's explanation under its figure, which keeps the screen's height
+                    st.caption(titles[name])
+        if row_name == "scores":
+            st.caption(keys_note(figs["scores"], len(k_tokens)))
+    if ctx.present:
+        _checks(ctx, a, layer, head)
+
+
+def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:
+    """The head's sizes, and the recorded numbers checked against Q, K and V."""
+    cfg = ctx.cfg
+    st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
+               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}.")
+    check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))
+    out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
+    st.markdown(f":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones to "
+                f"{check:.1e}; weights · V matches the head output to {out_check:.1e}")
+
+
+def keys_note(fig, n_keys: int) -> str:
+    """How the score maps' key axis is labelled: every key, or which share of them, and where to read the rest."""
+    labelled = len(fig.layout.xaxis.tickvals or ())
+    if labelled >= n_keys:
+        return f"Every one of the {n_keys} keys is labelled; hover over a cell for its query, key and score."
+    return (f"{labelled} of the {n_keys} keys are labelled (a third of the page is too narrow for all of them); "
+            "hover over any cell: it names its query, its key and its score.")

@@ -87,7 +87,8 @@ def fig_config(ctx: Context, what: str) -> dict:
             "toImageButtonOptions": {"format": fmt, "filename": file_name(ctx, what), "scale": 3 if fmt == "png" else 1}}
 
 
-def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str, key: str, container=st) -> None:
+def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str, key: str, container=st,
+               help: str | None = None) -> None:
     """Download a matrix on screen as CSV (token labels on both axes), without rerunning the page.
 
     `make_csv` runs only when the button is clicked, so drawing the page costs nothing extra. Presenter mode
@@ -95,7 +96,7 @@ def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str,
     if ctx.present:
         return
     container.download_button(label, make_csv, file_name=file_name(ctx, what) + ".csv", mime="text/csv", on_click="ignore",
-                              key=key)
+                              key=key, help=help)
 
 
 def sections(ctx: Context, names: list[str], container=st, always: bool = False) -> Callable[[str], bool]:

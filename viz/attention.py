@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (KIND_NAMES, styled_figure, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps, fmt_prob,
-                        fmt_share, heatmap, resolve_scale, theme)
+from viz.common import (KIND_NAMES, PAGE_WIDTH_PX, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps,
+                        fmt_prob, fmt_share, heatmap, resolve_scale, styled_figure, theme, title_wrap_chars)
 
 
 
@@ -162,9 +162,18 @@ def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
     return facet_heatmaps(probs, titles, query_tokens, key_tokens, row_title=q_title,
                           col_title=k_title, mask=mask, zmin=0.0, zmax=zmax,
                           colorscale=PROB_SCALE, value_name="weight",
-                          title=f"{KIND_NAMES[kind]}<br>layer {layer + 1}, all heads",
+                          title=_layer_title(kind, layer, "all heads"),
                           colorbar_title=_colorbar_title(zmax), colorbar=_colorbar_ticks(zmax),
                           width_px=width_px)
+
+
+def _layer_title(kind: str, layer: int | None, what: str) -> str:
+    """The title of a figure of several heads: the kind on its own line, or in presenter mode (whose controls
+    name the kind right above the figure) one line with the kind's short name, so the plots keep the height."""
+    where = f"layer {layer + 1}, {what}" if layer is not None else what
+    if theme().height_px:
+        return f"{KIND_NAMES[kind].split(' (')[0]}, {where}"
+    return f"{KIND_NAMES[kind]}<br>{where}"
 
 
 def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
@@ -216,5 +225,6 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
         annotations=notes,
         coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
             title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick), **_colorbar_ticks(zmax))))
-    return styled_figure(data, layout, f"{KIND_NAMES[kind]}<br>every layer × head", height=190 + 115 * n_layers,
-                         subplot_titles=True, margin=dict(l=45, b=45))
+    title = _layer_title(kind, None, "every layer × head")
+    return styled_figure(data, layout, title, height=190 + 115 * n_layers, subplot_titles=True,
+                         margin=dict(l=45, b=45), wrap_chars=title_wrap_chars(title, PAGE_WIDTH_PX))

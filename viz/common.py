@@ -21,7 +21,6 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator, Sequence
 
@@ -33,57 +32,11 @@ from _plotly_utils.utils import to_typed_array_spec
 
 # Text helpers live in viz.text and are re-exported here, so views import one module.
 from viz import look
-from viz.text import (TITLE_WRAP_CHARS, escape_token, escape_tokens, fmt_prob,  # noqa: F401
+from viz.text import (TITLE_WRAP_CHARS, cut_token, escape_token, escape_tokens, fmt_prob,  # noqa: F401
                       fmt_share, title_lines, visible_len, wrap_title)
-
-
-
-@dataclass(frozen=True)
-class Theme:
-    """Sizes (px) and colour scales every figure is built with; see :func:`theme`.
-
-    The default is a laptop screen; :data:`PRESENTER` is a projector seen from the back row.
-    """
-
-    tick: int = 14  # tick labels and colourbar ticks
-    min_tick: int = 11  # crowded tick labels shrink down to this, never below
-    base: int = 15  # axis titles, annotations, legends
-    title: int = 19
-    hover: int = 15
-    min_font: int = 0  # every text of every figure at least this (0: no floor)
-    min_tick_px: int = 14  # between neighbouring tick labels, across the text
-    prob_scale: str = "Blues"  # probabilities 0..1: white = 0
-    signed_scale: str = "RdBu_r"  # signed values around 0
-    height_px: int | None = None  # height of the page's main figure (None: from the number of rows)
-    short_axis_titles: bool = False  # "query (EN) ↓" instead of "query (EN, decoder input) ↓": fits a short axis
-
-    def high_contrast(self) -> "Theme":
-        """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
-        greyscale and for colour-blind viewers."""
-        return replace(self, prob_scale="Viridis", signed_scale="PuOr_r")
-
-
-DEFAULT_THEME = Theme()
-# A 1280×720 projector: every text ≥ 20 px, labels thinned so 20 px labels do not touch, and the main
-# figure as tall as the screen left below the presenter page's header and controls (720 − about 350).
-PRESENTER_THEME = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
-                        height_px=370, short_axis_titles=True)
-_THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
-
-
-def theme() -> Theme:
-    """The theme figures are built with now (per thread: each Streamlit session has its own)."""
-    return _THEME.get()
-
-
-@contextmanager
-def using_theme(t: Theme) -> Iterator[Theme]:
-    """Build the figures inside the block with theme ``t``."""
-    token = _THEME.set(t)
-    try:
-        yield t
-    finally:
-        _THEME.reset(token)
+# The theme lives in viz.theme and is re-exported here too.
+from viz.theme import (DEFAULT_THEME, PRESENTER_THEME, Theme, below_controls, fit_height,  # noqa: F401
+                       presenter_height, theme, using_theme)
 
 
 # Whether figure() validates what the builders wrote (see figure()); tests switch it on with validating().
@@ -396,7 +349,7 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     styling = style_layout(title, height, width, wrap_chars, subplot_titles)
     margin = styling["margin"]
     # plotly's own dict of the layout, read only: to_plotly_json() would deep-copy it, template and all
-    fit_margins(margin, {**fig.layout._props, "font": styling["font"]}, height or fig.layout.height,
+    fit_margins(margin, {**fig.layout._props, "font": styling["font"]}, styling.get("height") or fig.layout.height,
                 width or fig.layout.width)
     fig.update_layout(**dict(styling, margin=margin))
     return enforce_min_font(fig)
@@ -418,8 +371,8 @@ def style_layout(title: str | None = None, height: int | None = None, width: int
     if title:
         layout["title"] = dict(text=title, font=dict(size=t.title), y=1, yref="container", yanchor="top",
                                pad=dict(t=TITLE_PAD_PX))
-    if height:
-        layout["height"] = int(height)
+    if height:  # presenter mode: no taller than its screen leaves (viz.theme)
+        layout["height"] = fit_height(height)
     if width:
         layout["width"] = int(width)
     return layout
@@ -505,7 +458,7 @@ def styled_figure(data: list, layout: dict, title: str | None = None, height: in
     clash = set(styling) & set(layout)
     if clash:
         raise ValueError(f"styled_figure: the layout sets {sorted(clash)}, which the styling sets")
-    fit_margins(styling["margin"], {**layout, "font": styling["font"]}, height, width)  # room for the labels
+    fit_margins(styling["margin"], {**layout, "font": styling["font"]}, styling.get("height"), width)  # label room
     fig = figure(data, {**layout, **styling})  # with the plotly_white template
     return enforce_min_font(fig)
 
@@ -582,7 +535,9 @@ def floor_fonts(fig: go.Figure, px: int, unset: int | None = None) -> go.Figure:
             font.size = [max(v, px) for v in size]
 
     def colorbar(parent) -> None:
-        if parent is not None and "colorbar" in parent:
+        # Only a colour bar the figure sets: any `colorbar` written into a trace or its marker makes plotly.js
+        # draw one (showscale defaults to true once the input has a colorbar object), empty or not.
+        if parent is not None and "colorbar" in (parent._props or {}):
             lift(parent.colorbar, "tickfont")
             lift(parent.colorbar.title, "font", unset)
 
@@ -651,7 +606,8 @@ def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
 
     Takes off the margins, the row labels and title, and the colourbar.
     """
-    longest = max((visible_len(escape_token(t)) for t in row_tokens), default=2) \
+    cap = theme().max_label_chars
+    longest = max((visible_len(escape_token(cut_token(t, cap))) for t in row_tokens), default=2) \
         if row_tokens is not None else 3
     used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + (110 if colorbar else 0)
     return max(40.0, ((width_px or FIGURE_WIDTH_PX) - used) / cols * (0.95 if cols > 1 else 1))
@@ -675,7 +631,8 @@ def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
     step = tick_step(n, axis_px, angle)
     if angle and step > 1 and tick_step(n, axis_px, -90) < step:  # upright labels fit more
         angle, step = -90, tick_step(n, axis_px, -90)
-    text = escape_tokens(tokens)
+    cap = theme().max_label_chars  # presenter mode: long tokens cut, hover names them whole
+    text = escape_tokens([cut_token(t, cap) for t in tokens])
     out.update(tickmode="array", tickvals=list(range(0, n, step)), ticktext=text[::step],
                tickfont=dict(size=tick_font(n, axis_px, step, angle)),
                range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
@@ -688,8 +645,8 @@ def label_px(tokens, angle: int = -45) -> int:
     """Pixels the rotated key tick labels plus the axis title take below a plot (estimate)."""
     if tokens is None:
         return 50
-    longest = max((visible_len(escape_token(t)) for t in tokens), default=2)
     t = theme()  # a character is about 0.57 font sizes wide
+    longest = max((visible_len(escape_token(cut_token(tok, t.max_label_chars))) for tok in tokens), default=2)
     return int(30 + t.base + 0.57 * t.tick * min(longest, 16) * abs(math.sin(math.radians(angle))))
 
 
@@ -926,10 +883,14 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
     panel_w = plot_width_px(width_px, row_tokens, colorbar=shared_scale, cols=cols)
     x_ticks = axis_ticks(col_tokens, n_cols, angle=-60 if col_tokens is not None else None,
                          axis_px=panel_w)
-    labels = label_px(col_tokens, angle=x_ticks.get("tickangle", -60)) + 20
-    if theme().height_px:  # presenter: the panels share the screen's height
-        panel = max(MIN_PANEL_PX // 2, (theme().height_px - 100) // rows - labels)
+    wrap = title_wrap_chars(title, width_px)
+    shown = None if col_tokens is None else [col_tokens[j] for j in x_ticks["tickvals"]]  # thinned labels
+    labels = label_px(shown, angle=x_ticks.get("tickangle", -60)) + 20
     height = rows * (panel + labels) + 100
+    if theme().height_px:  # presenter: the panels share the screen's height below the titles
+        above = top_margin(title_lines(title, wrap)) + 40
+        panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
+        height = rows * (panel + labels) + above
     v_space = min(0.9 / max(rows - 1, 1), labels / height) if rows > 1 else 0.0
     data, axes = [], {}
     y_ticks = axis_ticks(row_tokens, n_rows, reverse=True, axis_px=panel)
@@ -965,4 +926,4 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
             layout["coloraxis"]["cmid"] = 0
     return grid_figure(data, axes, rows, cols, 0.04 if row_tokens is None else 0.05, v_space,
                        cell_titles=list(titles), title_font=max(16, theme().base),
-                       style=dict(title=title, height=height, subplot_titles=True), **layout)
+                       style=dict(title=title, height=height, subplot_titles=True, wrap_chars=wrap), **layout)

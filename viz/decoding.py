@@ -11,12 +11,19 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (axis_ticks, axis_titles, escape_token, escape_tokens, fmt_prob, heatmap, plot_width_px,
-                        resolve_languages, styled_figure, theme)
+from viz.common import (axis_ticks, axis_titles, escape_token, escape_tokens, fit_height, fmt_prob, heatmap,
+                        label_px, plot_width_px, resolve_languages, styled_figure, text_px, theme, title_lines,
+                        top_margin)
 
-CHOSEN_COLOUR = "#ff7f0e"
-OTHER_COLOUR = "#9ecae1"
-BAR_LABEL_PX = 44  # a "0.123" label needs this much width; narrower bars: only the top one
+VALUE_TEXT = "0.000"  # the widest value a bar is labelled with (fmt_prob)
+
+
+def bar_marker(n: int, highlight: int) -> dict:
+    """Bar colours of the theme in force: bar ``highlight`` stands out. Each bar is outlined in its own colour,
+    so a weight of 0.002 still shows as a sliver (the look's white outline would hide it)."""
+    t = theme()
+    colours = [t.highlight_colour if i == highlight else t.bar_colour for i in range(n)]
+    return dict(color=colours, line=dict(color=colours, width=1))
 
 
 def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_index: int = 0,
@@ -25,7 +32,8 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
 
     ``tokens`` and ``probs`` are in display order (first at the top); the bar
     at ``chosen_index`` is highlighted and every bar shows its value as text
-    (:func:`viz.common.fmt_prob`, as does the hover).
+    (:func:`viz.common.fmt_prob`, as does the hover): inside a bar long enough to hold it, else just after it.
+    No grid lines: the values are written on the bars, and a value written after a long bar crossed the line at 1.
     """
     p = np.asarray(probs, dtype=np.float32)
     if len(tokens) != len(p):
@@ -35,14 +43,13 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
     ys = np.arange(len(p), dtype=np.int32)
     labels = escape_tokens(tokens)
     values = [fmt_prob(v) for v in p]
-    colours = [CHOSEN_COLOUR if i == chosen_index else OTHER_COLOUR for i in range(len(p))]
-    bar = dict(type="bar", x=p, y=ys, orientation="h", marker=dict(color=colours), name="probability",
-               text=values, textposition="outside", textfont=dict(size=15), cliponaxis=False,
-               constraintext="none", customdata=np.stack([np.asarray(labels, dtype=str),
-                                                          np.asarray(values, dtype=str)], axis=-1),  # (n, 2)
+    bar = dict(type="bar", x=p, y=ys, orientation="h", marker=bar_marker(len(p), chosen_index), name="probability",
+               text=values, textposition="auto", insidetextanchor="end", textangle=0, textfont=dict(size=15),
+               cliponaxis=False, constraintext="none",
+               customdata=np.stack([np.asarray(labels, dtype=str), np.asarray(values, dtype=str)], axis=-1),  # (n, 2)
                hovertemplate="%{customdata[0]}<br>probability %{customdata[1]}<extra></extra>")
     layout = dict(xaxis=dict(range=[0, 1.18], title=dict(text="probability"), tickfont=dict(size=theme().tick),
-                             tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+                             tickvals=[0, 0.25, 0.5, 0.75, 1.0], showgrid=False),
                   yaxis=dict(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
                              tickfont=dict(size=16), title=dict(text="candidate")))
     return styled_figure([bar], layout, title, height=max(260, 110 + 42 * len(p)))
@@ -57,32 +64,41 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
     x = source position (integer axis with token tick labels, thinned as in
     :func:`viz.common.axis_ticks` when crowded for ``width_px``), y = weight on
     a fixed 0..1 range; the most-attended token is highlighted. Every bar is
-    labelled with its weight when the labels fit side by side (BAR_LABEL_PX
-    each at ``width_px``), otherwise only the highlighted one; hover always
-    gives every weight.
+    labelled with its weight when the labels fit side by side at ``width_px``,
+    otherwise only the highlighted one; hover always gives every weight. The axes leave room for the labels: above
+    a bar of 1, and beside the first and last bar, so a label never runs into a tick label.
     """
     w = np.asarray(weights, dtype=np.float32).reshape(-1)
     if len(w) != len(source_tokens):
         raise ValueError(f"{len(w)} weights but {len(source_tokens)} source tokens; pass the "
                          f"(s,) row of the cross-attention for one step (averaged over heads)")
+    t = theme()
     xs = np.arange(len(w), dtype=np.int32)
     labels = escape_tokens(source_tokens)
     top = int(np.nanargmax(w)) if len(w) else -1
     values = [fmt_prob(v) for v in w]
     plot_px = plot_width_px(width_px, colorbar=False)
-    every = len(w) * BAR_LABEL_PX <= plot_px
+    label_w = text_px(VALUE_TEXT, t.tick) + 8  # a value label and a little room on each side
+    every = len(w) * label_w <= plot_px
     shown = [v if every or i == top else "" for i, v in enumerate(values)]
     bar = dict(type="bar", x=xs, y=w, name="weight",
-               marker=dict(color=[CHOSEN_COLOUR if i == top else OTHER_COLOUR for i in range(len(w))]),
-               customdata=np.stack([np.asarray([f"{t} ({i})" for i, t in enumerate(labels)], dtype=str),
+               marker=bar_marker(len(w), top),
+               customdata=np.stack([np.asarray([f"{tok} ({i})" for i, tok in enumerate(labels)], dtype=str),
                                     np.asarray(values, dtype=str)], axis=-1).reshape(len(w), 2),
-               text=shown, textposition="outside", cliponaxis=False, constraintext="none",
-               textfont=dict(size=theme().tick),
+               text=shown, textposition="outside", textangle=0, cliponaxis=False, constraintext="none",
+               textfont=dict(size=t.tick),
                hovertemplate="key: %{customdata[0]}<br>weight %{customdata[1]}<extra></extra>")
-    layout = dict(xaxis=dict(**axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px),
-                             title=dict(text=axis_titles("cross", src_lang, tgt_lang)[1])),
-                  yaxis=dict(range=[0, 1.1], title=dict(text="attention weight"), tickfont=dict(size=theme().tick)))
-    return styled_figure([bar], layout, title, height=380)
+    x_ticks = axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px)
+    height = fit_height(380)
+    ticked = [source_tokens[j] for j in x_ticks.get("tickvals", [])]
+    plot_h = max(40, height - top_margin(title_lines(title)) - label_px(ticked, x_ticks.get("tickangle", -45)) - 20)
+    # Slots are plot_px / n wide: a label wider than its slot reaches past the first (or last) bar's edge.
+    pad = max(0.0, (label_w / (plot_px / max(len(w), 1)) - 1) / 2)
+    x_ticks["range"] = [-0.5 - pad, len(w) - 0.5 + pad]
+    layout = dict(xaxis=dict(**x_ticks, title=dict(text=axis_titles("cross", src_lang, tgt_lang)[1])),
+                  yaxis=dict(range=[0, max(1.1, 1 + 1.5 * t.tick / plot_h)], tickvals=[0, 0.5, 1], showgrid=False,
+                             title=dict(text="attention weight"), tickfont=dict(size=t.tick)))
+    return styled_figure([bar], layout, title, height=height)
 
 
 def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:

@@ -98,7 +98,7 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
     ys = fig.data[0].y  # the heatmap's rows: its category names on a token axis, else positions
     ys = list(ys) if ys is not None and len(ys) == len(sums) else np.arange(len(sums), dtype=np.int32)
     fig.add_trace(go.Bar(x=sums, y=ys, orientation="h", xaxis="x2", yaxis="y", name="row sum",
-                         marker_color="#ff7f0e",
+                         marker_color=theme().highlight_colour,
                          customdata=np.asarray([fmt_prob(v) for v in sums], dtype=object),
                          hovertemplate="row %{y}: sum %{customdata}<extra></extra>"))
     fig.add_trace(go.Scatter(x=np.full(len(sums), right * LABEL_GAP, dtype=np.float32), y=ys,

@@ -10,9 +10,8 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from viz.common import (SIGNED_SCALE, heatmap, style, theme)
+from viz.common import SIGNED_SCALE, fit_height, heatmap, resolve_scale, style, styled_figure, theme
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> np.ndarray:
@@ -69,7 +68,12 @@ def pe_heatmap(pe: np.ndarray, title: str = "Positional encoding matrix"
     fig = heatmap(pe, None, None, row_title="position ↓", col_title="dimension →", zmin=-1.0,
                   zmax=1.0, colorscale=SIGNED_SCALE, title=title, value_name="value",
                   row_name="position", col_name="dim", fmt=".3f")
-    return fig.update_layout(height=min(900, max(380, 120 + 6 * pe.shape[0])))
+    return fig.update_layout(height=fit_height(min(900, max(380, 120 + 6 * pe.shape[0]))))
+
+
+# The pair map and the offset curve side by side, the map's colour bar in the gap between them: its tick labels
+# and its title (written along the bar, so it is no wider than the labels) end before the curve's axis begins.
+MAP_X, BAR_X, CURVE_X = [0.0, 0.38], 0.40, [0.62, 1.0]
 
 
 def position_similarity_figure(pe: np.ndarray, ref_position: int | None = None) -> go.Figure:
@@ -87,25 +91,28 @@ def position_similarity_figure(pe: np.ndarray, ref_position: int | None = None) 
                        zmin=None, zmax=None, colorscale="Viridis", value_name="dot product",
                        row_name="position", col_name="position", fmt=".2f",
                        title="Similarity of positions: PE·PEᵀ").update_layout(
-                           height=min(800, max(420, 140 + 6 * n)))
+                           height=fit_height(min(800, max(420, 140 + 6 * n))))
     if not 0 <= ref_position < n:
         raise ValueError(f"ref_position {ref_position} is outside 0..{n - 1}")
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.14,
-                        subplot_titles=["PE·PEᵀ for every pair of positions",
-                                        f"similarity to position {ref_position}"])
-    fig.add_trace(go.Heatmap(
-        z=sim, x=np.arange(n, dtype=np.int32), y=np.arange(n, dtype=np.int32),
-        colorscale="Viridis", colorbar=dict(title=dict(text="dot product"), x=0.43),
-        hovertemplate="position %{y} · position %{x}<br>dot product %{z:.2f}<extra></extra>"),
-        row=1, col=1)
-    offsets = np.arange(n, dtype=np.int32) - ref_position
-    fig.add_trace(go.Scatter(
-        x=offsets, y=sim[ref_position], mode="lines+markers", name="similarity",
-        showlegend=False,
-        hovertemplate="offset %{x}<br>dot product %{y:.2f}<extra></extra>"), row=1, col=2)
-    fig.update_yaxes(autorange="reversed", title=dict(text="position ↓"), row=1, col=1)
-    fig.update_xaxes(title=dict(text="position →"), row=1, col=1)
-    fig.update_xaxes(title=dict(text=f"offset from position {ref_position}"), row=1, col=2)
-    fig.update_yaxes(title=dict(text="dot product"), row=1, col=2)
-    fig.update_xaxes(tickfont=dict(size=theme().tick), showgrid=False)
-    return style(fig, "Similarity of positions: PE·PEᵀ", height=500, subplot_titles=True)
+    t = theme()
+    positions = np.arange(n, dtype=np.int32)
+    data = [dict(type="heatmap", z=sim, x=positions, y=positions, colorscale=resolve_scale("Viridis"),
+                 colorbar=dict(title=dict(text="dot product", side="right"), x=BAR_X, xanchor="left",
+                               thickness=15, len=1.0, tickfont=dict(size=t.tick)),
+                 hovertemplate="position %{y} · position %{x}<br>dot product %{z:.2f}<extra></extra>"),
+            dict(type="scatter", x=positions - ref_position, y=sim[ref_position], mode="lines+markers",
+                 name="similarity", showlegend=False, xaxis="x2", yaxis="y2",
+                 hovertemplate="offset %{x}<br>dot product %{y:.2f}<extra></extra>")]
+    titles = [dict(text=text, x=sum(dom) / 2, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+                   showarrow=False, font=dict(size=t.base))
+              for text, dom in (("PE·PEᵀ for every pair of positions", MAP_X),
+                                (f"similarity to position {ref_position}", CURVE_X))]
+    ticks = dict(tickfont=dict(size=t.tick))
+    layout = dict(
+        xaxis=dict(domain=MAP_X, anchor="y", title=dict(text="position →"), showgrid=False, **ticks),
+        yaxis=dict(autorange="reversed", anchor="x", title=dict(text="position ↓"), **ticks),
+        xaxis2=dict(domain=CURVE_X, anchor="y2", title=dict(text=f"offset from position {ref_position}"),
+                    showgrid=False, **ticks),
+        yaxis2=dict(anchor="x2", title=dict(text="dot product"), **ticks),
+        annotations=titles)
+    return styled_figure(data, layout, "Similarity of positions: PE·PEᵀ", height=500, subplot_titles=True)

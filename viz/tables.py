@@ -1,7 +1,8 @@
 """Matrices on screen as CSV text, with token labels on both axes (NumPy and token lists in).
 
 Shape letters: see viz/__init__.py (h heads, i query/row positions, j key/column positions).
-Tokens are written as they are (repeated tokens stay separate columns, in order); numbers with 6 decimals.
+Tokens are written as they are (repeated tokens stay separate columns, in order); every number in one notation,
+fixed-point with 6 decimals ("0.000012", never "1.2e-05" beside "0.5": pandas would write a float's shortest repr).
 """
 from __future__ import annotations
 
@@ -11,20 +12,28 @@ import numpy as np
 import pandas as pd
 
 
+FLOAT_FORMAT = "%.6f"
+
+
+def _rounded(m: np.ndarray) -> np.ndarray:
+    """``m`` rounded to 6 decimals, without negative zeros (a tiny negative value would read "-0.000000")."""
+    return np.round(m, 6) + 0.0
+
+
 def matrix_frame(m: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
                  row_name: str = "query") -> pd.DataFrame:
     """(i, j) -> a DataFrame with the row tokens as the first column and the column tokens as the header."""
     m = np.asarray(m, dtype=np.float64)
     if m.shape != (len(row_tokens), len(col_tokens)):
         raise ValueError(f"matrix {m.shape} does not fit {len(row_tokens)} row and {len(col_tokens)} column tokens")
-    df = pd.DataFrame(np.round(m, 6), columns=list(col_tokens))
+    df = pd.DataFrame(_rounded(m), columns=list(col_tokens))
     df.insert(0, row_name, list(row_tokens))
     return df
 
 
 def matrix_csv(m: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str], row_name: str = "query") -> str:
     """One matrix (an attention map, embeddings: tokens × dimensions) as CSV text."""
-    return matrix_frame(m, row_tokens, col_tokens, row_name).to_csv(index=False)
+    return matrix_frame(m, row_tokens, col_tokens, row_name).to_csv(index=False, float_format=FLOAT_FORMAT)
 
 
 def heads_csv(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str]) -> str:
@@ -34,11 +43,12 @@ def heads_csv(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequen
         df = matrix_frame(m, query_tokens, key_tokens)
         df.insert(0, "head", h + 1)
         frames.append(df)
-    return pd.concat(frames, ignore_index=True).to_csv(index=False)
+    return pd.concat(frames, ignore_index=True).to_csv(index=False, float_format=FLOAT_FORMAT)
 
 
 def candidates_csv(tokens: Sequence[str], probs: Sequence[float], chosen_index: int) -> str:
     """One decoding step's candidates: rank, token, probability, chosen."""
     return pd.DataFrame({"rank": range(1, len(tokens) + 1), "token": list(tokens),
-                         "probability": np.round(np.asarray(probs, dtype=np.float64), 6),
-                         "chosen": [i == chosen_index for i in range(len(tokens))]}).to_csv(index=False)
+                         "probability": _rounded(np.asarray(probs, dtype=np.float64)),
+                         "chosen": [i == chosen_index for i in range(len(tokens))]}).to_csv(index=False,
+                                                                                          float_format=FLOAT_FORMAT)

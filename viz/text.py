@@ -90,6 +90,12 @@ def title_lines(title: str | None, wrap_chars: int | None = TITLE_WRAP_CHARS) ->
     return len(_BR.findall(wrap_title(title, wrap_chars) if wrap_chars else title)) + 1
 
 
+def cut_token(token: object, max_chars: int | None) -> str:
+    """``token`` as text, cut to ``max_chars`` characters ending in "…" (``None``: the whole token)."""
+    text = str(token)
+    return text if max_chars is None or len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
 def escape_token(token: object) -> str:
     """Escape a token so plotly shows it literally (``<script>`` stays text).
 

@@ -11,22 +11,53 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import style, theme
+from viz.common import PAGE_WIDTH_PX, style, text_px, theme
 
 TRAIN_COLOUR, VAL_COLOUR, NOW_COLOUR = "#1f77b4", "#ff7f0e", "#d62728"
 LAYER_COLOURS = ("#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef", "#deebf7")
 
 
-def step_positions(steps: Sequence[int]) -> tuple[np.ndarray, dict]:
-    """(x positions on a log axis, the axis settings): step 0 sits at half the first non-zero step."""
+def step_positions(steps: Sequence[int], axis_px: float | None = None) -> tuple[np.ndarray, dict]:
+    """(x positions on a log axis, the axis settings): step 0 sits at half the first non-zero step.
+
+    The labelled ticks are ones whose labels do not run into each other on an axis ``axis_px`` wide (default: a
+    figure half the page wide): late epochs are close together on a log axis ("1,174 1,565 2,348" would touch).
+    """
     s = np.asarray(steps, dtype=np.float64)
     first = s[s > 0].min() if (s > 0).any() else 1.0
     x = np.where(s > 0, s, first / 2)
     ticks = sorted({float(v) for v in x})
-    shown = ticks if len(ticks) <= 10 else ticks[:: int(np.ceil(len(ticks) / 10))]
-    axis = dict(type="log", tickvals=shown, ticktext=["0" if v == first / 2 else f"{v:,.0f}" for v in shown],
+    labels = {v: "0" if v == first / 2 else f"{v:,.0f}" for v in ticks}
+    shown = spaced_ticks(ticks, labels, axis_px or PAGE_WIDTH_PX // 2 - 100)
+    axis = dict(type="log", tickvals=shown, ticktext=[labels[v] for v in shown],
                 title=dict(text="training step (log scale)"), tickfont=dict(size=theme().tick))
     return x, axis
+
+
+# Plotly pads a log axis with markers beyond the data: the decades shown are about this much more than the data's.
+LOG_PAD = 1.15
+
+
+def spaced_ticks(ticks: Sequence[float], labels: dict, axis_px: float) -> list[float]:
+    """The ticks (sorted, > 0) whose labels fit side by side on a log axis ``axis_px`` wide, at least
+    the theme's label gap apart: the first, the last, and greedily as many between as fit."""
+    if len(ticks) <= 2:
+        return list(ticks)
+    t = theme()
+    logs = np.log10(np.asarray(ticks, dtype=np.float64))
+    px_per_decade = axis_px / max((logs[-1] - logs[0]) * LOG_PAD, 1e-9)
+    half = {v: text_px(labels[v], t.tick) / 2 for v in ticks}
+
+    def apart(a: int, b: int) -> bool:  # labels a and b, their centres at the ticks, with room between
+        return (logs[b] - logs[a]) * px_per_decade >= half[ticks[a]] + half[ticks[b]] + t.min_tick_px
+
+    kept, last = [0], len(ticks) - 1
+    for i in range(1, last):
+        if apart(kept[-1], i) and apart(i, last):
+            kept.append(i)
+    if apart(kept[-1], last):  # every tick kept between leaves the last one room
+        kept.append(last)
+    return [ticks[i] for i in kept]
 
 
 def _now_marks(x: float, step: int) -> dict:
