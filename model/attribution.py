@@ -508,11 +508,13 @@ def main(argv: list[str] | None = None) -> int:
     from .translator import Translator
 
     ap = argparse.ArgumentParser(
-        prog="python -m model.attribution",
-        description="Faithfulness of the attribution methods: remove the top-attributed source words of each "
-                    "output token (masked as padding) and measure the drop of its probability, against random "
-                    "words. Default data: the Multi30k validation split (never the test split).")
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+        prog="python -m model.attribution", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Faithfulness of the attribution methods: remove the top-attributed source words of each\n"
+                    "output token (masked as padding) and measure the drop of its probability, against random\n"
+                    "words. Default data: the Multi30k validation split (never the test split).\n\n"
+                    "    python -m model.attribution --checkpoint checkpoints/multi30k-de-en --src sentences.de \\\n"
+                    "        --limit 50 --ks 1 2 3 --seed 0 --out faithfulness.json")
+    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
     ap.add_argument("--src", help="source sentences, one per line (plain or .gz); default: val.de of Multi30k")
     ap.add_argument("--ref", help="reference translations, line by line; needed only with --target reference")
     ap.add_argument("--target", choices=("greedy", "reference"), default="greedy",
@@ -523,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--relevance-score", choices=RELEVANCE_SCORES, default="logit",
                     help="what the relevance gradients are taken of (default: the chosen token's logit)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faithfulness.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faithfulness.json"),
+                    help="the JSON report to write (default: %(default)s)")
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, args.threads))
 

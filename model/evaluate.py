@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from .translator import Translator
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
     ap.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
     ap.add_argument("--ref", required=True, help="reference translations, one per line (plain or .gz)")
     ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy")

@@ -1,6 +1,6 @@
 """The traced translation of one sentence as a JSON file, for scripts and other tools (BertViz, pandas).
 
-    python -m model.export "Ein Hund läuft im Schnee." [--checkpoint DIR] [--out FILE.json] [--top-k 5]
+    python -m model.export "Ein Hund läuft im Schnee." [--checkpoint DIR] [--out FILE.json] [--top-k 5] [--max-len N]
 
 Schema "attention-atlas-trace/1" (documented in the README): model metadata, the source and target tokens
 and ids (the target is the decoder input: the start token, then the output), the attention probabilities
@@ -87,11 +87,15 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sentence", help="the source sentence")
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder")
+    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
     ap.add_argument("--out", help="write the JSON here (default: standard output)")
-    ap.add_argument("--top-k", type=int, default=5, help="candidates kept per decoding step")
+    ap.add_argument("--top-k", type=int, default=5, help="candidates kept per decoding step (default 5)")
     ap.add_argument("--max-len", type=int, default=0, help="maximum output length (0 = automatic)")
     args = ap.parse_args(argv)
+    if args.top_k < 1:
+        ap.error("--top-k must be at least 1")
+    if args.max_len < 0:
+        ap.error("--max-len must be 0 (automatic) or more")
     try:
         translator = Translator.from_checkpoint(args.checkpoint)
     except CheckpointError as e:

@@ -1,7 +1,11 @@
 """Translate German to English from the command line.
 
-    python -m model.translate "Ein Mann fährt Fahrrad." [--checkpoint DIR] [--beam N]
-    python -m model.translate --file sentences.de [--beam N]    # one sentence per line
+    python -m model.translate "Ein Mann fährt Fahrrad." [--checkpoint DIR] [--beam N] [--max-len N] [--unk keep]
+    python -m model.translate --file sentences.de [--beam N] [--max-len N]    # one sentence per line
+
+For example, five-beam translations of at most 30 tokens, one line out per line in:
+
+    python -m model.translate --file sentences.de --checkpoint checkpoints/multi30k-de-en --beam 5 --max-len 30
 """
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file", help="translate each line of this file (plain or .gz) to standard output")
     ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
     ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy (default)")
-    ap.add_argument("--max-len", type=int, default=None, help="maximum output tokens")
+    ap.add_argument("--max-len", type=int, default=None,
+                    help="at most this many output tokens per sentence (default: twice the source's tokens + 10)")
     ap.add_argument("--unk", choices=("copy", "keep"), default="copy",
                     help="copy: fill each output <unk> with an unreadable source word (unknown or a number), each at "
                          "most once (default); keep: leave <unk> in the output")
@@ -29,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give either a sentence or --file")
     if args.beam < 1:
         ap.error("--beam must be at least 1")
+    if args.max_len is not None and args.max_len < 1:
+        ap.error("--max-len must be at least 1")
     try:
         translator = Translator.from_checkpoint(args.checkpoint)
         lines = read_lines(args.file) if args.file else [" ".join(args.text)]
@@ -36,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.file:
-        for line in translator.translate_batch(lines, beam=args.beam, replace_unk=args.unk == "copy"):
+        for line in translator.translate_batch(lines, beam=args.beam, replace_unk=args.unk == "copy",
+                                             max_len=args.max_len):
             print(line)
         return 0
     result = translator.translate(lines[0], beam=args.beam, max_len=args.max_len, replace_unk=args.unk == "copy")

@@ -407,10 +407,10 @@ class Translator:
 
     def translate_batch(self, texts: list[str], beam: int = 1, batch_size: int = 64, replace_unk: bool = True,
                         alpha: float = 0.6, progress: Callable[[int], object] | None = None,
-                        off_heads: OffHeads | None = None) -> list[str]:
+                        off_heads: OffHeads | None = None, max_len: int | None = None) -> list[str]:
         """Translate many sentences (for evaluation), in batches of similar length.
 
-        Each sentence gets what translate() would give it (its own step limit, the same <unk> rule).
+        Each sentence gets what translate() would give it (its own step limit or `max_len`, the same <unk> rule).
         """
         hm = self.head_mask(off_heads)
         decoding = "greedy" if beam <= 1 else f"beam {beam}"
@@ -425,7 +425,7 @@ class Translator:
                 src = torch.full((len(idx), width), self.cfg.pad_idx, dtype=torch.long)
                 for r, i in enumerate(idx):
                     src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
-                limits = [self.max_steps(sources[i], None) for i in idx]
+                limits = [self.max_steps(sources[i], max_len) for i in idx]
                 decoded = search(self.model, src, v.bos_idx, v.eos_idx, limits, max(beam, 1),
                                  alpha if beam > 1 else 0.0, head_mask=hm)
                 for i, dec in zip(idx, decoded):
