@@ -51,7 +51,7 @@ ARGMAX_OFFSETS = tuple(range(-3, 4))  # offsets whose argmax share is counted (p
 PATTERN_OFFSETS = tuple(range(-8, 9))  # offsets of the average attention pattern kept for the app
 FINAL_PUNCT = frozenset(".!?;:")
 TOP_SENTENCES = 5
-DIGITS = 5
+DIGITS = 6  # significant figures of every float in the report (a raw importance can be 1e-7)
 DEFAULT_BATCH_TOKENS = 3000
 DEFAULT_PRUNING_LIMIT = 500
 PRUNING_FRACTIONS = tuple(k / 10 for k in range(11))
@@ -120,11 +120,14 @@ DEFINITIONS = {
                  "layer's head-averaged cross-attention. A head of the best layer is compared with the mean of that "
                  "layer's other heads (leave-one-out): a mean it is part of would lean towards it. Multi30k has no "
                  "gold alignments to compute AER against.",
-    "importance": "Michel et al. 2019: every head's output is multiplied by a gate xi = 1 (head_mask); the loss is "
-                  "the summed token NLL of the references; |dL/dxi| of each batch's gradient is accumulated (absolute "
-                  "value per batch, as the reference code, Hugging Face bertology compute_heads_importance, does) and "
-                  "divided by the number of target tokens: importance_raw. importance: each layer's scores divided "
-                  "by their L2 norm (per kind and layer), then min-max scaled over all heads of all kinds.",
+    "importance": "Michel et al. 2019, I_h = E_x |dL(x)/dxi_h|: every head's output is multiplied by a gate xi = 1 "
+                  "(head_mask), one gate per sentence and head, so that one backward pass per batch gives each "
+                  "sentence's own gradient; L(x) is the summed token NLL of sentence x's reference (its tokens and "
+                  "<eos>). importance_raw = the sum over sentences of |dL(x)/dxi_h|, divided by the number of target "
+                  "tokens of the corpus (corpus.tokens.tgt): per target token, and the same however the sentences are "
+                  "batched (signs cancel within no batch). importance: each layer's scores divided by their L2 norm "
+                  "(per kind and layer), then min-max scaled over all heads of all kinds (as Hugging Face bertology's "
+                  "compute_heads_importance); the ranking does not depend on the per-token divisor.",
     "ablation_loss_increase": "Mean token NLL of the references with that head alone switched off (head_mask 0) minus "
                               "the mean token NLL with every head on, over ablation.sentences sentences.",
     "offset_pattern": "Mean weight at offsets -8..+8 from a reference key, over the queries for which that key is "
@@ -531,17 +534,21 @@ def token_nll(log_probs: torch.Tensor, tgt_out: torch.Tensor, pad: int) -> torch
     return -(gold * (tgt_out != pad)).sum()
 
 
-def ones_head_mask(cfg, requires_grad: bool = False, dtype=torch.float32) -> HeadMask:
-    """Gates xi = 1 for every head: kind -> (L, h)."""
+def ones_head_mask(cfg, requires_grad: bool = False, dtype=torch.float32, batch: int | None = None) -> HeadMask:
+    """Gates xi = 1 for every head: kind -> (L, h), or (L, b, h), a gate per sentence, when `batch` = b is given."""
     layers = {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
-    return {k: torch.ones(n, cfg.n_heads, dtype=dtype, requires_grad=requires_grad) for k, n in layers.items()}
+    shape = lambda n: (n, cfg.n_heads) if batch is None else (n, batch, cfg.n_heads)  # noqa: E731
+    return {k: torch.ones(shape(n), dtype=dtype, requires_grad=requires_grad) for k, n in layers.items()}
 
 
 def head_mask_gradient(model, src, tgt_in, tgt_out, head_mask: HeadMask | None = None,
                        return_trace: bool = False):
-    """(summed NLL, {kind: (L, h) dL/dxi}, trace or None) for one batch; xi = 1 unless `head_mask` is given.
+    """(summed NLL, {kind: dL/dxi}, trace or None) for one batch; xi = 1 unless `head_mask` is given.
 
-    Only the gates get gradients (torch.autograd.grad with them as inputs: no weight gradients are formed).
+    The gradients have the gates' shape: (L, h) gates shared by the batch, or (L, b, h) gates, one per sentence.
+    As sentence x's loss depends on its own gates only, a (L, b, h) gradient holds each sentence's dL(x)/dxi
+    from one backward pass. Only the gates get gradients (torch.autograd.grad with them as inputs: no weight
+    gradients are formed).
     """
     dtype = next(model.parameters()).dtype
     xi = head_mask or ones_head_mask(model.cfg, dtype=dtype)
@@ -663,7 +670,7 @@ def analyze(
 
     `progress(fraction, message)` is called as the work goes on (fraction 0..1). `ablation_limit` /
     `pruning_limit` use only the first N sentences for those steps (None or 0: all). Uses the torch
-    threads the caller set. Floats are rounded to 5 decimals.
+    threads the caller set. Floats keep DIGITS significant figures.
     """
     model, cfg = translator.model, translator.cfg
     pad = cfg.pad_idx
@@ -694,12 +701,14 @@ def analyze(
     batches = _batches(examples, batch_tokens)
     for n, batch in enumerate(batches):
         src, tgt_in, tgt_out = _tensors(examples, batch, translator)
-        loss, grads, trace = head_mask_gradient(model, src, tgt_in, tgt_out, return_trace=True)
+        gates = ones_head_mask(cfg, dtype=next(model.parameters()).dtype, batch=src.shape[0])  # (L, b, h)
+        loss, grads, trace = head_mask_gradient(model, src, tgt_in, tgt_out, gates, return_trace=True)
         total_nll += float(loss)
-        for k in KINDS:
-            grad_abs[k] += grads[k].abs().double().numpy()  # |batch gradient|, as bertology does
+        for k in KINDS:  # |dL(x)/dxi| per sentence, then the sum: no sign cancels between sentences
+            grad_abs[k] += grads[k].double().abs().sum(1).numpy()
         src_real = (src != pad).numpy()  # (b, s)
         tgt_real = (tgt_in != pad).numpy()  # (b, t)
+        tgt_real[:, 0] = True  # the start query is real even where it is <pad> (Marian), as make_tgt_mask has it
         ex = [examples[i] for i in batch]
         s_len, t_len = src_real.sum(1), tgt_real.sum(1)
         punct = np.array([e.punct for e in ex])
@@ -770,8 +779,7 @@ def analyze(
         "schema": SCHEMA,
         "checkpoint": name,
         "config": cfg.to_dict(),
-        "corpus": {"src": None if src_path is None else str(src_path),
-                   "ref": None if ref_path is None else str(ref_path),
+        "corpus": {"src": corpus_file_name(src_path), "ref": corpus_file_name(ref_path),
                    "sentences": len(examples), "lines": len(src_texts), "skipped": skipped,
                    "tokens": {"src": n_src_tok, "tgt": n_tgt_tok, "src_words": n_src_tok - len(examples)},
                    "src_final_punct": sum(e.punct >= 0 for e in examples),
@@ -786,15 +794,27 @@ def analyze(
         "kinds": {k: {"layers": n_layers[k], "heads": cfg.n_heads, **results[k]} for k in KINDS},
         "importance": {"raw": importance_raw, "normalised": importance, "tokens": n_tgt_tok,
                        "order": [list(h_) for h_ in importance_order(importance)],
-                       "note": "absolute value of each batch's gradient, summed over batches, / target tokens "
-                               "(as bertology's compute_heads_importance); normalised: per-layer L2, then global "
-                               "min-max"},
+                       "note": "raw: |dL(x)/dxi| per sentence x (one gate per sentence and head), summed over "
+                               "sentences, / target tokens; normalised: per-layer L2, then global min-max (as "
+                               "bertology's compute_heads_importance)"},
         "ablation": ablation_section,
         "pruning": pruning_section,
         "timings": timings,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     return _rounded(report)
+
+
+def corpus_file_name(path: str | Path | None) -> str | None:
+    """A corpus file as the report names it: its folder's name and its own ("multi30k/val.de.gz").
+
+    No machine's path goes into a report that may be shipped; older reports hold absolute paths, which this
+    shortens the same way for display.
+    """
+    if path is None:
+        return None
+    parts = Path(os.path.abspath(path)).parts[1:]  # without the root; symbolic links are not followed
+    return "/".join(parts[-2:]) or None
 
 
 def importance_order(importance: dict[str, np.ndarray], kinds: Sequence[str] = KINDS) -> list[tuple[str, int, int]]:
@@ -876,7 +896,7 @@ def _count(fraction: float, n: int) -> int:
 
 
 def _rounded(x):
-    """NumPy to lists, floats rounded to DIGITS decimals, recursively."""
+    """NumPy to lists, floats rounded to DIGITS significant figures, recursively."""
     if isinstance(x, dict):
         return {str(k): _rounded(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -888,7 +908,7 @@ def _rounded(x):
     if isinstance(x, (int, np.integer)):
         return int(x)
     if isinstance(x, (float, np.floating)):
-        return round(float(x), DIGITS)
+        return float(f"{float(x):.{DIGITS}g}")
     return x
 
 

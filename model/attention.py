@@ -36,7 +36,7 @@ class MultiHeadAttention(nn.Module):
         key: torch.Tensor,  # (b, j, d)
         value: torch.Tensor,  # (b, j, d)
         mask: torch.Tensor | None = None,  # bool (b, 1, i|1, j); True = may attend
-        head_mask: torch.Tensor | None = None,  # (h,) 1 keeps a head, 0 switches it off
+        head_mask: torch.Tensor | None = None,  # (h,) or (b, h) per sentence: 1 keeps a head, 0 switches it off
         return_trace: bool = False,  # also return an AttentionTrace (the explicit path)
         cache: dict | None = None,  # the caller's per-request key/value cache for incremental decoding
         static_kv: bool = False,  # keys/values do not grow (cross-attention): project them once
@@ -67,7 +67,7 @@ class MultiHeadAttention(nn.Module):
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
             record = None
         if head_mask is not None:
-            heads = heads * head_mask.view(1, self.h, 1, 1).to(heads.dtype)
+            heads = heads * head_mask.view(-1, self.h, 1, 1).to(heads.dtype)  # (1|b, h, 1, 1)
         b, _, i, _ = heads.shape
         out = self.w_o(heads.transpose(1, 2).reshape(b, i, self.h * self.d_k))  # (b, i, d)
         return out, record

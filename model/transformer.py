@@ -13,7 +13,9 @@ from .config import ModelConfig
 from .layers import DecoderLayer, Embeddings, EncoderLayer
 from .trace import Trace
 
-HeadMask = dict[str, torch.Tensor]  # 'enc_self' | 'dec_self' | 'cross' -> (n_layers, n_heads) of 0/1
+# 'enc_self' | 'dec_self' | 'cross' -> (n_layers, n_heads) gates, 0/1 to switch heads off, or (n_layers, b, n_heads)
+# for a gate per sentence (per-example gradients in one backward pass)
+HeadMask = dict[str, torch.Tensor]
 
 
 def subsequent_mask(size: int, device=None) -> torch.Tensor:

@@ -219,7 +219,7 @@ def tiny(tmp_path_factory):
 def test_cli_report_has_the_schema(tiny):
     folder, src, ref, d = tiny
     assert d["schema"] == analyze.SCHEMA and d["checkpoint"] == "demo"
-    assert d["corpus"]["sentences"] == len(SRC) and d["corpus"]["src"] == str(src)
+    assert d["corpus"]["sentences"] == len(SRC) and d["corpus"]["src"] == f"{src.parent.name}/val.de.gz"
     assert d["corpus"]["src_final_punct"] == len(SRC) - 1  # "Zwei Männer spielen Fußball" has no stop
     for kind, k in d["kinds"].items():
         assert (k["layers"], k["heads"]) == (2, 4)
@@ -249,19 +249,85 @@ def test_report_agrees_with_the_translators_teacher_forced_traces(tiny):
 
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
-    sums = {k: {"confidence": 0.0, "entropy": 0.0} for k in analyze.KINDS}
-    counts = dict.fromkeys(analyze.KINDS, 0)
-    for s, r in zip(SRC, REF):
-        st = tr.teacher_forced(s, tokenize(r, "en"))
-        for kind in analyze.KINDS:
-            p = st.probs(kind).astype(np.float64)  # (L, h, i, j), every row a real query
-            sums[kind]["confidence"] += p.max(-1).sum(-1)
-            sums[kind]["entropy"] += -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).sum(-1)
-            counts[kind] += p.shape[2]
+    traces = [tr.teacher_forced(s, tokenize(r, "en")) for s, r in zip(SRC, REF)]
+    assert_confidence_and_entropy(d, [{k: st.probs(k) for k in analyze.KINDS} for st in traces])
+
+
+def assert_confidence_and_entropy(report: dict, maps: list[dict]) -> None:
+    """The report's confidence and entropy per head equal the means over the rows of every sentence's
+    {kind: (L, h, i, j)} attention maps (every row a real query)."""
     for kind in analyze.KINDS:
-        for name in ("confidence", "entropy"):
-            expected = sums[kind][name] / counts[kind]  # (L, h)
-            assert np.allclose(d["kinds"][kind]["measures"][name], expected, atol=1e-4), (kind, name)
+        p = [m[kind].astype(np.float64) for m in maps]
+        rows = sum(x.shape[2] for x in p)
+        confidence = sum(x.max(-1).sum(-1) for x in p) / rows
+        entropy = sum(-(x * np.log(np.where(x > 0, x, 1))).sum(-1).sum(-1) for x in p) / rows
+        assert report["kinds"][kind]["queries"] == rows
+        np.testing.assert_allclose(report["kinds"][kind]["measures"]["confidence"], confidence, atol=1e-4)
+        np.testing.assert_allclose(report["kinds"][kind]["measures"]["entropy"], entropy, atol=1e-4)
+
+
+def strings(x) -> list[str]:
+    """Every string value in a JSON tree."""
+    x = list(x.values()) if isinstance(x, dict) else x
+    return [s for v in x for s in strings(v)] if isinstance(x, list) else [x] if isinstance(x, str) else []
+
+
+def test_no_report_holds_a_machine_path(tiny):
+    """The CLI was given absolute paths in a tmp folder: the report names each file by its folder and its name."""
+    folder, _, ref, d = tiny
+    assert d["corpus"]["ref"] == f"{ref.parent.name}/val.en" and len(strings(d)) > 100
+    assert not [t for t in strings(d) if os.path.isabs(t) or str(folder.parent) in t or str(Path.home()) in t]
+
+
+def test_importance_is_per_sentence_and_the_same_for_any_batching(tiny):
+    """I_h = sum over sentences of |dL(x)/dxi_h| / target tokens: the CLI's batches of 40 padded tokens, one batch
+    of all sentences, and one backward pass per sentence (gates shared by a batch of one) agree."""
+    from model.translator import Translator
+
+    folder, _, _, d = tiny
+    tr = Translator.from_checkpoint(folder)
+    examples, _ = analyze.prepare(tr, SRC, REF)
+    grads = [analyze.head_mask_gradient(tr.model, *analyze._tensors(examples, [n], tr))[1] for n in range(len(SRC))]
+    one_batch = analyze.analyze(tr, SRC, REF, ablation=False, pruning=False, batch_tokens=10**6)
+    for k in analyze.KINDS:
+        expected = sum(g[k].double().abs().numpy() for g in grads) / d["importance"]["tokens"]
+        assert expected.min() > 1e-4  # real gradients
+        for report in (d, one_batch):
+            np.testing.assert_allclose(report["kinds"][k]["measures"]["importance_raw"], expected, rtol=2e-5)
+        np.testing.assert_allclose(d["importance"]["normalised"][k], one_batch["importance"]["normalised"][k],
+                                   atol=1e-5)
+
+
+def test_report_floats_keep_six_significant_figures():
+    assert analyze._rounded({"a": [1.23456789e-7, np.float32(0.5)], "b": np.array([123456.789, -2.0e-9])}) == {
+        "a": [1.23457e-7, 0.5], "b": [123457.0, -2.0e-9]}
+
+
+def test_a_marian_models_start_query_counts_in_the_head_measures(tmp_path):
+    """Marian starts decoding from <pad>, a real query. Every kind's confidence and entropy equal those of Hugging
+    Face's own attentions for the same sentences and references."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    from model.import_marian import import_marian
+    from model.translator import Translator
+    from tests.test_marian import DE, EN, build_marian, sentences
+
+    import_marian(str(build_marian(tmp_path / "hf")), tmp_path / "ours")
+    tr = Translator.from_checkpoint(tmp_path / "ours")
+    hf = MarianMTModel.from_pretrained(str(tmp_path / "hf"), attn_implementation="eager").eval()
+    tok = MarianTokenizer.from_pretrained(str(tmp_path / "hf"))
+    src, ref = sentences(DE, 4, 11), sentences(EN, 4, 12)
+    d = analyze.analyze(tr, src, ref, ablation=False, pruning=False)
+    maps = []
+    for s, r in zip(src, ref):
+        tgt = [tr.cfg.decoder_start_idx] + tok(text_target=r)["input_ids"][:-1]  # <pad> y1 .. yn
+        with torch.inference_mode():
+            out = hf(input_ids=torch.tensor([tok(s)["input_ids"]]), decoder_input_ids=torch.tensor([tgt]),
+                     output_attentions=True)
+        maps.append({kind: torch.cat(m).numpy() for kind, m in zip(
+            analyze.KINDS, (out.encoder_attentions, out.decoder_attentions, out.cross_attentions))})
+    assert d["kinds"]["dec_self"]["queries"] == d["corpus"]["tokens"]["tgt"]  # <pad> y1 .. yn: n + 1 each
+    assert_confidence_and_entropy(d, maps)
 
 
 def test_ablation_matches_forward_with_a_head_mask_and_changes_the_loss(tiny):
