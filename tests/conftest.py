@@ -14,6 +14,18 @@ import pytest
 # imported into two test modules they would become two "session" fixtures and start Playwright twice.
 from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: E402, F401
 
+# A test that needs one of these needs Chromium: it is a browser test whether or not its module says so, so that
+# `pytest -m "not browser"` never starts a browser.
+BROWSER_FIXTURES = frozenset({"chromium", "app_server", "page"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+
+
 # German -> English sentence pairs the tiny vocabularies and the trained model are made from.
 PAIRS = [
     ("Ein Mann fährt Fahrrad.", "A man rides a bike."),

@@ -15,6 +15,8 @@ from browser_support import (CHART, choose_view, new_page, open_app, select_opti
                               stop_server, wait_charts, widget)
 from viz.look import look
 
+pytestmark = pytest.mark.browser  # every test here drives Chromium
+
 # Counts full draws per chart: Plotly gives each chart div its event methods, `emit` last, when it first plots;
 # a setter on the div prototype catches that and subscribes to plotly_beforeplot, which starts every full draw.
 # Not counted: Plotly's own redraw when labels turn out to need wider margins (viz.common.label_margins keeps

@@ -37,13 +37,17 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     vis = "collapsed" if compact else "visible"
     src, tgt = languages()  # the loaded model's, set by page_fragment
     labels = kind_labels({"src": src, "tgt": tgt})
-    kind = cols[0].selectbox("Attention", list(KINDS), key="kind", format_func=labels.get, label_visibility=vis)
+    # persist_state: a page runs as a fragment, and a fragment-only run would otherwise let Streamlit forget the
+    # value of a widget it did not draw (another page's, or a part presenter mode hides)
+    kind = cols[0].selectbox("Attention", list(KINDS), key="kind", persist_state="session", format_func=labels.get,
+                             label_visibility=vis)
     n_layers = n_enc if kind == "enc_self" else n_dec
     ss["layer"] = min(max(int(ss["layer"]), 1), n_layers)
     ss["head"] = min(max(int(ss["head"]), 1), n_heads)
-    layer = cols[1].selectbox("Layer", list(range(1, n_layers + 1)), key="layer", label_visibility=vis,
-                              format_func=(lambda v: f"layer {v}") if compact else str)
-    head = cols[2].selectbox("Head", list(range(1, n_heads + 1)), key="head", label_visibility=vis,
+    layer = cols[1].selectbox("Layer", list(range(1, n_layers + 1)), key="layer", persist_state="session",
+                              label_visibility=vis, format_func=(lambda v: f"layer {v}") if compact else str)
+    head = cols[2].selectbox("Head", list(range(1, n_heads + 1)), key="head", persist_state="session",
+                             label_visibility=vis,
                              format_func=(lambda v: f"head {v}") if compact else str) if with_head else 1
     return kind, layer - 1, head - 1
 
@@ -54,8 +58,8 @@ def layer_head(n_layers: int, n_heads: int, prefix: str) -> tuple[int, int]:
     ss[f"{prefix}_layer"] = min(max(int(ss.get(f"{prefix}_layer", 1)), 1), n_layers)
     ss[f"{prefix}_head"] = min(max(int(ss.get(f"{prefix}_head", 1)), 1), n_heads)
     c1, c2, _ = st.columns([1, 1, 3])
-    layer = c1.selectbox("Layer", list(range(1, n_layers + 1)), key=f"{prefix}_layer")
-    head = c2.selectbox("Head", list(range(1, n_heads + 1)), key=f"{prefix}_head")
+    layer = c1.selectbox("Layer", list(range(1, n_layers + 1)), key=f"{prefix}_layer", persist_state="session")
+    head = c2.selectbox("Head", list(range(1, n_heads + 1)), key=f"{prefix}_head", persist_state="session")
     return layer - 1, head - 1
 
 
@@ -108,7 +112,8 @@ def sections(ctx: Context, names: list[str], container=st, always: bool = False)
     ss = st.session_state
     if ss.get("focus") not in names:
         ss["focus"] = names[0]
-    chosen = container.radio("Show", names, key="focus", horizontal=True, label_visibility="collapsed")
+    chosen = container.radio("Show", names, key="focus", persist_state="session", horizontal=True,
+                             label_visibility="collapsed")
     return lambda name: name == chosen
 
 
