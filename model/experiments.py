@@ -139,20 +139,36 @@ class CausalExperiment:
                 f"and {self.right_off} of {n} without.")
 
 
+def allowed_log_probs(log_probs: np.ndarray, banned: list[int]) -> np.ndarray:
+    """(..., V) -> (..., V) float64: the `banned` ids at -inf and the rest renormalised, as greedy decoding does
+    before it chooses (model/decode.py), so a table's top token is one decoding could have written."""
+    lp = log_probs.astype(np.float64).copy()
+    lp[..., list(banned)] = -np.inf
+    top = lp.max(-1, keepdims=True)
+    return lp - (top + np.log(np.exp(lp - top).sum(-1, keepdims=True)))
+
+
+def never_generated(translator) -> list[int]:
+    """The target ids greedy decoding never writes: the start token and <pad> (model/decode.py's `search`)."""
+    return sorted({translator.tgt_vocab.bos_idx, translator.cfg.pad_idx})
+
+
 def causal_experiment(log_probs_on: np.ndarray, log_probs_off: np.ndarray, dec_self_off: np.ndarray,
                       inputs: list[str], targets: list[str], target_ids: list[int], itos: list[str],
-                      reference: str) -> CausalExperiment:
-    """Compare the two teacher-forced passes over `inputs` (<bos> + reference tokens).
+                      reference: str, banned: list[int] = ()) -> CausalExperiment:
+    """Compare the two teacher-forced passes over `inputs` (<bos> + the reference's tokens before each target).
 
     log_probs_*: (t, V) the generator's output at each decoder position; dec_self_off: (L, h, t, t)
     the self-attention without the mask; targets/target_ids: what each position must predict
-    (the reference shifted by one, ending in <eos>).
+    (the reference shifted by one, ending in <eos> where the reference ended). `banned`: ids decoding never
+    writes (never_generated): left out of the top tokens, and the probabilities renormalised without them.
     """
     fut = future_weight(dec_self_off)
     exp = CausalExperiment(reference=reference, future=float(fut.mean()) if fut.size else 0.0)
+    lp_on, lp_off = allowed_log_probs(log_probs_on, list(banned)), allowed_log_probs(log_probs_off, list(banned))
     p_on_all, p_off_all = [], []
     for i, (tok, tgt, tid) in enumerate(zip(inputs, targets, target_ids)):
-        on, off = np.exp(log_probs_on[i].astype(np.float64)), np.exp(log_probs_off[i].astype(np.float64))
+        on, off = np.exp(lp_on[i]), np.exp(lp_off[i])
         pred_on, pred_off = int(on.argmax()), int(off.argmax())
         p_on, p_off = float(on[tid]), float(off[tid])
         p_on_all.append(p_on)
@@ -165,23 +181,52 @@ def causal_experiment(log_probs_on: np.ndarray, log_probs_off: np.ndarray, dec_s
                          "top, mask on": itos[pred_on], "p(ref), on": p_on,
                          "top, mask off": itos[pred_off], "p(ref), off": p_off,
                          "weight on later": float(fut[i])})
-    exp.p_on, exp.p_off = float(np.mean(p_on_all)), float(np.mean(p_off_all))
+    if p_on_all:
+        exp.p_on, exp.p_off = float(np.mean(p_on_all)), float(np.mean(p_off_all))
     return exp
 
 
-def run_causal_experiment(translator, text: str, reference_tokens: list[str], reference: str):
-    """Teacher-force `translator` over <bos> + reference_tokens with and without the causal mask.
+def run_causal_experiment(translator, text: str, reference_tokens: list[str], reference: str, ended: bool = True):
+    """Teacher-force `translator` along reference_tokens with and without the causal mask.
 
+    Position i reads <bos> + reference_tokens[:i] and must predict reference_tokens[i]; where the reference
+    `ended` (at <eos>), one more position must predict <eos>. An output cut at the length limit did not end:
+    nothing is known about what would follow its last token, so that token is a target and never an input.
     Returns (SentenceTrace with the mask, SentenceTrace without it, CausalExperiment).
     """
-    on = translator.teacher_forced(text, list(reference_tokens), use_causal_mask=True)
-    off = translator.teacher_forced(text, list(reference_tokens), use_causal_mask=False)
     tv = translator.tgt_vocab
-    targets = list(reference_tokens) + [tv.itos[tv.eos_idx]]  # what each decoder position must predict
-    ids = tv.encode(list(reference_tokens)) + [tv.eos_idx]
+    targets = list(reference_tokens) + ([tv.itos[tv.eos_idx]] if ended else [])
+    ids = tv.encode(list(reference_tokens)) + ([tv.eos_idx] if ended else [])
+    fed = targets[:-1]  # the decoder's input after <bos>
+    on = translator.teacher_forced(text, fed, use_causal_mask=True)
+    off = translator.teacher_forced(text, fed, use_causal_mask=False)
     exp = causal_experiment(on.log_probs, off.log_probs, off.probs("dec_self"), on.tgt_tokens, targets, ids,
-                            tv.itos, reference)
+                            tv.itos, reference, never_generated(translator))
     return on, off, exp
+
+
+def causal_reference(translator, text: str, own: list[str], own_ended: bool) -> tuple[list[str], bool, str]:
+    """What the causal-mask experiment teacher-forces: (tokens, whether they ended at <eos>, what they are).
+
+    A toy task's right answer when every input token is a digit; Multi30k's reference translation when `text` is
+    one of its validation sentences; else the model's own output `own` (`own_ended`: it stopped at <eos>, not at
+    the length limit). A reference longer than the decoder's positions is cut, and then it did not end either.
+    """
+    from .toy import TASKS, ToyTranslator  # toy.py imports translator.py, which imports this module
+
+    limit = translator.cfg.max_len - 2  # <bos> + the tokens, and <eos> to predict after them
+    if isinstance(translator, ToyTranslator):
+        source = translator.prepare(text)
+        if source.tokens and not any(source.unknown) and not source.truncated:
+            answer = TASKS[translator.task](source.tokens)
+            return answer[:limit], len(answer) <= limit, f"the right answer of the {translator.task} task"
+    else:
+        ref = reference_for(text)
+        if ref is not None:
+            tokens = translator.target_tokens(ref)
+            return tokens[:limit], len(tokens) <= limit, "the Multi30k reference translation"
+    cut = "" if own_ended else f"; it stopped at the length limit, so no {translator.tgt_vocab.token('eos')} follows it"
+    return list(own), own_ended, f"the model's own output shown at the top (no reference is known for this input{cut})"
 
 
 # ----------------------------------------------------------------------------- input hints

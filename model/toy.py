@@ -57,6 +57,10 @@ def toy_config() -> ModelConfig:
 class ToyTranslator(Translator):
     """A Translator whose tokens are single characters: "3 1 4" and "314" both read as 3, 1, 4."""
 
+    # The Masks page batches an input with this, or with the input followed by it when the input is as long: a
+    # sentence would be read character by character, every character an unknown token.
+    padding_example = EXAMPLE
+
     def __init__(self, model: EncoderDecoder, task: str, metrics: dict | None = None):
         super().__init__(model, toy_vocab(), toy_vocab(), metrics, src_lang="en", tgt_lang="en")
         self.task = task

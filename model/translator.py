@@ -328,12 +328,14 @@ class Translator:
         gold = torch.tensor(ids + [self.tgt_vocab.eos_idx])
         return float(log_probs[0].gather(-1, gold[:, None]).sum())
 
+    padding_example = LONGER_EXAMPLE  # padded_batch's partner, an input of this model's kind (a toy's: digits)
+
     @torch.inference_mode()
     def padded_batch(self, text: str, partner: str | None = None, use_padding_mask: bool = True,
                      alone: Translation | None = None) -> dict:
         """`text` padded in one batch with a longer sentence, as in training.
 
-        The partner is LONGER_EXAMPLE unless given; when it is not longer than `text`, `text` + " " +
+        The partner is `padding_example` unless given; when it is not longer than `text`, `text` + " " +
         partner is used, so that padding appears (unless `text` is already at the length limit).
         Returns "trace": the padded sentence's SentenceTrace (its source axis ends in <pad> tokens;
         attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens", "n_pads", "encoder_shift": max |memory(padded) - memory(alone)|
@@ -346,7 +348,7 @@ class Translator:
         """
         a = self.prepare(text)
         alone_ids = self._greedy_ids(a, alone) if alone is not None else None
-        partner = LONGER_EXAMPLE if partner is None else partner
+        partner = self.padding_example if partner is None else partner
         if len(self.prepare(partner).ids) <= len(a.ids):
             partner = text + " " + partner  # the partner must be longer for padding to appear
         b = self.prepare(partner)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from tests.app_support import demo_checkpoints, run_app, visible_text
@@ -119,6 +120,15 @@ def test_masks_padding_demo_shows_the_sentence_own_greedy_translations(checkpoin
         assert header(at) != demo["alone"]  # the header is cut; the demonstration is not
 
 
+def allowed_probs(tr, log_probs):
+    """(t, V) probabilities of what greedy decoding may write: <bos> and <pad> removed, the rest renormalised."""
+    import numpy as np
+
+    p = np.exp(log_probs.astype(np.float64))
+    p[:, sorted({tr.tgt_vocab.bos_idx, tr.cfg.pad_idx})] = 0.0
+    return p / p.sum(-1, keepdims=True)
+
+
 @pytest.mark.parametrize("ckpt", ["demo", "demo:untrained"])
 def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, ckpt):
     import numpy as np
@@ -131,16 +141,36 @@ def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, c
     m = re.search(r"fell at (\d+) of (\d+) positions and rose at (\d+)", summary)
     assert m, summary
     df = at.table[-1].value
-    # recompute independently: the teacher-forced passes over the output shown, with and without the mask
+    # recompute independently: the teacher-forced passes along the output shown, with and without the mask; an
+    # output that stopped at the length limit has no <eos> to predict
     tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
-    out = tr.trace(SENTENCE).raw_tokens
-    on, off = tr.teacher_forced(SENTENCE, out, True), tr.teacher_forced(SENTENCE, out, False)
-    ids = tr.tgt_vocab.encode(out) + [tr.tgt_vocab.eos_idx]
-    p_on = np.exp(on.log_probs[np.arange(len(ids)), ids])
-    p_off = np.exp(off.log_probs[np.arange(len(ids)), ids])
+    out = tr.trace(SENTENCE)
+    fed = out.raw_tokens if out.finished else out.raw_tokens[:-1]
+    on, off = tr.teacher_forced(SENTENCE, fed, True), tr.teacher_forced(SENTENCE, fed, False)
+    ids = tr.tgt_vocab.encode(out.raw_tokens) + ([tr.tgt_vocab.eos_idx] if out.finished else [])
+    p_on = allowed_probs(tr, on.log_probs)[np.arange(len(ids)), ids]
+    p_off = allowed_probs(tr, off.log_probs)[np.arange(len(ids)), ids]
     assert int(m.group(1)) == int((p_off < p_on).sum()) and int(m.group(2)) == len(df) == len(ids)
     assert int(m.group(3)) == int((p_off > p_on).sum())
     assert "the model's own output" in summary  # no Multi30k reference for this sentence in the test data
+    assert f"at {len(ids)} of {len(ids)} positions with the mask" in summary  # its own greedy output: 100 %
+
+
+@pytest.mark.parametrize("ckpt, max_len", [("demo:untrained", 0), ("demo:untrained", 4), ("demo", 4)])
+def test_masks_causal_table_of_an_output_cut_at_the_length_limit(checkpoints, translator, ckpt, max_len):
+    """An output that stopped at the length limit is measured as it is: no <eos> appended, only tokens decoding can
+    write as the top, and the model's own greedy output is its top prediction at every position."""
+    at = run_app(view="Masks", text=SENTENCE, ckpt=ckpt, max_len=max_len)
+    assert not at.exception
+    tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
+    out = tr.trace(SENTENCE, max_len=max_len or None)
+    assert not out.finished  # the case under test
+    df = at.table[-1].value
+    assert unescape(list(df["reference next"])) == out.raw_tokens
+    assert not {"<bos>", "<pad>", "&lt;bos&gt;", "&lt;pad&gt;"} & (set(df["top, mask on"]) | set(df["top, mask off"]))
+    summary = next(c.value for c in at.caption if "Measured against" in c.value).replace("\\", "")
+    n = len(out.raw_tokens)
+    assert f"at {n} of {n} positions with the mask" in summary and "length limit" in summary
 
 
 def test_untrained_twin_never_writes_bos_and_the_page_says_what_it_does(checkpoints):
@@ -236,3 +266,60 @@ def test_token_embeddings_alone_are_drawn_only_when_asked_for(checkpoints):
     assert not at.exception and not any("token embeddings (before scaling)" in t for t in titles(at))
     at = run_app(view="Embeddings", text=SENTENCE, emb_alone=1)
     assert not at.exception and sum("token embeddings (before scaling)" in t for t in titles(at)) == 1
+
+
+@pytest.mark.parametrize("ckpt", ["demo", "demo:untrained"])
+def test_embeddings_call_only_a_trained_table_learned(checkpoints, ckpt):
+    at = run_app(view="Embeddings", text=SENTENCE, ckpt=ckpt)
+    assert not at.exception
+    titles = [spec(c)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    said = visible_text(at) + " ".join(titles)
+    twin = ckpt.endswith(":untrained")
+    for phrase in ("row of a learned", "learned embeddings"):
+        assert (phrase in said) != twin, phrase
+    assert ("randomly initialised (untrained)" in said) == twin
+
+
+@pytest.mark.parametrize("ckpt", ["demo", "demo:untrained"])
+def test_training_header_promises_a_film_only_where_there_is_one(checkpoints, ckpt):
+    at = run_app(view="Training", text=SENTENCE, ckpt=ckpt)  # the demo model was saved without a film
+    assert not at.exception
+    assert "The film below" not in captions(at) and "This model has no training film" in captions(at)
+
+
+def test_training_header_names_the_film_of_a_model_that_has_one(monkeypatch):
+    from views import training
+
+    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(root))
+    assert (root / "multi30k-de-en" / "film.json").is_file()
+    assert not (root / "multi30k-de-en-words" / "film.json").exists()
+    assert training.below("multi30k-de-en").startswith("The film below is teacher-forced")
+    for key in ("multi30k-de-en:untrained", "multi30k-de-en-words", "toy:copy:0000"):
+        assert training.below(key).startswith("This model has no training film"), key
+
+
+@pytest.fixture
+def toy_key():
+    """A toy model kept on the server as if trained on the Training page (random weights: what it says must hold)."""
+    from model import toy
+    from views import state
+
+    return state.keep_toy("copy", toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy"))
+
+
+def test_a_toy_on_the_masks_page_is_batched_with_digits_and_measured_against_its_task(toy_key):
+    at = run_app(view="Masks", text="3 1 4 1 5 9 2 6 5", ckpt=toy_key)
+    assert not at.exception
+    batched = next(c.value for c in at.caption if c.value.startswith("Batched with:"))
+    partner = batched.removeprefix("Batched with: ").split(" · ")[0].replace("\\", "").split()
+    assert partner[-1] == "&lt;eos&gt;" and len(partner) - 1 > 9 and all(t.isdigit() for t in partner[:-1])
+    summary = next(c.value for c in at.caption if "Measured against" in c.value)
+    assert "the right answer of the copy task" in summary
+
+
+def test_a_toy_on_the_embeddings_page_shows_digits(toy_key):
+    at = run_app(view="Embeddings", text="3 1 4", ckpt=toy_key)
+    assert not at.exception
+    said = visible_text(at).replace("\\", "")
+    assert "all 10 digits the model knows" in said and "most frequent in the training data" not in said

@@ -133,8 +133,74 @@ def test_run_causal_experiment_on_a_model(translator):
     assert [r["reference next"] for r in exp.rows] == ["A", "man", "rides", "<eos>"]
     assert ex.future_weight(on.probs("dec_self")).max() == 0.0
     assert exp.future > 0.0
-    p_on = np.exp(on.log_probs[0, translator.tgt_vocab.stoi["A"]])
+    # p(ref) is taken from the distribution greedy decoding chooses from: <bos> and <pad> removed, renormalised
+    lp = on.log_probs[0].astype(np.float64)
+    allowed = np.exp(lp)
+    allowed[ex.never_generated(translator)] = 0.0
+    p_on = allowed[translator.tgt_vocab.stoi["A"]] / allowed.sum()
     assert exp.rows[0]["p(ref), on"] == pytest.approx(float(p_on), rel=1e-5)
+
+
+def test_causal_table_shows_only_tokens_decoding_can_write():
+    """<bos> and <pad> are never generated (model/decode.py): a raw argmax on them is not the top shown."""
+    itos = ["<unk>", "<pad>", "<bos>", "<eos>", "a"]
+    on = _lp([[0.1, 0.1, 0.5, 0.1, 0.2]])  # the raw argmax is <bos>
+    off = _lp([[0.05, 0.6, 0.0, 0.05, 0.3]])  # and here <pad>
+    exp = ex.causal_experiment(on, off, np.zeros((1, 1, 1, 1)), ["<bos>"], ["a"], [4], itos, "r", banned=[1, 2])
+    assert exp.rows[0]["top, mask on"] == "a" and exp.rows[0]["top, mask off"] == "a"
+    assert exp.rows[0]["p(ref), on"] == pytest.approx(0.2 / 0.4) and exp.rows[0]["p(ref), off"] == pytest.approx(0.75)
+    assert exp.right_on == exp.right_off == 1
+
+
+@pytest.mark.parametrize("max_len", [None, 4])
+@pytest.mark.parametrize("prefers_banned", [False, True])
+def test_the_model_own_greedy_output_is_its_top_prediction_everywhere(translator, monkeypatch, tmp_path, max_len,
+                                                                      prefers_banned):
+    """The untrained twin, teacher-forced with the mask along its own greedy output (no Multi30k reference here):
+    its top token is that output at every position, also when the output stopped at the length limit (no <eos>
+    is then appended) and when its generator prefers <bos> and <pad>, which decoding never writes."""
+    import torch
+
+    monkeypatch.setattr(ex, "data_dir_candidates", lambda: [tmp_path / "none"])
+    twin = translator.untrained_twin(seed=0)
+    banned = ex.never_generated(twin)
+    assert banned == sorted({twin.tgt_vocab.bos_idx, twin.cfg.pad_idx})
+    if prefers_banned:
+        with torch.no_grad():
+            twin.model.generator.proj.bias[banned] += 50.0
+    text = "Ein Mann fährt Fahrrad."
+    out = twin.trace(text, max_len=max_len)
+    if max_len is not None:
+        assert not out.finished and len(out.raw_tokens) == max_len
+    tokens, ended, what = ex.causal_reference(twin, text, out.raw_tokens, out.finished)
+    assert tokens == out.raw_tokens and ended == out.finished and "own output" in what
+    on, _, exp = ex.run_causal_experiment(twin, text, tokens, what, ended)
+    eos = twin.tgt_vocab.token("eos")
+    assert [r["reference next"] for r in exp.rows] == out.raw_tokens + ([eos] if out.finished else [])
+    assert on.tgt_tokens == ["<bos>"] + (out.raw_tokens if out.finished else out.raw_tokens[:-1])
+    n = len(exp.rows)
+    assert exp.right_on == n and f"at {n} of {n} positions with the mask" in exp.summary()
+    shown = {r["top, mask on"] for r in exp.rows} | {r["top, mask off"] for r in exp.rows}
+    assert not shown & {twin.tgt_vocab.itos[i] for i in banned}
+    assert [r["p(ref), on"] for r in exp.rows[: len(out.raw_tokens)]] == pytest.approx(
+        [s.chosen_prob for s in out.steps[: len(out.raw_tokens)]], rel=1e-4)  # the Decoding page's probabilities
+
+
+def test_causal_reference_names_what_it_teacher_forces(translator, make_model, vocabs, monkeypatch):
+    from model import toy
+    from model.translator import Translator
+
+    monkeypatch.setattr(ex, "reference_for", lambda text: "A man rides a bike in the snow .")
+    assert ex.causal_reference(translator, "Ein Mann.", ["x"], True) == (
+        ["A", "man", "rides", "a", "bike", "in", "the", "snow", "."], True, "the Multi30k reference translation")
+    short = Translator(make_model(max_len=8), *vocabs)  # room for <bos> and 6 tokens, then <eos> to predict
+    tokens, ended, _ = ex.causal_reference(short, "Ein Mann.", ["x"], True)
+    assert tokens == ["A", "man", "rides", "a", "bike", "in"] and not ended  # cut: no <eos> follows it
+    reverse = toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "reverse")
+    assert ex.causal_reference(reverse, "3 1 4", ["9"], False) == (["4", "1", "3"], True,
+                                                                   "the right answer of the reverse task")
+    tokens, ended, what = ex.causal_reference(reverse, "3 x 4", ["9"], False)  # not a digit sequence: no answer
+    assert (tokens, ended) == (["9"], False) and "own output" in what and "length limit" in what
 
 
 def test_position_similarity_peaks_at_the_reference():

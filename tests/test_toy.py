@@ -87,3 +87,16 @@ def test_a_learned_model_works_in_the_translator_paths(learned):
     assert st.src_tokens == digits.split() + ["<eos>"] and st.probs("cross").shape[:2] == (2, 4)
     tf = t.teacher_forced(digits, want)
     assert tf.tgt_tokens == ["<bos>"] + want
+
+
+@pytest.mark.parametrize("digits", ["3 1 4", "3 1 4 1 5 9 2 6 5"])
+def test_the_padding_partner_is_a_longer_digit_sequence(digits):
+    """The Masks page batches a toy's input with a longer sequence of its own vocabulary (a German sentence would
+    be read character by character, every character unknown)."""
+    t = toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")
+    n = len(digits.split())
+    demo = t.padded_batch(digits)
+    partner = demo["partner_tokens"]
+    assert partner[-1] == "<eos>" and all(c in toy.SYMBOLS for c in partner[:-1])
+    assert len(partner) - 1 > n and demo["n_pads"] == len(partner) - 1 - n
+    assert demo["trace"].src_tokens == digits.split() + ["<eos>"] + ["<pad>"] * demo["n_pads"]

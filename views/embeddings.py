@@ -6,13 +6,18 @@ import streamlit as st
 
 from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours, pca_2d,
                             scaling_figure, vocab_map_figure)
-from views.state import Context, vocab_embeddings
+from views.state import Context, is_toy, is_twin, vocab_embeddings
 from viz.tables import matrix_csv
 from views.widgets import chart, csv_button, fig_config, sections, shows_caption
 from views.figcache import cached
 
 
 VOCAB_DOTS = 1000  # vocabulary entries drawn as named dots; the rest are counted into the grey density
+
+
+def table_words(key: str) -> str:
+    """What the embedding table is, true of this model: the untrained twin's rows are random, not learned."""
+    return "randomly initialised (untrained)" if is_twin(key) else "learned"
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -61,9 +66,9 @@ def render(ctx: Context) -> None:
 def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     cfg = ctx.cfg
     scale = float(np.sqrt(cfg.d_model))
-    st.write(f"Each token id selects one row of a learned {cfg.d_model}-dimensional table. The row is multiplied by "
-             f"√d_model = {scale:.1f}, so that it is not drowned by the positional encoding (values in −1…1) "
-             "that is added next. The sum is what enters encoder/decoder layer 1.")
+    st.write(f"Each token id selects one row of a {table_words(ctx.key)} {cfg.d_model}-dimensional table. The row "
+             f"is multiplied by √d_model = {scale:.1f}, so that it is not drowned by the positional encoding "
+             "(values in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.")
     chart(st, cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
               width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
@@ -95,13 +100,16 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     ids = sorted({index[t] for t in tokens if t in index and index[t] not in specials})
     _, itos = vocab_embeddings(ctx.key, side)
     coords = _pca(ctx.key, side, specials)
-    unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "words"
+    unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "digits" if is_toy(ctx.key) else "words"
     chart(st, cached(vocab_map_figure, coords, words, [row[i] for i in ids], [itos[i] for i in ids],
-                     title=f"{len(words):,} learned embeddings, first two principal components", n_dots=VOCAB_DOTS),
+                     title=f"{len(words):,} {table_words(ctx.key)} embeddings, first two principal components",
+                     n_dots=VOCAB_DOTS),
               width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     n_dots = min(VOCAB_DOTS, len(words))
-    order = ("which are the most frequent in the training data (the vocabulary is built most frequent first; hover "
-             "names them)" if unit == "words" else "in the order of the SentencePiece vocabulary (hover names them)")
+    order = {"words": "which are the most frequent in the training data (the vocabulary is built most frequent first; "
+                      "hover names them)",
+             "pieces": "in the order of the SentencePiece vocabulary (hover names them)",
+             "digits": "0 to 9 (hover names them)"}[unit]
     st.caption(f"Grey shading: where all {len(words):,} {unit} the model knows lie (hover: how many in a cell); "
                f"dots: the vocabulary's first {n_dots:,} {unit}, {order}; large: this sentence's {unit}. A 2-D "
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "

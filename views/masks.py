@@ -21,7 +21,7 @@ SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far bel
 
 def _padding(ctx: Context) -> None:
     st.markdown("### Padding mask")
-    st.write("Sentences are trained in batches, so shorter ones are filled up with `<pad>` tokens. The padding mask "
+    st.write("Training runs on batches of inputs, so shorter ones are filled up with `<pad>` tokens. The padding mask "
              "hides the pads **as keys** (columns): no real token takes information from them. Pad positions are "
              "still **queries** (rows) and compute attention of their own, which is simply never used.")
     use_mask = st.toggle("Padding mask on", key="pad_on")
@@ -67,14 +67,14 @@ def _padding(ctx: Context) -> None:
 
 def _causal(ctx: Context) -> None:
     st.markdown("### Causal mask")
-    st.write(f"When the decoder is trained, the whole {ctx.langs['tgt_name']} reference is fed in at once (teacher forcing). "
+    st.write(f"When a decoder is trained, the whole reference ({ctx.langs['tgt_name']}) is fed in at once (teacher forcing). "
              "The causal mask stops position i from seeing positions after i; otherwise it could read the very "
              "token it is asked to predict.")
     if not ctx.result.raw_tokens:
         st.info("The translation is empty, so there is no decoder sequence to mask.")
         return
-    tokens, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens))
-    on, off, exp = causal_experiment(ctx.key, ctx.text, tokens, reference)
+    tokens, ended, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens), ctx.result.finished)
+    on, off, exp = causal_experiment(ctx.key, ctx.text, tokens, reference, ended)
     st.caption(f"Teacher-forced on {md_escape(reference)}.")
     t = on.tgt_tokens
     layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal")
@@ -98,9 +98,11 @@ def _causal(ctx: Context) -> None:
     for c in ("p(ref), on", "p(ref), off", "weight on later"):
         df[c] = df[c].map(lambda v: f"{v:.3f}")
     st.table(df.set_index("position"))  # an HTML table: every header and cell is shown whole
+    never = " or ".join(md_escape(t) for t in dict.fromkeys((ctx.facts["start_token"], "<pad>")))
     st.caption("reference next: the token each position must predict (the next token of the reference); top: the most "
-               "probable next token; p(ref): the probability of the reference token; weight on later: self-attention "
-               "on later positions without the mask (mean of layers and heads).")
+               f"probable next token among those decoding can write (never {never}); p(ref): the probability of the "
+               "reference token among those; weight on later: self-attention on later positions without the mask "
+               "(mean of layers and heads).")
     st.caption(md_escape(exp.summary()) + " A model trained without the mask could learn to copy the next input "
                "token (its training loss would look excellent) and then fail at generation, where no later tokens exist.")
 

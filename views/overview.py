@@ -27,8 +27,8 @@ def render(ctx: Context) -> None:
 def _tokens(ctx: Context) -> None:
     res = ctx.result
     st.write("The sentence is split into tokens, each token becomes a vector, the encoder reads them all at once, "
-             f"and the decoder writes {ctx.langs['tgt_name']} one token at a time, looking back at the "
-             f"{ctx.langs['src_name']} through cross-attention.")
+             f"and the decoder writes its output ({ctx.langs['tgt_name']}) one token at a time, looking back at the "
+             f"source ({ctx.langs['src_name']}) through cross-attention.")
     left, right = st.columns(2)
     with left:
         st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
@@ -57,7 +57,7 @@ def _tokens(ctx: Context) -> None:
         elif "<unk>" in res.raw_tokens:
             st.caption("`<unk>` stays visible where no unreadable source word was left to copy.")
     st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
-              help="Tokenize, encode, greedy decoding with every step recorded, and the full trace.")
+              help=f"Tokenize, encode, decode ({ctx.shows}) with every step recorded, and the full trace.")
 
 
 def _architecture(ctx: Context) -> None:

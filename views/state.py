@@ -247,20 +247,18 @@ def padded_batch(key: str, text: str, use_mask: bool) -> dict:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str):
-    """(trace with the causal mask, trace without it, the comparison) over <bos> + reference_tokens."""
-    return experiments.run_causal_experiment(_tr(key), text, list(reference_tokens), reference)
+def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str, ended: bool = True):
+    """(trace with the causal mask, trace without it, the comparison) along reference_tokens (+ <eos> if ended)."""
+    return experiments.run_causal_experiment(_tr(key), text, list(reference_tokens), reference, ended)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def reference_tokens(key: str, text: str, fallback: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
-    """(tokens to teacher-force, what they are): Multi30k's reference when the sentence is from val, else the
-    model's own output `fallback`."""
-    ref = experiments.reference_for(text)
-    if ref is not None:
-        tr = _tr(key)
-        return tuple(tr.target_tokens(ref))[: tr.cfg.max_len - 2], "the Multi30k reference translation"
-    return fallback, "the model's own output shown at the top (no reference translation is known for this sentence)"
+def reference_tokens(key: str, text: str, fallback: tuple[str, ...],
+                     finished: bool = True) -> tuple[tuple[str, ...], bool, str]:
+    """(tokens to teacher-force, whether they ended at <eos>, what they are): see experiments.causal_reference;
+    `fallback` is the model's own output, `finished` whether it ended at <eos>."""
+    tokens, ended, what = experiments.causal_reference(_tr(key), text, list(fallback), finished)
+    return tuple(tokens), ended, what
 
 
 @st.cache_resource(max_entries=8, show_spinner="Projecting the vocabulary…")

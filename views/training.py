@@ -19,7 +19,7 @@ from viz.attention import attention_figure, heads_figure
 from viz.common import PAGE_WIDTH_PX
 from viz.training import entropy_figure, loss_figure, toy_loss_figure
 from views import jobs
-from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, sync_url
+from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from views.figcache import cached
@@ -53,6 +53,20 @@ def _load(folder: str, mtime_ns: int) -> films.Film:
     return films.load_film(folder)
 
 
+def below(key: str) -> str:
+    """What this page draws under the header, in words true of this model: a film only where it has one (the
+    untrained twin, a toy and a checkpoint trained without one have none)."""
+    folder = film_folder(key)
+    jpath = folder / films.JSON_NAME if folder is not None else None
+    if jpath is not None and jpath.is_file():
+        try:
+            _load(str(folder), jpath.stat().st_mtime_ns)
+            return "The film below is teacher-forced on reference translations"
+        except films.FilmError:
+            pass  # the page says what is wrong with it
+    return "This model has no training film; the toy task below trains a fresh model of its own"
+
+
 def _film(ctx: Context) -> None:
     st.markdown("#### The film of this model's training")
     folder = film_folder(ctx.key)
@@ -64,7 +78,7 @@ def _film(ctx: Context) -> None:
     try:
         film = _load(str(folder), jpath.stat().st_mtime_ns if jpath.is_file() else 0)
     except films.FilmError as e:
-        st.info(f"No training film for this model. {md_escape(str(e))}")
+        st.info(f"No training film for this model. {md_escape(public_message(str(e)))}")
         return
     if not ctx.present:
         st.caption("While the model trained, the trainer stopped at log-spaced steps (0, 25, 50, 100, 200, … and every "
