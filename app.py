@@ -185,7 +185,9 @@ else:
 status = "" if result.finished else f" · stopped at the length limit before `{facts['end_token']}`"
 above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
          "references**" if ss["view"] == "Heads" else
-         f"**Above: {shows}. {training.below(ss['ckpt'])}**" if ss["view"] == "Training"
+         f"**Above: {shows}. {training.below(ss['ckpt'])}**" if ss["view"] == "Training" else
+         f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say on "
+         "what**" if ss["view"] == "Masks"
          else f"**Every figure below shows: {shows}**")
 st.caption(f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
            f"tokens · {result.seconds * 1000:.0f} ms{status}")
