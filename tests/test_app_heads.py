@@ -76,6 +76,8 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     assert "no head report" not in visible_text(at)
     # The page shows the file's numbers, and the file holds what analyze() computes on that split.
     shown = analyze.load_report(report_file)
+    assert (shown["corpus"]["src"], shown["corpus"]["ref"]) == ("data/val.de.gz", "data/val.en.gz")  # no server path
+    assert "from `data/val.de.gz`" in visible_text(at) and str(env["data"]) not in visible_text(at)
     direct = analyze.analyze(Translator.from_checkpoint(env["root"] / "demo"), SRC, REF, ablation=False,
                              pruning=False)
     for kind in analyze.KINDS:
@@ -92,6 +94,10 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
 def test_the_untrained_twin_gets_its_own_report_in_the_cache(env):
     at = run_app(view="Heads", ckpt="demo:untrained")
     assert not at.exception
+    (info,) = [i.value for i in at.info if "no head report" in i.value]
+    # What holds for random weights: the trained model's report is not theirs, and this page computes theirs.
+    assert "for the untrained twin" in info and "not these random ones" in info and "computed here" in info
+    assert str(env["root"] / "demo") not in info  # no command that would analyse the trained model instead
     at.button(key="heads_compute_0").click().run()
     job = wait_for_job("head-report:demo:untrained")
     assert job.error is None
@@ -109,6 +115,20 @@ def test_a_broken_report_gets_a_message_and_no_trace(env):
     assert not at.exception
     assert any("could not be read" in e.value and "not a readable JSON" in e.value for e in at.error)
     assert at.button(key="heads_compute_0") is not None  # and it offers to compute it again
+
+
+def test_an_older_report_naming_a_server_path_shows_only_the_folder_and_file(env):
+    from model import analyze
+    from model.translator import Translator
+
+    older = env["root"] / "older"
+    shutil.copytree(env["root"] / "demo", older, dirs_exist_ok=True)
+    report = analyze.analyze(Translator.from_checkpoint(older), SRC, REF, ablation=False, pruning=False)
+    report["corpus"]["src"] = str(env["data"] / "val.de.gz")  # as reports written before the fix hold it
+    (older / "head_report.json").write_text(json.dumps(report), encoding="utf-8")
+    at = run_app(view="Heads", ckpt="older")
+    assert not at.exception
+    assert "from `data/val.de.gz`" in visible_text(at) and str(env["data"]) not in visible_text(at)
 
 
 def test_only_one_heavy_job_at_a_time(env):
@@ -156,15 +176,20 @@ def test_shipped_report_card_shows_the_reports_numbers():
         assert not [c for c in at.get("plotly_chart") if "heads_offsets" in c.proto.id]
         grid = chart(at, "heads_grid")
         heat = [t for t in grid["data"] if t["type"] == "heatmap"]
+        assert "· = mixed: no role applies" in visible_text(at)
         for t, kind in zip(heat, analyze.KINDS):
             np.testing.assert_allclose(array(t["z"]),
                                        np.array(report["kinds"][kind]["measures"]["confidence"], dtype=float))
             assert [[c for c in row] for row in t["text"]][0][0]  # a role in every cell
         (rect,) = grid["layout"]["shapes"]
-        assert rect["xref"] == "x3" and (rect["x0"], rect["y0"]) == (2.5, 1.5)  # cross 2.3 outlined
+        assert rect["xref"] == "x3" and (rect["x0"], rect["y0"]) == (2.5, 1.5)  # cross L2 H3 outlined
         text = visible_text(at)
         before = report["pruning"]["heads_off_before_bleu_drop"]
         assert f"{before['all']} of 36 heads can be switched off" in text
+        assert_one_vocabulary(text, report)
+        assert "from `multi30k/val.de.gz`" in text and report["corpus"]["src"] == "multi30k/val.de.gz"
+        assert f"(encoder self-attention {before['enc_self']} of 12, decoder self-attention {before['dec_self']} " \
+               f"of 12, cross-attention {before['cross']} of 12, each group alone)" in text
         at = run_app(view="Heads", heads_measure="confidence", kind="cross", layer=2, head=3, heads_sent=2,
                      focus="one head")
         assert not at.exception
@@ -172,6 +197,11 @@ def test_shipped_report_card_shows_the_reports_numbers():
         # The heatmap of the second most confident sentence gives the report's confidence for that sentence.
         conf = report["kinds"]["cross"]["top_sentences"]["confidence"][1][2][1]
         assert f"Confidence of this head on the heatmap: {conf:.3f} (the report: {conf:.3f})" in text
+        assert "**cross-attention layer 2, head 3** · role:" in text
+        assert "Where cross-attention layer 2, head 3 is most confident" in text
+        titles = [spec(c)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+        assert titles[0].startswith("cross L2 H3: mean weight") and titles[1].startswith("cross L2 H3 on corpus")
+        assert_one_vocabulary(text, report)
         pattern = chart(at, "heads_offsets")["data"][0]
         np.testing.assert_allclose(array(pattern["y"]), report["kinds"]["cross"]["offset_pattern"]["weights"][1][2])
         at.button(key="heads_to_attention").click().run()
@@ -179,6 +209,26 @@ def test_shipped_report_card_shows_the_reports_numbers():
         assert at.session_state["view"] == "Attention"
         assert (at.session_state["kind"], at.session_state["layer"], at.session_state["head"]) == ("cross", 2, 3)
         assert any(s.key == "head" and s.value == 3 for s in at.selectbox)
+
+
+def assert_one_vocabulary(text: str, report: dict) -> None:
+    """Heads named in words or short ('cross L2 H3'), never 'cross 2.3' or the URL's 'cross-2-3'; the summary's
+    'mixed' is the grid's '·'."""
+    import re
+
+    from views.ablation import head_name as ablation_name
+    from viz.heads import head_short
+
+    assert not re.search(r"\b(enc|dec|cross) \d+\.\d+|\b(enc_self|dec_self|cross)-\d+-\d+", text), text
+    kinds = report["kinds"]
+    heads = [(k, l, h) for k in kinds for l in range(kinds[k]["layers"]) for h in range(kinds[k]["heads"])]
+    assert all(ablation_name(x) == head_short(*x) for x in heads)  # the ablation chooser writes heads the same way
+    aligners = [head_short(*x) for x in heads if kinds[x[0]]["roles"][x[1]][x[2]][0] == "aligner"]
+    if aligners and "**Aligners:**" in text:
+        assert f"**Aligners:** {', '.join(aligners)}" in text
+    if "heads have a role" in text:
+        mixed = sum(kinds[k]["roles"][l][h][0] == "mixed" for k, l, h in heads)
+        assert f"the other {mixed} are mixed: no role applies (· in the grid)" in text
 
 
 def test_shipped_pruning_part_draws_the_reports_curves():

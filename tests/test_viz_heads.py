@@ -7,7 +7,8 @@ import pytest
 
 from hover_support import cell_hover
 from viz.decoding import attribution_figure
-from viz.heads import grid_layout, head_grid_figure, offset_pattern_figure, pruning_figure, short_role
+from viz.heads import (grid_layout, head_grid_figure, head_name, head_short, offset_pattern_figure, pruning_figure,
+                       short_role)
 
 ROLES = {"enc_self": [[["positional -1"], ["mixed"]], [["sink", "diffuse"], ["diffuse"]]],
          "dec_self": [[["previous-token"], ["mixed"]], [["mixed"], ["sink"]]],
@@ -59,6 +60,16 @@ def test_many_heads_stack_the_panels():
     fig = head_grid_figure({k: np.random.default_rng(0).random((6, 8)) for k in ROLES}, roles, "confidence")
     doms = [fig.layout[f"yaxis{'' if p == 0 else p + 1}"].domain for p in range(3)]
     assert doms[0][0] > doms[1][1] > doms[1][0] > doms[2][1]  # one above the other
+
+
+def test_a_head_has_one_name_in_words_and_one_short_form():
+    assert head_name("cross", 1, 2) == "cross-attention layer 2, head 3"
+    assert head_name("dec_self", 0, 0) == "decoder self-attention layer 1, head 1"
+    assert head_short("cross", 1, 2) == "cross L2 H3" and head_short("enc_self", 2, 0) == "encoder self L3 H1"
+    fig = head_grid_figure({k: np.zeros((2, 2)) for k in ROLES}, ROLES, "confidence")
+    hovers = [t.hovertemplate for t in fig.data if t.type == "heatmap"]
+    assert [h.split("<br>")[0] for h in hovers] == [head_name(k, 0, 0).replace("layer 1, head 1", "layer %{y}, head %{x}")
+                                                   for k in ROLES]
 
 
 def test_short_roles():

@@ -15,7 +15,8 @@ import streamlit as st
 from model import analyze
 from viz.attention import attention_figure
 from viz.common import PAGE_WIDTH_PX
-from viz.heads import head_grid_figure, offset_pattern_figure, pruning_figure, sentence_label
+from viz.heads import (GROUP_NAMES, head_grid_figure, head_name, head_short, offset_pattern_figure, pruning_figure,
+                       sentence_label)
 from views import jobs
 from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_translator, teacher_forced
 from views.text import md_escape
@@ -143,14 +144,15 @@ def _summary(report: dict, path: Path) -> None:
                         f"{report['thresholds']['positional']:.0%} of the time)"),
                        ("previous-token", "Previous-token"), ("next-token", "Next-token"), ("aligner", "Aligners"),
                        ("rare-word", "Rare-word"), ("sink", "Sinks"), ("diffuse", "Diffuse")):
-        heads = [f"{_short(k)} {l + 1}.{h + 1}" for k in KIND_ORDER for l, row in enumerate(kinds[k]["roles"])
+        heads = [head_short(k, l, h) for k in KIND_ORDER for l, row in enumerate(kinds[k]["roles"])
                  for h, labels in enumerate(row) if labels and labels[0].startswith(role)]
         if heads:
             found.append(f"**{name}:** {', '.join(heads)}")
     n_heads = sum(kinds[k]["layers"] * kinds[k]["heads"] for k in KIND_ORDER)
     labelled = sum(1 for k in KIND_ORDER for row in kinds[k]["roles"] for labels in row
                    if labels and labels[0] != "mixed")
-    lines = [f"{labelled} of {n_heads} heads have a role (main label); the others are mixed."]
+    lines = [f"{labelled} of {n_heads} heads have a role (main label); the other {n_heads - labelled} are mixed: "
+             "no role applies (· in the grid)."]
     lines += found
     pruning = report.get("pruning")
     if pruning:
@@ -158,11 +160,13 @@ def _summary(report: dict, path: Path) -> None:
         drop = report["thresholds"]["bleu_drop"]
         lines.append(f"**Pruning:** {before['all']} of {n_heads} heads can be switched off (least important first) "
                      f"before greedy BLEU on {pruning['sentences']} sentences falls {drop:g} point or more below "
-                     f"{pruning['baseline_bleu']:.2f} (enc_self {before['enc_self']}, dec_self {before['dec_self']}, "
-                     f"cross {before['cross']}, each group alone).")
+                     f"{pruning['baseline_bleu']:.2f} ("
+                     + ", ".join(f"{GROUP_NAMES[k]} {before[k]} of {kinds[k]['layers'] * kinds[k]['heads']}"
+                                 for k in KIND_ORDER) + ", each group alone).")
     st.markdown("  \n".join(lines))
-    where = corpus.get("src") or "the given sentences"
-    st.caption(f"Heads are named kind layer.head (1-based). Report: `{_code(path)}` · "
+    where = analyze.corpus_file_name(corpus.get("src")) or "the given sentences"  # older reports hold full paths
+    st.caption(f"A head is named in words, e.g. {head_name('cross', 1, 2)}, and short where space is tight: "
+               f"{head_short('cross', 1, 2)} (layers and heads counted from 1). Report: `{_code(path)}` · "
                f"{corpus['sentences']:,} sentence pairs from `{_code(where)}`, teacher-forced on their "
                f"references ({corpus['tokens']['tgt']:,} target tokens) · computed {report['created']} in "
                f"{report['timings'].get('total', 0):.0f} s.")
@@ -171,10 +175,6 @@ def _summary(report: dict, path: Path) -> None:
 def _code(path) -> str:
     """A path for inside `backticks` (markdown is not read there, so nothing is escaped but the backtick)."""
     return str(path).replace("`", "'")
-
-
-def _short(kind: str) -> str:
-    return {"enc_self": "enc", "dec_self": "dec", "cross": "cross"}[kind]
 
 
 def measure_label(measure: str, facts: dict) -> str:
@@ -206,7 +206,8 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     if not ctx.present:
         st.caption(f"**{md_escape(label)}.** {md_escape(definition)} Cells: the head's main role (pos ±k = "
                    "positional at offset k, prev/next = previous/next-token, align = aligner, rare = rare-word, "
-                   "· = none); the outlined cell is the head chosen above. Hover for the exact value.")
+                   "· = mixed: no role applies); the outlined cell is the head chosen above. Hover for the exact "
+                   "value.")
 
 
 def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> None:
@@ -217,7 +218,7 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
     roles = k["roles"][layer][head]
     c1, c2 = st.columns([2, 3])
     with c1:
-        st.markdown(f"**{_short(kind)} {layer + 1}.{head + 1}** · role: **{md_escape(', '.join(roles) or 'mixed')}**")
+        st.markdown(f"**{head_name(kind, layer, head)}** · role: **{md_escape(', '.join(roles) or 'mixed')}**")
         rows = [{"measure": measure_label(m, ctx.facts), "value": _fmt(v[layer][head], MEASURES.get(m, (m, '.4f'))[1])}
                 for m, v in k["measures"].items() if m in MEASURES]
         if "best_offset" in k["measures"]:
@@ -230,7 +231,7 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
     with c2:
         pattern = k["offset_pattern"]
         chart(st, cached(offset_pattern_figure, pattern["offsets"], pattern["weights"][layer][head], kind,
-                         title=f"{_short(kind)} {layer + 1}.{head + 1}: mean weight by relative position"),
+                         title=f"{head_short(kind, layer, head)}: mean weight by relative position"),
                   width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_offsets"),
                   key="heads_offsets")
     _top_sentences(ctx, report, kind, layer, head)
@@ -256,7 +257,7 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
     if not pairs:
         st.info("The report keeps no sentence text for this head.")
         return
-    st.markdown(f"#### Where {_short(kind)} {layer + 1}.{head + 1} is most confident")
+    st.markdown(f"#### Where {head_name(kind, layer, head)} is most confident")
     ss["heads_sent"] = min(max(int(ss.get("heads_sent", 1)), 1), len(pairs))
     choice = st.radio("Corpus sentence", list(range(1, len(pairs) + 1)), key="heads_sent", horizontal=not ctx.present,
                       format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · {sentence_label(pairs[n - 1][2]['src'], 40)}")
@@ -272,7 +273,7 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
                f"{md_escape(pair['ref'])}  \nTeacher-forced on the reference, as the analysis read it (not the model's "
                f"own decoding). Confidence of this head on the heatmap: {here:.3f} (the report: {confidence:.3f}).")
     chart(st, cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
-                     title=f"{_short(kind)} {layer + 1}.{head + 1} on corpus sentence {index + 1}",
+                     title=f"{head_short(kind, layer, head)} on corpus sentence {index + 1}",
                      width_px=PAGE_WIDTH_PX),
               width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
               key="heads_sentence")
@@ -313,10 +314,16 @@ def _no_report(ctx: Context, path: Path | None, error: str | None) -> None:
         st.error(f"The head report could not be read. {md_escape(error)}")
     else:
         looked = ", ".join(f"`{_code(p)}`" for p in report_paths(ctx.key))
-        st.info(f"There is no head report for this model yet (looked in {looked}). It is computed once per model "
-                "over the validation split and kept; from a terminal: `python -m model.analyze --checkpoint "
-                f"{_code(checkpoint_dir() / ctx.key.removesuffix(TWIN))}`" +
-                (" (for the untrained twin, compute it here)." if is_twin(ctx.key) else "."))
+        trained = ctx.key.removesuffix(TWIN)
+        if is_twin(ctx.key):
+            st.info(f"There is no head report for the untrained twin yet (looked in {looked}). A report of the "
+                    f"trained model ({md_escape(trained)}) describes its learned weights, not these random ones: the "
+                    "twin gets its own, computed here over the validation split and kept in the cache folder. For "
+                    "a trained model, `python -m model.analyze --checkpoint FOLDER` computes one from a terminal.")
+        else:
+            st.info(f"There is no head report for this model yet (looked in {looked}). It is computed once per "
+                    "model over the validation split and kept; from a terminal: `python -m model.analyze "
+                    f"--checkpoint {_code(checkpoint_dir() / trained)}`.")
     _compute_button(ctx)
 
 

@@ -22,10 +22,23 @@ CHOSEN_LINE = "#d62728"
 LINE_COLOURS = {"enc_self": "#1f77b4", "dec_self": "#2ca02c", "cross": "#ff7f0e", "all": "#333333"}
 GROUP_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention",
                "all": "all heads together"}
+# One way to name a head across the app: in words in running text, short where space is tight (lists, figure
+# titles, the ablation chooser), and kind-layer-head only in URLs.
+SHORT_KINDS = {"enc_self": "encoder self", "dec_self": "decoder self", "cross": "cross"}
+
+
+def head_name(kind: str, layer: int, head: int) -> str:
+    """A head in words, 0-based in, 1-based out: 'cross-attention layer 2, head 3'."""
+    return f"{GROUP_NAMES[kind]} layer {layer + 1}, head {head + 1}"
+
+
+def head_short(kind: str, layer: int, head: int) -> str:
+    """The same head where space is tight: 'cross L2 H3'."""
+    return f"{SHORT_KINDS[kind]} L{layer + 1} H{head + 1}"
 
 
 def short_role(labels: Sequence[str]) -> str:
-    """The main (first) role label in its short form; '·' for none ('mixed')."""
+    """The main (first) role label in its short form; '·' for 'mixed' (no role applies)."""
     if not labels:
         return "·"
     return ROLE_SHORT.get(labels[0], labels[0])
@@ -90,7 +103,7 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
             coloraxis="coloraxis", text=text, texttemplate="%{text}", textfont=dict(size=max(11, tick - 2)),
             customdata=custom, xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2,
             name=KIND_NAMES[kind],
-            hovertemplate=(f"{KIND_NAMES[kind]}<br>layer %{{y}}, head %{{x}}<br>{measure_label}: "
+            hovertemplate=(f"{GROUP_NAMES[kind]} layer %{{y}}, head %{{x}}<br>{measure_label}: "
                            "%{customdata[1]}<br>role: %{customdata[0]}<extra></extra>")))
         if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
             l, h = chosen[1] + 1, chosen[2] + 1
