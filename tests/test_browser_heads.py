@@ -24,7 +24,8 @@ def test_heads_page_draws_the_report_and_opens_a_head_in_the_attention_view(page
     page.get_by_text("one head", exact=True).click()
     wait_new_run(page, before)
     assert wait_charts(page) == 2  # the offset pattern and a corpus sentence's heatmap
-    assert any("dec 2.4" in t for t in chart_titles(page)), chart_titles(page)
+    assert any(t.startswith("decoder self L2 H4: mean weight") for t in chart_titles(page)), chart_titles(page)
+    assert page.locator(MAIN).get_by_text("decoder self-attention layer 2, head 4", exact=True).count() == 1
     assert "focus=one+head" in page.url
     before = runs(page)
     page.get_by_role("button", name="Open this head in the Attention view").click()
@@ -48,7 +49,7 @@ def test_heads_page_draws_the_report_and_opens_a_head_in_the_attention_view(page
 def test_heads_report_computed_from_the_page_in_the_background(page, app_server):
     """The untrained twin has no report: the button starts a server job, the page follows it and then draws it."""
     open_app(page, app_server.link(view="Heads", ckpt="demo:untrained"))
-    assert any("no head report" in t for t in alert_texts(page, "Info"))
+    assert any("no head report" in t and "not these random ones" in t for t in alert_texts(page, "Info"))
     page.get_by_role("button", name="Compute the head report").click()
     # The page polls the job and runs again by itself when it has finished: no click needed.
     page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .gtitle")]
