@@ -1,0 +1,397 @@
+"""A class opening the link at once, and a backend lost mid-class: real Chromium pages on fresh servers.
+
+    python benchmarks/bench_crowd.py [--pages 8 16 32] [--processes 1 2] [--rounds 1] [--checkpoint-dir checkpoints]
+                                     [--model multi30k-de-en] [--fault] [--fault-only] [--fault-pages 8]
+                                     [--fault-signal TERM KILL] [--timeout 180]
+
+Crowd: for each process count (1: one `streamlit run app.py`, connected directly; 2 or more: that many behind
+deploy/serve.py's nginx) and each N in --pages, --rounds times: start FRESH server processes, open N Chromium
+pages at the same moment on the teacher's link (`?view=Attention&text=<one caption sentence>`, the same for all)
+with tests/crowd_support.open_at_once, and record per page whether it got the app (header drawn, every chart
+plotted, no exception), the seconds from opening the link to that first drawn page, exceptions (first lines)
+and timeouts; behind nginx also how many pages each process got (from nginx's access log). Stop the servers.
+
+Fault (--fault): 2 processes behind nginx, --fault-pages real Chromium pages (one per student, opened over the
+first --every seconds), each typing a new sentence of its own every --every s (± --jitter) as bench_classroom.py's
+sessions do. --fault-after s into the class the process serving the most pages gets --fault-signal (TERM: a
+stop; KILL: a crash; one class each). The class goes on for --fault-for s. Every page logs, with the wall clock,
+its websocket's openings and closings, each finished run (with the DE line and the view it showed), and the
+texts of Streamlit's connection status, of any dialog, exception or error box. Reported per student of the
+stopped process: what it showed, when it was served again (first run drawn after the signal), whether that
+run came by itself (the frontend's reconnect) or with the student's next sentence, whether it kept its last
+sentence and view, and which process serves it now; for the other process's students: whether anything
+changed for them, and their action times before and after. Writes benchmarks/results/crowd.json.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from common import ROOT, add_server_args, distinct_sentences, machine, table, write_results
+
+sys.path.insert(0, str(ROOT / "deploy"))
+import browser_support as bs  # noqa: E402
+from classroom_client import squash  # noqa: E402
+from crowd_support import PAGE_DONE_JS, open_at_once  # noqa: E402
+
+DE_LINE = f"{bs.MAIN} h4"  # the first one is the "#### DE <tokens>" line above every view
+VIEW = ".st-key-view [data-testid='stRadioOption'][data-selected='true']"
+ENV = {"ATLAS_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}  # what deploy/serve.py gives each process
+# Installed after browser_support.RUN_COUNTER_JS (it wraps that WebSocket class): a log with Date.now() stamps.
+LOG_JS = """
+window.__crowdLog = [];
+(() => {
+  const log = (ev, detail) => window.__crowdLog.push({t: Date.now(), ev, detail: detail || ''});
+  const Socket = window.WebSocket;
+  window.WebSocket = class extends Socket {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('open', () => log('ws-open'));
+      this.addEventListener('close', e => log('ws-close', 'code ' + e.code));
+    }
+  };
+  const text = sel => [...document.querySelectorAll(sel)].map(e => e.innerText.trim().split('\\n')[0]).join(' | ');
+  let last = {}, runs = 0, pending = 0;
+  setInterval(() => {
+    const now = {status: text("[data-testid='stConnectionStatus']"), dialog: text("[role='dialog']"),
+                 exception: text("%(exc)s"), error: text("[data-testid='stAlertContentError']")};
+    for (const k in now) if (now[k] !== (last[k] || '')) log(k, now[k]);
+    last = now;
+    if ((window.__atlasRuns || 0) > runs) { runs = window.__atlasRuns; pending = 1; }
+    else if (pending && document.querySelector("%(idle)s")) {  // one tick later, so React has drawn the run
+      pending = 0;
+      const de = document.querySelector("%(de)s");
+      log('drawn', JSON.stringify({de: de ? de.innerText : '', view: text("%(view)s"), exception: now.exception}));
+    }
+  }, 100);
+})();
+""" % {"exc": bs.EXCEPTION, "idle": bs.IDLE, "de": DE_LINE, "view": VIEW}
+
+
+def link(url: str, text: str) -> str:
+    """The app's link for a sentence on the Attention view, as a teacher shares it."""
+    return url + "?" + urlencode({"view": "Attention", "text": text})
+
+
+def spread(xs: list[float]) -> dict:
+    """p50 / p95 / max of seconds (None for an empty list)."""
+    if not xs:
+        return {"n": 0, "p50_s": None, "p95_s": None, "max_s": None}
+    s = sorted(xs)
+    p95 = statistics.quantiles(s, n=20, method="inclusive")[18] if len(s) > 1 else s[0]
+    return {"n": len(s), "p50_s": round(statistics.median(s), 2), "p95_s": round(p95, 2), "max_s": round(s[-1], 2)}
+
+
+@contextlib.contextmanager
+def serving(processes: int, ckpt: Path, model: str, folder: Path):
+    """Fresh server process(es): yields (base URL, Deployment or None, seconds until healthy); always stopped."""
+    server = deployment = None
+    t0 = time.perf_counter()
+    try:
+        if processes == 1:
+            server = bs.start_server(ckpt, model, folder / "server.log", timeout=120, extra_env=ENV)
+            yield server.url, None, time.perf_counter() - t0
+        else:
+            from serve import Deployment
+
+            deployment = Deployment(processes, checkpoint_dir=ckpt, model=model, torch_threads=1, workdir=folder)
+            deployment.start()
+            yield deployment.url, deployment, time.perf_counter() - t0
+    finally:
+        if deployment is not None:
+            deployment.stop()
+        if server is not None:
+            bs.stop_server(server)
+
+
+def first_visits_per_backend(deployment) -> dict:
+    """From nginx's access log: the page requests without a cookie (fresh visitors), per process that answered."""
+    counts: dict[str, int] = {}
+    for line in (deployment.workdir / "access.log").read_text(encoding="utf-8", errors="replace").splitlines():
+        if '"GET /?' in line and line.rsplit("cookie=", 1)[-1] in ("", "-"):
+            name = line.split("backend=")[-1].split()[0] if "backend=" in line else "?"
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def crowd_phase(processes: int, pages: int, rnd: int, args, ckpt: Path, sentence: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench_crowd_") as tmp, \
+            serving(processes, ckpt, args.model, Path(tmp)) as (url, deployment, start_s):
+        results = open_at_once([link(url, sentence)] * pages, timeout=args.timeout)
+        per_backend = first_visits_per_backend(deployment) if deployment else {"direct": pages}
+        dead = deployment.dead() if deployment else []
+    got = [r for r in results if r.got_app]
+    errors = [f"exception: {r.exceptions[0]}" if r.exceptions else (r.error or "no header drawn")
+              for r in results if not r.got_app]
+    return {"processes": processes, "pages": pages, "round": rnd, "server_start_s": round(start_s, 1),
+            "got_app": len(got), "with_exception": sum(bool(r.exceptions) for r in results),
+            "timed_out": sum("Timeout" in r.error for r in results), "first_drawn": spread([r.seconds for r in got]),
+            "seconds": [None if r.seconds is None else round(r.seconds, 2) for r in results],
+            "errors": errors, "first_visits_per_backend": per_backend, "processes_died": dead}
+
+
+# ----------------------------------------------------------------------------- fault: a class, one process lost
+
+class Student:
+    def __init__(self, i: int, page, sentence: str):
+        self.i, self.page, self.first = i, page, sentence
+        self.actions: list[dict] = []  # t (wall clock), seconds or None, text, error, shows (its own sentence)
+        self.backend = self.backend_after = ""
+        self.log: list[dict] = []
+
+
+async def cookie(page) -> str:
+    return next((c["value"] for c in await page.context.cookies() if c["name"] == "atlas_backend"), "")
+
+
+async def runs(page) -> int:
+    return await page.evaluate("() => window.__atlasRuns")
+
+
+async def type_sentence(page, text: str, timeout: float) -> None:
+    """bs.enter_text, async: fill the sidebar's text area, Ctrl+Enter, wait for a new finished run."""
+    area, before = page.locator(".st-key-text textarea"), await runs(page)
+    for _ in range(3):
+        await area.fill(text, timeout=timeout * 1000)
+        await area.press("Control+Enter", timeout=timeout * 1000)
+        await page.wait_for_function("""([n, sel, text]) => { const a = document.querySelector(sel);
+            return window.__atlasRuns > n || (a !== null && a.value !== text); }""",
+                                     arg=[before, ".st-key-text textarea", text], timeout=timeout * 1000, polling=100)
+        if await runs(page) > before:
+            await page.wait_for_function("([n, idle]) => window.__atlasRuns > n && document.querySelector(idle)",
+                                         arg=[before, bs.IDLE], timeout=timeout * 1000, polling=100)
+            return
+    raise RuntimeError("the text area showed another text three times")
+
+
+async def open_student(browser, i: int, url: str, text: str, delay: float, timeout: float) -> Student:
+    await asyncio.sleep(delay)
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    await context.add_init_script(bs.RUN_COUNTER_JS)
+    await context.add_init_script(LOG_JS)
+    page = await context.new_page()
+    await page.goto(link(url, text), timeout=timeout * 1000)
+    await page.wait_for_function(PAGE_DONE_JS, arg=[bs.EXCEPTION, bs.IDLE, bs.TRANSLATION, bs.CHART],
+                                 timeout=timeout * 1000, polling=100)
+    s = Student(i, page, text)
+    s.backend = await cookie(page)
+    return s
+
+
+async def student_loop(s: Student, sentences, end: float, args, rng: random.Random) -> None:
+    while True:
+        pause = args.every * rng.uniform(1 - args.jitter, 1 + args.jitter)
+        if time.time() + pause >= end:
+            return
+        await asyncio.sleep(pause)
+        text, t0 = next(sentences), time.time()
+        try:
+            await type_sentence(s.page, text, args.fault_timeout)
+            de = await s.page.locator(DE_LINE).first.inner_text(timeout=5000)
+            shows = squash(de).endswith(squash(text))
+            s.actions.append({"t": t0, "s": time.time() - t0, "text": text, "error": "", "shows": shows,
+                              "area": "" if shows else await s.page.locator(".st-key-text textarea").input_value()})
+        except Exception as e:  # noqa: BLE001 - a timeout while the page is disconnected is a result
+            s.actions.append({"t": t0, "s": None, "text": text, "error": f"{type(e).__name__}: {str(e)[:120]}",
+                              "shows": False})
+
+
+async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[list[Student], float, str]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=bs.CHROMIUM, args=bs.CHROMIUM_ARGS, headless=True)
+        try:
+            rng = random.Random(7)
+            students = await asyncio.gather(*(open_student(browser, i, url, next(sentences),
+                                                           rng.uniform(0, args.every), args.timeout)
+                                              for i in range(args.fault_pages)))
+            kill_at = time.time() + args.fault_after
+            end = kill_at + args.fault_for
+            tally = {b.name: sum(s.backend == b.name for s in students) for b in deployment.backends}
+            victim = next(b for b in deployment.backends if tally[b.name] == max(tally.values()))
+
+            async def kill() -> float:
+                await asyncio.sleep(kill_at - time.time())
+                t = time.time()
+                victim.proc.send_signal(sig)
+                await asyncio.to_thread(victim.proc.wait, 60)
+                return t
+
+            killed, *_ = await asyncio.gather(kill(), *(student_loop(s, sentences, end, args, random.Random(s.i))
+                                                        for s in students))
+            for s in students:
+                s.log = await s.page.evaluate("() => window.__crowdLog")
+                s.backend_after = await cookie(s.page)
+            return students, killed, victim.name
+        finally:
+            await browser.close()
+
+
+def _drawn(e: dict) -> dict:
+    import json
+
+    return json.loads(e["detail"])
+
+
+def judge(s: Student, killed: float, victim: str) -> dict:
+    """What one student saw after the signal, from its page's log and its actions."""
+    ms = killed * 1000
+    after = [e for e in s.log if e["t"] >= ms]
+    shown = sorted({f"{e['ev']}: {e['detail']}" for e in after if e["ev"] in ("status", "dialog", "exception", "error")
+                    and e["detail"]})
+    noticed = [e["t"] for e in after if e["ev"] == "ws-close" or (e["ev"] in ("status", "dialog") and e["detail"])]
+    served = next((e for e in after if e["ev"] == "drawn" and not _drawn(e)["exception"]), None)
+    before = [a for a in s.actions if a["t"] < killed]
+    last_text = before[-1]["text"] if before else s.first
+    after_actions = [a for a in s.actions if a["t"] >= killed]
+    out = {"student": s.i, "backend": s.backend, "backend_after": s.backend_after, "on_stopped": s.backend == victim,
+           "noticed_after_s": round(noticed[0] / 1000 - killed, 2) if noticed else None, "shown": shown,
+           "websocket": [f"{e['ev']} {e['detail']} at +{e['t'] / 1000 - killed:.2f} s".replace("  ", " ")
+                         for e in after if e["ev"].startswith("ws-")],
+           "served_again_s": None, "by_itself": None, "kept_sentence": None, "kept_view": None,
+           "actions_before": len(before), "actions_after": len(after_actions),
+           "errors_after": [a["error"] for a in after_actions if a["error"]],
+           "wrong_after": sum(not a["shows"] and not a["error"] for a in after_actions),
+           "actions_after_detail": [f"+{a['t'] - killed:.1f} s: " + (a["error"] or f"{a['s']:.2f} s, shows " + (
+               "its sentence" if a["shows"] else f"another; the text area then holds {a['area']!r}"))
+               for a in after_actions],
+           "reconnected_s": next((round(e["t"] / 1000 - killed, 2) for e in after if e["ev"] == "ws-open"), None),
+           "own_sentence_again_s": next((round(a["t"] + a["s"] - killed, 2) for a in after_actions if a["shows"]),
+                                        None),
+           "action_s_before": [round(a["s"], 2) for a in before if a["s"] is not None],
+           "action_s_after": [round(a["s"], 2) for a in after_actions if a["s"] is not None]}
+    if served is not None:
+        d = _drawn(served)
+        next_action = next((a["t"] for a in after_actions), float("inf"))
+        typed_then = [a["text"] for a in s.actions if a["t"] * 1000 <= served["t"]]
+        out.update(served_again_s=round(served["t"] / 1000 - killed, 2), by_itself=served["t"] / 1000 < next_action,
+                   shows_at_reconnect=d["de"], kept_sentence=squash(d["de"]).endswith(squash(last_text)),
+                   shows_own_latest=squash(d["de"]).endswith(squash(typed_then[-1] if typed_then else s.first)),
+                   kept_view=d["view"] == "Attention")
+    return out
+
+
+def fault_phase(args, ckpt: Path, signame: str, sentences) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench_crowd_fault_") as tmp, \
+            serving(2, ckpt, args.model, Path(tmp)) as (url, deployment, _):
+        students, killed, victim = asyncio.run(fault_class(url, deployment, args, sentences,
+                                                           getattr(signal, f"SIG{signame}")))
+        dead = deployment.dead()
+    rows = [judge(s, killed, victim) for s in students]
+    hit, rest = [r for r in rows if r["on_stopped"]], [r for r in rows if not r["on_stopped"]]
+    served = [r["served_again_s"] for r in hit if r["served_again_s"] is not None]
+    return {"signal": f"SIG{signame}", "pages": len(rows), "stopped": victim, "on_stopped": len(hit),
+            "noticed": sum(r["noticed_after_s"] is not None for r in hit), "served_again": spread(served),
+            "reconnected": spread([r["reconnected_s"] for r in hit if r["reconnected_s"] is not None]),
+            "own_sentence_again": spread([r["own_sentence_again_s"] for r in hit if r["own_sentence_again_s"]]),
+            "first_sentence_after_lost": sum(bool(r["wrong_after"]) for r in hit),
+            "served_by_itself": sum(bool(r["by_itself"]) for r in hit), "never_served": len(hit) - len(served),
+            "kept_sentence": sum(bool(r["kept_sentence"]) for r in hit),
+            "kept_view": sum(bool(r["kept_view"]) for r in hit),
+            "moved_to": sorted({r["backend_after"] for r in hit}),
+            "shown": sorted({x for r in hit for x in r["shown"]}),
+            "others_noticed": sum(r["noticed_after_s"] is not None or bool(r["shown"]) for r in rest),
+            "others_errors": sum(len(r["errors_after"]) for r in rest),
+            "others_action_before": spread([x for r in rest for x in r["action_s_before"]]),
+            "others_action_after": spread([x for r in rest for x in r["action_s_after"]]),
+            "processes_died": dead, "students": rows}
+
+
+# ----------------------------------------------------------------------------- main
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def report(crowd: list[dict], faults: list[dict]) -> None:
+    if crowd:
+        print(table([[c["processes"], c["pages"], c["round"], f"{c['got_app']}/{c['pages']}", c["with_exception"],
+                      c["timed_out"], _f(c["first_drawn"]["p50_s"]), _f(c["first_drawn"]["p95_s"]),
+                      _f(c["first_drawn"]["max_s"]), _f(c["server_start_s"]),
+                      " ".join(f"{k}={v}" for k, v in c["first_visits_per_backend"].items())] for c in crowd],
+                    ["procs", "pages", "round", "got app", "exception", "timeout", "p50 s", "p95 s", "max s",
+                     "start s", "pages per process"]))
+    if faults:
+        mm = lambda d: f"{_f(d['p50_s'])}/{_f(d['max_s'])}"  # noqa: E731
+        print("\nA process stopped mid-class (its students: reconnected, first run, own sentence shown again: "
+              "seconds after the signal, p50/max)")
+        print(table([[f["signal"], f"{f['on_stopped']}/{f['pages']}", f["noticed"], mm(f["reconnected"]),
+                      f"{mm(f['served_again'])} ({f['served_by_itself']})", mm(f["own_sentence_again"]),
+                      f["first_sentence_after_lost"], f"{f['kept_sentence']}/{f['kept_view']}", f["others_noticed"],
+                      f["others_errors"], f"{_f(f['others_action_before']['p50_s'])}/"
+                      f"{_f(f['others_action_after']['p50_s'])}"] for f in faults],
+                    ["signal", "hit", "noticed", "reconnected s", "first run s (by itself)", "own sentence s",
+                     "next sentence lost", "kept text/view", "others noticed", "others errors",
+                     "others p50 s before/after"]))
+        for f in faults:
+            print(f"  {f['signal']}: its students saw {'; '.join(f['shown']) or 'nothing'}; now on "
+                  f"{', '.join(f['moved_to']) or '-'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_server_args(ap)
+    ap.add_argument("--pages", type=int, nargs="+", default=[8, 16, 32], help="class sizes opening the link at once")
+    ap.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="1: direct; 2+: behind nginx")
+    ap.add_argument("--rounds", type=int, default=1, help="fresh servers per (processes, pages)")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds a page may take to be drawn")
+    ap.add_argument("--fault", action="store_true", help="also a class that loses a process mid-class")
+    ap.add_argument("--fault-only", action="store_true", help="only the fault class (no crowd phases)")
+    ap.add_argument("--fault-pages", type=int, default=8)
+    ap.add_argument("--fault-signal", nargs="+", default=["TERM", "KILL"], choices=["TERM", "KILL", "INT"])
+    ap.add_argument("--fault-after", type=float, default=20, help="seconds of class before the signal")
+    ap.add_argument("--fault-for", type=float, default=60, help="seconds of class after the signal")
+    ap.add_argument("--fault-timeout", type=float, default=60, help="seconds one new sentence may take")
+    ap.add_argument("--every", type=float, default=5, help="seconds between a result and the next sentence")
+    ap.add_argument("--jitter", type=float, default=0.5)
+    args = ap.parse_args()
+    pre = bs.chromium_missing()
+    ckpt = Path(args.checkpoint_dir).resolve()
+    if pre or not (ckpt / args.model / "model.safetensors").is_file():
+        print(pre or f"No checkpoint at {ckpt / args.model} (model.safetensors missing).", file=sys.stderr)
+        return 2
+    from serve import NGINX_MISSING, nginx_binary
+
+    if nginx_binary() is None and (args.fault or args.fault_only or max(args.processes) > 1):
+        print(NGINX_MISSING, file=sys.stderr)
+        return 2
+    started, sentence = time.perf_counter(), distinct_sentences(1)[0]
+    crowd, faults = [], []
+    for procs in ([] if args.fault_only else args.processes):
+        for n in args.pages:
+            for rnd in range(args.rounds):
+                print(f"{procs} process(es), {n} pages at once, round {rnd + 1} …", flush=True)
+                crowd.append(crowd_phase(procs, n, rnd + 1, args, ckpt, sentence))
+                c = crowd[-1]
+                print(f"  {c['got_app']}/{n} got the app; first drawn {c['first_drawn']}; errors {c['errors'][:3]}",
+                      flush=True)
+    sentences = iter(distinct_sentences(4000)[1:])
+    for name in (args.fault_signal if args.fault or args.fault_only else []):
+        print(f"fault: {args.fault_pages} students on 2 processes, SIG{name} after {args.fault_after:g} s …", flush=True)
+        faults.append(fault_phase(args, ckpt, name, sentences))
+    print()
+    report(crowd, faults)
+    path = write_results("crowd", {
+        "benchmark": "crowd", "checkpoint_dir": str(ckpt), "model": args.model, "torch_threads": 1,
+        "link": {"view": "Attention", "text": sentence}, "timeout_s": args.timeout, "rounds": args.rounds,
+        "client": "Chromium pages (tests/crowd_support.py; the fault class: Playwright pages typing sentences)",
+        "proxy": "nginx, cookie-sticky (deploy/nginx.conf.template)",
+        "fault_settings": {k: getattr(args, k) for k in ("fault_pages", "fault_after", "fault_for", "fault_timeout",
+                                                          "every", "jitter")} if faults else None,
+        "machine": machine(), "wall_s": round(time.perf_counter() - started), "crowd": crowd, "faults": faults})
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return 1 if any(c["with_exception"] for c in crowd) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
