@@ -43,7 +43,7 @@ def render(ctx: Context) -> None:
     # presenter mode: what to show and the colour switch share one row
     top, right = st.columns([3, 1], vertical_alignment="center") if ctx.present else (st, st)
     show = sections(ctx, ["one head", "all heads of the layer", "every layer × head", "heads off"], top)
-    hide = right.toggle("Rescale colours", key="rescale",
+    hide = right.toggle("Rescale colours", key="rescale", persist_state="session",
                         help=f"Shows the weaker weights. When a few cells (each row's strongest key, or an attention "
                              f"sink such as '{k_tokens[sink]}') take most of the weight, the rest of the map is pale. "
                              "This sets the colour maximum to the 95th percentile of the other weights; stronger cells "
@@ -99,9 +99,9 @@ def _side_by_side(ctx: Context, kind: str, layer: int, head: int) -> None:
         t = c.result.trace
         q, k = t.axes(kind)
         sides.append(Side(c.label, t.probs(kind)[layer], q, k, t.attn[kind][layer]["mask"]))  # (h, i, j)
-    top, right = st.columns([4, 1], vertical_alignment="center")
+    top, right = st.columns([2, 1], vertical_alignment="center")  # a fifth of the page cut "Rescale colours"
     show = sections(ctx, ["one head", "all heads of the layer"], top, always=True)
-    hide = right.toggle("Rescale colours", key="rescale",
+    hide = right.toggle("Rescale colours", key="rescale", persist_state="session",
                         help="Sets the colour maximum to the larger of the two sides' 95th percentiles of the weaker "
                              "weights (each side without its strongest key column); the colourbar says so.")
     zmax = max(robust_zmax(s.probs, ignore_key=sink_key(s.probs), mask=s.mask) for s in sides) if hide else None

@@ -62,7 +62,7 @@ def _step(ctx: Context, steps: list) -> None:
     # Presenter mode: the step, layer and head in one row above the two figures, what the decoder read below them.
     top = st.columns([2, 1, 1], vertical_alignment="bottom") if ctx.present else None
     slider = dict(format="step %d", label_visibility="collapsed") if top else {}
-    step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", **slider) if n > 1 else 1
+    step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", persist_state="session", **slider) if n > 1 else 1
     step = steps[step_no - 1]
     read = f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**"
     if not ctx.present:
@@ -111,9 +111,9 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
     c1, c2 = (container, beside) if beside is not None else container.columns(2)
     compact = beside is not None  # presenter mode's row: no labels above the boxes, the options say what they are
     vis = "collapsed" if compact else "visible"
-    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer", label_visibility=vis,
+    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer", persist_state="session", label_visibility=vis,
                          format_func=(lambda v: f"layer {v}") if compact else str)
-    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head", label_visibility=vis,
+    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head", persist_state="session", label_visibility=vis,
                         format_func=lambda h: "mean of heads" if h == 0 else f"head {h}")
     return layer, head
 
@@ -138,7 +138,7 @@ def _side_by_side(ctx: Context) -> None:
         return
     ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
     c0, c1 = st.columns(2)  # the layer and head boxes need half the page at 1280 px ("mean of heads")
-    step_no = c0.slider("Step", 1, n, key="dec_step") if n > 1 else 1
+    step_no = c0.slider("Step", 1, n, key="dec_step", persist_state="session") if n > 1 else 1
     layer, head = _layer_head(ctx.cfg if ctx.cfg.n_decoder_layers <= ctx.other.cfg.n_decoder_layers else ctx.other.cfg,
                               c1)
     for c, col, tag in zip(sides, st.columns(2), "AB"):
@@ -215,7 +215,7 @@ def _greedy_and_beam(ctx: Context) -> None:
     beam = int(ss.get("beam", 5))
     # Beam search runs only when asked for, or when the figures already trace it (issue 10: it was a third of
     # the server's work for every first visit of this page).
-    if ctx.mode != "beam" and not st.toggle(f"Run beam search (beam {beam}) and compare", key="dec_beam"):
+    if ctx.mode != "beam" and not st.toggle(f"Run beam search (beam {beam}) and compare", key="dec_beam", persist_state="session"):
         st.caption("Beam search keeps the best few partial translations at each step; switch it on to see what it "
                    "returns for this sentence beside the greedy output.")
         return

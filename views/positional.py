@@ -25,15 +25,15 @@ def render(ctx: Context) -> None:
     parts = ["waves", "the whole matrix", "similarity between positions"]
     show = sections(ctx, parts) if ctx.present else None  # presenter: the part first, then only its controls
     c1, c2 = st.columns([2, 1])
-    n = c2.slider("Positions shown", 10, top, key="pe_positions")
+    n = c2.slider("Positions shown", 10, top, key="pe_positions", persist_state="session")
     dims = ss["pe_dims"]
     if show is None or show("waves"):
         parity = (f"Dimensions 0–{(d + 1) // 2 - 1} are sines, the others their cosines." if layout == "sin_then_cos"
                   else "Even dimensions are sines, odd ones cosines.")
-        dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims", help=parity)
+        dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims", persist_state="session", help=parity)
     elif show("similarity between positions"):
         ss["pe_ref"] = min(max(int(ss["pe_ref"]), 0), n - 1)
-        c1.slider("Compare every position with position", 0, n - 1, key="pe_ref")
+        c1.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
     pe = sinusoidal_encoding(n, d, layout)  # (n, d) the formula, in this model's layout
     recorded = ctx.result.trace.src_embed["positional"]  # (s, d) what the model added to this sentence
     m = min(len(recorded), n)
@@ -73,7 +73,7 @@ def _similarity(ctx: Context, pe, n: int, n_src: int) -> None:
         ref = ss["pe_ref"]
     else:
         ss["pe_ref"] = min(max(int(ss["pe_ref"]), 0), n - 1)
-        ref = st.slider("Compare every position with position", 0, n - 1, key="pe_ref")
+        ref = st.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
     chart(st, cached(position_similarity_figure, pe, ref_position=ref), width="stretch",
           config=fig_config(ctx, f"positional_similarity_to_{ref}"))
     sim, far = position_similarity(pe, ref)

@@ -35,8 +35,8 @@ from viz import look
 from viz.text import (TITLE_WRAP_CHARS, cut_token, escape_token, escape_tokens, fmt_prob,  # noqa: F401
                       fmt_share, title_lines, visible_len, wrap_title)
 # The theme lives in viz.theme and is re-exported here too.
-from viz.theme import (DEFAULT_THEME, PRESENTER_THEME, Theme, below_controls, fit_height,  # noqa: F401
-                       presenter_height, theme, using_theme)
+from viz.theme import (DEFAULT_THEME, PRESENTER_THEME, TEXT_LINE_PX, Theme, below_controls,  # noqa: F401
+                       fit_height, presenter_height, theme, using_theme)
 
 
 # Whether figure() validates what the builders wrote (see figure()); tests switch it on with validating().
@@ -112,6 +112,7 @@ FACET_ROW_PX = 22
 MIN_PANEL_PX, MAX_PANEL_PX = 220, 520
 MIN_TICK_PX = DEFAULT_THEME.min_tick_px  # between neighbouring labels, across the text
 MAX_TICKS = 40
+MIN_COLORBAR_PX = 120  # a colour bar shorter than this squeezes its tick labels together
 # Width a figure is assumed to get on the page when the caller does not say
 # (``width_px``); only used to decide how many key labels fit. PAGE_WIDTH_PX is
 # the main column of a 1440 px window with the sidebar open (Streamlit's wide
@@ -480,15 +481,32 @@ def set_template(fig: go.Figure, name: str) -> None:
 
 
 def enforce_min_font(fig: go.Figure) -> go.Figure:
-    """With a theme that has a minimum font size (presenter mode), bring every text of ``fig`` up to it.
+    """With a theme that has a minimum font size (presenter mode), bring every text of ``fig`` up to it, and keep
+    its colour bars long enough for their tick labels.
 
     :func:`style` calls it; call it again after adding axes or traces to a styled figure.
     """
     t = theme()
     if not t.min_font:
         return fig
+    _long_colorbars(fig)
     # Sizes left unset would take Streamlit's theme (about 14 px for axis and colourbar titles): set them.
     return floor_fonts(fig, t.min_font, unset=t.base)
+
+
+def _long_colorbars(fig: go.Figure) -> None:
+    """A colour bar is as long as the plot: in a figure cut to a presenter screen's height that can be too short
+    for its tick labels, which then run into each other. Such a bar gets MIN_COLORBAR_PX, reaching into the margins."""
+    layout = fig.layout
+    if not layout.height:
+        return
+    bottom = max(layout.margin.b or 0, label_margins(layout._props, theme().base)[1])  # plotly pushes the margin
+    if layout.height - (layout.margin.t or 0) - bottom >= MIN_COLORBAR_PX:
+        return
+    owners = [layout.coloraxis] + list(fig.data)
+    for owner in owners:
+        if "colorbar" in (owner._props or {}):  # only bars the figure shows (see floor_fonts)
+            owner.colorbar.update(lenmode="pixels", len=MIN_COLORBAR_PX)
 
 
 def resolve_scale(colorscale):
@@ -610,7 +628,8 @@ def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
     longest = max((visible_len(escape_token(cut_token(t, cap))) for t in row_tokens), default=2) \
         if row_tokens is not None else 3
     used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + (110 if colorbar else 0)
-    return max(40.0, ((width_px or FIGURE_WIDTH_PX) - used) / cols * (0.95 if cols > 1 else 1))
+    width = (width_px or FIGURE_WIDTH_PX) * theme().width_scale
+    return max(40.0, (width - used) / cols * (0.95 if cols > 1 else 1))
 
 
 def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
@@ -668,8 +687,16 @@ def plot_rows_px(height: int, col_tokens=None, title_lines: int = 1, angle: int 
 
 
 def _overhead(col_tokens, title_lines: int, angle: int) -> int:
-    """Title, margins and key labels of a heatmap, in pixels."""
-    return top_margin(title_lines) + 20 + label_px(col_tokens, angle)
+    """Title, margins and key labels of a heatmap, in pixels: the key labels as wide as plotly will find them (the
+    margin it pushes, see :func:`label_margins`), so that row labels thinned for the rest do not touch in a short
+    presenter figure."""
+    labels = label_px(col_tokens, angle)
+    if col_tokens is not None:
+        t = theme()
+        widest = max((text_px(escape_token(cut_token(tok, t.max_label_chars)), t.tick) for tok in col_tokens), default=0)
+        slant = math.radians(abs(angle))
+        labels = max(labels, int(15 + 1.3 * t.base + widest * math.sin(slant) + t.tick * math.cos(slant)))
+    return top_margin(title_lines) + 20 + labels
 
 
 def _traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt):
@@ -787,8 +814,8 @@ def title_wrap_chars(title: str | None, width_px: int | None) -> int:
     long would not fit (plotly does not wrap a title; it clips it at the figure's edge)."""
     if not title or not width_px:
         return TITLE_WRAP_CHARS
-    size, limit = theme().title, width_px * TITLE_FIT
-    chars = TITLE_WRAP_CHARS
+    size, limit = theme().title, width_px * theme().width_scale * TITLE_FIT
+    chars = TITLE_WRAP_CHARS if theme().width_scale == 1 else 2 * TITLE_WRAP_CHARS  # a wider page: longer lines
     # Lines are broken at spaces by character count: fewer characters until every line fits (a single word wider
     # than the figure keeps its own line whatever the count).
     while chars > 12 and any(text_px(line, size) > limit for line in wrap_title(title, chars).split("<br>")):

@@ -40,6 +40,9 @@ class Theme:
     height_px: int | None = None
     short_axis_titles: bool = False  # "query (EN) ↓" instead of "query (EN, decoder input) ↓": fits a short axis
     max_label_chars: int | None = None  # token tick labels longer than this are cut ("…"); hover names them whole
+    # How much wider the page is than the width_px figures are built for (PAGE_WIDTH_PX: a 1440 px window with the
+    # sidebar open). Presenter mode folds the sidebar: at 1280 px the page is about 1220 px wide.
+    width_scale: float = 1.0
 
     def high_contrast(self) -> "Theme":
         """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
@@ -57,6 +60,7 @@ SCREEN_PX = 720
 HEADER_PX = 219
 ROW_PX = 64
 LABELLED_ROW_PX = 113
+TEXT_LINE_PX = 43  # one more line of text above a figure (the Heads and Training pages' header caption has two)
 MIN_FIGURE_PX = 200  # a presenter figure is never squeezed below this, whatever stands above it
 
 
@@ -72,7 +76,7 @@ DEFAULT_THEME = Theme()
 # 12 characters, and the main figure as tall as the screen leaves below the header, the controls and the part
 # radio (presenter_height()).
 PRESENTER_THEME = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
-                        height_px=presenter_height(), short_axis_titles=True, max_label_chars=12)
+                        height_px=presenter_height(), short_axis_titles=True, max_label_chars=12, width_scale=1.25)
 _THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
 
 

@@ -70,9 +70,15 @@ def _now_marks(x: float, step: int) -> dict:
 
 
 def _curves_figure(traces: list[dict], x_axis: dict, y_axis: dict, now_x: float, now_step: int) -> go.Figure:
+    # The legend at the figure's bottom edge: above the plot it ran into the title and the step marked.
     return go.Figure(data=traces, layout=dict(
-        xaxis=x_axis, yaxis=y_axis, legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0),
+        xaxis=x_axis, yaxis=y_axis, legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
         **_now_marks(now_x, now_step)))
+
+
+def _y_title(long: str, short: str) -> str:
+    """The y axis title: the short one where the theme asks for short titles (a presenter figure's short axis)."""
+    return short if theme().short_axis_titles else long
 
 
 def loss_figure(steps: Sequence[int], train_loss: np.ndarray, val_loss: np.ndarray, now: int, *,
@@ -90,7 +96,7 @@ def loss_figure(steps: Sequence[int], train_loss: np.ndarray, val_loss: np.ndarr
              name="validation loss" + (f" ({val_on})" if val_on else ""), line=dict(color=VAL_COLOUR),
              customdata=steps_a, hovertemplate="step %{customdata:,}<br>validation loss %{y:.3f}<extra></extra>"),
     ]
-    y_axis = dict(title=dict(text="loss (nats per token)"), tickfont=dict(size=theme().tick))
+    y_axis = dict(title=dict(text=_y_title("loss (nats per token)", "loss (nats)")), tickfont=dict(size=theme().tick))
     return style(_curves_figure(traces, axis, y_axis, float(x[now]), int(steps[now])), title or "loss", height=340)
 
 
@@ -104,7 +110,8 @@ def entropy_figure(steps: Sequence[int], entropy: np.ndarray, now: int, *, kind_
                    hovertemplate=(f"layer {layer + 1}<br>step %{{customdata:,}}<br>mean entropy "
                                   "%{y:.3f} nats<extra></extra>"))
               for layer in range(e.shape[1])]
-    y_axis = dict(title=dict(text="mean entropy (nats)"), tickfont=dict(size=theme().tick), rangemode="tozero")
+    y_axis = dict(title=dict(text=_y_title("mean entropy (nats)", "entropy (nats)")), tickfont=dict(size=theme().tick),
+                  rangemode="tozero")
     return style(_curves_figure(traces, axis, y_axis, float(x[now]), int(steps[now])),
                  title or f"{kind_name}: how sharp, per layer", height=340)
 
