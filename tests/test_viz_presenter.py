@@ -170,16 +170,34 @@ def test_csv_numbers_are_written_in_one_notation():
 
 def test_inside_one_head_says_how_many_keys_are_labelled_and_hover_names_every_one():
     from views.head import keys_note
+    from viz.head import score_keys_labelled
 
     keys = [f"wort{i}" for i in range(31)]
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal((5, 8)).astype(np.float32), rng.standard_normal((31, 8)).astype(np.float32)
     probs = np.full((5, 31), 1 / 31, np.float32)
-    figs = head_pipeline_figures(q, k, k, None, None, probs, probs @ k, keys[:5], keys, "cross")
-    scores = figs["scores"]
-    labelled = len(scores.layout.xaxis.tickvals)
-    assert labelled < 31  # a third of the page cannot hold 31 labels
-    assert keys_note(scores, 31).startswith(f"{labelled} of the 31 keys are labelled") and "hover" in keys_note(scores, 31)
-    assert [name.split(" (")[0] for name in scores.data[0].x] == keys  # every key is a cell hover names
-    assert "%{x}" in scores.data[0].hovertemplate
-    assert keys_note(scores, labelled).startswith("Every one")
+    for t in (DEFAULT_THEME, PRESENTER_THEME):
+        with using_theme(t):
+            scores = head_pipeline_figures(q, k, k, None, None, probs, probs @ k, keys[:5], keys, "cross")["scores"]
+            labelled = score_keys_labelled(keys[:5], keys)  # what the page says, without the (cached) figure
+        assert labelled == len(scores.layout.xaxis.tickvals) < 31  # a third of the page cannot hold 31 labels
+        note = keys_note(labelled, 31)
+        assert note.startswith(f"{labelled} of the 31 keys are labelled") and "hover" in note
+        assert [name.split(" (")[0] for name in scores.data[0].x] == keys  # every key is a cell hover names
+        assert "%{x}" in scores.data[0].hovertemplate
+    assert keys_note(31, 31).startswith("Every one")
+
+
+def test_the_inside_one_head_page_states_the_labelled_keys(tmp_path_factory):
+    """The page's note counts the labels of the figure it drew (its figures come from the figure cache, which keeps
+    no layout to read them from)."""
+    from tests.app_support import demo_checkpoints, run_app, visible_text
+    from tests.tiny_checkpoint import GERMAN
+
+    with demo_checkpoints(tmp_path_factory, "ckpts_keys_note"):
+        at = run_app(view="Inside one head", text=GERMAN[2], kind="enc_self")
+    assert not at.exception
+    note = re.search(r"(\d+) of the (\d+) keys are labelled|Every one of the (\d+) keys is labelled", visible_text(at))
+    assert note, visible_text(at)[-500:]
+    shown, total = (int(note[1]), int(note[2])) if note[1] else (int(note[3]), int(note[3]))
+    assert 0 < shown <= total == len(GERMAN[2].split()) + 2  # the words, the full stop split off, <eos>

@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from model.experiments import dropout_sample, max_abs_diff
-from viz.head import head_pipeline_figures
+from viz.head import head_pipeline_figures, score_keys_labelled
 from views.state import Context
 from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
 from views.figcache import cached
@@ -65,7 +65,7 @@ def render(ctx: Context) -> None:
                 if ctx.present:  # the step's explanation under its figure, which keeps the screen's height
                     st.caption(titles[name])
         if row_name == "scores":
-            st.caption(keys_note(figs["scores"], len(k_tokens)))
+            st.caption(keys_note(score_keys_labelled(q_tokens, k_tokens), len(k_tokens)))
     if ctx.present:
         _checks(ctx, a, layer, head)
 
@@ -81,9 +81,8 @@ def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:
                 f"{check:.1e}; weights · V matches the head output to {out_check:.1e}")
 
 
-def keys_note(fig, n_keys: int) -> str:
+def keys_note(labelled: int, n_keys: int) -> str:
     """How the score maps' key axis is labelled: every key, or which share of them, and where to read the rest."""
-    labelled = len(fig.layout.xaxis.tickvals or ())
     if labelled >= n_keys:
         return f"Every one of the {n_keys} keys is labelled; hover over a cell for its query, key and score."
     return (f"{labelled} of the {n_keys} keys are labelled (a third of the page is too narrow for all of them); "

@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (enforce_min_font, FIGURE_WIDTH_PX, PAGE_WIDTH_PX, PROB_SCALE, SIGNED_SCALE, as_mask, axis_titles,
-                        fmt_prob, heatmap, kind_sides, theme)
+from viz.common import (enforce_min_font, FIGURE_WIDTH_PX, PAGE_WIDTH_PX, PROB_SCALE, SIGNED_SCALE, as_mask, axis_ticks,
+                        axis_titles, fmt_prob, heatmap, kind_sides, plot_width_px, theme)
 
 # Widths the Inside-one-head page gives its figures (three, two or one per row);
 # they only decide how many key labels fit.
@@ -153,6 +153,13 @@ def dropout_figure(dropout_probs: np.ndarray, query_tokens: Sequence[str],
 def _bars_width(width_px: int | None) -> int:
     """Width left to the heatmap when the row-sum panel takes its share."""
     return int(0.74 * (width_px or FIGURE_WIDTH_PX))
+
+
+def score_keys_labelled(query_tokens: Sequence[str], key_tokens: Sequence[str]) -> int:
+    """How many key labels the score maps of :func:`head_pipeline_figures` show (a third of the page cannot hold
+    them all: the others are thinned out, and hover names every cell), in the theme in force."""
+    ticks = axis_ticks(key_tokens, len(key_tokens), angle=-45, axis_px=plot_width_px(THIRD_WIDTH_PX, query_tokens))
+    return len(ticks.get("tickvals", ()))
 
 
 def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
