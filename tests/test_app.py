@@ -119,3 +119,17 @@ def test_untrained_twin_differs(checkpoints):
     twin = run_app(view="Attention", text=GERMAN[0], kind="enc_self", ckpt="demo:untrained")
     assert not twin.exception
     assert charts(trained)[0].proto.spec != charts(twin)[0].proto.spec
+
+
+@pytest.mark.parametrize("kind, name", [("enc_self", "encoder self-attention"), ("dec_self", "decoder self-attention"),
+                                        ("cross", "cross-attention")])
+def test_the_single_head_figure_and_its_saved_file_name_the_attention_kind(checkpoints, kind, name):
+    import json
+
+    at = run_app(view="Attention", text=GERMAN[0], kind=kind, layer=2, head=3)
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in charts(at)]
+    titled = [s for s in specs if f"{name}, layer 2, head 3" in json.dumps(s["layout"].get("title", {}))]
+    assert titled, "no figure titled with its attention kind, layer and head"
+    configs = [json.loads(c.proto.config) for c in charts(at)]
+    assert any(f"attention_{kind}_L2_H3" in c.get("toImageButtonOptions", {}).get("filename", "") for c in configs)

@@ -6,7 +6,7 @@ import streamlit as st
 from model.experiments import entropy
 from viz.attention import (attention_figure, heads_figure, overview_figure, rescale_note, robust_zmax, rows_sum_to_one,
                            sink_key)
-from viz.common import PAGE_WIDTH_PX
+from viz.common import KIND_NAMES, PAGE_WIDTH_PX
 from views import ablation
 from views.state import Context
 from views.text import md_escape
@@ -71,7 +71,8 @@ def render(ctx: Context) -> None:
                help=f"Layer {layer + 1}, head {head + 1}: the query token, then one column per key.")
     if show("one head"):
         chart(st, cached(attention_figure, probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
-                         title=f"layer {layer + 1}, head {head + 1}", width_px=PAGE_WIDTH_PX),
+                         title=f"{KIND_NAMES[kind].split(' (')[0]}, layer {layer + 1}, head {head + 1}",
+                         width_px=PAGE_WIDTH_PX),
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
                   key="head_fig")
     if show("every layer × head"):
