@@ -66,11 +66,12 @@ window.__crowdLog = [];
                  exception: text("%(exc)s"), error: text("[data-testid='stAlertContentError']")};
     for (const k in now) if (now[k] !== (last[k] || '')) log(k, now[k]);
     last = now;
-    if ((window.__atlasRuns || 0) > runs) { runs = window.__atlasRuns; pending = 1; }
+    if ((window.__atlasRuns || 0) > runs) { runs = window.__atlasRuns; pending = Date.now(); }
     else if (pending && document.querySelector("%(idle)s")) {  // one tick later, so React has drawn the run
-      pending = 0;
       const de = document.querySelector("%(de)s");
-      log('drawn', JSON.stringify({de: de ? de.innerText : '', view: text("%(view)s"), exception: now.exception}));
+      log('drawn', JSON.stringify({de: de ? de.innerText : '', view: text("%(view)s"), exception: now.exception,
+                                   ran: pending}));
+      pending = 0;
     }
   }, 100);
 })();
@@ -157,10 +158,11 @@ async def runs(page) -> int:
     return await page.evaluate("() => window.__atlasRuns")
 
 
-async def type_sentence(page, text: str, timeout: float) -> None:
-    """bs.enter_text, async: fill the sidebar's text area, Ctrl+Enter, wait for a new finished run."""
+async def type_sentence(page, text: str, timeout: float) -> int:
+    """bs.enter_text, async: fill the sidebar's text area, Ctrl+Enter, wait for a new finished run; typed again
+    when the text area went back to another text without a run (as a student would). Returns the tries."""
     area, before = page.locator(".st-key-text textarea"), await runs(page)
-    for _ in range(3):
+    for tries in range(1, 4):
         await area.fill(text, timeout=timeout * 1000)
         await area.press("Control+Enter", timeout=timeout * 1000)
         await page.wait_for_function("""([n, sel, text]) => { const a = document.querySelector(sel);
@@ -169,7 +171,7 @@ async def type_sentence(page, text: str, timeout: float) -> None:
         if await runs(page) > before:
             await page.wait_for_function("([n, idle]) => window.__atlasRuns > n && document.querySelector(idle)",
                                          arg=[before, bs.IDLE], timeout=timeout * 1000, polling=100)
-            return
+            return tries
     raise RuntimeError("the text area showed another text three times")
 
 
@@ -195,14 +197,15 @@ async def student_loop(s: Student, sentences, end: float, args, rng: random.Rand
         await asyncio.sleep(pause)
         text, t0 = next(sentences), time.time()
         try:
-            await type_sentence(s.page, text, args.fault_timeout)
+            tries = await type_sentence(s.page, text, args.fault_timeout)
             de = await s.page.locator(DE_LINE).first.inner_text(timeout=5000)
             shows = squash(de).endswith(squash(text))
-            s.actions.append({"t": t0, "s": time.time() - t0, "text": text, "error": "", "shows": shows,
+            s.actions.append({"t": t0, "s": time.time() - t0, "text": text, "tries": tries, "error": "",
+                              "shows": shows, "de": "" if shows else de,
                               "area": "" if shows else await s.page.locator(".st-key-text textarea").input_value()})
         except Exception as e:  # noqa: BLE001 - a timeout while the page is disconnected is a result
-            s.actions.append({"t": t0, "s": None, "text": text, "error": f"{type(e).__name__}: {str(e)[:120]}",
-                              "shows": False})
+            s.actions.append({"t": t0, "s": None, "text": text, "tries": 0, "shows": False,
+                              "error": f"{type(e).__name__}: {str(e)[:120]}"})
 
 
 async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[list[Student], float, str]:
@@ -237,47 +240,44 @@ async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[
             await browser.close()
 
 
-def _drawn(e: dict) -> dict:
-    import json
-
-    return json.loads(e["detail"])
+def _action(a: dict, killed: float) -> str:
+    if a["error"]:
+        return f"+{a['t'] - killed:.1f} s: {a['error']}"
+    return (f"+{a['t'] - killed:.1f} s: {a['s']:.2f} s, typed {a['tries']}x, shows " + ("its sentence" if a["shows"]
+            else f"{a['de']!r}, the text area holds {a['area']!r}"))
 
 
 def judge(s: Student, killed: float, victim: str) -> dict:
-    """What one student saw after the signal, from its page's log and its actions."""
-    ms = killed * 1000
-    after = [e for e in s.log if e["t"] >= ms]
-    shown = sorted({f"{e['ev']}: {e['detail']}" for e in after if e["ev"] in ("status", "dialog", "exception", "error")
-                    and e["detail"]})
+    """What one student saw after the signal, from its page's log (wall-clock ms) and its actions."""
+    after = [e for e in s.log if e["t"] >= killed * 1000]
+    rel = lambda ms: round(ms / 1000 - killed, 2)  # noqa: E731
     noticed = [e["t"] for e in after if e["ev"] == "ws-close" or (e["ev"] in ("status", "dialog") and e["detail"])]
-    served = next((e for e in after if e["ev"] == "drawn" and not _drawn(e)["exception"]), None)
-    before = [a for a in s.actions if a["t"] < killed]
-    last_text = before[-1]["text"] if before else s.first
-    after_actions = [a for a in s.actions if a["t"] >= killed]
+    acts = [a for a in s.actions if a["t"] >= killed]
     out = {"student": s.i, "backend": s.backend, "backend_after": s.backend_after, "on_stopped": s.backend == victim,
-           "noticed_after_s": round(noticed[0] / 1000 - killed, 2) if noticed else None, "shown": shown,
-           "websocket": [f"{e['ev']} {e['detail']} at +{e['t'] / 1000 - killed:.2f} s".replace("  ", " ")
-                         for e in after if e["ev"].startswith("ws-")],
-           "served_again_s": None, "by_itself": None, "kept_sentence": None, "kept_view": None,
-           "actions_before": len(before), "actions_after": len(after_actions),
-           "errors_after": [a["error"] for a in after_actions if a["error"]],
-           "wrong_after": sum(not a["shows"] and not a["error"] for a in after_actions),
-           "actions_after_detail": [f"+{a['t'] - killed:.1f} s: " + (a["error"] or f"{a['s']:.2f} s, shows " + (
-               "its sentence" if a["shows"] else f"another; the text area then holds {a['area']!r}"))
-               for a in after_actions],
-           "reconnected_s": next((round(e["t"] / 1000 - killed, 2) for e in after if e["ev"] == "ws-open"), None),
-           "own_sentence_again_s": next((round(a["t"] + a["s"] - killed, 2) for a in after_actions if a["shows"]),
-                                        None),
-           "action_s_before": [round(a["s"], 2) for a in before if a["s"] is not None],
-           "action_s_after": [round(a["s"], 2) for a in after_actions if a["s"] is not None]}
-    if served is not None:
-        d = _drawn(served)
-        next_action = next((a["t"] for a in after_actions), float("inf"))
-        typed_then = [a["text"] for a in s.actions if a["t"] * 1000 <= served["t"]]
-        out.update(served_again_s=round(served["t"] / 1000 - killed, 2), by_itself=served["t"] / 1000 < next_action,
-                   shows_at_reconnect=d["de"], kept_sentence=squash(d["de"]).endswith(squash(last_text)),
-                   shows_own_latest=squash(d["de"]).endswith(squash(typed_then[-1] if typed_then else s.first)),
-                   kept_view=d["view"] == "Attention")
+           "noticed_after_s": rel(noticed[0]) if noticed else None,
+           "shown": sorted({f"{e['ev']}: {e['detail']}" for e in after
+                            if e["ev"] in ("status", "dialog", "exception", "error") and e["detail"]}),
+           "websocket": [f"{e['ev']} {e['detail']}".strip() + f" at +{rel(e['t'])} s" for e in after
+                         if e["ev"].startswith("ws-")],
+           "errors_after": [a["error"] for a in acts if a["error"]],
+           "actions_after": [_action(a, killed) for a in acts],
+           "action_s_before": [round(a["s"], 2) for a in s.actions if a["t"] < killed and a["s"] is not None],
+           "action_s_after": [round(a["s"], 2) for a in acts if a["s"] is not None]}
+    if s.backend != victim:
+        return out
+    import json
+
+    drawn = [(e, json.loads(e["detail"])) for e in after if e["ev"] == "drawn"]
+    first = next(((e, d) for e, d in drawn if d["ran"] >= killed * 1000 and not d["exception"]), None)
+    last = ([s.first] + [a["text"] for a in s.actions if a["t"] < killed])[-1]
+    out.update(reconnected_s=next((rel(e["t"]) for e in after if e["ev"] == "ws-open"), None),
+               first_run_s=rel(first[0]["t"]) if first else None,
+               first_run_by_itself=bool(first and (not acts or first[1]["ran"] < acts[0]["t"] * 1000)),
+               first_run_shows=first[1]["de"] if first else None,
+               first_run_kept_sentence=bool(first and squash(first[1]["de"]).endswith(squash(last))),
+               first_run_kept_view=bool(first and first[1]["view"] == "Attention"),
+               first_edit_lost=bool(acts and (acts[0]["tries"] != 1 or not acts[0]["shows"])),
+               own_sentence_again_s=next((round(a["t"] + a["s"] - killed, 2) for a in acts if a["shows"]), None))
     return out
 
 
@@ -289,16 +289,14 @@ def fault_phase(args, ckpt: Path, signame: str, sentences) -> dict:
         dead = deployment.dead()
     rows = [judge(s, killed, victim) for s in students]
     hit, rest = [r for r in rows if r["on_stopped"]], [r for r in rows if not r["on_stopped"]]
-    served = [r["served_again_s"] for r in hit if r["served_again_s"] is not None]
+    count = lambda k: sum(bool(r[k]) for r in hit)  # noqa: E731
+    times = lambda k: spread([r[k] for r in hit if r[k] is not None])  # noqa: E731
     return {"signal": f"SIG{signame}", "pages": len(rows), "stopped": victim, "on_stopped": len(hit),
-            "noticed": sum(r["noticed_after_s"] is not None for r in hit), "served_again": spread(served),
-            "reconnected": spread([r["reconnected_s"] for r in hit if r["reconnected_s"] is not None]),
-            "own_sentence_again": spread([r["own_sentence_again_s"] for r in hit if r["own_sentence_again_s"]]),
-            "first_sentence_after_lost": sum(bool(r["wrong_after"]) for r in hit),
-            "served_by_itself": sum(bool(r["by_itself"]) for r in hit), "never_served": len(hit) - len(served),
-            "kept_sentence": sum(bool(r["kept_sentence"]) for r in hit),
-            "kept_view": sum(bool(r["kept_view"]) for r in hit),
-            "moved_to": sorted({r["backend_after"] for r in hit}),
+            "noticed": sum(r["noticed_after_s"] is not None for r in hit), "reconnected": times("reconnected_s"),
+            "first_run": times("first_run_s"), "first_run_by_itself": count("first_run_by_itself"),
+            "first_run_kept_sentence": count("first_run_kept_sentence"),
+            "first_run_kept_view": count("first_run_kept_view"), "first_edit_lost": count("first_edit_lost"),
+            "own_sentence_again": times("own_sentence_again_s"), "moved_to": sorted({r["backend_after"] for r in hit}),
             "shown": sorted({x for r in hit for x in r["shown"]}),
             "others_noticed": sum(r["noticed_after_s"] is not None or bool(r["shown"]) for r in rest),
             "others_errors": sum(len(r["errors_after"]) for r in rest),
@@ -323,15 +321,16 @@ def report(crowd: list[dict], faults: list[dict]) -> None:
                      "start s", "pages per process"]))
     if faults:
         mm = lambda d: f"{_f(d['p50_s'])}/{_f(d['max_s'])}"  # noqa: E731
-        print("\nA process stopped mid-class (its students: reconnected, first run, own sentence shown again: "
-              "seconds after the signal, p50/max)")
+        print("\nA process stopped mid-class; its students' reconnect, first run and own sentence shown again, in "
+              "seconds after the signal (p50/max)")
         print(table([[f["signal"], f"{f['on_stopped']}/{f['pages']}", f["noticed"], mm(f["reconnected"]),
-                      f"{mm(f['served_again'])} ({f['served_by_itself']})", mm(f["own_sentence_again"]),
-                      f["first_sentence_after_lost"], f"{f['kept_sentence']}/{f['kept_view']}", f["others_noticed"],
-                      f["others_errors"], f"{_f(f['others_action_before']['p50_s'])}/"
-                      f"{_f(f['others_action_after']['p50_s'])}"] for f in faults],
-                    ["signal", "hit", "noticed", "reconnected s", "first run s (by itself)", "own sentence s",
-                     "next sentence lost", "kept text/view", "others noticed", "others errors",
+                      f"{mm(f['first_run'])} ({f['first_run_by_itself']})",
+                      f"{f['first_run_kept_sentence']}/{f['first_run_kept_view']}", f["first_edit_lost"],
+                      mm(f["own_sentence_again"]), f["others_noticed"], f["others_errors"],
+                      f"{_f(f['others_action_before']['p50_s'])}/{_f(f['others_action_after']['p50_s'])}"]
+                     for f in faults],
+                    ["signal", "hit", "noticed", "reconnected s", "first run s (by itself)", "kept text/view",
+                     "next edit lost", "own sentence s", "others noticed", "others errors",
                      "others p50 s before/after"]))
         for f in faults:
             print(f"  {f['signal']}: its students saw {'; '.join(f['shown']) or 'nothing'}; now on "
@@ -377,7 +376,8 @@ def main() -> int:
                       flush=True)
     sentences = iter(distinct_sentences(4000)[1:])
     for name in (args.fault_signal if args.fault or args.fault_only else []):
-        print(f"fault: {args.fault_pages} students on 2 processes, SIG{name} after {args.fault_after:g} s …", flush=True)
+        print(f"fault: {args.fault_pages} students on 2 processes, SIG{name} after {args.fault_after:g} s …",
+              flush=True)
         faults.append(fault_phase(args, ckpt, name, sentences))
     print()
     report(crowd, faults)
