@@ -47,8 +47,10 @@ def _neighbours(key: str, side: str, ids: tuple[int, ...], specials: tuple[int, 
 
 def render(ctx: Context) -> None:
     res = ctx.result
-    st.subheader("Embeddings")
-    side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side",
+    if not ctx.present:  # presenter mode: the controls and the figure (the screen's height goes to the figure)
+        st.subheader("Embeddings")
+    side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side", persist_state="session",
+                    label_visibility="collapsed" if ctx.present else "visible",
                     format_func={"src": f"source ({ctx.langs['src_name']}, encoder input)",
                                  "tgt": f"target ({ctx.langs['tgt_name']}, decoder input)"}.get)
     emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
@@ -66,34 +68,38 @@ def render(ctx: Context) -> None:
 def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     cfg = ctx.cfg
     scale = float(np.sqrt(cfg.d_model))
-    st.write(f"Each token id selects one row of a {table_words(ctx.key)} {cfg.d_model}-dimensional table. The row "
-             f"is multiplied by √d_model = {scale:.1f}, so that it is not drowned by the positional encoding "
-             "(values in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.")
+    if not ctx.present:
+        st.write(f"Each token id selects one row of a {table_words(ctx.key)} {cfg.d_model}-dimensional table. The row "
+                 f"is multiplied by √d_model = {scale:.1f}, so that it is not drowned by the positional encoding "
+                 "(values in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.")
     chart(st, cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
               width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
     csv_button("Token vectors (CSV)", lambda: matrix_csv(emb["token"], tokens, dims, "token"), ctx,
                f"embeddings_{side}_token-vectors", "csv_emb_token", b1)
-    csv_button("Input of layer 1 (CSV)", lambda: matrix_csv(emb["total"], tokens, dims, "token"), ctx,
-               f"embeddings_{side}_layer-1-input", "csv_emb_total", b2)
+    csv_button("Layer input (CSV)", lambda: matrix_csv(emb["total"], tokens, dims, "token"), ctx,  # fits at 1280 px
+               f"embeddings_{side}_layer-1-input", "csv_emb_total", b2,
+               help="What enters layer 1: token embedding × √d_model + positional encoding, one row per token.")
 
 
 def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     cfg = ctx.cfg
-    c1, c2, c3 = st.columns(3)
+    above = st.container()  # the numbers: above the figure, in presenter mode below it (the figure keeps the screen)
+    chart(st, cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
+    c1, c2, c3 = (st if ctx.present else above).columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
     c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
-    chart(st, cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
     # Built and drawn only when asked for (issue 10: a chart nobody opened cost every visit of the page).
-    if st.toggle("Show the token embeddings alone (tokens × dimensions)", key="emb_alone"):
+    if st.toggle("Show the token embeddings alone (tokens × dimensions)", key="emb_alone", persist_state="session"):
         chart(st, cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),
                   width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))
 
 
 def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
-    st.markdown("#### The whole vocabulary")
+    if not ctx.present:
+        st.markdown("#### The whole vocabulary")
     # Specials are left out of the map (Marian's <pad> is the last id, so not only a leading block).
     specials = tuple(ctx.facts[f"{side}_specials"])
     words, row, index = _vocab_index(ctx.key, side, specials)

@@ -14,7 +14,7 @@ import streamlit as st
 
 from model import analyze
 from viz.attention import attention_figure
-from viz.common import PAGE_WIDTH_PX
+from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
 from viz.heads import (GROUP_NAMES, head_grid_figure, head_name, head_short, offset_pattern_figure, pruning_figure,
                        sentence_label)
 from views import jobs
@@ -87,8 +87,8 @@ def grid(report: dict, kind: str, measure: str) -> np.ndarray | None:
 
 
 def render(ctx: Context) -> None:
-    st.subheader("Heads across a corpus")
-    if not ctx.present:
+    if not ctx.present:  # presenter mode: the controls and one part's figure; the findings go below it
+        st.subheader("Heads across a corpus")
         st.caption("What each head does over many sentences, not one: the measures of Voita et al. (2019), Clark et al. "
                    "(2019) and Michel et al. (2019), computed for the model you have open by `python -m model.analyze`. "
                    "Choose a measure to colour the grid; the text in a cell is the head's role.")
@@ -110,17 +110,22 @@ def render(ctx: Context) -> None:
     if stale:
         st.warning(f"This report does not match the model you have open ({stale}). Compute it again below.")
         _compute_button(ctx, again=True)
-    _summary(report, path)
+    summary = st.container()  # the findings: in presenter mode below the part
     # One part at a time (URL `focus`), as tabs: each part is one or two figures, so the page opens quickly.
     cfg = ctx.cfg
     head_choice = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
-    show = sections(ctx, ["the grid", "one head", "pruning"], always=True)
-    if show("the grid"):
-        _grid(ctx, report, head_choice)
-    if show("one head"):
-        _one_head(ctx, report, *head_choice)
-    if show("pruning"):
-        _pruning(ctx, report)
+    show = sections(ctx, ["the grid", "one head"] + ["its sentences"] * ctx.present + ["pruning"], always=True)
+    with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # presenter: below two lines of caption, boxes and tabs
+        if show("the grid"):
+            _grid(ctx, report, head_choice)
+        if show("one head"):
+            _one_head(ctx, report, *head_choice)
+        if show("its sentences"):
+            _top_sentences(ctx, report, *head_choice)
+        if show("pruning"):
+            _pruning(ctx, report)
+    with st.container() if ctx.present else summary:
+        _summary(report, path)
     if not ctx.present and not stale:
         with st.expander("Compute the report again"):
             st.caption("For example after retraining the model. It replaces the file above.")
@@ -188,7 +193,8 @@ def _measure_select(ctx: Context, report: dict) -> str:
     available = [m for m in MEASURES if any(m in report["kinds"][k]["measures"] for k in KIND_ORDER)]
     if ss.get("heads_measure") not in available:
         ss["heads_measure"] = available[0]
-    return st.selectbox("Colour the grid by", available, key="heads_measure",
+    return st.selectbox("Colour the grid by", available, key="heads_measure", persist_state="session",
+                        label_visibility="collapsed" if ctx.present else "visible",
                         format_func=lambda m: measure_label(m, ctx.facts))
 
 
@@ -198,8 +204,9 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     label = measure_label(measure, ctx.facts)
     values = {k: grid(report, k, measure) for k in KIND_ORDER}
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
-    fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
-                 title=f"every head, coloured by {label}")
+    with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # and the measure's box
+        fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
+                     title=f"every head, coloured by {label}")
     chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}"), key="heads_grid")
     definition = report["definitions"].get(measure) or report["definitions"].get(
         "argmax_offsets" if measure == "best_offset_share" else measure.replace("_raw", ""), "")
@@ -234,7 +241,8 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
                          title=f"{head_short(kind, layer, head)}: mean weight by relative position"),
                   width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_offsets"),
                   key="heads_offsets")
-    _top_sentences(ctx, report, kind, layer, head)
+    if not ctx.present:
+        _top_sentences(ctx, report, kind, layer, head)
 
 
 def _fmt(v, spec: str) -> str:
@@ -257,10 +265,13 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
     if not pairs:
         st.info("The report keeps no sentence text for this head.")
         return
-    st.markdown(f"#### Where {head_name(kind, layer, head)} is most confident")
+    if not ctx.present:
+        st.markdown(f"#### Where {head_name(kind, layer, head)} is most confident")
     ss["heads_sent"] = min(max(int(ss.get("heads_sent", 1)), 1), len(pairs))
-    choice = st.radio("Corpus sentence", list(range(1, len(pairs) + 1)), key="heads_sent", horizontal=not ctx.present,
-                      format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · {sentence_label(pairs[n - 1][2]['src'], 40)}")
+    pick = st.selectbox if ctx.present else st.radio  # presenter mode: one row, so the figure keeps the screen
+    choice = pick("Corpus sentence", list(range(1, len(pairs) + 1)), key="heads_sent", persist_state="session",
+                  **(dict(label_visibility="collapsed") if ctx.present else dict(horizontal=True)),
+                  format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · {sentence_label(pairs[n - 1][2]['src'], 40)}")
     index, confidence, pair = pairs[choice - 1]
     translator, _ = load_translator(ctx.key)
     tgt = tuple(translator.target_tokens(pair["ref"])[: ctx.cfg.max_len - 1])  # as the analysis read it
@@ -269,14 +280,17 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
     probs = trace.probs(kind)[layer, head]  # (i, j)
     mask = trace.attn[kind][layer]["mask"]
     here = float(probs.max(-1).mean())
-    st.caption(f"Sentence {index + 1} of the corpus. Source: {md_escape(pair['src'])} · Reference: "
-               f"{md_escape(pair['ref'])}  \nTeacher-forced on the reference, as the analysis read it (not the model's "
-               f"own decoding). Confidence of this head on the heatmap: {here:.3f} (the report: {confidence:.3f}).")
-    chart(st, cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
-                     title=f"{head_short(kind, layer, head)} on corpus sentence {index + 1}",
-                     width_px=PAGE_WIDTH_PX),
+    above = st.container()  # the sentence and the confidence: in presenter mode below the figure
+    with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # and the sentence's box
+        chart(st, cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
+                         title=f"{head_short(kind, layer, head)} on corpus sentence {index + 1}",
+                         width_px=PAGE_WIDTH_PX),
               width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
               key="heads_sentence")
+    (st if ctx.present else above).caption(
+        f"Sentence {index + 1} of the corpus. Source: {md_escape(pair['src'])} · Reference: {md_escape(pair['ref'])}  \n"
+        "Teacher-forced on the reference, as the analysis read it (not the model's own decoding). Confidence of this "
+        f"head on the heatmap: {here:.3f} (the report: {confidence:.3f}).")
     st.button("Open this sentence in the Attention view", key="heads_sentence_to_attention", on_click=_open_attention,
               args=(pair["src"],), help="Makes it the sentence in the sidebar; the figures there show the model's own "
                                         "greedy decoding of it, not the reference.")
@@ -284,7 +298,8 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
 
 def _pruning(ctx: Context, report: dict) -> None:
     pruning = report.get("pruning")
-    st.markdown("#### Pruning: how many heads does the translation need?")
+    if not ctx.present:
+        st.markdown("#### Pruning: how many heads does the translation need?")
     if not pruning:
         st.info("This report was computed without the pruning curve (`--no-pruning`).")
         return

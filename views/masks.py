@@ -9,7 +9,7 @@ import streamlit as st
 
 from model.experiments import weight_on_keys
 from viz.attention import attention_figure
-from viz.common import PAGE_WIDTH_PX
+from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
 from viz.masks import mask_figure
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
@@ -20,29 +20,36 @@ SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far bel
 
 
 def _padding(ctx: Context) -> None:
-    st.markdown("### Padding mask")
-    st.write("Training runs on batches of inputs, so shorter ones are filled up with `<pad>` tokens. The padding mask "
-             "hides the pads **as keys** (columns): no real token takes information from them. Pad positions are "
-             "still **queries** (rows) and compute attention of their own, which is simply never used.")
-    use_mask = st.toggle("Padding mask on", key="pad_on")
+    if not ctx.present:  # presenter mode: the controls and the figures, which keep the screen's height
+        st.markdown("### Padding mask")
+        st.write("Training runs on batches of inputs, so shorter ones are filled up with `<pad>` tokens. The padding "
+                 "mask hides the pads **as keys** (columns): no real token takes information from them. Pad positions "
+                 "are still **queries** (rows) and compute attention of their own, which is simply never used.")
+    row = st.columns([2, 1, 1, 2], vertical_alignment="center") if ctx.present else None  # presenter: one row
+    use_mask = (row[0] if row else st).toggle("Padding mask on", key="pad_on", persist_state="session")
     on = padded_batch(ctx.key, ctx.text, True)
     demo = on if use_mask else padded_batch(ctx.key, ctx.text, False)
     tr = demo["trace"]
-    st.caption("Batched with: " + md_escape(" ".join(demo["partner_tokens"])) + " · " +
-               "Encoder side: the same for every decoding.")
-    layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad")
+    partner = "Batched with: " + md_escape(" ".join(demo["partner_tokens"])) + " · Encoder side: the same for every decoding."
+    if not ctx.present:  # presenter mode: below the figures
+        st.caption(partner)
+    layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad", ctx.present, row[1:3] if row else None)
     rec = tr.attn["enc_self"][layer]
     probs, mask = rec["probs"][head], rec["mask"]  # (s, s) with pad rows and columns; the mask the model used
     pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
     toks = tr.src_tokens
     c1, c2 = st.columns([3, 2])
-    chart(c1, cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
-                     title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
-                           + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
-              width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
-    chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="enc_self",
-                     width_px=int(PAGE_WIDTH_PX * 0.4)),
-              width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
+    # Presenter mode: below the header's two lines of caption, the part and the row of the toggle, layer and head.
+    with below_controls(rows=2, extra_px=TEXT_LINE_PX):
+        chart(c1, cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
+                         title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
+                               + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
+                  width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
+        chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="enc_self",
+                         width_px=int(PAGE_WIDTH_PX * 0.4)),
+                  width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
+    if ctx.present:
+        st.caption(partner)
     leak = weight_on_keys(probs, ~pads, pads)
     m1, m2 = st.columns(2)
     m1.metric("weight real tokens give to pads", f"{leak:.3f}",
@@ -66,34 +73,44 @@ def _padding(ctx: Context) -> None:
 
 
 def _causal(ctx: Context) -> None:
-    st.markdown("### Causal mask")
-    st.write(f"When a decoder is trained, the whole reference ({ctx.langs['tgt_name']}) is fed in at once (teacher forcing). "
-             "The causal mask stops position i from seeing positions after i; otherwise it could read the very "
-             "token it is asked to predict.")
+    if not ctx.present:  # presenter mode: the controls and the three figures in one row
+        st.markdown("### Causal mask")
+        st.write(f"When a decoder is trained, the whole reference ({ctx.langs['tgt_name']}) is fed in at once (teacher "
+                 "forcing). The causal mask stops position i from seeing positions after i; otherwise it could read "
+                 "the very token it is asked to predict.")
     if not ctx.result.raw_tokens:
         st.info("The translation is empty, so there is no decoder sequence to mask.")
         return
     tokens, ended, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens), ctx.result.finished)
     on, off, exp = causal_experiment(ctx.key, ctx.text, tokens, reference, ended)
-    st.caption(f"Teacher-forced on {md_escape(reference)}.")
+    forced = f"Teacher-forced on {md_escape(reference)}."
+    if not ctx.present:
+        st.caption(forced)
     t = on.tgt_tokens
-    layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal")
+    layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal", ctx.present)
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
-    c1, c2 = st.columns([2, 3])
-    chart(c1, cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="dec_self",
-                     width_px=int(PAGE_WIDTH_PX * 0.4)),
-              width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
-    c2.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
-                "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
-                "the cell right of the diagonal holds that very token.")
-    c2, c3 = st.columns(2)
-    chart(c2, cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
-                     title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                     width_px=PAGE_WIDTH_PX // 2),
-              width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"), key="causal_on")
-    chart(c3, cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
-                     title="without it: the upper triangle may fill", width_px=PAGE_WIDTH_PX // 2),
-              width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"), key="causal_off")
+    # Presenter mode: the mask and both heatmaps in one row below layer and head, the explanation under them.
+    c1, c2, c3 = st.columns(3) if ctx.present else (*st.columns([2, 3]), None)
+    third = PAGE_WIDTH_PX // 3 if ctx.present else None  # the width each figure gets in presenter mode's row
+    with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # as the padding part's
+        chart(c1, cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="dec_self",
+                         width_px=third or int(PAGE_WIDTH_PX * 0.4)),
+                  width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
+        explain = st if ctx.present else c2
+        if not ctx.present:
+            c2, c3 = st.columns(2)
+        chart(c2, cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
+                         title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                         width_px=third or PAGE_WIDTH_PX // 2),
+                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"), key="causal_on")
+        chart(c3, cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
+                         title="without it: the upper triangle may fill", width_px=third or PAGE_WIDTH_PX // 2),
+                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"), key="causal_off")
+    explain.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
+                     "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
+                     "the cell right of the diagonal holds that very token.")
+    if ctx.present:
+        st.caption(forced)
     df = pd.DataFrame(exp.rows)
     for c in ("p(ref), on", "p(ref), off", "weight on later"):
         df[c] = df[c].map(lambda v: f"{v:.3f}")
@@ -108,7 +125,8 @@ def _causal(ctx: Context) -> None:
 
 
 def render(ctx: Context) -> None:
-    st.subheader("Masks")
+    if not ctx.present:
+        st.subheader("Masks")
     show = sections(ctx, ["padding mask", "causal mask"])
     if show("padding mask"):
         _padding(ctx)

@@ -16,7 +16,7 @@ import streamlit as st
 from model import film as films
 from model import toy
 from viz.attention import attention_figure, heads_figure
-from viz.common import PAGE_WIDTH_PX
+from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
 from viz.training import entropy_figure, loss_figure, toy_loss_figure
 from views import jobs
 from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
@@ -30,10 +30,11 @@ KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-at
 
 
 def render(ctx: Context) -> None:
-    st.subheader("Watch it learn")
-    show = sections(ctx, ["the film", "a toy task"])
-    if show("the film"):
-        _film(ctx)
+    if not ctx.present:  # presenter mode: the controls and one part's figures (the film's curves are a part)
+        st.subheader("Watch it learn")
+    show = sections(ctx, ["the film"] + (["learning curves"] if ctx.present else []) + ["a toy task"])
+    if show("the film") or show("learning curves"):
+        _film(ctx, None if not ctx.present else "curves" if show("learning curves") else "heads")
     if show("a toy task"):
         _toy(ctx)
 
@@ -67,8 +68,10 @@ def below(key: str) -> str:
     return "This model has no training film; the toy task below trains a fresh model of its own"
 
 
-def _film(ctx: Context) -> None:
-    st.markdown("#### The film of this model's training")
+def _film(ctx: Context, part: str | None = None) -> None:
+    """The film; ``part`` (presenter mode) draws only its "heads" or its "curves"."""
+    if not ctx.present:
+        st.markdown("#### The film of this model's training")
     folder = film_folder(ctx.key)
     if folder is None:
         what = "was never trained" if is_twin(ctx.key) else "was trained live on this page, without a film"
@@ -88,17 +91,22 @@ def _film(ctx: Context) -> None:
     ss = st.session_state
     probes = film.probes
     ss["film_probe"] = min(max(int(ss.get("film_probe", 1)), 1), len(probes))
-    st.selectbox("Probe sentence", list(range(1, len(probes) + 1)), key="film_probe",
-                 format_func=lambda n: f"{n} · {probes[n - 1]['src']}")
+    # Presenter mode: the probe, kind, layer and the play button in one row, so the figure keeps the screen.
+    row = st.columns([4, 7, 2], vertical_alignment="bottom") if ctx.present else [st.container()] * 3
+    row[0].selectbox("Probe sentence", list(range(1, len(probes) + 1)), key="film_probe", persist_state="session",
+                     label_visibility="collapsed" if ctx.present else "visible",
+                     format_func=lambda n: f"{n} · {probes[n - 1]['src']}")
     cfg = ctx.cfg
     n_layers = film.meta.get("n_layers", {})
-    kind, layer, _ = kind_layer_head(n_layers.get("enc_self", cfg.n_encoder_layers),
-                                     n_layers.get("dec_self", cfg.n_decoder_layers), cfg.n_heads, with_head=False,
-                                     compact=ctx.present)
-    _frames(ctx, film, ss["film_probe"] - 1, kind, layer)
+    with row[1]:
+        kind, layer, _ = kind_layer_head(n_layers.get("enc_self", cfg.n_encoder_layers),
+                                         n_layers.get("dec_self", cfg.n_decoder_layers), cfg.n_heads, with_head=False,
+                                         compact=ctx.present)
+    _frames(ctx, film, ss["film_probe"] - 1, kind, layer, part, row[2])
 
 
-def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int) -> None:
+def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, part: str | None = None,
+            where=st) -> None:
     """The frame slider, the play button and everything that changes with the frame."""
     ss = st.session_state
     n = len(film)
@@ -107,8 +115,8 @@ def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int) -
     playing = bool(ss.get("film_playing", False))
     # Play/Pause belongs to the page, not to the frame fragment: pressing it reruns the page, which builds the
     # fragment again with (or without) its timer.
-    st.button("Pause" if playing else "Play the film", key="film_play", on_click=_toggle_play, args=(n,),
-              icon=":material/pause:" if playing else ":material/play_arrow:")
+    where.button("Pause" if playing else "Play" if ctx.present else "Play the film", key="film_play",
+                 on_click=_toggle_play, args=(n,), icon=":material/pause:" if playing else ":material/play_arrow:")
 
     @st.fragment(run_every=PLAY_SECONDS if playing else None)
     def frame_part() -> None:
@@ -119,9 +127,10 @@ def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int) -
             ss["film_frame"] += 1
         ss["_film_tick_ok"] = True  # the first run after pressing Play shows the frame it starts from
         steps = film.steps
-        frame = st.select_slider("Frame (training step)", options=list(range(1, n + 1)), key="film_frame",
+        frame = st.select_slider("Frame (training step)", options=list(range(1, n + 1)), key="film_frame", persist_state="session",
+                                 label_visibility="collapsed" if ctx.present else "visible",
                                  format_func=lambda f: f"step {int(steps[f - 1]):,}")
-        _frame(ctx, film, probe, kind, layer, frame - 1)
+        _frame(ctx, film, probe, kind, layer, frame - 1, part)
         if not ss.get("film_playing"):
             sync_url()  # a frame chosen by hand is in the link, and Back returns to the one before (not every tick)
 
@@ -136,27 +145,36 @@ def _toggle_play(n: int) -> None:
         ss["film_frame"] = 1  # at the end, Play starts again from the first frame
 
 
-def _frame(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, f: int) -> None:
+def _frame(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, f: int, part: str | None = None) -> None:
     step = int(film.steps[f])
     p = film.probes[probe]
     epoch = film.epochs[f]
-    st.markdown(f"**Step {step:,}**" + (f" (end of epoch {epoch})" if epoch is not None else "")
-                + f" · translation: **{md_escape(p['translations'][f]) or '∅ (empty)'}**  \n"
-                  f":gray[reference: {md_escape(p['ref'])}]")
+    frame_text = (f"**Step {step:,}**" + (f" (end of epoch {epoch})" if epoch is not None else "")
+                  + f" · translation: **{md_escape(p['translations'][f]) or '∅ (empty)'}**  \n"
+                    f":gray[reference: {md_escape(p['ref'])}]")
+    if not ctx.present:  # presenter mode: below the figures
+        st.markdown(frame_text)
     q_tokens, k_tokens = film.axes(probe, kind)
     probs = film.attn[probe][kind][f, layer].astype(np.float32)  # (h, i, j)
-    chart(st, cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
-              width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),
-              key="film_heads")
     entropy = films.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
-    left, right = st.columns(2)
-    with left:
-        chart(st, cached(loss_figure, film.steps, film.train_loss, film.val_loss, f,
-                         val_on=str(film.meta.get("val_loss_on") or "")),
-                  width="stretch", config=fig_config(ctx, "film_loss"), key="film_loss")
-    with right:
-        chart(st, cached(entropy_figure, film.steps, entropy, f, kind_name=KIND_NAMES[kind]),
-                  width="stretch", config=fig_config(ctx, f"film_entropy_{kind}"), key="film_entropy")
+    # Presenter mode: below the header's two lines of caption, the part, the row of boxes (with the play button,
+    # 4 px taller than a box) and the frame slider.
+    with below_controls(rows=3, extra_px=TEXT_LINE_PX + 4):
+        if part in (None, "heads"):
+            chart(st, cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
+                  width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),
+                  key="film_heads")
+        if part in (None, "curves"):
+            left, right = st.columns(2)
+            with left:
+                chart(st, cached(loss_figure, film.steps, film.train_loss, film.val_loss, f,
+                                 val_on=str(film.meta.get("val_loss_on") or "")),
+                      width="stretch", config=fig_config(ctx, "film_loss"), key="film_loss")
+            with right:
+                chart(st, cached(entropy_figure, film.steps, entropy, f, kind_name=KIND_NAMES[kind]),
+                      width="stretch", config=fig_config(ctx, f"film_entropy_{kind}"), key="film_entropy")
+    if ctx.present:
+        st.markdown(frame_text)
     st.caption(md_escape(reading(film.steps, entropy, film.val_loss, f, layer, KIND_NAMES[kind])))
 
 
@@ -196,7 +214,7 @@ def _toy(ctx: Context) -> None:
     if ss.get("toy_task") not in offered:
         ss["toy_task"] = offered[0]
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    task = c1.radio("Task", offered, key="toy_task", horizontal=True, format_func=lambda t: f"{t} ({TASK_TEXT[t]})")
+    task = c1.radio("Task", offered, key="toy_task", persist_state="session", horizontal=True, format_func=lambda t: f"{t} ({TASK_TEXT[t]})")
     go = c2.button("Train", key="toy_train", type="primary", width="stretch")
     live = st.container()
     if go:

@@ -52,14 +52,20 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     return kind, layer - 1, head - 1
 
 
-def layer_head(n_layers: int, n_heads: int, prefix: str) -> tuple[int, int]:
-    """Layer and head selectors with URL keys `{prefix}_layer` / `{prefix}_head`; returns 0-based indices."""
+def layer_head(n_layers: int, n_heads: int, prefix: str, compact: bool = False, cols=None) -> tuple[int, int]:
+    """Layer and head selectors with URL keys `{prefix}_layer` / `{prefix}_head`; returns 0-based indices.
+
+    ``compact`` (presenter mode): no labels above the boxes, the options say "layer 2", "head 1"; ``cols``: the two
+    columns to draw them in (default: two narrow columns of their own row)."""
     ss = st.session_state
     ss[f"{prefix}_layer"] = min(max(int(ss.get(f"{prefix}_layer", 1)), 1), n_layers)
     ss[f"{prefix}_head"] = min(max(int(ss.get(f"{prefix}_head", 1)), 1), n_heads)
-    c1, c2, _ = st.columns([1, 1, 3])
-    layer = c1.selectbox("Layer", list(range(1, n_layers + 1)), key=f"{prefix}_layer", persist_state="session")
-    head = c2.selectbox("Head", list(range(1, n_heads + 1)), key=f"{prefix}_head", persist_state="session")
+    c1, c2 = cols if cols is not None else st.columns([1, 1, 3])[:2]
+    vis = "collapsed" if compact else "visible"
+    layer = c1.selectbox("Layer", list(range(1, n_layers + 1)), key=f"{prefix}_layer", persist_state="session",
+                         label_visibility=vis, format_func=(lambda v: f"layer {v}") if compact else str)
+    head = c2.selectbox("Head", list(range(1, n_heads + 1)), key=f"{prefix}_head", persist_state="session",
+                        label_visibility=vis, format_func=(lambda v: f"head {v}") if compact else str)
     return layer - 1, head - 1
 
 
