@@ -16,6 +16,7 @@ from viz.common import (DEFAULT_THEME, PRESENTER_THEME, below_controls, presente
 from viz.decoding import candidates_figure, step_cross_attention_figure
 from viz.head import head_pipeline_figures, probs_figure
 from viz.heads import offset_pattern_figure, pruning_figure
+from viz.heads import offset_pattern_figure
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.tables import candidates_csv, heads_csv, matrix_csv
 from viz.training import entropy_figure, loss_figure, step_positions, toy_loss_figure
@@ -73,9 +74,10 @@ def test_presenter_mode_adds_no_colour_bar_the_figure_did_not_ask_for():
 
 
 @pytest.mark.parametrize("build", [lambda: candidates_figure(["a", "b", "c"], [0.9, 0.02, 0.002]),
+                                   lambda: offset_pattern_figure([-1, 0, 1], [0.9, 0.02, 0.002], "enc_self"),
                                    lambda: step_cross_attention_figure(np.array([0.9, 0.02, 0.002, 0.078]),
                                                                        ["a", "b", "c", "d"])],
-                         ids=["candidates", "where a step looked"])
+                         ids=["candidates", "offset pattern", "where a step looked"])
 def test_high_contrast_bars_stand_out_against_the_white_plot(build):
     """A weight of 0.002 is a sliver of a bar: in high contrast its colour must stand out (WCAG's 3:1 for graphics)."""
     plain = build()

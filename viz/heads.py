@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.decoding import bar_marker
 from viz.common import (KIND_NAMES, PROB_SCALE, SIGNED_SCALE, cell_axes, grid_figure, resolve_scale, style,
                         theme)
 
@@ -141,7 +142,7 @@ def offset_pattern_figure(offsets: Sequence[int], weights: Sequence[float | None
     top = int(np.nanargmax(w)) if np.isfinite(w).any() else -1
     fig = go.Figure(go.Bar(
         x=xs.tolist(), y=np.nan_to_num(w, nan=0.0).tolist(), name="mean weight",
-        marker_color=[CHOSEN_LINE if i == top else "#6a9fcf" for i in range(len(w))],
+        marker=bar_marker(len(w), top),  # the theme's bar colours (high contrast: dark blue, the peak orange)
         customdata=[("no query had a key there" if not np.isfinite(v) else f"{v:.3f}") for v in w],
         hovertemplate=f"offset %{{x}} from {ref}<br>mean weight %{{customdata}}<extra></extra>"))
     fig.update_xaxes(title=dict(text=x_title), tickvals=xs.tolist(), tickfont=dict(size=theme().tick), zeroline=False)
