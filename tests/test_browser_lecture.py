@@ -5,8 +5,18 @@ import urllib.parse
 
 import pytest
 
-from browser_support import (CHART, EXCEPTION, SIDEBAR, new_page, open_app, runs, select_option, wait_charts,
-                             wait_new_run, widget)
+from browser_support import (
+    CHART,
+    EXCEPTION,
+    SIDEBAR,
+    new_page,
+    open_app,
+    runs,
+    select_option,
+    wait_charts,
+    wait_new_run,
+    widget,
+)
 from test_browser_truth import OVERLAPS_JS
 
 SENTENCE = "Ein Hund läuft im Schnee."
@@ -35,7 +45,7 @@ def sidebar_open(pg) -> bool:
 PRESENTER_PAGES = [("Attention", "one head"), ("Attention", "all heads of the layer"),
                    ("Attention", "every layer × head"), ("Decoding", "this step"), ("Embeddings", "the vectors"),
                    ("Inside one head", "weights"), ("Masks", "causal mask"), ("Positional encoding", "waves"),
-                   ("Overview", "architecture")]
+                   ("Overview", "architecture"), ("Heads", "the grid")]
 
 
 @pytest.fixture(scope="module")

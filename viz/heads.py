@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.common import KIND_NAMES, PROB_SCALE, SIGNED_SCALE, cell_axes, grid_figure, resolve_scale, style, theme
 from viz.decoding import bar_marker
-from viz.common import (KIND_NAMES, PROB_SCALE, SIGNED_SCALE, cell_axes, grid_figure, resolve_scale, style,
-                        theme)
 
 KIND_ORDER = ("enc_self", "dec_self", "cross")
 # Short forms of the report's role labels, written in the grid's cells (the hover gives the full label).
@@ -111,9 +110,10 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
             shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
                                line=dict(color=CHOSEN_LINE, width=3)))
     fig = grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
-                      cell_titles=[KIND_NAMES[k] for k in kinds], title_font=max(15, theme().base),
+                      # the short names: with the long ones, side by side panels' titles ran into each other
+                      cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),
                       coloraxis=dict(colorscale=resolve_scale(SIGNED_SCALE if signed else PROB_SCALE), cmin=zmin,
-                                     cmax=zmax, colorbar=dict(title=dict(text=measure_label),
+                                     cmax=zmax, colorbar=dict(title=dict(text=measure_label, side="right"),
                                                               tickfont=dict(size=tick))))
     for p, text in notes:
         x_ref, y_ref = cell_axes(p)
