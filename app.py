@@ -34,16 +34,33 @@ if "atlas_warm" not in st.session_state:
                         config={"staticPlot": True}, key="atlas-warm-chart")
         st.dataframe({"": []}, key="atlas-warm-table", hide_index=True)
 
-from model.experiments import untrained_summary  # noqa: E402  (after the warm-up above, on purpose)
-from model.export import file_stem  # noqa: E402
-from viz.common import DEFAULT_THEME, PRESENTER_THEME  # noqa: E402
-from views import (attention, compare, decoding, embeddings, head, heads, masks, overview, positional,  # noqa: E402
-                   training)
-from views.state import (COMPARE, COMPARE_VIEWS, EXAMPLES, MAX_DECODE_STEPS, ROLE_SWAP, VIEWS, Context,  # noqa: E402
-                         checkpoint_choices, checkpoint_label, init_state, is_twin, load_translator, model_facts,
-                         sync_url, trace_json, trace_sentence, traced_decoding, wrong_language)
-from views.text import md_escape  # noqa: E402
-from views.widgets import PAGE_STYLE, app_inputs, page_fragment  # noqa: E402
+# The app's own imports come after the warm-up above, on purpose (pyproject.toml allows E402 in this file).
+from model.experiments import untrained_summary
+from model.export import file_stem
+from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
+from views.state import (
+    COMPARE,
+    COMPARE_VIEWS,
+    EXAMPLES,
+    MAX_DECODE_STEPS,
+    ROLE_SWAP,
+    VIEWS,
+    Context,
+    checkpoint_choices,
+    checkpoint_label,
+    init_state,
+    is_twin,
+    load_translator,
+    model_facts,
+    sync_url,
+    trace_json,
+    trace_sentence,
+    traced_decoding,
+    wrong_language,
+)
+from views.text import md_escape
+from views.widgets import PAGE_STYLE, app_inputs, page_fragment
+from viz.common import DEFAULT_THEME, PRESENTER_THEME
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -142,7 +159,8 @@ facts = model_facts(ss["ckpt"])
 
 text = ss["text"] or ""
 if not text.strip():
-    st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model translates it.")
+    st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model "
+            "translates it.")
     sync_url()
     _warm.empty()
     st.stop()
@@ -173,7 +191,7 @@ with st.sidebar:
                        file_name=file_stem(ss["ckpt"], text, shows) + ".json", mime="application/json",
                        on_click="ignore", key="download_trace",
                        help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
-                            "every step's candidates. Same schema as `python -m model.export` (see the README).")
+                            "every step's candidates. Same schema as `python -m model.export` (docs/formats.md).")
 
 if ss["present"] or comparing:  # one line: the figure gets the screen's height
     st.markdown(f"#### :gray[{'A · ' if comparing else ''}{langs['src']}] {md_escape(' '.join(source.tokens))} "
@@ -207,7 +225,8 @@ if wrong_language(ss["ckpt"], text):
     st.info(f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than {langs['src_name']}. "
             f"It translates {langs['src_name']} into {langs['tgt_name']}: type a {langs['src_name']} sentence.")
 if is_twin(ss["ckpt"]) and result.trace is not None:
-    st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps], result.finished)))
+    st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps],
+                                        result.finished)))
 
 ctx = Context(key=ss["ckpt"], cfg=translator.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
               shows=shows, facts=facts, present=ss["present"])

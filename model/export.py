@@ -2,7 +2,7 @@
 
     python -m model.export "Ein Hund läuft im Schnee." [--checkpoint DIR] [--out FILE.json] [--top-k 5] [--max-len N]
 
-Schema "attention-atlas-trace/1" (documented in the README): model metadata, the source and target tokens
+Schema "attention-atlas-trace/1" (documented in docs/formats.md): model metadata, the source and target tokens
 and ids (the target is the decoder input: the start token, then the output), the attention probabilities
 of enc_self, dec_self and cross as [layer][head][query][key], and every decoding step's top-k candidates.
 The app's "trace as JSON" download writes the same content for the sentence on screen.
