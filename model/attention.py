@@ -40,7 +40,11 @@ class MultiHeadAttention(nn.Module):
         return_trace: bool = False,  # also return an AttentionTrace (the explicit path)
         cache: dict | None = None,  # the caller's per-request key/value cache for incremental decoding
         static_kv: bool = False,  # keys/values do not grow (cross-attention): project them once
+        head_patch: tuple[torch.Tensor, torch.Tensor] | None = None,  # (where, value): activation patching
     ) -> tuple[torch.Tensor, AttentionTrace | None]:
+        """`head_patch` = (where bool (b, h), value (1|b, h, i, d_k)) replaces the outputs of the heads where
+        `where` is True with `value` (another run's head outputs before W_O), after `head_mask`: torch.where, so
+        a patched head outputs exactly the value given."""
         q = self._split(self.w_q(query))
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
@@ -68,6 +72,9 @@ class MultiHeadAttention(nn.Module):
             record = None
         if head_mask is not None:
             heads = heads * head_mask.view(-1, self.h, 1, 1).to(heads.dtype)  # (1|b, h, 1, 1)
+        if head_patch is not None:
+            where, value = head_patch
+            heads = torch.where(where.view(-1, self.h, 1, 1), value.to(heads.dtype), heads)  # (b, h, i, d_k)
         b, _, i, _ = heads.shape
         out = self.w_o(heads.transpose(1, 2).reshape(b, i, self.h * self.d_k))  # (b, i, d)
         return out, record

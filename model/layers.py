@@ -107,8 +107,11 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
 
-    def forward(self, x, src_mask, head_mask=None, return_trace=False) -> tuple[torch.Tensor, AttentionTrace | None]:
-        x, rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, head_mask, return_trace))
+    def forward(self, x, src_mask, head_mask=None, return_trace=False,
+                head_patch=None) -> tuple[torch.Tensor, AttentionTrace | None]:
+        """`head_patch`: (where, value) for the self-attention's head outputs (MultiHeadAttention.forward)."""
+        x, rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, head_mask, return_trace,
+                                                         head_patch=head_patch))
         x, _ = self.sub[1](x, lambda y: (self.ff(y), None))
         return x, rec
 
@@ -125,14 +128,19 @@ class DecoderLayer(nn.Module):
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
 
     def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, return_trace=False,
-                cache: dict | None = None):
-        """`cache` ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding."""
+                cache: dict | None = None, self_head_patch=None, cross_head_patch=None):
+        """`cache` ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding.
+
+        `self_head_patch`, `cross_head_patch`: (where, value) for the head outputs (MultiHeadAttention.forward).
+        """
         self_cache = cross_cache = None
         if cache is not None:
             self_cache, cross_cache = cache["self"], cache["cross"]
-        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, return_trace, self_cache))
+        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, return_trace,
+                                                              self_cache, head_patch=self_head_patch))
         x, cross_rec = self.sub[1](
-            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, return_trace, cross_cache, static_kv=True)
+            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, return_trace, cross_cache,
+                                         static_kv=True, head_patch=cross_head_patch)
         )
         x, _ = self.sub[2](x, lambda y: (self.ff(y), None))
         return x, self_rec, cross_rec

@@ -16,6 +16,12 @@ from .trace import Trace
 # 'enc_self' | 'dec_self' | 'cross' -> (n_layers, n_heads) gates, 0/1 to switch heads off, or (n_layers, b, n_heads)
 # for a gate per sentence (per-example gradients in one backward pass)
 HeadMask = dict[str, torch.Tensor]
+# Activation patching (model/patch.py): (component, 0-based layer) -> (where, value), values from another run.
+#   ('enc_self' | 'dec_self' | 'cross', l): the heads' outputs before W_O; where bool (b, h), value (1|b, h, i, d_k)
+#   ('enc_resid' | 'dec_resid', l): the residual stream after encoder / decoder layer l; where bool (b, n) marks
+#       the positions replaced, value (1|b, n, d)
+Patch = dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]]
+PATCH_COMPONENTS = ("enc_self", "dec_self", "cross", "enc_resid", "dec_resid")
 
 
 def subsequent_mask(size: int, device=None) -> torch.Tensor:
@@ -45,6 +51,19 @@ def make_tgt_mask(tgt: torch.Tensor, pad_idx: int, causal: bool = True, use_padd
     if causal:
         mask = mask & subsequent_mask(t, tgt.device)
     return mask
+
+
+def _head_patch(patch: Patch | None, kind: str, layer: int):
+    return None if patch is None else patch.get((kind, layer))
+
+
+def _patch_stream(x: torch.Tensor, patch: Patch | None, kind: str, layer: int) -> torch.Tensor:
+    """The residual stream x (b, n, d) with the patched positions replaced exactly (torch.where, not a blend)."""
+    part = None if patch is None else patch.get((kind, layer))
+    if part is None:
+        return x
+    where, value = part
+    return torch.where(where.unsqueeze(-1), value.to(x.dtype), x)  # where (b, n) -> (b, n, 1)
 
 
 class Generator(nn.Module):
@@ -85,27 +104,50 @@ class EncoderDecoder(nn.Module):
         if cfg.tie_weights:
             self.generator.proj.weight = self.tgt_embed.lut.weight
 
-    def encode(self, src, src_mask, head_mask: HeadMask | None = None, trace: Trace | None = None) -> torch.Tensor:
-        """(b, s) ids -> (b, s, d) memory; fills trace.src_embed / enc_self when a Trace is given."""
+    def check_patch(self, patch: Patch) -> None:
+        """ValueError for a patch key that names no component or no layer of this model."""
+        layers = {"enc_self": self.cfg.n_encoder_layers, "enc_resid": self.cfg.n_encoder_layers}
+        for key in patch:
+            kind, layer = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
+            n = layers.get(kind, self.cfg.n_decoder_layers)
+            if kind not in PATCH_COMPONENTS or not isinstance(layer, int) or not 0 <= layer < n:
+                raise ValueError(f"patch key {key!r} is not (component, 0-based layer) with a component of "
+                                 f"{', '.join(PATCH_COMPONENTS)}")
+
+    def encode(self, src, src_mask, head_mask: HeadMask | None = None, trace: Trace | None = None,
+               patch: Patch | None = None) -> torch.Tensor:
+        """(b, s) ids -> (b, s, d) memory; fills trace.src_embed / enc_self when a Trace is given.
+
+        `patch` replaces head outputs or residual streams of encoder layers (see Patch); the trace keeps the
+        attention as computed, before a head's output is replaced.
+        """
         want = trace is not None
+        if patch is not None:
+            self.check_patch(patch)
         x, emb = self.src_embed(src, want)
         records = []
         for n, layer in enumerate(self.encoder_layers):
             hm = None if head_mask is None or "enc_self" not in head_mask else head_mask["enc_self"][n]
-            x, rec = layer(x, src_mask, hm, want)
+            x, rec = layer(x, src_mask, hm, want, head_patch=_head_patch(patch, "enc_self", n))
+            x = _patch_stream(x, patch, "enc_resid", n)
             records.append(rec)
         if want:
             trace.src_embed, trace.enc_self = emb, records
         return self.encoder_norm(x)
 
     def decode(self, memory, src_mask, tgt, tgt_mask, head_mask: HeadMask | None = None, trace: Trace | None = None,
-               cache: dict | None = None):
+               cache: dict | None = None, patch: Patch | None = None):
         """(b, t) ids + memory -> (b, t, d) decoder states; fills trace.tgt_embed / dec_self / cross.
 
         With a `cache` from new_cache(), `tgt` holds only the newest position(s): keys and values of
-        earlier positions come from the cache, which this call extends.
+        earlier positions come from the cache, which this call extends. `patch` (see Patch) replaces head
+        outputs or residual streams of decoder layers in a whole pass (not with a cache).
         """
         want = trace is not None
+        if patch is not None:
+            if cache is not None:
+                raise ValueError("a patch replaces whole passes: decode without a cache")
+            self.check_patch(patch)
         offset = 0 if cache is None else cache["len"]
         x, emb = self.tgt_embed(tgt, want, offset)
         self_recs, cross_recs = [], []
@@ -113,7 +155,9 @@ class EncoderDecoder(nn.Module):
             shm = None if head_mask is None or "dec_self" not in head_mask else head_mask["dec_self"][n]
             chm = None if head_mask is None or "cross" not in head_mask else head_mask["cross"][n]
             layer_cache = None if cache is None else cache["layers"][n]
-            x, self_rec, cross_rec = layer(x, memory, src_mask, tgt_mask, shm, chm, want, layer_cache)
+            x, self_rec, cross_rec = layer(x, memory, src_mask, tgt_mask, shm, chm, want, layer_cache,
+                                           _head_patch(patch, "dec_self", n), _head_patch(patch, "cross", n))
+            x = _patch_stream(x, patch, "dec_resid", n)
             self_recs.append(self_rec)
             cross_recs.append(cross_rec)
         if want:
@@ -134,14 +178,15 @@ class EncoderDecoder(nn.Module):
         head_mask: HeadMask | None = None,
         use_src_padding_mask: bool = True,
         use_causal_mask: bool = True,
+        patch: Patch | None = None,  # activation patching: values from another run (see Patch)
     ) -> tuple[torch.Tensor, Trace | None]:
         """Teacher-forced pass: (b, t, V) log-probabilities, and the Trace when `return_trace` (else None)."""
         pad = self.cfg.pad_idx
         src_mask = make_src_mask(src, pad, use_src_padding_mask)
         tgt_mask = make_tgt_mask(tgt, pad, causal=use_causal_mask)
         record = Trace() if return_trace else None
-        memory = self.encode(src, src_mask, head_mask, record)
-        log_probs = self.generator(self.decode(memory, src_mask, tgt, tgt_mask, head_mask, record))
+        memory = self.encode(src, src_mask, head_mask, record, patch)
+        log_probs = self.generator(self.decode(memory, src_mask, tgt, tgt_mask, head_mask, record, patch=patch))
         if record is not None:
             record.log_probs = log_probs
         return log_probs, record
