@@ -20,7 +20,8 @@ Starts `streamlit run app.py` on a free port and drives Debian's Chromium with P
                views), after one warm-up cycle; the sentence stays the same (each page was drawn once for it)
 Interaction times are measured inside the page, from the key press or pointer press to the frame in
 which everything is drawn; a chart counts as drawn once it has emitted plotly_afterplot after the press,
-new charts included (their SVG appears before Plotly has finished, and Plotly may redraw for the margins). --mode presenter measures the Attention view in presenter mode (one head large;
+new charts included (their SVG appears before Plotly has finished, and Plotly may redraw for the margins).
+--mode presenter measures the Attention view in presenter mode (one head large;
 the sidebar is opened for the page switches), --mode compare side by side (two sentences, one head).
 Writes benchmarks/results/app.json (app_presenter.json, app_compare.json).
 """
@@ -33,7 +34,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, summary, table, verdict, write_results
+from common import (
+    ROOT,
+    add_server_args,
+    distinct_sentences,
+    machine,
+    server_preflight,
+    summary,
+    table,
+    verdict,
+    write_results,
+)
 
 # Issue 10's targets (medians): cold start = server start -> first page drawn.
 TARGETS = {"cold_start_s": 4.0, "new_sentence_median_s": 0.5, "layer_head_median_s": 0.25,
@@ -188,7 +199,8 @@ def new_sentence(bs, page, text: str, gen: int, before=None) -> float:
 
     `before`, if given, is called just before the key press (bench_server_cpu.py reads the server's CPU there)."""
     page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "oldSource": page.locator("[data-testid='stMain'] h4").first.inner_text()}
+    args = {"gen": gen, "runs": bs.runs(page),
+            "oldSource": page.locator("[data-testid='stMain'] h4").first.inner_text()}
     area = bs.widget(page, "text").locator("textarea")
     area.fill(text)
     page.evaluate("() => { window.__atlasT0 = null; }")  # fill() may have pressed nothing, but be sure
@@ -450,7 +462,8 @@ def main() -> int:
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("app" if args.mode == "normal" else f"app_{args.mode}", {
-        "benchmark": "app", "mode": args.mode, "checkpoint_dir": str(ckpt_dir), "model": args.model, "repeats": args.repeats,
+        "benchmark": "app", "mode": args.mode, "checkpoint_dir": str(ckpt_dir), "model": args.model,
+        "repeats": args.repeats,
         "torch_threads": args.torch_threads or 1, "machine": machine(),
         "cold_start": {"runs": colds, **cold}, "new_sentence": {"seconds": sentence_s, **sent},
         "layer_head": {"seconds": switch_s, "changed": kinds, **sw, "head": sw_head, "layer": sw_layer},

@@ -33,7 +33,6 @@ def main() -> int:
     ap.add_argument("--tail-ms", type=float, default=500.0)
     args = ap.parse_args()
 
-    import numpy as np
     from threadpoolctl import threadpool_limits
 
     from viz.embeddings import nearest_neighbours

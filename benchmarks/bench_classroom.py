@@ -35,7 +35,7 @@ from pathlib import Path
 from common import ROOT, add_server_args, distinct_sentences, machine, summary, table, write_results
 
 sys.path.insert(0, str(ROOT / "deploy"))
-from classroom_client import Session, shows_sentence, squash  # noqa: E402
+from classroom_client import Session, shows_sentence, squash
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -137,7 +137,7 @@ class Classroom:
                 text = self._next(i)
                 try:
                     run = await s.type_text(text)
-                except Exception as e:  # noqa: BLE001 - a timeout, a closed websocket: count it, open again
+                except Exception as e:  # a timeout, a closed websocket: count it, open again
                     self.errors.append(f"session {i}: {type(e).__name__}: {e}")
                     await _close(s)
                     s = None
@@ -145,7 +145,7 @@ class Classroom:
                 self.actions += 1
                 self.latencies.append(run.seconds)
                 self._check(i, run, text)
-        except Exception as e:  # noqa: BLE001 - the opening failed
+        except Exception as e:  # the opening failed
             self.errors.append(f"session {i} (opening): {type(e).__name__}: {e}")
         finally:
             if s is not None:
@@ -159,7 +159,7 @@ class Classroom:
 async def _close(s: Session) -> None:
     try:
         await s.close()
-    except Exception:  # noqa: BLE001 - closing a broken session
+    except Exception:  # closing a broken session
         pass
 
 

@@ -20,10 +20,10 @@ import os
 import sys
 import time
 
-from common import ROOT, machine, open_translator, summary, table, write_results
-
 import numpy as np
 import plotly
+
+from common import ROOT, machine, open_translator, summary, table, write_results
 
 DRAW_JS = """async (f) => {
   const el = document.getElementById('g'); Plotly.purge(el);
@@ -56,9 +56,9 @@ def attention_page(probs: np.ndarray, q_tokens, k_tokens, kind: str, mask) -> di
 
 
 def main() -> int:
-    from browser_support import launch_chromium
     from playwright.sync_api import sync_playwright
 
+    from browser_support import launch_chromium
     from viz.common import browser_json
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -3,9 +3,9 @@
     python benchmarks/bench_film.py [--data-dir ../shared/data/multi30k] [--limit 3000] [--epochs 2] [--threads 2]
 
 Trains the shipped recipe's architecture on the first LIMIT Multi30k pairs (`python -m model.train
-... --no-final-eval`) three times: without the film, with it, without it again. The film's own clock (FilmRecorder.seconds,
-in metrics.json) over the run's training time is the overhead; it is robust to a busy machine, unlike
-the with/without difference, which is reported too. A short run has frames far denser than a real one
+... --no-final-eval`) three times: without the film, with it, without it again. The film's own clock
+(FilmRecorder.seconds, in metrics.json) over the run's training time is the overhead; it is robust to a busy machine,
+unlike the with/without difference, which is reported too. A short run has frames far denser than a real one
 (0, 25 and every epoch's end in a few dozen steps), so the script also projects the overhead of the
 shipped recipe (21 epochs, 3,710 steps: the frames the schedule gives, at the measured seconds per frame
 and per step). Target (issue 12): <= 5 % of training time.
@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from common import ROOT, machine, table, verdict, write_results
-
 from model.film import is_film_step
 
 TARGET = 0.05
@@ -71,15 +70,18 @@ def main() -> int:
     short = film_s / max(train_s, 1e-9)
     ab = with_film["wall_s"] / ((before["wall_s"] + after["wall_s"]) / 2) - 1
     rows = [["short run: film seconds / training seconds", f"{100 * short:.1f} %", "(dense frames)"],
-            ["short run: wall time with / mean of the two without - 1", f"{100 * ab:.1f} %", "(noisy on a busy machine)"],
+            ["short run: wall time with / mean of the two without - 1", f"{100 * ab:.1f} %",
+             "(noisy on a busy machine)"],
             [f"shipped recipe, projected ({recipe_frames} frames)", f"{100 * projected:.2f} %",
              verdict(projected, TARGET)],
             ["seconds per frame", f"{per_frame:.2f}", ""], ["seconds per training step", f"{per_step:.2f}", ""],
             ["film files (bytes)", f"{size:,}", ""],
-            [f"film files, projected for {recipe_frames} frames (bytes)", f"{size * recipe_frames // max(frames, 1):,}", ""]]
+            [f"film files, projected for {recipe_frames} frames (bytes)",
+             f"{size * recipe_frames // max(frames, 1):,}", ""]]
     print(table(rows, ["measure", "value", f"target <= {100 * TARGET:.0f} %"]))
     path = write_results("film", {
-        "machine": machine(), "args": vars(args), "runs": [before, with_film, after], "film_bytes": size, "film_bytes_projected": size * recipe_frames // max(frames, 1),
+        "machine": machine(), "args": vars(args), "runs": [before, with_film, after], "film_bytes": size,
+        "film_bytes_projected": size * recipe_frames // max(frames, 1),
         "seconds_per_frame": round(per_frame, 3), "seconds_per_step": round(per_step, 3),
         "short_run_overhead": round(short, 4), "wall_with_over_without_minus_1": round(ab, 4),
         "recipe": {**RECIPE, "frames": recipe_frames}, "recipe_projected_overhead": round(projected, 4),

@@ -11,7 +11,6 @@ chart of the page has finished a plot after the press. Writes benchmarks/results
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +22,8 @@ TARGET_S = 0.3
 FRAME_DONE_JS = """a => {
   const idle = !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']");
   if (!idle || window.__atlasRuns <= a.runs) return false;
-  const step = [...document.querySelectorAll("[data-testid='stMain'] strong")].find(e => e.textContent.startsWith('Step '));
+  const step = [...document.querySelectorAll("[data-testid='stMain'] strong")]
+    .find(e => e.textContent.startsWith('Step '));
   if (!step || step.textContent !== a.step) return false;
   const live = el => !el.closest("[data-stale='true']");
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);

@@ -143,7 +143,8 @@ def main(argv=None) -> int:
     params = sum(tr.parameter_counts().values())
     text = sentence_of_pieces(SRC_PIECES, tr.source_tokens)
     check = tr.trace(text, max_len=OUT_TOKENS)
-    assert len(check.source.tokens) == SRC_PIECES and len(check.raw_tokens) == OUT_TOKENS, (check.source.tokens, check.raw_tokens)
+    assert len(check.source.tokens) == SRC_PIECES and len(check.raw_tokens) == OUT_TOKENS, (check.source.tokens,
+                                                                                            check.raw_tokens)
     passes = count_checking_passes(tr, [text] + distinct_sentences(20)[:10])
     same = all(tr.trace(s, max_len=OUT_TOKENS).raw_tokens == unaided.trace(s, max_len=OUT_TOKENS).raw_tokens
                for s in [text] + distinct_sentences(20)[:10])
@@ -167,21 +168,25 @@ def main(argv=None) -> int:
         "command": "python benchmarks/bench_marian.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "model": {**SIZE, "vocabulary": VOCAB, "parameters": params}, "threads": args.threads,
         "sentence": text, "source_pieces": check.source.tokens,
-        "timings": rows, "generator_row_product": gen, "load_s": summary(loads), "load_until_draft_ready_s": summary(drafts),
+        "timings": rows, "generator_row_product": gen, "load_s": summary(loads),
+        "load_until_draft_ready_s": summary(drafts),
         "checking_passes_per_trace": passes, "drafted_equals_unaided_on": 11, "build_s": round(build_s, 1),
-        "targets": TARGETS, "verdict": {"traced_median_ms": verdict(rows["traced"]["median_ms"], TARGETS["traced_median_ms"])},
+        "targets": TARGETS,
+        "verdict": {"traced_median_ms": verdict(rows["traced"]["median_ms"], TARGETS["traced_median_ms"])},
         "machine": machine(),
     }
     path = write_results("marian", result)
     print(f"{params:,} parameters; source: {' '.join(check.source.tokens)}")
-    print(table([[k, v["median_ms"], v["p10_ms"], v["p90_ms"]] for k, v in rows.items()], ["", "median ms", "p10", "p90"]))
+    print(table([[k, v["median_ms"], v["p10_ms"], v["p90_ms"]] for k, v in rows.items()],
+                ["", "median ms", "p10", "p90"]))
     print(f"generator row product: float32 min {gen['float32']['min_ms']:.1f} ms "
           f"({gen['float32_GB_per_s_at_min']} GB/s), bfloat16 min {gen['bfloat16']['min_ms']:.1f} ms, "
           f"int8 (draft) min {gen['int8_draft']['min_ms']:.1f} ms")
     print(f"checking passes per trace (1 = every guess right): {passes}; drafted = unaided on 11 sentences")
     print(f"load (from_checkpoint) median {result['load_s']['median_ms'] / 1000:.2f} s, "
           f"{result['load_until_draft_ready_s']['median_ms'] / 1000:.2f} s until the draft is ready; "
-          f"traced {result['verdict']['traced_median_ms']} (target ≤ {TARGETS['traced_median_ms']:.0f} ms); wrote {path}")
+          f"traced {result['verdict']['traced_median_ms']} (target ≤ {TARGETS['traced_median_ms']:.0f} ms); "
+          f"wrote {path}")
     return 0
 
 

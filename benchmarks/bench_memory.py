@@ -99,7 +99,8 @@ def main() -> int:
     rows += [["peak", f"{max(samples):.0f}"], [f"growth over the last {window} sentences", f"{growth:+.1f}"]]
     print()
     print(table(rows, ["server RSS (with children)", "MB"]))
-    checks = [("RSS after %d sentences" % n, f"{samples[-1]:.0f} MB", "<= 600 MB", verdict(samples[-1], TARGETS["rss_mb"])),
+    checks = [("RSS after %d sentences" % n, f"{samples[-1]:.0f} MB", "<= 600 MB",
+               verdict(samples[-1], TARGETS["rss_mb"])),
               (f"growth over the last {window}", f"{growth:+.1f} MB", "<= 50 MB",
                verdict(growth, TARGETS["growth_last_100_mb"]))]
     print()

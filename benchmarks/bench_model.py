@@ -103,7 +103,8 @@ def main() -> int:
     tok = lambda text: translator.prepare(text, max_tokens=10**6).tokens  # noqa: E731 - the app's own tokenizer
     print(f"checkpoint {args.checkpoint}: d_model {cfg.d_model}, {cfg.n_heads} heads, "
           f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers, d_ff {cfg.d_ff}; "
-          f"torch {torch.__version__}, torch.set_num_threads({args.threads}), {args.repeats} repeats after 3 warm-up runs")
+          f"torch {torch.__version__}, torch.set_num_threads({args.threads}), "
+          f"{args.repeats} repeats after 3 warm-up runs")
 
     rows, results = [], []
     for n in LENGTHS:
@@ -137,7 +138,8 @@ def main() -> int:
     checks = [
         ("20-token traced, median", f"{at20['traced']['median_ms']:.1f} ms", "<= 30 ms",
          verdict(at20["traced"]["median_ms"], TARGETS["traced_20_tokens_median_ms"])),
-        ("traced / untraced at 20 tokens", f"{ratio_20:.2f}x", "<= 1.5x", verdict(ratio_20, TARGETS["traced_over_untraced"])),
+        ("traced / untraced at 20 tokens", f"{ratio_20:.2f}x", "<= 1.5x",
+         verdict(ratio_20, TARGETS["traced_over_untraced"])),
         ("traced / untraced, worst length", f"{worst_ratio:.2f}x", "<= 1.5x",
          verdict(worst_ratio, TARGETS["traced_over_untraced"])),
         ("checkpoint load, median of %d" % args.load_repeats, f"{load['median_ms'] / 1000:.3f} s", "<= 0.5 s",
@@ -151,8 +153,8 @@ def main() -> int:
         "machine": machine(), "lengths": results, "load": load, "targets": TARGETS,
         "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
         "reference_note": "torch.nn.Transformer, same d_model/heads/layers/d_ff, random weights, embeddings and "
-                          "generator, greedy for the untraced run's number of decoder steps; nn.Transformer has no key/value "
-                          "cache, so each step recomputes the whole prefix",
+                          "generator, greedy for the untraced run's number of decoder steps; nn.Transformer has "
+                          "no key/value cache, so each step recomputes the whole prefix",
     })
     print(f"\nwrote {path.relative_to(ROOT)}; median load {load['median_ms']:.0f} ms, "
           f"spread p10-p90 of the 20-token traced run {at20['traced']['p10_ms']:.1f}-{at20['traced']['p90_ms']:.1f} ms")

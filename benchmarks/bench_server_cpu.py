@@ -30,8 +30,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_app import (INPUT_CLOCK_JS, _config, change_layer_or_head, new_sentence, page_switch, settle_view,
-                       view_cycles, views_of)
+from bench_app import (
+    INPUT_CLOCK_JS,
+    _config,
+    change_layer_or_head,
+    new_sentence,
+    page_switch,
+    settle_view,
+    view_cycles,
+    views_of,
+)
 from bench_memory import descendants
 from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, verdict, write_results
 

@@ -7,8 +7,8 @@ with target=1.0: held-out exact match (200 sequences never seen in training) is 
 and the run stops once all are right. Reported: the step, wall seconds and process CPU seconds at that
 point (CPU time is what one idle core would take; wall time suffers on a busy machine), and the
 exact match of the stopped model on a second, independent draw of held-out sequences. The learning rate
-decays to 0 at DEFAULT_STEPS (the live budget) whether or not the run stops earlier. Targets (issue 12): copy and reverse at 100 % within
-30 s on one core; sort offered only if it reaches >= 90 % in the same budget.
+decays to 0 at DEFAULT_STEPS (the live budget) whether or not the run stops earlier. Targets (issue 12): copy and
+reverse at 100 % within 30 s on one core; sort offered only if it reaches >= 90 % in the same budget.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import sys
 import time
 
 import torch
-from common import machine, table, write_results
 
+from common import machine, table, write_results
 from model import toy
 
 BUDGET_S = 30.0
@@ -49,7 +49,8 @@ def main() -> int:
         worst_cpu = max((r["cpu_s_to_100"] for r in reached), default=float("nan"))
         acc = min(r["accuracy_after_on_a_second_draw"] for r in runs)
         ok = len(reached) == len(runs) and worst_cpu <= BUDGET_S  # 100 % of the held-out 200 within the budget
-        rows.append([task, f"{len(reached)}/{len(runs)}", statistics.median(r["reached_100_at_step"] or 0 for r in runs),
+        rows.append([task, f"{len(reached)}/{len(runs)}",
+                     statistics.median(r["reached_100_at_step"] or 0 for r in runs),
                      worst_cpu, max(r["wall_s_to_100"] for r in runs), f"{100 * acc:.1f} %",
                      "ok" if ok else "MISSED", "offered" if task in toy.OFFERED else "not offered"])
     print(table(rows, ["task", "reached 100 %", "median step", "worst CPU s", "worst wall s",

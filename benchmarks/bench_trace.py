@@ -54,7 +54,8 @@ def main() -> int:
     cfg = drafted.model.cfg
     generator_mb = cfg.d_model * cfg.tgt_vocab_size * 4 / 2**20
     res = {name: summary(v) for name, v in times.items()}
-    rows = [[name, f"{r['median_ms']:.1f} ms", f"{r['p10_ms']:.1f}", f"{r['p90_ms']:.1f}", r["n"]] for name, r in res.items()]
+    rows = [[name, f"{r['median_ms']:.1f} ms", f"{r['p10_ms']:.1f}", f"{r['p90_ms']:.1f}", r["n"]]
+            for name, r in res.items()]
     print(table(rows, ["trace", "median", "p10", "p90", "n"]))
     print(f"draft built in {build_s:.2f} s; float32 generator {generator_mb:.1f} MB; "
           f"worth_a_draft: {worth_a_draft(drafted.model)} (from {MIN_GENERATOR_BYTES / 2**20:g} MB)")

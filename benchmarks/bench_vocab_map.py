@@ -17,12 +17,12 @@ import json
 import os
 import sys
 
-from common import ROOT, machine, open_translator, summary, table, write_results
-
 import numpy as np
 import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from common import ROOT, machine, open_translator, summary, table, write_results
 
 DRAW_JS = """async (f) => {
   const el = document.getElementById('g'); Plotly.purge(el);
@@ -42,9 +42,9 @@ def webgl_all(coords: np.ndarray, tokens: list[str], idx: list[int]) -> go.Figur
 
 
 def main() -> int:
-    from browser_support import launch_chromium
     from playwright.sync_api import sync_playwright
 
+    from browser_support import launch_chromium
     from viz.embeddings import pca_2d, vocab_map_figure
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

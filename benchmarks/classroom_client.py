@@ -36,12 +36,11 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
-
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 FINISHED_EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_EARLY_FOR_RERUN")
 FINISHED_WITH_COMPILE_ERROR = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_WITH_COMPILE_ERROR")
@@ -228,7 +227,7 @@ class Session:
                 self._handle(data)
         except ConnectionClosed as e:
             self._fail(e)
-        except Exception as e:  # noqa: BLE001 - any error ends this session's run with it
+        except Exception as e:  # any error ends this session's run with it
             self._fail(e)
         else:
             self._fail(ConnectionError("the server closed the websocket"))

@@ -94,8 +94,8 @@ DEFINITIONS = {
                       "share; a head is positional when it is >= thresholds.positional (Voita et al. 2019).",
     "eos_share": "enc_self and cross: mean weight on the source <eos>.",
     "punct_share": "enc_self and cross: mean weight on the source sentence's final punctuation mark, i.e. the "
-                   "last token before <eos> when it is one of . ! ? ; : (a piece read without its word-start mark; 0 for sentences without one; "
-                   "corpus.src_final_punct says how many have one).",
+                   "last token before <eos> when it is one of . ! ? ; : (a piece read without its word-start mark; "
+                   "0 for sentences without one; corpus.src_final_punct says how many have one).",
     "bos_share": "dec_self only: mean weight on <bos>, the decoder input's first position (it has no <eos>).",
     "sink_share": "Weight on the no-op tokens (Clark et al. 2019): eos_share + punct_share for enc_self and cross, "
                   "bos_share for dec_self. A head with sink_share >= thresholds.sink is a sink.",

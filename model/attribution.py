@@ -34,8 +34,8 @@ Gradients come from one traced pass with autograd switched on: the sentence is r
 target in the batch dimension and row b's objective is the score of its target at that target's position, so
 one torch.autograd.grad of the sum gives every target its own gradients (rows of a batch share no computation).
 `rows` explains some targets only (the app explains the step on screen): the pass is then that many rows, not
-t, and each row is the one the whole matrix would hold (teacher-forcing reads the same prefix either way). The pass starts
-from detached embedding outputs made leaves, so it works when the parameters do not require grad, and
+t, and each row is the one the whole matrix would hold (teacher-forcing reads the same prefix either way). The pass
+starts from detached embedding outputs made leaves, so it works when the parameters do not require grad, and
 torch.autograd.grad writes nothing into any parameter's .grad. No hook is registered, no module attribute
 is set, train/eval mode is not touched: the shared model keeps no trace of a request.
 
@@ -303,7 +303,8 @@ def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int],
     if "rollout" in methods:
         # Plain attention of batch row 0 (all rows are the same sentence), averaged over heads.
         a_enc = [_head_mean(a.probs[:1], hm("enc_self", k_))[0] for k_, a in enumerate(enc_self)]  # (s, s)
-        a_self = np.stack([_head_mean(a.probs[:1], hm("dec_self", k_))[0] for k_, a in enumerate(dec_self)])  # (L, t, t)
+        a_self = np.stack([_head_mean(a.probs[:1], hm("dec_self", k_))[0]
+                           for k_, a in enumerate(dec_self)])  # (L, t, t)
         a_cross = np.stack([_head_mean(a.probs[:1], hm("cross", k_))[0] for k_, a in enumerate(cross)])  # (L, t, s)
         # Target i cannot depend on decoder positions after i: keep rows <= i per explained target, as the
         # gradient does by itself for relevance (without it eq. 10's transpose would read later positions).

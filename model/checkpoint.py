@@ -142,17 +142,20 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     try:
         cfg = ModelConfig.load(folder / CONFIG)
     except (ValueError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise _fail(folder / CONFIG, f"is not a valid model config ({e})", "Restore it from the training output.") from e
+        raise _fail(folder / CONFIG, f"is not a valid model config ({e})",
+                    "Restore it from the training output.") from e
     for name in required_files(cfg):
         if not (folder / name).is_file():
-            raise _fail(folder / name, f"file is missing from the checkpoint folder (config.json says tokenizer {cfg.tokenizer!r})",
+            raise _fail(folder / name,
+                        f"file is missing from the checkpoint folder (config.json says tokenizer {cfg.tokenizer!r})",
                         "Copy it from where the model came from, or import the model again.")
     vocabs = []
     for name, size, side in ((SRC_VOCAB, cfg.src_vocab_size, "src"), (TGT_VOCAB, cfg.tgt_vocab_size, "tgt")):
         try:
             vocab = Vocab.load(folder / name)
         except (ValueError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise _fail(folder / name, f"is not a valid vocabulary ({e})", "Restore it from the training output.") from e
+            raise _fail(folder / name, f"is not a valid vocabulary ({e})",
+                        "Restore it from the training output.") from e
         if len(vocab) != size:
             raise _fail(
                 folder / name,
@@ -174,7 +177,8 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise _fail(
             folder / WEIGHTS,
-            f"cannot be read as safetensors ({e}); it is truncated, corrupted or not a safetensors file (pickles are never loaded)",
+            f"cannot be read as safetensors ({e}); it is truncated, corrupted or not a safetensors file "
+            "(pickles are never loaded)",
             "Restore the file from the repository (git checkout) or retrain.",
         ) from e
     model = EncoderDecoder(cfg)
@@ -198,7 +202,8 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
         )
     bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
-        raise _fail(folder / WEIGHTS, f"holds NaN or infinite values ({', '.join(bad[:3])})", "Restore the file or retrain.")
+        raise _fail(folder / WEIGHTS, f"holds NaN or infinite values ({', '.join(bad[:3])})",
+                    "Restore the file or retrain.")
     load_weights_into(model, state)
     model.eval()
     metrics = {}

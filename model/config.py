@@ -26,16 +26,20 @@ class ModelConfig:
     n_encoder_layers: int = field(default=3, metadata={"help": "encoder layers"})
     n_decoder_layers: int = field(default=3, metadata={"help": "decoder layers"})
     d_ff: int = field(default=1024, metadata={"help": "inner width of the position-wise feed-forward"})
-    dropout: float = field(default=0.2, metadata={"help": "on embeddings, sub-layer outputs and inside the feed-forward"})
+    dropout: float = field(default=0.2, metadata={
+        "help": "on embeddings, sub-layer outputs and inside the feed-forward"})
     attn_dropout: float = field(default=0.1, metadata={"help": "on attention probabilities"})
     max_len: int = field(default=256, metadata={"help": "positions of the sinusoidal table, so the longest sequence"})
-    norm_first: bool = field(default=True, metadata={"help": "pre-norm + final LayerNorm; off = post-norm as in the paper"})
+    norm_first: bool = field(default=True, metadata={
+        "help": "pre-norm + final LayerNorm; off = post-norm as in the paper"})
     tie_weights: bool = field(default=True, metadata={"help": "the generator shares the target embedding matrix"})
     pad_idx: int = 1
     # Format version 2: what the model is, so that imported models (Marian, issue 13) can be described.
-    activation: str = field(default="relu", metadata={"help": "feed-forward non-linearity: relu, gelu or swish (= silu)"})
+    activation: str = field(default="relu", metadata={
+        "help": "feed-forward non-linearity: relu, gelu or swish (= silu)"})
     pe_layout: str = field(default="interleaved", metadata={
-        "help": "sinusoidal table: interleaved sin/cos (the paper) or sin_then_cos (Marian: all sines, then all cosines)"})
+        "help": "sinusoidal table: interleaved sin/cos (the paper) or sin_then_cos "
+                "(Marian: all sines, then all cosines)"})
     scale_embedding: bool = field(default=True, metadata={"help": "multiply token embeddings by √d_model"})
     share_embeddings: bool = field(default=False, metadata={
         "help": "source and target embeddings are one matrix (one shared vocabulary)"})
@@ -58,10 +62,12 @@ class ModelConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(f"share_embeddings needs one vocabulary size, got {self.src_vocab_size} and {self.tgt_vocab_size}")
+            raise ValueError(f"share_embeddings needs one vocabulary size, got {self.src_vocab_size} and "
+                             f"{self.tgt_vocab_size}")
         for name in ("decoder_start_idx", "eos_idx", "pad_idx"):
             if not 0 <= getattr(self, name) < self.tgt_vocab_size:
-                raise ValueError(f"{name} {getattr(self, name)} is outside the target vocabulary (size {self.tgt_vocab_size})")
+                raise ValueError(f"{name} {getattr(self, name)} is outside the target vocabulary "
+                                 f"(size {self.tgt_vocab_size})")
 
     @property
     def d_k(self) -> int:
@@ -75,7 +81,8 @@ class ModelConfig:
         d = dict(d)
         version = d.pop("format_version", FORMAT_VERSION)
         if version not in READABLE_VERSIONS:
-            raise ValueError(f"format_version {version} is not supported (this code reads {', '.join(map(str, READABLE_VERSIONS))})")
+            raise ValueError(f"format_version {version} is not supported "
+                             f"(this code reads {', '.join(map(str, READABLE_VERSIONS))})")
         known = {f.name for f in dataclasses.fields(cls)}
         if version == 1:  # a version-1 file cannot describe the later fields: their defaults are its model
             known = {f.name for f in dataclasses.fields(cls) if f.name in V1_FIELDS}

@@ -43,7 +43,8 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str]
     return src, tgt
 
 
-def read_split(data_dir: str | Path, split: str, src_lang: str = "de", tgt_lang: str = "en") -> tuple[list[str], list[str]]:
+def read_split(data_dir: str | Path, split: str, src_lang: str = "de",
+               tgt_lang: str = "en") -> tuple[list[str], list[str]]:
     return read_parallel(find_file(data_dir, split, src_lang), find_file(data_dir, split, tgt_lang))
 
 

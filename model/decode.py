@@ -224,7 +224,8 @@ def _attach_steps(trace: Trace, res: Decoded, steps: list[Step]) -> None:
     res.steps, res.trace = steps, trace
 
 
-def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], head_mask, banned) -> tuple[list[int], bool]:
+def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], head_mask,
+                  banned) -> tuple[list[int], bool]:
     """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>)."""
     cache, ids, last = draft.new_cache(), [], bos
     for t in range(1, max_len + 1):

@@ -80,7 +80,8 @@ def max_abs_diff(a: np.ndarray, b: np.ndarray, where: np.ndarray | None = None) 
 
 
 def position_similarity(pe: np.ndarray, ref: int) -> tuple[np.ndarray, int]:
-    """(n, d) positional encodings -> (dot products of every position with position `ref`, the least similar position)."""
+    """(n, d) positional encodings -> (dot products of every position with position `ref`, the least similar
+    position)."""
     sim = pe.astype(np.float64) @ pe[ref].astype(np.float64)  # (n,)
     return sim, int(np.argmin(sim))
 

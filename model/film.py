@@ -6,8 +6,8 @@ Format (schema "attention-atlas-film/1"), two files beside the checkpoint:
   epoch that ended at this frame or null], "train_loss": [F, mean token NLL of the training batches since
   the previous frame (dropout on), null at step 0 and after a resume], "val_loss": [F, token NLL in eval
   mode on a fixed val subset], "val_loss_on": how many val pairs, "probes": [{"src", "ref", "src_tokens"
-  (source axis: words or SentencePiece pieces + <eos>), "tgt_tokens" (decoder axis: <bos> + reference), "translations": [F greedy
-  outputs, raw model tokens detokenized, no <unk> copying]}]}
+  (source axis: words or SentencePiece pieces + <eos>), "tgt_tokens" (decoder axis: <bos> + reference),
+  "translations": [F greedy outputs, raw model tokens detokenized, no <unk> copying]}]}
 - film.safetensors: one float16 tensor per probe and kind, named "p{probe:02d}.{kind}", of shape
   (F, L, h, i, j): the attention probabilities of every frame, layer and head, teacher-forced on the
   reference, so both axes are the same in every frame.
@@ -209,7 +209,8 @@ class FilmRecorder:
         pad, tv = model.cfg.pad_idx, self.tv
         pairs = [(p.src_ids, p.tgt_ids) for p in self.probes]
         # (b, s) sources and (b, t) decoder inputs <bos> + reference, padded to the longest
-        src, tgt_in, _ = (x.to(self.device) for x in collate(pairs, list(range(len(pairs))), pad, tv.bos_idx, tv.eos_idx))
+        src, tgt_in, _ = (x.to(self.device)
+                          for x in collate(pairs, list(range(len(pairs))), pad, tv.bos_idx, tv.eos_idx))
         _, trace = model(src, tgt_in, return_trace=True)
         attn = []
         for n, p in enumerate(self.probes):

@@ -51,7 +51,8 @@ def _layer_map(n_enc: int, n_dec: int) -> dict[str, str]:
     for i in range(n_enc):
         ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
         parts = {**{f"self_attn.{a}": f"self_attn.{b}" for a, b in attn.items()},
-                 "sub.0.norm": "self_attn_layer_norm", "ff.w_1": "fc1", "ff.w_2": "fc2", "sub.1.norm": "final_layer_norm"}
+                 "sub.0.norm": "self_attn_layer_norm", "ff.w_1": "fc1", "ff.w_2": "fc2",
+                 "sub.1.norm": "final_layer_norm"}
         for a, b in parts.items():
             for p in ("weight", "bias"):
                 out[f"{ours}.{a}.{p}"] = f"{theirs}.{b}.{p}"
@@ -78,7 +79,8 @@ def resolve_source(src: str) -> tuple[Path, str | None]:
         from huggingface_hub import HfApi, constants, snapshot_download
         from huggingface_hub.utils import logging as hub_logging
     except ImportError:
-        raise ImportRefused("downloading needs huggingface_hub (it comes with transformers): pip install -r requirements.txt") from None
+        raise ImportRefused("downloading needs huggingface_hub (it comes with transformers): "
+                            "pip install -r requirements.txt") from None
     hub_logging.set_verbosity_error()  # no retry chatter: the outcome is one line
     if not constants.HF_HUB_OFFLINE:
         _probe(src, constants.ENDPOINT)
@@ -90,7 +92,7 @@ def resolve_source(src: str) -> tuple[Path, str | None]:
         folder = snapshot_download(src, allow_patterns=[m for m in METADATA if m in files] + [weights])
     except ImportRefused:
         raise
-    except Exception as e:  # noqa: BLE001 - offline, unknown repository, gated: one line, never a traceback
+    except Exception as e:  # offline, unknown repository, gated: one line, never a traceback
         name = type(e).__name__
         if "NotFound" in name:
             raise ImportRefused(f"{src} was not found on the hub ({name})") from None
@@ -156,8 +158,8 @@ def marian_config(hf: dict, tok_cfg: dict, folder: Path, langs: tuple[str, str])
         raise ImportRefused(f"model_type is {hf.get('model_type')!r}, not 'marian': only Marian models are imported")
     for key, want in MUST_BE.items():
         if key in hf and bool(hf[key]) != want:
-            raise ImportRefused(f"{key} = {hf[key]} is not supported: Marian here is post-norm with sinusoidal positions "
-                                f"and no extra LayerNorm ({key} must be {want})")
+            raise ImportRefused(f"{key} = {hf[key]} is not supported: Marian here is post-norm with sinusoidal "
+                                f"positions and no extra LayerNorm ({key} must be {want})")
     act = hf.get("activation_function", "gelu")
     if act not in ACTIVATIONS:
         raise ImportRefused(f"activation_function {act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
@@ -179,13 +181,15 @@ def marian_config(hf: dict, tok_cfg: dict, folder: Path, langs: tuple[str, str])
             raise ImportRefused(f"separate_vocabs is set but {folder / 'target_vocab.json'} is missing")
         tgt_itos = _vocab(folder / "target_vocab.json", tgt_size, "decoder_vocab_size")
     elif tgt_size != src_size:
-        raise ImportRefused(f"decoder_vocab_size {tgt_size} differs from vocab_size {src_size} but the tokenizer has one vocabulary")
+        raise ImportRefused(f"decoder_vocab_size {tgt_size} differs from vocab_size {src_size} but the tokenizer has "
+                            "one vocabulary")
     else:
         tgt_itos = src_itos
     share = bool(hf.get("share_encoder_decoder_embeddings", True))
     if share and src_itos != tgt_itos:
         raise ImportRefused("share_encoder_decoder_embeddings is set but the source and target vocabularies differ")
-    unk, eos, pad = _token(tok_cfg, "unk_token", "<unk>"), _token(tok_cfg, "eos_token", "</s>"), _token(tok_cfg, "pad_token", "<pad>")
+    unk, eos, pad = (_token(tok_cfg, "unk_token", "<unk>"), _token(tok_cfg, "eos_token", "</s>"),
+                     _token(tok_cfg, "pad_token", "<pad>"))
     vocabs = []
     for itos in (src_itos, tgt_itos):
         stoi = {t: i for i, t in enumerate(itos)}
@@ -256,7 +260,8 @@ def convert_weights(hf_model, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     for side in ("encoder", "decoder"):  # the original's table, where stored, must be the one we compute
         stored = theirs.get(f"model.{side}.embed_positions.weight")
         if stored is not None and (stored.shape != table.shape or (stored - table).abs().max() > 1e-5):
-            raise ImportRefused(f"model.{side}.embed_positions holds another positional table than Marian's sines then cosines")
+            raise ImportRefused(f"model.{side}.embed_positions holds another positional table than Marian's sines "
+                                "then cosines")
     return ours
 
 
@@ -290,8 +295,9 @@ def import_marian(src: str, out: str | Path, force: bool = False, src_lang: str 
     transformers.utils.logging.disable_progress_bar()
     try:
         hf_model = MarianMTModel.from_pretrained(str(folder)).float().eval()
-    except Exception as e:  # noqa: BLE001 - a broken weights file: one line
-        raise ImportRefused(f"{weights} cannot be loaded by transformers ({type(e).__name__}: {str(e)[:200]})") from None
+    except Exception as e:  # a broken weights file: one line
+        raise ImportRefused(f"{weights} cannot be loaded by transformers "
+                            f"({type(e).__name__}: {str(e)[:200]})") from None
     model = EncoderDecoder(cfg)
     state = convert_weights(hf_model, cfg)
     try:
@@ -305,7 +311,8 @@ def import_marian(src: str, out: str | Path, force: bool = False, src_lang: str 
     probe = sv.encode(codec.source_pieces("A short sentence to compare the two implementations, 1 2 3.")) + [sv.eos_idx]
     diff = _agreement(hf_model, model, probe)
     if not diff <= AGREE:
-        raise ImportRefused(f"the imported model disagrees with transformers (max |Δ log p| = {diff:.2e} > {AGREE}); not written")
+        raise ImportRefused(f"the imported model disagrees with transformers (max |Δ log p| = {diff:.2e} > {AGREE}); "
+                            "not written")
     card = {
         "source": hub_id or str(Path(src).resolve()),
         "hub_id": hub_id,

@@ -50,7 +50,8 @@ class Embeddings(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, pe_layout), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, return_trace: bool = False, offset: int = 0) -> tuple[torch.Tensor, EmbeddingTrace | None]:
+    def forward(self, ids: torch.Tensor, return_trace: bool = False,
+                offset: int = 0) -> tuple[torch.Tensor, EmbeddingTrace | None]:
         """`offset` is the position of ids[:, 0] (incremental decoding feeds one position at a time)."""
         n = ids.shape[1]
         if offset + n > self.pe.shape[0]:

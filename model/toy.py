@@ -22,8 +22,8 @@ from .config import ModelConfig
 from .data import collate
 from .decode import search
 from .tokenize import clean_text
-from .translator import MAX_CHARS, MAX_SRC_TOKENS, Source, Translator
 from .transformer import EncoderDecoder
+from .translator import MAX_CHARS, MAX_SRC_TOKENS, Source, Translator
 from .vocab import SPECIALS, Vocab
 
 SYMBOLS = [str(d) for d in range(10)]

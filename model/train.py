@@ -29,16 +29,24 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from . import distributed
-from .checkpoint import (SRC_SPM, TGT_SPM, CheckpointError, average_weights, load_weights_into, save_checkpoint,
-                         save_weights, write_metrics)
+from .checkpoint import (
+    SRC_SPM,
+    TGT_SPM,
+    CheckpointError,
+    average_weights,
+    load_weights_into,
+    save_checkpoint,
+    save_weights,
+    write_metrics,
+)
 from .config import ModelConfig
 from .data import DataError, collate, find_file, read_split, token_batches
 from .evaluate import bleu_scores
 from .film import FilmRecorder, choose_probes
 from .pieces import MODEL_TYPES, PieceCodec, train_piece_model, vocab_of
 from .tokenize import clean_text, tokenize
-from .translator import Translator
 from .transformer import EncoderDecoder, make_src_mask, make_tgt_mask, parameter_counts
+from .translator import Translator
 from .vocab import Vocab
 
 FROM_DATA = ("src_vocab_size", "tgt_vocab_size", "pad_idx")  # set from the vocabularies, not by flags
@@ -72,7 +80,8 @@ def add_config_flags(ap: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, src_vocab: Vocab, tgt_vocab: Vocab) -> ModelConfig:
     """The ModelConfig the flags describe, with the sizes and padding id of the vocabularies."""
     chosen = {f.name: getattr(args, f.name) for f in dataclasses.fields(ModelConfig) if f.name not in FROM_DATA}
-    return ModelConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), pad_idx=src_vocab.pad_idx, **chosen)
+    return ModelConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), pad_idx=src_vocab.pad_idx,
+                       **chosen)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -199,10 +208,11 @@ def read_piece_models(out: Path, sv: Vocab, tv: Vocab) -> PieceCodec:
         try:
             same = path.is_file() and vocab_of(path.read_bytes()).itos == vocab.itos
         except (OSError, RuntimeError, ValueError) as e:
-            raise CheckpointError(f"{path}: is not a SentencePiece model of ours ({e}). Start again without --resume.") from e
+            raise CheckpointError(f"{path}: is not a SentencePiece model of ours ({e}). "
+                                  "Start again without --resume.") from e
         if not same:
-            raise CheckpointError(f"{path}: missing, or its pieces are not the vocabulary in {out / 'train' / 'state.pt'}. "
-                                  "Start again without --resume.")
+            raise CheckpointError(f"{path}: missing, or its pieces are not the vocabulary in "
+                                  f"{out / 'train' / 'state.pt'}. Start again without --resume.")
     return PieceCodec(out / SRC_SPM, out / TGT_SPM, {t for v in (sv, tv) for t in v.specials.values()},
                       language_codes=False)
 
@@ -317,7 +327,8 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
         log(f"film: {len(film.probes)} probe sentences, {len(film.frames)} frames so far, into {out / 'film.json'}")
     forward = Logits(model)
     if ranks.world > 1:
-        forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=[device.index] if device.index is not None else None)
+        forward = torch.nn.parallel.DistributedDataParallel(
+            forward, device_ids=[device.index] if device.index is not None else None)
 
     for epoch in range(first_epoch, args.epochs + 1):
         t0 = time.time()
@@ -331,7 +342,8 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
         bar = tqdm(batches, desc=f"epoch {epoch}/{args.epochs}", unit="batch", disable=None if ranks.main else True,
                    file=sys.stderr)
         for done, batch in enumerate(bar, 1):
-            src, tgt_in, tgt_out = (x.to(device) for x in collate(train_pairs, batch, cfg.pad_idx, tv.bos_idx, tv.eos_idx))
+            src, tgt_in, tgt_out = (x.to(device)
+                                    for x in collate(train_pairs, batch, cfg.pad_idx, tv.bos_idx, tv.eos_idx))
             step += 1
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, args.lr, args.warmup)
@@ -420,13 +432,16 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
         else:
             model.load_state_dict(last_state)
     model = model.cpu().eval()
+    hardware = torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or platform.machine()
     metrics = {
         "model": {"parameters": n_params, "config": cfg.to_dict(), "weights": chosen,
                   "stored_as": "float16" if args.half else "float32"},
         "training": {"command": "python -m model.train " + " ".join(sys.argv[1:] if argv is None else argv),
                      "epochs": last_epoch, "steps": step, "train_minutes": round(train_seconds / 60, 1),
-                     "hardware": f"{device.type}: {torch.cuda.get_device_name() if device.type == 'cuda' else platform.processor() or platform.machine()}, {args.threads} threads",
-                     "torch": torch.__version__, "data_files": [str(find_file(args.data_dir, s, l).name) for s in ("train", "val") for l in ("de", "en")],
+                     "hardware": f"{device.type}: {hardware}, {args.threads} threads",
+                     "torch": torch.__version__,
+                     "data_files": [str(find_file(args.data_dir, s, l).name) for s in ("train", "val")
+                                    for l in ("de", "en")],
                      "history": history},
     }
     if codec is not None:

@@ -207,7 +207,8 @@ class Translator:
         """The learned (V, d) float32 embedding table of 'src' or 'tgt' (a copy) and its tokens."""
         if side not in ("src", "tgt"):
             raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
-        embed, vocab = (self.model.src_embed, self.src_vocab) if side == "src" else (self.model.tgt_embed, self.tgt_vocab)
+        embed, vocab = ((self.model.src_embed, self.src_vocab) if side == "src"
+                        else (self.model.tgt_embed, self.tgt_vocab))
         return embed.lut.weight.detach().cpu().float().numpy().copy(), list(vocab.itos)
 
     def head_mask(self, off_heads: OffHeads | None) -> HeadMask | None:
@@ -338,8 +339,9 @@ class Translator:
         The partner is `padding_example` unless given; when it is not longer than `text`, `text` + " " +
         partner is used, so that padding appears (unless `text` is already at the length limit).
         Returns "trace": the padded sentence's SentenceTrace (its source axis ends in <pad> tokens;
-        attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens", "n_pads", "encoder_shift": max |memory(padded) - memory(alone)|
-        over the real positions, and the greedy translations "alone" and "padded".
+        attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens", "n_pads",
+        "encoder_shift": max |memory(padded) - memory(alone)| over the real positions, and the greedy translations
+        "alone" and "padded".
 
         `alone` may hand in the sentence's greedy decoding made elsewhere (`trace` or `translate` with every
         head on, no prefix and the default length limit), so that the two halves of the demonstration (mask on,

@@ -61,7 +61,8 @@ class Vocab:
     def build(cls, sentences: Iterable[list[str]], min_freq: int = 2, max_size: int | None = None) -> "Vocab":
         """Tokens seen at least min_freq times, most frequent first (ties alphabetical, so builds repeat)."""
         counts = Counter(tok for sent in sentences for tok in sent)
-        ranked = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS), key=lambda t: (-counts[t], t))
+        ranked = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
+                        key=lambda t: (-counts[t], t))
         if max_size is not None:
             ranked = ranked[: max(0, max_size - len(SPECIALS))]
         return cls(list(SPECIALS) + ranked)
@@ -90,6 +91,7 @@ class Vocab:
         if not isinstance(data, dict) or not isinstance(data.get("itos"), list):
             raise ValueError('expected a JSON object {"itos": [token, ...]}')
         specials = data.get("specials")
-        if specials is not None and not (isinstance(specials, dict) and all(isinstance(v, str) for v in specials.values())):
+        if specials is not None and not (isinstance(specials, dict)
+                                         and all(isinstance(v, str) for v in specials.values())):
             raise ValueError('"specials" must map the roles unk, pad, bos, eos to tokens')
         return cls([str(t) for t in data["itos"]], specials)

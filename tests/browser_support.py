@@ -155,7 +155,8 @@ def start_server(checkpoint_dir: str | Path, model: str, log: str | Path, port: 
         if server.proc.poll() is None or port or "is not available" not in server.log_tail():
             break
     if server.proc.poll() is not None:
-        raise RuntimeError(f"streamlit exited with code {server.proc.returncode} before it was healthy:\n{server.log_tail()}")
+        raise RuntimeError(f"streamlit exited with code {server.proc.returncode} before it was healthy:\n"
+                           f"{server.log_tail()}")
     return server
 
 
@@ -347,9 +348,9 @@ def selectbox_value(page, key: str) -> str:
 def atlas_checkpoints(tmp_path_factory) -> Path:
     """A checkpoint root holding one tiny trained model, `demo`."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from tiny_checkpoint import make_tiny_checkpoint
-
     import torch
+
+    from tiny_checkpoint import make_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("atlas_checkpoints")
     threads = torch.get_num_threads()
@@ -367,9 +368,8 @@ def _train_with_film(out: Path, data: Path) -> None:
     """`filmed`: a 1-layer model trained 8 epochs on a 40-pair synthetic corpus by model.train, with its film."""
     import gzip
 
-    from test_model_data import synthetic_corpus, train_args
-
     from model import train as train_cli
+    from test_model_data import synthetic_corpus, train_args
 
     pairs = synthetic_corpus()
     for split, items in (("train", pairs), ("val", pairs[1:40:10])):
@@ -383,10 +383,9 @@ def _train_with_film(out: Path, data: Path) -> None:
 def _write_head_report(folder: Path) -> None:
     """The Heads page's report for the tiny model, over its own sentences (the untrained twin has none: the
     browser test computes that one from the page)."""
-    from tiny_checkpoint import ENGLISH, GERMAN
-
     from model import analyze
     from model.translator import Translator
+    from tiny_checkpoint import ENGLISH, GERMAN
 
     report = analyze.analyze(Translator.from_checkpoint(folder), GERMAN, ENGLISH, name=folder.name)
     analyze.write_report(report, None, folder)

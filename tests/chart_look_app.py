@@ -9,13 +9,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import streamlit as st  # noqa: E402
+import numpy as np
+import streamlit as st
 
-from viz.attention import attention_figure  # noqa: E402
-from viz.decoding import candidates_figure  # noqa: E402
-from viz.embeddings import embedding_stages_figure, scaling_figure  # noqa: E402
-from views.widgets import PAGE_STYLE, chart  # noqa: E402
+from views.widgets import PAGE_STYLE, chart
+from viz.attention import attention_figure
+from viz.decoding import candidates_figure
+from viz.embeddings import embedding_stages_figure, scaling_figure
 
 st.markdown(PAGE_STYLE, unsafe_allow_html=True)  # the app's CSS: Streamlit's theme sizes charts by the page's font
 

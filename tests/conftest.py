@@ -12,7 +12,7 @@ import pytest
 
 # The real-browser fixtures (one server and one Chromium for the whole session) are registered here, once:
 # imported into two test modules they would become two "session" fixtures and start Playwright twice.
-from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: E402, F401
+from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: F401
 
 # A test that needs one of these needs Chromium: it is a browser test whether or not its module says so, so that
 # `pytest -m "not browser"` never starts a browser.

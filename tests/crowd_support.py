@@ -46,7 +46,7 @@ async def _open(browser, url: str, timeout: float, width: int, height: int) -> P
             await page.wait_for_function(PAGE_DONE_JS, arg=[EXCEPTION, IDLE, TRANSLATION, CHART],
                                          timeout=timeout * 1000, polling=50)
             seconds = time.perf_counter() - started
-        except Exception as e:  # noqa: BLE001 - a page that never finished is a result, not a crash of the run
+        except Exception as e:  # a page that never finished is a result, not a crash of the run
             return PageResult(None, await _texts(page, EXCEPTION), error=f"{type(e).__name__}: {str(e)[:200]}")
         header = (await _texts(page, TRANSLATION) or [""])[0]
         return PageResult(seconds, await _texts(page, EXCEPTION), header)
@@ -57,7 +57,7 @@ async def _open(browser, url: str, timeout: float, width: int, height: int) -> P
 async def _texts(page, selector: str) -> list[str]:
     try:
         return await page.locator(selector).all_inner_texts()
-    except Exception:  # noqa: BLE001 - the page is gone
+    except Exception:  # the page is gone
         return []
 
 

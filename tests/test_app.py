@@ -1,10 +1,9 @@
 """The app through streamlit.testing.v1.AppTest, on a tiny checkpoint built by the tests."""
 from __future__ import annotations
 
-
 import pytest
-from tests.app_support import run_app, serving, visible_text
 
+from tests.app_support import run_app, serving, visible_text
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
 VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]

@@ -251,5 +251,6 @@ def test_measure_labels_name_the_models_own_start_and_end_tokens():
     from views.heads import measure_label
 
     marian = {"end_token": "</s>", "start_token": "<pad>"}
-    assert measure_label("eos_share", marian) == "weight on </s>" and measure_label("bos_share", marian) == "weight on <pad>"
+    assert (measure_label("eos_share", marian) == "weight on </s>"
+            and measure_label("bos_share", marian) == "weight on <pad>")
     assert measure_label("eos_share", {"end_token": "<eos>", "start_token": "<bos>"}) == "weight on <eos>"

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from tests.app_support import array, demo_checkpoints, font_sizes, run_app
 
+from tests.app_support import array, demo_checkpoints, font_sizes, run_app
 from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]
@@ -126,7 +126,8 @@ def test_side_by_side_links_round_trip(checkpoints):
         for key, value in params.items():
             assert got.get(key) == value, (key, got)
         # only what this comparison needs is in the link
-        assert ("ckpt2" in got) == (params["compare"] == "model") and ("text2" in got) == (params["compare"] == "sentence")
+        assert (("ckpt2" in got) == (params["compare"] == "model")
+                and ("text2" in got) == (params["compare"] == "sentence"))
     off = run_app(view="Attention", text=SENTENCE)
     assert "compare" not in off.query_params and "ckpt2" not in off.query_params
 

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.app_support import demo_checkpoints, run_app, visible_text
 
+from tests.app_support import demo_checkpoints, run_app, visible_text
 from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
@@ -238,7 +238,8 @@ def test_the_favicon_is_a_local_file():
     from pathlib import Path
 
     src = (Path(__file__).resolve().parent.parent / "app.py").read_text(encoding="utf-8")
-    call = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "set_page_config")
+    call = next(n for n in ast.walk(ast.parse(src))
+                if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "set_page_config")
     icon = next(k.value for k in call.keywords if k.arg == "page_icon")
     assert "favicon.png" in ast.unparse(icon)
     assert (Path(__file__).resolve().parent.parent / "docs" / "favicon.png").is_file()

@@ -8,8 +8,18 @@ import numpy as np
 import pytest
 
 from model.attribution import (
-    DEFAULT_METHODS, METHODS, SCHEMA, attribute, attribute_ids, causal_maps, explained_rows, main,
-    normalise_residual, relevance_rules, rollout, traced_pass,
+    DEFAULT_METHODS,
+    METHODS,
+    SCHEMA,
+    attribute,
+    attribute_ids,
+    causal_maps,
+    explained_rows,
+    main,
+    normalise_residual,
+    relevance_rules,
+    rollout,
+    traced_pass,
 )
 
 SENTENCE = "Ein Mann fährt Fahrrad."
@@ -139,7 +149,8 @@ def test_explaining_some_rows_gives_those_rows_of_the_whole_matrix(translator):
             np.testing.assert_allclose(part.matrices[m], full.matrices[m][rows], atol=1e-5, err_msg=m)
         np.testing.assert_allclose(part.signed["input_x_grad"], full.signed["input_x_grad"][rows], atol=1e-5)
         np.testing.assert_allclose(part.chosen_probs, full.chosen_probs[rows], atol=1e-5)
-    assert attribute(translator, SENTENCE, tgt, METHODS, rows=[]).matrices["relevance"].shape == (0, len(full.src_tokens))
+    assert (attribute(translator, SENTENCE, tgt, METHODS, rows=[]).matrices["relevance"].shape
+            == (0, len(full.src_tokens)))
     with pytest.raises(ValueError, match="target positions"):
         attribute(translator, SENTENCE, tgt, METHODS, rows=[len(tgt)])
 

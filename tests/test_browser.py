@@ -14,11 +14,26 @@ from pathlib import Path
 import pytest
 
 from browser_support import (
-    CHART, EXCEPTION, MAIN, TRANSLATION, alert_texts, chart_titles, choose_view,
-    enter_text, full_screenshot, new_page, open_app, page_with_sentence, selectbox_value, selected_view,
-    start_test_server, stop_server, wait_charts, wait_new_run, widget,
+    CHART,
+    EXCEPTION,
+    MAIN,
+    TRANSLATION,
+    alert_texts,
+    chart_titles,
+    choose_view,
+    enter_text,
+    full_screenshot,
+    new_page,
+    open_app,
+    page_with_sentence,
+    selectbox_value,
+    selected_view,
+    start_test_server,
+    stop_server,
+    wait_charts,
+    wait_new_run,
+    widget,
 )
-
 
 
 def _views() -> list[str]:

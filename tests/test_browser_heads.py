@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import (CHART, EXCEPTION, MAIN, alert_texts, chart_titles, open_app, selectbox_value,
-                             selected_view, wait_charts, wait_new_run, runs)
+from browser_support import (
+    CHART,
+    EXCEPTION,
+    MAIN,
+    alert_texts,
+    chart_titles,
+    open_app,
+    runs,
+    selectbox_value,
+    selected_view,
+    wait_charts,
+    wait_new_run,
+)
 
 
 def assert_no_exception(page) -> None:
@@ -39,7 +50,8 @@ def test_heads_page_draws_the_report_and_opens_a_head_in_the_attention_view(page
     page.go_back()  # Back: the Heads page again, as it was
     page.wait_for_function("() => location.search.includes('view=Heads')", timeout=30_000)
     page.wait_for_selector(f"{CHART} .js-plotly-plot .main-svg", timeout=60_000)
-    page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stSidebar'] [data-testid='stRadioOption'][data-selected='true']")]
+    page.wait_for_function("""() => [...document.querySelectorAll(
+            "[data-testid='stSidebar'] [data-testid='stRadioOption'][data-selected='true']")]
         .some(e => e.innerText.trim() === 'Heads')""", timeout=30_000)
     assert selected_view(page) == "Heads"
     assert_no_exception(page)

@@ -8,8 +8,19 @@ import html
 
 import pytest
 
-from browser_support import (CHART, EXCEPTION, MAIN, alert_texts, choose_view, enter_text, new_page, open_app,
-                             start_test_server, stop_server, wait_charts)
+from browser_support import (
+    CHART,
+    EXCEPTION,
+    MAIN,
+    alert_texts,
+    choose_view,
+    enter_text,
+    new_page,
+    open_app,
+    start_test_server,
+    stop_server,
+    wait_charts,
+)
 from tests.test_app_marian import TEXT, VIEWS, marian_root  # noqa: F401  (marian_root is a fixture)
 
 MODEL = "tiny-marian"

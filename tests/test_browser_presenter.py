@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from browser_support import (LAID_OUT_JS, ROOT, new_page, open_app, start_server, stop_server, widget)
+from browser_support import LAID_OUT_JS, ROOT, new_page, open_app, start_server, stop_server, widget
 from test_model_data import synthetic_corpus
 from tiny_checkpoint import GERMAN
 
@@ -73,7 +73,8 @@ def test_every_chart_of_every_page_part_fits_the_screen(chromium, app_server, wi
 
 # Streamlit cuts a button's label with an ellipsis and clips a widget's label: either way the text is wider than
 # its box.
-TRUNCATED_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] button [data-testid='stMarkdownContainer'], "
+TRUNCATED_JS = """() => [...document.querySelectorAll(
+    "[data-testid='stMain'] button [data-testid='stMarkdownContainer'], "
     + "[data-testid='stMain'] [data-testid='stWidgetLabel'] [data-testid='stMarkdownContainer']")]
   .filter(e => e.getBoundingClientRect().width > 0 && e.scrollWidth > e.clientWidth + 1)
   .map(e => e.textContent.trim())"""

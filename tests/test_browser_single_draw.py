@@ -11,8 +11,17 @@ import json
 
 import pytest
 
-from browser_support import (CHART, choose_view, new_page, open_app, select_option, selectbox_value, start_server,
-                              stop_server, wait_charts, widget)
+from browser_support import (
+    choose_view,
+    new_page,
+    open_app,
+    select_option,
+    selectbox_value,
+    start_server,
+    stop_server,
+    wait_charts,
+    widget,
+)
 from viz.look import look
 
 pytestmark = pytest.mark.browser  # every test here drives Chromium
@@ -110,7 +119,8 @@ RESOLVED_JS = """key => {
   return {layout: JSON.parse(JSON.stringify(gd._fullLayout, plain)),
           data: JSON.parse(JSON.stringify(gd._fullData, plain)),
           template: JSON.parse(JSON.stringify(gd.layout.template || null)), ticks,
-          title: title ? [title.textContent, getComputedStyle(bold).fontWeight, getComputedStyle(bold).fontFamily] : null};
+          title: title ? [title.textContent, getComputedStyle(bold).fontWeight,
+                          getComputedStyle(bold).fontFamily] : null};
 }"""
 
 # What may differ: how the title is set in bold (<b> in the text against the font's weight: the title tests below
@@ -157,8 +167,8 @@ def look_page(chromium, tmp_path_factory, atlas_checkpoints):
     page = new_page(chromium)
     try:
         open_app(page, server.url)
-        page.wait_for_function("n => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .main-svg\").length >= n",
-                               arg=8, timeout=60_000)
+        page.wait_for_function("n => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .main-svg\")"
+                               ".length >= n", arg=8, timeout=60_000)
         page.wait_for_timeout(1000)
         yield page
     finally:

@@ -8,8 +8,19 @@ import urllib.parse
 import pytest
 
 from browser_support import (
-    CHART, EXCEPTION, MAIN, choose_view, new_page, open_app,
-    runs, selectbox_value, selected_view, wait_charts, wait_idle, wait_new_run, widget,
+    CHART,
+    EXCEPTION,
+    MAIN,
+    choose_view,
+    new_page,
+    open_app,
+    runs,
+    selectbox_value,
+    selected_view,
+    wait_charts,
+    wait_idle,
+    wait_new_run,
+    widget,
 )
 
 SENTENCE = "Ein Hund läuft im Schnee."
@@ -48,7 +59,8 @@ OVERLAPS_JS = """
         // rotated x labels have overlapping bounding boxes by construction; their right edges sit at the
         // ticks, so require real spacing between those instead
         if (axis === 'xtick') {
-          if (Math.abs(b.right - a.right) < 9) out.push(`chart ${p} ${axis} ${i}: ${Math.abs(b.right - a.right).toFixed(1)} px apart`);
+          if (Math.abs(b.right - a.right) < 9)
+            out.push(`chart ${p} ${axis} ${i}: ${Math.abs(b.right - a.right).toFixed(1)} px apart`);
         } else if (inter > 0.25 * Math.min(a.width * a.height, b.width * b.height)) {
           out.push(`chart ${p} ${axis} ${i}: overlap ${inter.toFixed(0)} px²`);
         }

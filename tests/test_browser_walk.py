@@ -6,8 +6,18 @@ import urllib.parse
 
 import pytest
 
-from browser_support import (EXCEPTION, choose_view, open_app, runs, select_option, selectbox_value, wait_charts,
-                             wait_idle, wait_new_run, widget)
+from browser_support import (
+    EXCEPTION,
+    choose_view,
+    open_app,
+    runs,
+    select_option,
+    selectbox_value,
+    wait_charts,
+    wait_idle,
+    wait_new_run,
+    widget,
+)
 
 SENTENCE = "Ein Mann fährt Fahrrad."
 

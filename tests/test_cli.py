@@ -16,7 +16,6 @@ full example.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -51,9 +50,8 @@ def run_many(n: int, module: str, args_of) -> list[subprocess.CompletedProcess]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(tiny checkpoint folder, German file, English file, its Translator)."""
-    from tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
-
     from model.translator import Translator
+    from tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("cli")
     folder = make_tiny_checkpoint(root / "tiny")
@@ -219,9 +217,8 @@ def test_evaluate_exits_0_every_time_and_scores_the_translations(tiny, tmp_path)
 def test_import_marian_exits_0_every_time_and_writes_a_checkpoint(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
-    from test_marian import SENTENCES, build_marian
-
     from model.translator import Translator
+    from test_marian import SENTENCES, build_marian
 
     marian = build_marian(tmp_path / "hf")
     procs = run_many(FEW, "import_marian", lambda i: [marian, "--out", tmp_path / f"ours{i}"])

@@ -24,7 +24,8 @@ def test_cli_writes_the_schema(folder, tmp_path):
     s, t = len(d["src_tokens"]), len(d["tgt_tokens"])
     assert len(d["src_ids"]) == s and len(d["tgt_ids"]) == t and d["src_tokens"][-1] == "<eos>"
     assert d["tgt_tokens"][0] == "<bos>"
-    for kind, (q, k), layers in (("enc_self", (s, s), cfg["n_encoder_layers"]), ("dec_self", (t, t), cfg["n_decoder_layers"]),
+    for kind, (q, k), layers in (("enc_self", (s, s), cfg["n_encoder_layers"]),
+                                 ("dec_self", (t, t), cfg["n_decoder_layers"]),
                                  ("cross", (t, s), cfg["n_decoder_layers"])):
         a = np.array(d[kind])
         assert a.shape == (layers, cfg["n_heads"], q, k), kind  # [layer][head][query][key]

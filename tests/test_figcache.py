@@ -29,7 +29,8 @@ def test_equal_content_shares_a_name_and_other_content_gets_another():
 
 def test_a_figure_built_outside_the_cache_gets_a_name_of_its_own_each_time():
     p = np.full((3, 3), 1 / 3, np.float32)
-    one, two = drawable(attention_figure(p, TOKS, TOKS, "enc_self")), drawable(attention_figure(p, TOKS, TOKS, "enc_self"))
+    one, two = (drawable(attention_figure(p, TOKS, TOKS, "enc_self")),
+                drawable(attention_figure(p, TOKS, TOKS, "enc_self")))
     assert _revision(one) != _revision(two)
     assert drawable(one) is one  # prepared once
     assert json.loads(one.to_dict().json)["data"][0]["z"] == p.tolist()  # plain lists, the values as they are

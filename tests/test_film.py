@@ -12,8 +12,17 @@ import pytest
 import torch
 
 from model import train as train_cli
-from model.film import (APP_EXAMPLES, KINDS, SCHEMA, FilmError, FilmRecorder, choose_probes, is_film_step, load_film,
-                        mean_entropy)
+from model.film import (
+    APP_EXAMPLES,
+    KINDS,
+    SCHEMA,
+    FilmError,
+    FilmRecorder,
+    choose_probes,
+    is_film_step,
+    load_film,
+    mean_entropy,
+)
 from test_model_data import synthetic_corpus, train_args
 
 torch.set_num_threads(1)
@@ -83,7 +92,8 @@ def test_record_leaves_training_untouched(make_model, vocabs, pairs):
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     rng = torch.get_rng_state()
-    rec = FilmRecorder(Path("/nonexistent-never-written"), probes, [(p.src_ids, p.tgt_ids) for p in probes], sv, tv, "cpu")
+    rec = FilmRecorder(Path("/nonexistent-never-written"), probes, [(p.src_ids, p.tgt_ids) for p in probes], sv, tv,
+                       "cpu")
     rec.save = lambda: None  # nothing written in this test
     frame = rec.record(model, 0)
     assert model.training and torch.equal(torch.get_rng_state(), rng)

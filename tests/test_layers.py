@@ -36,7 +36,8 @@ def files(package: str) -> list[Path]:
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_package_imports_respect_the_layers(package):
-    bad = {f"{p.relative_to(ROOT)} imports {m}" for p in files(package) for m in imported_modules(p) & FORBIDDEN[package]}
+    bad = {f"{p.relative_to(ROOT)} imports {m}"
+           for p in files(package) for m in imported_modules(p) & FORBIDDEN[package]}
     assert not bad, sorted(bad)
 
 

@@ -68,7 +68,8 @@ def build_marian(folder: Path, shared: bool = True, activation: str = "swish", *
     pieces = []
     for m in (src_model, tgt_model):
         sp = spm.SentencePieceProcessor(model_file=str(m))
-        pieces += [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not sp.is_control(i) and not sp.is_unknown(i)]
+        pieces += [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+                   if not sp.is_control(i) and not sp.is_unknown(i)]
     pieces = list(dict.fromkeys(pieces))  # one entry per piece, first seen first
     pieces = [p for p in pieces if p not in (pieces[10], pieces[20], pieces[30])]  # DROPPED pieces become <unk>
     itos = ["</s>", "<unk>"] + pieces + ["<pad>"]  # Marian's layout: </s> 0, <unk> 1, <pad> last
@@ -124,7 +125,8 @@ def test_token_ids_equal_the_marian_tokenizers(imported):
 
 def test_config_describes_marian(imported):
     cfg = imported[2].cfg
-    assert (cfg.norm_first, cfg.pe_layout, cfg.scale_embedding, cfg.tokenizer) == (False, "sin_then_cos", True, "sentencepiece")
+    assert ((cfg.norm_first, cfg.pe_layout, cfg.scale_embedding, cfg.tokenizer)
+            == (False, "sin_then_cos", True, "sentencepiece"))
     assert cfg.decoder_start_idx == cfg.pad_idx != cfg.eos_idx == 0
     assert (cfg.src_lang, cfg.tgt_lang) == ("de", "en")
 
@@ -295,7 +297,8 @@ def test_app_start_up_never_imports_transformers_and_a_word_model_needs_no_sente
 
     words = make_tiny_checkpoint(tmp_path / "words")
     code = ("import sys\n"
-            "from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, state\n"
+            "from views import attention, compare, decoding, embeddings, head, heads, masks, overview, "
+            "positional, state\n"
             "import model, model.export, model.import_marian\n"
             "from model.translator import Translator\n"
             "loaded = lambda: ('transformers' in sys.modules, 'sentencepiece' in sys.modules)\n"
@@ -324,7 +327,8 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
     cfg = ModelConfig.from_dict(v1)
     assert (cfg.activation, cfg.pe_layout, cfg.scale_embedding, cfg.share_embeddings, cfg.final_logits_bias) == (
         "relu", "interleaved", True, False, True)
-    assert (cfg.decoder_start_idx, cfg.eos_idx, cfg.src_lang, cfg.tgt_lang, cfg.tokenizer) == (2, 3, "de", "en", "spacy")
+    assert ((cfg.decoder_start_idx, cfg.eos_idx, cfg.src_lang, cfg.tgt_lang, cfg.tokenizer)
+            == (2, 3, "de", "en", "spacy"))
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 2, read back the same
     with pytest.raises(ValueError, match="activation"):
         ModelConfig.from_dict({**v1, "activation": "gelu"})  # a version-1 file cannot describe that

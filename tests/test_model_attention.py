@@ -23,8 +23,10 @@ PAD = 1
 def batch(vocabs, pairs):
     """A padded batch of two sentences of different lengths: (src (2, s), tgt (2, t), src lens, tgt lens)."""
     sv, tv = vocabs
-    src_ids = [sv.encode(tokenize(pairs[1][0], "de")) + [sv.eos_idx], sv.encode(tokenize(pairs[0][0], "de")) + [sv.eos_idx]]
-    tgt_ids = [[tv.bos_idx] + tv.encode(tokenize(pairs[1][1], "en")), [tv.bos_idx] + tv.encode(tokenize(pairs[0][1], "en"))[:3]]
+    src_ids = [sv.encode(tokenize(pairs[1][0], "de")) + [sv.eos_idx],
+               sv.encode(tokenize(pairs[0][0], "de")) + [sv.eos_idx]]
+    tgt_ids = [[tv.bos_idx] + tv.encode(tokenize(pairs[1][1], "en")),
+               [tv.bos_idx] + tv.encode(tokenize(pairs[0][1], "en"))[:3]]
     s, t = max(map(len, src_ids)), max(map(len, tgt_ids))
     src = torch.full((2, s), PAD, dtype=torch.long)
     tgt = torch.full((2, t), PAD, dtype=torch.long)
@@ -151,7 +153,8 @@ def test_mask_helpers():
     assert m[:, 0, 0].tolist() == [[True, True, True], [True, False, False]]
     assert bool(make_src_mask(src, PAD, use_padding_mask=False).all())
     sm = subsequent_mask(3)
-    assert sm.shape == (1, 1, 3, 3) and sm[0, 0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert sm.shape == (1, 1, 3, 3) and sm[0, 0].tolist() == [[True, False, False], [True, True, False],
+                                                              [True, True, True]]
     tm = make_tgt_mask(torch.tensor([[2, 5, PAD]]), PAD)
     assert tm.shape == (1, 1, 3, 3)
     assert tm[0, 0].tolist() == [[True, False, False], [True, True, False], [True, True, False]]
@@ -307,7 +310,8 @@ def test_head_mask_equals_zeroing_that_heads_output_columns():
     assert bool(rec.out[:, off].abs().sum() > 0)
 
 
-@pytest.mark.parametrize("kind,layer_attr", [("enc_self", "self_attn"), ("dec_self", "self_attn"), ("cross", "cross_attn")])
+@pytest.mark.parametrize("kind,layer_attr",
+                         [("enc_self", "self_attn"), ("dec_self", "self_attn"), ("cross", "cross_attn")])
 def test_model_head_mask_switches_one_head_off(tiny_model, batch, kind, layer_attr):
     src, tgt, _, _ = batch
     cfg = tiny_model.cfg

@@ -289,7 +289,8 @@ def test_vocab_size_disagrees_with_config(checkpoint_dir, vocabs, name, side):
 
 @pytest.mark.parametrize(
     "text",
-    ['{"itos": ["a", "b"]}', '["<unk>", "<pad>", "<bos>", "<eos>"]', "{not json", '{"itos": ["<unk>", "<pad>", "<bos>", "<eos>", "x", "x"]}'],
+    ['{"itos": ["a", "b"]}', '["<unk>", "<pad>", "<bos>", "<eos>"]', "{not json",
+     '{"itos": ["<unk>", "<pad>", "<bos>", "<eos>", "x", "x"]}'],
     ids=["no-specials", "list", "invalid-json", "duplicates"],
 )
 def test_invalid_vocab_file(checkpoint_dir, text):

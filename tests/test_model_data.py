@@ -175,8 +175,8 @@ def test_evaluate_errors(tmp_path, capsys, checkpoint_dir):
 
 SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein Kind", "A child"), ("Ein Hund", "A dog"),
             ("Zwei Männer", "Two men")]
-VERBS = [("läuft", "runs", "laufen", "run"), ("sitzt", "sits", "sitzen", "sit"), ("springt", "jumps", "springen", "jump"),
-         ("schläft", "sleeps", "schlafen", "sleep")]
+VERBS = [("läuft", "runs", "laufen", "run"), ("sitzt", "sits", "sitzen", "sit"),
+         ("springt", "jumps", "springen", "jump"), ("schläft", "sleeps", "schlafen", "sleep")]
 PLACES = [("im Park", "in the park"), ("am Strand", "on the beach")]
 
 

@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from model.decode import (allowed_log_probs, beam_search, greedy_decode, greedy_decode_batch, greedy_from_guess,
-                          length_penalty, search)
+from model.decode import (
+    allowed_log_probs,
+    beam_search,
+    greedy_decode,
+    greedy_decode_batch,
+    greedy_from_guess,
+    length_penalty,
+    search,
+)
 from model.tokenize import tokenize
 from model.translator import Translator
 
@@ -363,7 +370,7 @@ def test_reordered_cache_follows_the_selected_rows(trained_model, vocabs, pairs)
     torch.testing.assert_close(got, lp[0, 2], atol=1e-4, rtol=1e-4)
 
 
-# --------------------------------------------------------------------------- one loop: what it may generate, when it stops
+# ---------------------------------------------------------------- one loop: what it may generate, when it stops
 
 
 @pytest.fixture
@@ -399,7 +406,8 @@ def test_bos_and_pad_are_never_generated(bos_lover, vocabs, pairs):
     batch = torch.full((len(srcs), max(map(len, srcs))), PAD, dtype=torch.long)
     for r, s in enumerate(srcs):
         batch[r, : len(s)] = s
-    for dec in greedy_decode_batch(bos_lover, batch, BOS, EOS, max_len=6) + search(bos_lover, batch, BOS, EOS, 6, 3, 0.6):
+    for dec in (greedy_decode_batch(bos_lover, batch, BOS, EOS, max_len=6)
+                + search(bos_lover, batch, BOS, EOS, 6, 3, 0.6)):
         assert dec.ids and not {BOS, PAD} & set(dec.ids)
 
 

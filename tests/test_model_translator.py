@@ -176,7 +176,8 @@ def test_off_heads_change_what_every_entry_point_computes(translator, pairs):
         tgt = torch.tensor([[translator.tgt_vocab.bos_idx] + translator.tgt_vocab.encode(gold)])
         lp, _ = translator.model(src, tgt, head_mask=hm)
     ids = translator.tgt_vocab.encode(gold) + [translator.tgt_vocab.eos_idx]
-    assert translator.score(de, gold, off) == pytest.approx(float(sum(lp[0, k, i] for k, i in enumerate(ids))), abs=1e-4)
+    assert translator.score(de, gold, off) == pytest.approx(float(sum(lp[0, k, i] for k, i in enumerate(ids))),
+                                                            abs=1e-4)
 
 
 # --------------------------------------------------------------------------- the padding demonstration
@@ -223,12 +224,11 @@ def test_padded_batch_reuses_a_greedy_decoding_it_is_handed(translator, pairs, u
 def test_padded_batch_line_is_a_greedy_search_of_the_padded_sentence(translator, pairs, use_mask):
     """"In the padded batch" comes from checking the translation alone against the padded pass (decode.
     greedy_from_guess): it must be what a plain greedy search of the padded sentence gives, mask on or off."""
+    from pathlib import Path
+
     import torch
 
     from model.decode import greedy_decode
-
-    from pathlib import Path
-
     from model.translator import Translator
 
     # The shipped model too: without the mask its translation of a padded sentence changes (the tiny test model's

@@ -6,10 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from tests.app_support import run_app, visible_text
-
 from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
-
 
 BAD_INPUTS = {
     "empty": "",

@@ -28,7 +28,8 @@ def test_translates_sensibly(translator, german, words):
     for beam in (1, 5):
         text = translator.translate(german, beam=beam).text.lower()
         for w in words:  # a tuple lists acceptable alternatives
-            assert any(a in text for a in (w if isinstance(w, tuple) else (w,))), f"{w!r} missing from {text!r} (beam {beam})"
+            assert any(a in text for a in (w if isinstance(w, tuple) else (w,))), \
+                f"{w!r} missing from {text!r} (beam {beam})"
 
 
 def test_metrics_agree_with_config():

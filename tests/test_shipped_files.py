@@ -12,14 +12,16 @@ TEXT = {".json", ".md", ".log", ".txt", ".py", ".toml", ".yaml", ".yml", ".csv"}
 # A path from a filesystem root into someone's files. Docs may show a command writing to /tmp (any machine has
 # one); checkpoints may not name any absolute path.
 MACHINE_PATH = re.compile(r"(?<![\w.~])(/(?:home|root|work|Users|mnt|srv|opt|var)/[^\s\"']*|[A-Za-z]:\\\\[^\s\"']+)")
-ANY_ABSOLUTE = re.compile(r"(?<![\w.~])(/(?:home|root|work|Users|mnt|srv|opt|var|tmp)/[^\s\"']*|[A-Za-z]:\\\\[^\s\"']+)")
+ANY_ABSOLUTE = re.compile(r"(?<![\w.~])(/(?:home|root|work|Users|mnt|srv|opt|var|tmp)/[^\s\"']*"
+                          r"|[A-Za-z]:\\\\[^\s\"']+)")
 
 
 def text_files(folder: Path):
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in TEXT)
 
 
-@pytest.mark.parametrize("folder, pattern", [("checkpoints", ANY_ABSOLUTE), ("docs", MACHINE_PATH)], ids=["checkpoints", "docs"])
+@pytest.mark.parametrize("folder, pattern", [("checkpoints", ANY_ABSOLUTE), ("docs", MACHINE_PATH)],
+                         ids=["checkpoints", "docs"])
 def test_no_machine_path_in_shipped_files(folder, pattern):
     files = text_files(ROOT / folder)
     assert files, f"nothing to check under {folder}/"

@@ -5,8 +5,17 @@ import plotly.graph_objects as go
 import pytest
 
 from hover_support import cell_hover
-from viz.attention import (attention_figure, heads_figure, overview_figure, rescale_note,
-                           robust_zmax, row_sums, rows_sum_to_one, saturated_share, sink_key)
+from viz.attention import (
+    attention_figure,
+    heads_figure,
+    overview_figure,
+    rescale_note,
+    robust_zmax,
+    row_sums,
+    rows_sum_to_one,
+    saturated_share,
+    sink_key,
+)
 from viz.common import MASK_TRACE_NAME, as_mask, axis_titles, escape_token, heatmap
 
 EN = ["the", "dog", "sees", "the", "cat", "."]

@@ -18,10 +18,30 @@ import viz.positional
 import viz.text
 from hover_support import cell_hover
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import (FACET_ROW_PX, MASK_TRACE_NAME, MAX_HEIGHT, MAX_PANEL_PX, MAX_TICKS,
-                        MIN_HEIGHT, MIN_TICK_FONT, MIN_TICK_PX, PROB_D3, ROW_PX, TITLE_WRAP_CHARS,
-                        axis_titles, fmt_prob, fmt_share, heatmap, heatmap_height, kind_sides,
-                        plot_rows_px, plot_width_px, style, tick_step, wrap_title)
+from viz.common import (
+    FACET_ROW_PX,
+    MASK_TRACE_NAME,
+    MAX_HEIGHT,
+    MAX_PANEL_PX,
+    MAX_TICKS,
+    MIN_HEIGHT,
+    MIN_TICK_FONT,
+    MIN_TICK_PX,
+    PROB_D3,
+    ROW_PX,
+    TITLE_WRAP_CHARS,
+    axis_titles,
+    fmt_prob,
+    fmt_share,
+    heatmap,
+    heatmap_height,
+    kind_sides,
+    plot_rows_px,
+    plot_width_px,
+    style,
+    tick_step,
+    wrap_title,
+)
 from viz.text import visible_len
 
 MODULES = [viz.common, viz.text, viz.attention, viz.embeddings, viz.positional, viz.head,

@@ -4,8 +4,14 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours,
-                            pca_2d, scaling_figure, vocab_map_figure)
+from viz.embeddings import (
+    embedding_heatmap,
+    embedding_stages_figure,
+    nearest_neighbours,
+    pca_2d,
+    scaling_figure,
+    vocab_map_figure,
+)
 
 TOKENS = ["der", "Hund", "<b>", "der", "."]
 
@@ -66,7 +72,8 @@ def test_vocab_map_highlights_sentence_tokens():
     vocab = [f"w{i}" for i in range(50)]
     fig = vocab_map_figure(coords, vocab, [3, 7], ["Hund", "<i>"], n_dots=20)
     density, dots, hl = fig.data
-    assert isinstance(density, go.Heatmap) and np.nansum(np.asarray(density.z, dtype=float)) == 50  # every entry counted
+    # every entry counted
+    assert isinstance(density, go.Heatmap) and np.nansum(np.asarray(density.z, dtype=float)) == 50
     assert len(dots.x) == 20 and list(dots.text) == vocab[:20]  # the first entries named on hover
     assert list(hl.text) == ["Hund", "&lt;i&gt;"]
     np.testing.assert_allclose(np.asarray(hl.x), coords[[3, 7], 0], rtol=1e-6)

@@ -13,14 +13,22 @@ import numpy as np
 import pytest
 
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import (DEFAULT_THEME, PRESENTER_THEME, browser_json, facet_heatmaps, figure_json, heatmap,
-                        using_theme, validating)
-from viz.look import look, under
+from viz.common import (
+    DEFAULT_THEME,
+    PRESENTER_THEME,
+    browser_json,
+    facet_heatmaps,
+    figure_json,
+    heatmap,
+    using_theme,
+    validating,
+)
 from viz.compare import Side, side_by_side_figure
 from viz.decoding import attribution_figure, candidates_figure, step_cross_attention_figure
 from viz.embeddings import embedding_heatmap, embedding_stages_figure, scaling_figure, vocab_map_figure
 from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
 from viz.heads import head_grid_figure
+from viz.look import look, under
 from viz.masks import mask_figure
 from viz.positional import position_similarity_figure, waves_figure
 
@@ -148,8 +156,8 @@ def test_figure_json_of_other_figures():
     emb = RNG.standard_normal((len(K), 32)).astype(np.float32)
     pe = RNG.standard_normal((20, 32)).astype(np.float32)
     coords = RNG.standard_normal((300, 2)).astype(np.float32)
-    others = [fig, scaling_figure(emb, emb * 5.7, 32, K), vocab_map_figure(coords, [f"w{i}" for i in range(300)], [3, 7],
-                                                                         n_dots=50),
+    others = [fig, scaling_figure(emb, emb * 5.7, 32, K),
+              vocab_map_figure(coords, [f"w{i}" for i in range(300)], [3, 7], n_dots=50),
               waves_figure(pe, dims=(0, 1, 4)), position_similarity_figure(pe, 3),
               candidates_figure(["dog", "cat", "<eos>"], [0.7, 0.2, 0.1]),
               mask_figure(_causal(), Q, Q, "causal mask")]
@@ -199,7 +207,8 @@ def _other_figures():
     fig.add_trace(go.Bar(x=np.arange(5, dtype=np.int64), y=np.array([1.0, np.nan, 3.0, 4.0, 5.0])), row=1, col=1)
     fig.add_trace(go.Scatter(x=["a", "b"], y=np.array([True, False]), text=np.array(["<b>x</b>", "y"])), row=1, col=2)
     fig.update_layout(title="<i>t</i>", xaxis=dict(range=np.array([0.0, 4.0])))
-    dates = go.Figure(go.Scatter(x=np.array(["2026-11-22", "2026-11-23"], dtype="datetime64[D]"), y=np.array([1.0, np.inf])))
+    dates = go.Figure(go.Scatter(x=np.array(["2026-11-22", "2026-11-23"], dtype="datetime64[D]"),
+                                 y=np.array([1.0, np.inf])))
     return {"subplots with NaN": lambda: fig, "datetime axis (plotly's own encoding)": lambda: dates}
 
 

@@ -5,8 +5,7 @@ import plotly.graph_objects as go
 import pytest
 
 from viz.common import MASK_TRACE_NAME, fmt_prob
-from viz.head import (dropout_figure, head_pipeline_figures, matrix_figure, probs_figure,
-                      with_row_sums)
+from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure, with_row_sums
 
 EN = ["<s>", "the", "dog", "the", "."]
 DE = ["der", "Hund", "<b>", "."]

@@ -7,8 +7,15 @@ import pytest
 
 from hover_support import cell_hover
 from viz.decoding import attribution_figure
-from viz.heads import (grid_layout, head_grid_figure, head_name, head_short, offset_pattern_figure, pruning_figure,
-                       short_role)
+from viz.heads import (
+    grid_layout,
+    head_grid_figure,
+    head_name,
+    head_short,
+    offset_pattern_figure,
+    pruning_figure,
+    short_role,
+)
 
 ROLES = {"enc_self": [[["positional -1"], ["mixed"]], [["sink", "diffuse"], ["diffuse"]]],
          "dec_self": [[["previous-token"], ["mixed"]], [["mixed"], ["sink"]]],
@@ -68,8 +75,8 @@ def test_a_head_has_one_name_in_words_and_one_short_form():
     assert head_short("cross", 1, 2) == "cross L2 H3" and head_short("enc_self", 2, 0) == "encoder self L3 H1"
     fig = head_grid_figure({k: np.zeros((2, 2)) for k in ROLES}, ROLES, "confidence")
     hovers = [t.hovertemplate for t in fig.data if t.type == "heatmap"]
-    assert [h.split("<br>")[0] for h in hovers] == [head_name(k, 0, 0).replace("layer 1, head 1", "layer %{y}, head %{x}")
-                                                   for k in ROLES]
+    assert [h.split("<br>")[0] for h in hovers] == [
+        head_name(k, 0, 0).replace("layer 1, head 1", "layer %{y}, head %{x}") for k in ROLES]
 
 
 def test_short_roles():

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from tests.app_support import font_sizes
 
+from tests.app_support import font_sizes
 from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.common import DEFAULT_THEME, PRESENTER_THEME, theme, using_theme
 from viz.compare import Side, side_by_side_figure

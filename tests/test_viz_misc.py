@@ -5,8 +5,15 @@ import pytest
 
 from hover_support import cell_hover
 from viz.architecture import architecture_figure, parameter_table
-from viz.common import (MASK_TRACE_NAME, MAX_HEIGHT, MIN_HEIGHT, MIN_TICK_FONT, MIN_TICK_PX,
-                        ROW_PX, heatmap_height, plot_rows_px)
+from viz.common import (
+    MAX_HEIGHT,
+    MIN_HEIGHT,
+    MIN_TICK_FONT,
+    MIN_TICK_PX,
+    ROW_PX,
+    heatmap_height,
+    plot_rows_px,
+)
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
 from viz.masks import mask_figure
 

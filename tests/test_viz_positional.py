@@ -6,8 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from viz.positional import (pe_heatmap, position_similarity_figure, sinusoidal_encoding,
-                            waves_figure)
+from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 
 
 def test_position_zero_is_sin0_cos0():

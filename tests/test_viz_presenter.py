@@ -11,12 +11,10 @@ import pytest
 from tests.test_viz_fast_build import _builders
 from viz.architecture import architecture_figure
 from viz.attention import heads_figure
-from viz.common import (DEFAULT_THEME, PRESENTER_THEME, below_controls, presenter_height, text_px, theme,
-                        using_theme)
+from viz.common import DEFAULT_THEME, PRESENTER_THEME, below_controls, presenter_height, text_px, theme, using_theme
 from viz.decoding import candidates_figure, step_cross_attention_figure
 from viz.head import head_pipeline_figures, probs_figure
 from viz.heads import offset_pattern_figure, pruning_figure
-from viz.heads import offset_pattern_figure
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.tables import candidates_csv, heads_csv, matrix_csv
 from viz.training import entropy_figure, loss_figure, step_positions, toy_loss_figure
@@ -70,7 +68,8 @@ def test_presenter_mode_adds_no_colour_bar_the_figure_did_not_ask_for():
         presenter = {name: _colorbars(f) for name, f in _figures().items()}
     assert presenter == plain
     assert any(plain.values())  # heatmaps keep theirs
-    assert not [n for n, bars in presenter.items() if any("marker" in b for b in bars)]  # no bar, box or scatter has one
+    # no bar, box or scatter has one
+    assert not [n for n, bars in presenter.items() if any("marker" in b for b in bars)]
 
 
 @pytest.mark.parametrize("build", [lambda: candidates_figure(["a", "b", "c"], [0.9, 0.02, 0.002]),

@@ -23,11 +23,12 @@ def render(ctx: Context) -> None:
     cfg = ctx.cfg
     ss = st.session_state
     st.markdown("#### Switch heads off (ablation)")
-    options = [(k, l, h) for k in KINDS for l in range(cfg.n_encoder_layers if k == "enc_self" else cfg.n_decoder_layers)
+    options = [(k, l, h) for k in KINDS
+               for l in range(cfg.n_encoder_layers if k == "enc_self" else cfg.n_decoder_layers)
                for h in range(cfg.n_heads)]
     ss["off"] = tuple(h for h in ss.get("off", ()) if h in options)
-    st.multiselect("Heads to switch off (any layer, any kind)", options, key="off", persist_state="session", format_func=head_name,
-                   placeholder="choose heads, e.g. cross L3 H2",
+    st.multiselect("Heads to switch off (any layer, any kind)", options, key="off", persist_state="session",
+                   format_func=head_name, placeholder="choose heads, e.g. cross L3 H2",
                    help="A switched-off head's output is replaced by zeros before the output projection W_O.")
     off = tuple(ss["off"])
     st.caption("The heatmaps above always show the model with all heads on.")

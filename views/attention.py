@@ -4,22 +4,30 @@ from __future__ import annotations
 import streamlit as st
 
 from model.experiments import entropy
-from viz.attention import (attention_figure, heads_figure, overview_figure, rescale_note, robust_zmax, rows_sum_to_one,
-                           sink_key)
-from viz.common import KIND_NAMES, PAGE_WIDTH_PX
 from views import ablation
+from views.compare import heads_match
+from views.figcache import cached
 from views.state import Context
 from views.text import md_escape
-from viz.tables import heads_csv, matrix_csv
-from views.compare import heads_match
 from views.widgets import chart, csv_button, fig_config, kind_layer_head, sections, shows_caption
+from viz.attention import (
+    attention_figure,
+    heads_figure,
+    overview_figure,
+    rescale_note,
+    robust_zmax,
+    rows_sum_to_one,
+    sink_key,
+)
+from viz.common import KIND_NAMES, PAGE_WIDTH_PX
 from viz.compare import Side, side_by_side_figure
-from views.figcache import cached
+from viz.tables import heads_csv, matrix_csv
 
 EXPLAIN = {
     "enc_self": "Each {src} token (row) mixes in information from every {src} token (column), in both directions.",
     "dec_self": "Each {tgt} position (row) looks only at itself and earlier positions (columns): later ones are "
-                "masked, since at generation time they do not exist yet. Row i is the step that predicts output token i+1.",
+                "masked, since at generation time they do not exist yet. Row i is the step that predicts output "
+                "token i+1.",
     "cross": "Each {tgt} position (row) looks at the {src} source (columns). Row i is the step that predicts "
              "output token i+1.",
 }
@@ -31,7 +39,8 @@ def render(ctx: Context) -> None:
         st.subheader("Attention")
     kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
     if not ctx.present:
-        st.caption(EXPLAIN[kind].format(src=ctx.langs["src_name"], tgt=ctx.langs["tgt_name"]) + " Rows: queries; columns: keys; each row's weights sum to 1.")
+        st.caption(EXPLAIN[kind].format(src=ctx.langs["src_name"], tgt=ctx.langs["tgt_name"])
+                   + " Rows: queries; columns: keys; each row's weights sum to 1.")
     shows_caption(ctx, kind)
     if ctx.other is not None:
         _side_by_side(ctx, kind, layer, head)

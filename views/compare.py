@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from views.state import (COMPARE, Context, checkpoint_label, load_translator, model_facts, traced_decoding)
+from views.state import COMPARE, Context, checkpoint_label, load_translator, model_facts, traced_decoding
 from views.text import md_escape
 
 LABEL_CHARS = 48  # a side's label above its figures; longer sentences are cut with "…"

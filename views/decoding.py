@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from viz.common import PAGE_WIDTH_PX, below_controls
-from viz.decoding import attribution_figure, candidates_figure, decoding_table, step_cross_attention_figure
+from views.figcache import cached
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
-from viz.tables import candidates_csv
 from views.widgets import chart, csv_button, fig_config, sections, shows_caption
-from views.figcache import cached
+from viz.common import PAGE_WIDTH_PX, below_controls
+from viz.decoding import attribution_figure, candidates_figure, decoding_table, step_cross_attention_figure
+from viz.tables import candidates_csv
 
 
 def _force(prefix: list[str]) -> None:
@@ -38,7 +38,8 @@ def render(ctx: Context) -> None:
     prefix = tuple(ss.get("prefix", ()))
     if prefix:
         c1, c2 = st.columns([4, 1])
-        c1.info(f"You forced the first {len(prefix)} token(s): {md_escape(' '.join(prefix))}. Decoding continued greedily.")
+        c1.info(f"You forced the first {len(prefix)} token(s): {md_escape(' '.join(prefix))}. "
+                "Decoding continued greedily.")
         c2.button("Undo the forcing", on_click=_force, args=([],), key="unforce")
     steps = res.steps or []
     if not steps:
@@ -62,7 +63,8 @@ def _step(ctx: Context, steps: list) -> None:
     # Presenter mode: the step, layer and head in one row above the two figures, what the decoder read below them.
     top = st.columns([2, 1, 1], vertical_alignment="bottom") if ctx.present else None
     slider = dict(format="step %d", label_visibility="collapsed") if top else {}
-    step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", persist_state="session", **slider) if n > 1 else 1
+    step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", persist_state="session",
+                                             **slider) if n > 1 else 1
     step = steps[step_no - 1]
     read = f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**"
     if not ctx.present:
@@ -111,10 +113,10 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
     c1, c2 = (container, beside) if beside is not None else container.columns(2)
     compact = beside is not None  # presenter mode's row: no labels above the boxes, the options say what they are
     vis = "collapsed" if compact else "visible"
-    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer", persist_state="session", label_visibility=vis,
-                         format_func=(lambda v: f"layer {v}") if compact else str)
-    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head", persist_state="session", label_visibility=vis,
-                        format_func=lambda h: "mean of heads" if h == 0 else f"head {h}")
+    layer = c1.selectbox("Layer", list(range(1, layers + 1)), key="dec_layer", persist_state="session",
+                         label_visibility=vis, format_func=(lambda v: f"layer {v}") if compact else str)
+    head = c2.selectbox("Head", list(range(0, cfg.n_heads + 1)), key="dec_head", persist_state="session",
+                        label_visibility=vis, format_func=lambda h: "mean of heads" if h == 0 else f"head {h}")
     return layer, head
 
 
@@ -215,7 +217,8 @@ def _greedy_and_beam(ctx: Context) -> None:
     beam = int(ss.get("beam", 5))
     # Beam search runs only when asked for, or when the figures already trace it (issue 10: it was a third of
     # the server's work for every first visit of this page).
-    if ctx.mode != "beam" and not st.toggle(f"Run beam search (beam {beam}) and compare", key="dec_beam", persist_state="session"):
+    if ctx.mode != "beam" and not st.toggle(f"Run beam search (beam {beam}) and compare", key="dec_beam",
+                                            persist_state="session"):
         st.caption("Beam search keeps the best few partial translations at each step; switch it on to see what it "
                    "returns for this sentence beside the greedy output.")
         return

@@ -4,13 +4,18 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from viz.embeddings import (embedding_heatmap, embedding_stages_figure, nearest_neighbours, pca_2d,
-                            scaling_figure, vocab_map_figure)
-from views.state import Context, is_toy, is_twin, vocab_embeddings
-from viz.tables import matrix_csv
-from views.widgets import chart, csv_button, fig_config, sections, shows_caption
 from views.figcache import cached
-
+from views.state import Context, is_toy, is_twin, vocab_embeddings
+from views.widgets import chart, csv_button, fig_config, sections, shows_caption
+from viz.embeddings import (
+    embedding_heatmap,
+    embedding_stages_figure,
+    nearest_neighbours,
+    pca_2d,
+    scaling_figure,
+    vocab_map_figure,
+)
+from viz.tables import matrix_csv
 
 VOCAB_DOTS = 1000  # vocabulary entries drawn as named dots; the rest are counted into the grey density
 
@@ -86,7 +91,8 @@ def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
 def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     cfg = ctx.cfg
     above = st.container()  # the numbers: above the figure, in presenter mode below it (the figure keeps the screen)
-    chart(st, cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_scaling"))
+    chart(st, cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch",
+          config=fig_config(ctx, f"embeddings_{side}_scaling"))
     c1, c2, c3 = (st if ctx.present else above).columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")

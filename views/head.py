@@ -5,10 +5,10 @@ import numpy as np
 import streamlit as st
 
 from model.experiments import dropout_sample, max_abs_diff
-from viz.head import head_pipeline_figures, score_keys_labelled
+from views.figcache import cached
 from views.state import Context
 from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
-from views.figcache import cached
+from viz.head import head_pipeline_figures, score_keys_labelled
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
     "Q": "Queries: the layer input times W_Q, this head's slice (one row per query token).",
@@ -45,8 +45,9 @@ def render(ctx: Context) -> None:
     # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
     dropped, _ = dropout_sample(a["probs"][head], p, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
-    figs = cached(head_pipeline_figures, a["q"][head], a["k"][head], a["v"][head], None, mask if not mask.all() else None,
-                  a["probs"][head], a["out"][head], q_tokens, k_tokens, kind, dropout_probs=dropped,
+    figs = cached(head_pipeline_figures, a["q"][head], a["k"][head], a["v"][head], None,
+                  mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
+                  dropout_probs=dropped,
                   scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
     if not ctx.present:
         _checks(ctx, a, layer, head)
@@ -61,7 +62,9 @@ def render(ctx: Context) -> None:
             with col:
                 if not ctx.present:
                     st.markdown(f"**{titles[name]}**")
-                chart(st, figs[name], width="stretch", config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"), key=f"head_{name}")
+                chart(st, figs[name], width="stretch",
+                      config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"),
+                      key=f"head_{name}")
                 if ctx.present:  # the step's explanation under its figure, which keeps the screen's height
                     st.caption(titles[name])
         if row_name == "scores":
@@ -77,8 +80,8 @@ def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:
                f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}.")
     check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))
     out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
-    st.markdown(f":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones to "
-                f"{check:.1e}; weights · V matches the head output to {out_check:.1e}")
+    st.markdown(":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones "
+                f"to {check:.1e}; weights · V matches the head output to {out_check:.1e}")
 
 
 def keys_note(labelled: int, n_keys: int) -> str:

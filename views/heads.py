@@ -13,15 +13,22 @@ import numpy as np
 import streamlit as st
 
 from model import analyze
-from viz.attention import attention_figure
-from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
-from viz.heads import (GROUP_NAMES, head_grid_figure, head_name, head_short, offset_pattern_figure, pruning_figure,
-                       sentence_label)
 from views import jobs
+from views.figcache import cached
 from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_translator, teacher_forced
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
-from views.figcache import cached
+from viz.attention import attention_figure
+from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
+from viz.heads import (
+    GROUP_NAMES,
+    head_grid_figure,
+    head_name,
+    head_short,
+    offset_pattern_figure,
+    pruning_figure,
+    sentence_label,
+)
 
 # measure -> (label, d3/format spec, signed colour scale). The order is the select box's.
 MEASURES = {
@@ -89,9 +96,10 @@ def grid(report: dict, kind: str, measure: str) -> np.ndarray | None:
 def render(ctx: Context) -> None:
     if not ctx.present:  # presenter mode: the controls and one part's figure; the findings go below it
         st.subheader("Heads across a corpus")
-        st.caption("What each head does over many sentences, not one: the measures of Voita et al. (2019), Clark et al. "
-                   "(2019) and Michel et al. (2019), computed for the model you have open by `python -m model.analyze`. "
-                   "Choose a measure to colour the grid; the text in a cell is the head's role.")
+        st.caption("What each head does over many sentences, not one: the measures of Voita et al. (2019), "
+                   "Clark et al. (2019) and Michel et al. (2019), computed for the model you have open by "
+                   "`python -m model.analyze`. Choose a measure to colour the grid; the text in a cell is the head's "
+                   "role.")
     if is_toy(ctx.key):
         st.info("Head reports are computed over Multi30k's validation split, which a toy model cannot read. "
                 "Choose a translation model in the sidebar.")
@@ -288,7 +296,8 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
               width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
               key="heads_sentence")
     (st if ctx.present else above).caption(
-        f"Sentence {index + 1} of the corpus. Source: {md_escape(pair['src'])} · Reference: {md_escape(pair['ref'])}  \n"
+        f"Sentence {index + 1} of the corpus. Source: {md_escape(pair['src'])} · "
+        f"Reference: {md_escape(pair['ref'])}  \n"
         "Teacher-forced on the reference, as the analysis read it (not the model's own decoding). Confidence of this "
         f"head on the heatmap: {here:.3f} (the report: {confidence:.3f}).")
     st.button("Open this sentence in the Attention view", key="heads_sentence_to_attention", on_click=_open_attention,

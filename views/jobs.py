@@ -90,7 +90,7 @@ def start_job(name: str, what: str, work: Callable[[Callable[[float, str], None]
         try:
             record.result = work(progress)
             record.fraction, record.message = 1.0, "done"
-        except Exception as e:  # noqa: BLE001 - reported on the page, never as a trace
+        except Exception as e:  # reported on the page, never as a trace
             record.error = f"{type(e).__name__}: {e}"
         finally:
             record.done = True

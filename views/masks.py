@@ -8,13 +8,13 @@ import pandas as pd
 import streamlit as st
 
 from model.experiments import weight_on_keys
-from viz.attention import attention_figure
-from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
-from viz.masks import mask_figure
+from views.figcache import cached
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
 from views.widgets import chart, fig_config, layer_head, sections
-from views.figcache import cached
+from viz.attention import attention_figure
+from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
+from viz.masks import mask_figure
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 
@@ -30,7 +30,8 @@ def _padding(ctx: Context) -> None:
     on = padded_batch(ctx.key, ctx.text, True)
     demo = on if use_mask else padded_batch(ctx.key, ctx.text, False)
     tr = demo["trace"]
-    partner = "Batched with: " + md_escape(" ".join(demo["partner_tokens"])) + " · Encoder side: the same for every decoding."
+    partner = ("Batched with: " + md_escape(" ".join(demo["partner_tokens"]))
+               + " · Encoder side: the same for every decoding.")
     if not ctx.present:  # presenter mode: below the figures
         st.caption(partner)
     layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad", ctx.present, row[1:3] if row else None)
@@ -44,9 +45,11 @@ def _padding(ctx: Context) -> None:
         chart(c1, cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
                          title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
                                + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
-                  width="stretch", config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"), key="pad_attn")
-        chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="enc_self",
-                         width_px=int(PAGE_WIDTH_PX * 0.4)),
+                  width="stretch",
+                  config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"),
+                  key="pad_attn")
+        chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
+                         kind="enc_self", width_px=int(PAGE_WIDTH_PX * 0.4)),
                   width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
     if ctx.present:
         st.caption(partner)
@@ -93,7 +96,8 @@ def _causal(ctx: Context) -> None:
     c1, c2, c3 = st.columns(3) if ctx.present else (*st.columns([2, 3]), None)
     third = PAGE_WIDTH_PX // 3 if ctx.present else None  # the width each figure gets in presenter mode's row
     with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # as the padding part's
-        chart(c1, cached(mask_figure, rec_on["mask"], t, t, title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="dec_self",
+        chart(c1, cached(mask_figure, rec_on["mask"], t, t,
+                         title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="dec_self",
                          width_px=third or int(PAGE_WIDTH_PX * 0.4)),
                   width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
         explain = st if ctx.present else c2
@@ -102,10 +106,12 @@ def _causal(ctx: Context) -> None:
         chart(c2, cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
                          title=f"with the mask (layer {layer + 1}, head {head + 1})",
                          width_px=third or PAGE_WIDTH_PX // 2),
-                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"), key="causal_on")
+                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"),
+                  key="causal_on")
         chart(c3, cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
                          title="without it: the upper triangle may fill", width_px=third or PAGE_WIDTH_PX // 2),
-                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"), key="causal_off")
+                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"),
+                  key="causal_off")
     explain.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                      "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                      "the cell right of the diagonal holds that very token.")
@@ -121,7 +127,8 @@ def _causal(ctx: Context) -> None:
                "reference token among those; weight on later: self-attention on later positions without the mask "
                "(mean of layers and heads).")
     st.caption(md_escape(exp.summary()) + " A model trained without the mask could learn to copy the next input "
-               "token (its training loss would look excellent) and then fail at generation, where no later tokens exist.")
+               "token (its training loss would look excellent) and then fail at generation, where no later tokens "
+               "exist.")
 
 
 def render(ctx: Context) -> None:

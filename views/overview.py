@@ -4,10 +4,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from viz.architecture import architecture_figure, parameter_table
+from views.figcache import cached
 from views.state import Context
 from views.widgets import chart, fig_config, sections, shows_caption
-from views.figcache import cached
+from viz.architecture import architecture_figure, parameter_table
 
 NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding ({tgt})",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
@@ -78,7 +78,8 @@ def _architecture(ctx: Context) -> None:
         metrics = ctx.facts["metrics"]
         test = metrics.get("test", {})
         if test:
-            rows = [{"decoding": k, "sacreBLEU": v.get("sacrebleu"), "BLEU lowercased, spaCy tokens": v.get("bleu_lower_spacy_tokens")}
+            rows = [{"decoding": k, "sacreBLEU": v.get("sacrebleu"),
+                     "BLEU lowercased, spaCy tokens": v.get("bleu_lower_spacy_tokens")}
                     for k, v in test.items() if isinstance(v, dict)]
             st.markdown(f"**Measured quality** on {test.get('split', 'test')}")
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

@@ -4,11 +4,11 @@ from __future__ import annotations
 import streamlit as st
 
 from model.experiments import max_abs_diff, position_similarity
-from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
-from viz.common import below_controls
-from views.widgets import chart, fig_config, sections
-from views.state import Context
 from views.figcache import cached
+from views.state import Context
+from views.widgets import chart, fig_config, sections
+from viz.common import below_controls
+from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 
 
 def render(ctx: Context) -> None:

@@ -173,7 +173,7 @@ def load_translator(key: str) -> tuple[Translator | None, str | None]:
         return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
     except CheckpointError as e:
         return None, public_message(str(e))
-    except Exception as e:  # noqa: BLE001 - anything else still must not reach the user as a trace
+    except Exception as e:  # anything else still must not reach the user as a trace
         return None, public_message(f"{folder}: could not be loaded ({type(e).__name__}: {e}). "
                                     "Choose another checkpoint.")
 

@@ -15,14 +15,14 @@ import streamlit as st
 
 from model import film as films
 from model import toy
-from viz.attention import attention_figure, heads_figure
-from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
-from viz.training import entropy_figure, loss_figure, toy_loss_figure
 from views import jobs
+from views.figcache import cached
 from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
-from views.figcache import cached
+from viz.attention import attention_figure, heads_figure
+from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
+from viz.training import entropy_figure, loss_figure, toy_loss_figure
 
 PLAY_SECONDS = 0.8  # between frames while the film plays
 REDRAW_EVERY = 25  # toy steps between redraws of the live loss and cross-attention
@@ -127,8 +127,8 @@ def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, p
             ss["film_frame"] += 1
         ss["_film_tick_ok"] = True  # the first run after pressing Play shows the frame it starts from
         steps = film.steps
-        frame = st.select_slider("Frame (training step)", options=list(range(1, n + 1)), key="film_frame", persist_state="session",
-                                 label_visibility="collapsed" if ctx.present else "visible",
+        frame = st.select_slider("Frame (training step)", options=list(range(1, n + 1)), key="film_frame",
+                                 persist_state="session", label_visibility="collapsed" if ctx.present else "visible",
                                  format_func=lambda f: f"step {int(steps[f - 1]):,}")
         _frame(ctx, film, probe, kind, layer, frame - 1, part)
         if not ss.get("film_playing"):
@@ -207,14 +207,15 @@ def _toy(ctx: Context) -> None:
         st.caption(f"A fresh {cfg.n_encoder_layers}+{cfg.n_decoder_layers}-layer Transformer (d_model {cfg.d_model}, "
                    f"{cfg.n_heads} heads) learns to {', '.join(TASK_TEXT.values())} of "
                    f"random digit sequences ({toy.MIN_LEN} to {toy.MAX_LEN} digits), {toy.BATCH} sequences per step, "
-                   f"for up to {toy.DEFAULT_STEPS} steps on one core; the page redraws the loss and the cross-attention "
-                   f"of the example “{toy.EXAMPLE}” every {REDRAW_EVERY} steps. It is your own model: the shipped one is not "
-                   "touched, and nobody else sees it unless you share its link.")
+                   f"for up to {toy.DEFAULT_STEPS} steps on one core; the page redraws the loss and the "
+                   f"cross-attention of the example “{toy.EXAMPLE}” every {REDRAW_EVERY} steps. It is your own model: "
+                   "the shipped one is not touched, and nobody else sees it unless you share its link.")
     offered = [t for t in toy.OFFERED if t in toy.TASKS]
     if ss.get("toy_task") not in offered:
         ss["toy_task"] = offered[0]
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    task = c1.radio("Task", offered, key="toy_task", persist_state="session", horizontal=True, format_func=lambda t: f"{t} ({TASK_TEXT[t]})")
+    task = c1.radio("Task", offered, key="toy_task", persist_state="session", horizontal=True,
+                    format_func=lambda t: f"{t} ({TASK_TEXT[t]})")
     go = c2.button("Train", key="toy_train", type="primary", width="stretch")
     live = st.container()
     if go:

@@ -98,7 +98,8 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # Side by side: what is compared, and side B's sentence or model
         "compare": Param("off", _choice(compare)),
         "text2": Param(second_text, str, needed=lambda state: state.get("compare") == "sentence"),
-        "ckpt2": Param(None, str, needed=lambda state: state.get("compare") == "model"),  # None: the untrained twin of `ckpt` (or the trained model of a twin)
+        # ckpt2 None: the untrained twin of `ckpt` (or the trained model of a twin)
+        "ckpt2": Param(None, str, needed=lambda state: state.get("compare") == "model"),
         # Attention, Inside one head
         "kind": Param("cross", _choice(kinds)),
         "layer": Param(1, layer),

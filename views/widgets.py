@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from viz.common import Theme, languages, using_languages, using_theme
 from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels, restore_state, sync_url
+from viz.common import Theme, languages, using_languages, using_theme
 
 # The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
 # was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
@@ -94,7 +94,8 @@ def fig_config(ctx: Context, what: str) -> dict:
     shows: model, sentence, decoding, view, kind, layer, head (the format is the sidebar's `fig_format`)."""
     fmt = st.session_state.get("fig_format", "png")
     return {"displaylogo": False,
-            "toImageButtonOptions": {"format": fmt, "filename": file_name(ctx, what), "scale": 3 if fmt == "png" else 1}}
+            "toImageButtonOptions": {"format": fmt, "filename": file_name(ctx, what),
+                                     "scale": 3 if fmt == "png" else 1}}
 
 
 def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str, key: str, container=st,
@@ -105,8 +106,8 @@ def csv_button(label: str, make_csv: Callable[[], str], ctx: Context, what: str,
     leaves the buttons out (the figure's own camera button still saves it)."""
     if ctx.present:
         return
-    container.download_button(label, make_csv, file_name=file_name(ctx, what) + ".csv", mime="text/csv", on_click="ignore",
-                              key=key, help=help)
+    container.download_button(label, make_csv, file_name=file_name(ctx, what) + ".csv", mime="text/csv",
+                              on_click="ignore", key=key, help=help)
 
 
 def sections(ctx: Context, names: list[str], container=st, always: bool = False) -> Callable[[str], bool]:

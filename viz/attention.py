@@ -15,9 +15,22 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (KIND_NAMES, PAGE_WIDTH_PX, PROB_D3, PROB_SCALE, as_mask, axis_titles, facet_heatmaps,
-                        fmt_prob, fmt_share, heatmap, resolve_scale, styled_figure, theme, title_wrap_chars)
-
+from viz.common import (
+    KIND_NAMES,
+    PAGE_WIDTH_PX,
+    PROB_D3,
+    PROB_SCALE,
+    as_mask,
+    axis_titles,
+    facet_heatmaps,
+    fmt_prob,
+    fmt_share,
+    heatmap,
+    resolve_scale,
+    styled_figure,
+    theme,
+    title_wrap_chars,
+)
 
 
 def _zmax(zmax: float | None) -> float:

@@ -32,12 +32,30 @@ from _plotly_utils.utils import to_typed_array_spec
 
 # Text helpers live in viz.text and are re-exported here, so views import one module.
 from viz import look
-from viz.text import (TITLE_WRAP_CHARS, cut_token, escape_token, escape_tokens, fmt_prob,  # noqa: F401
-                      fmt_share, title_lines, visible_len, wrap_title)
-# The theme lives in viz.theme and is re-exported here too.
-from viz.theme import (DEFAULT_THEME, PRESENTER_THEME, TEXT_LINE_PX, Theme, below_controls,  # noqa: F401
-                       fit_height, presenter_height, theme, using_theme)
+from viz.text import (  # noqa: F401
+    TITLE_WRAP_CHARS,
+    cut_token,
+    escape_token,
+    escape_tokens,
+    fmt_prob,
+    fmt_share,
+    title_lines,
+    visible_len,
+    wrap_title,
+)
 
+# The theme lives in viz.theme and is re-exported here too.
+from viz.theme import (  # noqa: F401
+    DEFAULT_THEME,
+    PRESENTER_THEME,
+    TEXT_LINE_PX,
+    Theme,
+    below_controls,
+    fit_height,
+    presenter_height,
+    theme,
+    using_theme,
+)
 
 # Whether figure() validates what the builders wrote (see figure()); tests switch it on with validating().
 _VALIDATE: ContextVar[bool] = ContextVar("viz_validate", default=False)
@@ -693,7 +711,8 @@ def _overhead(col_tokens, title_lines: int, angle: int) -> int:
     labels = label_px(col_tokens, angle)
     if col_tokens is not None:
         t = theme()
-        widest = max((text_px(escape_token(cut_token(tok, t.max_label_chars)), t.tick) for tok in col_tokens), default=0)
+        widest = max((text_px(escape_token(cut_token(tok, t.max_label_chars)), t.tick) for tok in col_tokens),
+                     default=0)
         slant = math.radians(abs(angle))
         labels = max(labels, int(15 + 1.3 * t.base + widest * math.sin(slant) + t.tick * math.cos(slant)))
     return top_margin(title_lines) + 20 + labels
@@ -833,7 +852,8 @@ def grid_domains(rows: int, cols: int, h_space: float, v_space: float) -> list[t
         top = 1.0 - r * (height + v_space)
         for c in range(cols):
             left = c * (width + h_space)
-            clip = lambda v: min(1.0, max(0.0, v))  # float rounding must not leave [0, 1]
+            def clip(v):  # float rounding must not leave [0, 1]
+                return min(1.0, max(0.0, v))
             cells.append(([clip(left), clip(left + width)], [clip(top - height), clip(top)]))
     return cells
 

@@ -13,8 +13,24 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import _colorbar_ticks, _colorbar_title, _zmax
-from viz.common import (FACET_ROW_PX, cell_axes, grid_figure, KIND_NAMES, MIN_PANEL_PX, PROB_SCALE, _traces, axis_ticks, axis_titles,
-                        check_tokens, escape_token, label_px, plot_width_px, resolve_scale, theme, token_axis)
+from viz.common import (
+    FACET_ROW_PX,
+    KIND_NAMES,
+    MIN_PANEL_PX,
+    PROB_SCALE,
+    _traces,
+    axis_ticks,
+    axis_titles,
+    cell_axes,
+    check_tokens,
+    escape_token,
+    grid_figure,
+    label_px,
+    plot_width_px,
+    resolve_scale,
+    theme,
+    token_axis,
+)
 
 
 @dataclass(frozen=True)

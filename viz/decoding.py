@@ -11,9 +11,23 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (axis_ticks, axis_titles, escape_token, escape_tokens, fit_height, fmt_prob, heatmap,
-                        label_px, plot_width_px, resolve_languages, styled_figure, text_px, theme, title_lines,
-                        top_margin)
+from viz.common import (
+    axis_ticks,
+    axis_titles,
+    escape_token,
+    escape_tokens,
+    fit_height,
+    fmt_prob,
+    heatmap,
+    label_px,
+    plot_width_px,
+    resolve_languages,
+    styled_figure,
+    text_px,
+    theme,
+    title_lines,
+    top_margin,
+)
 
 VALUE_TEXT = "0.000"  # the widest value a bar is labelled with (fmt_prob)
 
@@ -132,7 +146,8 @@ def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_
     if z.ndim != 2 or z.shape != (len(method_labels), len(source_tokens)):
         raise ValueError(f"shares {z.shape} do not match {len(method_labels)} methods × {len(source_tokens)} tokens")
     fig = heatmap(z, list(method_labels), list(source_tokens), row_title="method",
-                  col_title=f"source token ({escape_token(resolve_languages(src_lang, None)[0])}) →", zmin=0.0, zmax=1.0, title=title,
+                  col_title=f"source token ({escape_token(resolve_languages(src_lang, None)[0])}) →", zmin=0.0,
+                  zmax=1.0, title=title,
                   value_name="share", row_name="method", col_name="source token", colorbar_title="share",
                   width_px=width_px)
     if hover_notes is not None:  # one note per cell: the only per-cell hover text (the axes name the cell)

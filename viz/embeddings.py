@@ -12,8 +12,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (SIGNED_SCALE, axis_ticks, escape_tokens, facet_heatmaps, heatmap, plot_width_px,
-                        styled_figure, theme)
+from viz.common import (
+    SIGNED_SCALE,
+    axis_ticks,
+    escape_tokens,
+    facet_heatmaps,
+    heatmap,
+    plot_width_px,
+    styled_figure,
+    theme,
+)
 
 
 def _sym_limit(*arrays: np.ndarray) -> float:
@@ -167,8 +175,10 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
             text=escape_tokens(labels), textposition="top center", textfont=dict(size=16),
             marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),
             hovertemplate="%{text}<extra></extra>"))
-    layout = dict(xaxis=dict(title=dict(text="principal component 1"), tickfont=dict(size=theme().tick), showgrid=False),
-                  yaxis=dict(title=dict(text="principal component 2"), tickfont=dict(size=theme().tick), showgrid=False),
+    layout = dict(xaxis=dict(title=dict(text="principal component 1"), tickfont=dict(size=theme().tick),
+                             showgrid=False),
+                  yaxis=dict(title=dict(text="principal component 2"), tickfont=dict(size=theme().tick),
+                             showgrid=False),
                   showlegend=False)
     return styled_figure(data, layout, title, height=600)
 

@@ -11,8 +11,21 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (enforce_min_font, FIGURE_WIDTH_PX, PAGE_WIDTH_PX, PROB_SCALE, SIGNED_SCALE, as_mask, axis_ticks,
-                        axis_titles, fmt_prob, heatmap, kind_sides, plot_width_px, theme)
+from viz.common import (
+    FIGURE_WIDTH_PX,
+    PAGE_WIDTH_PX,
+    PROB_SCALE,
+    SIGNED_SCALE,
+    as_mask,
+    axis_ticks,
+    axis_titles,
+    enforce_min_font,
+    fmt_prob,
+    heatmap,
+    kind_sides,
+    plot_width_px,
+    theme,
+)
 
 # Widths the Inside-one-head page gives its figures (three, two or one per row);
 # they only decide how many key labels fit.

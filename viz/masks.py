@@ -11,9 +11,20 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (as_mask, axis_ticks, axis_titles, check_tokens, heatmap_height,
-                        cell_names, plot_rows_px, plot_width_px, styled_figure, title_lines, title_wrap_chars,
-                        token_axis)
+from viz.common import (
+    as_mask,
+    axis_ticks,
+    axis_titles,
+    cell_names,
+    check_tokens,
+    heatmap_height,
+    plot_rows_px,
+    plot_width_px,
+    styled_figure,
+    title_lines,
+    title_wrap_chars,
+    token_axis,
+)
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
@@ -56,8 +67,10 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
     layout = dict(
         xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens)),
         yaxis=dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
-                   **axis_ticks(query_tokens, n_q, reverse=True, axis_px=plot_rows_px(height, key_tokens, lines, angle))),
-        annotations=[dict(text=f"grey = masked: {n_masked:,} of {m.size:,} cells", showarrow=False, xref="paper", yref="paper",
-                          x=1.0, y=1.02, xanchor="right", yanchor="bottom", font=dict(size=14, color="#555555"))],
+                   **axis_ticks(query_tokens, n_q, reverse=True,
+                                axis_px=plot_rows_px(height, key_tokens, lines, angle))),
+        annotations=[dict(text=f"grey = masked: {n_masked:,} of {m.size:,} cells", showarrow=False, xref="paper",
+                          yref="paper", x=1.0, y=1.02, xanchor="right", yanchor="bottom",
+                          font=dict(size=14, color="#555555"))],
     )
     return styled_figure([trace], layout, title, height=height, wrap_chars=wrap)

@@ -11,7 +11,6 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-
 FLOAT_FORMAT = "%.6f"
 
 

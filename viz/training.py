@@ -66,7 +66,8 @@ def _now_marks(x: float, step: int) -> dict:
     return {"shapes": [dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
                             line=dict(color=NOW_COLOUR, width=2, dash="dot"))],
             "annotations": [dict(x=float(np.log10(x)), y=1, xref="x", yref="paper", text=f"step {step:,}",
-                                 showarrow=False, yanchor="bottom", font=dict(color=NOW_COLOUR, size=theme().base - 2))]}
+                                 showarrow=False, yanchor="bottom",
+                                 font=dict(color=NOW_COLOUR, size=theme().base - 2))]}
 
 
 def _curves_figure(traces: list[dict], x_axis: dict, y_axis: dict, now_x: float, now_step: int) -> go.Figure:
