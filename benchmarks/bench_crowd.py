@@ -1,32 +1,29 @@
 """A class opening the link at once, and a backend lost mid-class: real Chromium pages on fresh servers.
 
     python benchmarks/bench_crowd.py [--pages 8 16 32] [--processes 1 2] [--rounds 1] [--checkpoint-dir checkpoints]
-                                     [--model multi30k-de-en] [--fault] [--fault-only] [--fault-pages 8]
-                                     [--fault-signal TERM KILL] [--timeout 180]
+        [--model multi30k-de-en] [--timeout 180] [--fault | --fault-only] [--fault-pages 8] [--fault-signal TERM KILL]
 
-Crowd: for each process count (1: one `streamlit run app.py`, connected directly; 2 or more: that many behind
-deploy/serve.py's nginx) and each N in --pages, --rounds times: start FRESH server processes, open N Chromium
-pages at the same moment on the teacher's link (`?view=Attention&text=<one caption sentence>`, the same for all)
-with tests/crowd_support.open_at_once, and record per page whether it got the app (header drawn, every chart
-plotted, no exception), the seconds from opening the link to that first drawn page, exceptions (first lines)
-and timeouts; behind nginx also how many pages each process got (from nginx's access log). Stop the servers.
+Crowd: per process count (1: one `streamlit run app.py`, direct; 2+: behind deploy/serve.py's nginx), N in --pages
+and round: FRESH server processes, N Chromium pages opened at once on the teacher's link (`?view=Attention&text=`
+one caption sentence) by tests/crowd_support.open_at_once: pages that got the app (header, every chart, no
+exception), seconds from the link to that first drawn page, exceptions, timeouts, pages per process (nginx's log).
 
-Fault (--fault): 2 processes behind nginx, --fault-pages real Chromium pages (one per student, opened over the
-first --every seconds), each typing a new sentence of its own every --every s (± --jitter) as bench_classroom.py's
-sessions do. --fault-after s into the class the process serving the most pages gets --fault-signal (TERM: a
-stop; KILL: a crash; one class each). The class goes on for --fault-for s. Every page logs, with the wall clock,
-its websocket's openings and closings, each finished run (with the DE line and the view it showed), and the
-texts of Streamlit's connection status, of any dialog, exception or error box. Reported per student of the
-stopped process: what it showed, when it was served again (first run drawn after the signal), whether that
-run came by itself (the frontend's reconnect) or with the student's next sentence, whether it kept its last
-sentence and view, and which process serves it now; for the other process's students: whether anything
-changed for them, and their action times before and after. Writes benchmarks/results/crowd.json.
+Fault (--fault): 2 processes behind nginx, --fault-pages Chromium pages (students), each typing a sentence of its
+own every --every s (± --jitter), as bench_classroom.py's sessions do; --fault-after s in, the process serving the
+most pages gets --fault-signal (TERM: a stop; KILL: a crash; one class each); the class goes on --fault-for s. Each
+page logs (wall clock) its websocket's openings and closings, every run drawn (DE line, view) and the texts of
+Streamlit's connection status, dialogs, exception and error boxes. Reported per student of the stopped process:
+what it showed, reconnect, the first run the other process served (by itself or with the next sentence, and the
+state it showed), whether the next sentence typed was lost, when its own sentence was shown again; for the other
+students: anything they noticed, and their action times before and after. See docs/load.md. Writes
+benchmarks/results/crowd.json.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import json
 import random
 import signal
 import statistics
@@ -52,13 +49,9 @@ window.__crowdLog = [];
 (() => {
   const log = (ev, detail) => window.__crowdLog.push({t: Date.now(), ev, detail: detail || ''});
   const Socket = window.WebSocket;
-  window.WebSocket = class extends Socket {
-    constructor(...args) {
-      super(...args);
-      this.addEventListener('open', () => log('ws-open'));
-      this.addEventListener('close', e => log('ws-close', 'code ' + e.code));
-    }
-  };
+  window.WebSocket = class extends Socket { constructor(...args) { super(...args);
+    this.addEventListener('open', () => log('ws-open'));
+    this.addEventListener('close', e => log('ws-close', 'code ' + e.code)); } };
   const text = sel => [...document.querySelectorAll(sel)].map(e => e.innerText.trim().split('\\n')[0]).join(' | ');
   let last = {}, runs = 0, pending = 0;
   setInterval(() => {
@@ -85,9 +78,8 @@ def link(url: str, text: str) -> str:
 
 def spread(xs: list[float]) -> dict:
     """p50 / p95 / max of seconds (None for an empty list)."""
-    if not xs:
+    if not (s := sorted(xs)):
         return {"n": 0, "p50_s": None, "p95_s": None, "max_s": None}
-    s = sorted(xs)
     p95 = statistics.quantiles(s, n=20, method="inclusive")[18] if len(s) > 1 else s[0]
     return {"n": len(s), "p50_s": round(statistics.median(s), 2), "p95_s": round(p95, 2), "max_s": round(s[-1], 2)}
 
@@ -95,8 +87,7 @@ def spread(xs: list[float]) -> dict:
 @contextlib.contextmanager
 def serving(processes: int, ckpt: Path, model: str, folder: Path):
     """Fresh server process(es): yields (base URL, Deployment or None, seconds until healthy); always stopped."""
-    server = deployment = None
-    t0 = time.perf_counter()
+    server, deployment, t0 = None, None, time.perf_counter()
     try:
         if processes == 1:
             server = bs.start_server(ckpt, model, folder / "server.log", timeout=120, extra_env=ENV)
@@ -144,10 +135,9 @@ def crowd_phase(processes: int, pages: int, rnd: int, args, ckpt: Path, sentence
 
 class Student:
     def __init__(self, i: int, page, sentence: str):
-        self.i, self.page, self.first = i, page, sentence
-        self.actions: list[dict] = []  # t (wall clock), seconds or None, text, error, shows (its own sentence)
-        self.backend = self.backend_after = ""
-        self.log: list[dict] = []
+        self.i, self.page, self.first, self.backend, self.backend_after = i, page, sentence, "", ""
+        self.actions: list[dict] = []  # t (wall clock), s (seconds or None), text, tries, error, shows, de, area
+        self.log: list[dict] = []  # LOG_JS's events
 
 
 async def cookie(page) -> str:
@@ -219,7 +209,6 @@ async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[
                                                            rng.uniform(0, args.every), args.timeout)
                                               for i in range(args.fault_pages)))
             kill_at = time.time() + args.fault_after
-            end = kill_at + args.fault_for
             tally = {b.name: sum(s.backend == b.name for s in students) for b in deployment.backends}
             victim = next(b for b in deployment.backends if tally[b.name] == max(tally.values()))
 
@@ -230,6 +219,7 @@ async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[
                 await asyncio.to_thread(victim.proc.wait, 60)
                 return t
 
+            end = kill_at + args.fault_for
             killed, *_ = await asyncio.gather(kill(), *(student_loop(s, sentences, end, args, random.Random(s.i))
                                                         for s in students))
             for s in students:
@@ -252,7 +242,8 @@ def judge(s: Student, killed: float, victim: str) -> dict:
     after = [e for e in s.log if e["t"] >= killed * 1000]
     rel = lambda ms: round(ms / 1000 - killed, 2)  # noqa: E731
     noticed = [e["t"] for e in after if e["ev"] == "ws-close" or (e["ev"] in ("status", "dialog") and e["detail"])]
-    acts = [a for a in s.actions if a["t"] >= killed]
+    acts = [a for a in s.actions if a["t"] + (a["s"] or 1e9) >= killed]  # in flight at the signal, or later
+    later = [a for a in acts if a["t"] >= killed]
     out = {"student": s.i, "backend": s.backend, "backend_after": s.backend_after, "on_stopped": s.backend == victim,
            "noticed_after_s": rel(noticed[0]) if noticed else None,
            "shown": sorted({f"{e['ev']}: {e['detail']}" for e in after
@@ -262,19 +253,19 @@ def judge(s: Student, killed: float, victim: str) -> dict:
            "errors_after": [a["error"] for a in acts if a["error"]],
            "actions_after": [_action(a, killed) for a in acts],
            "action_s_before": [round(a["s"], 2) for a in s.actions if a["t"] < killed and a["s"] is not None],
-           "action_s_after": [round(a["s"], 2) for a in acts if a["s"] is not None]}
+           "action_s_after": [round(a["s"], 2) for a in later if a["s"] is not None]}
     if s.backend != victim:
         return out
-    import json
-
-    drawn = [(e, json.loads(e["detail"])) for e in after if e["ev"] == "drawn"]
-    first = next(((e, d) for e, d in drawn if d["ran"] >= killed * 1000 and not d["exception"]), None)
-    last = ([s.first] + [a["text"] for a in s.actions if a["t"] < killed])[-1]
-    out.update(reconnected_s=next((rel(e["t"]) for e in after if e["ev"] == "ws-open"), None),
-               first_run_s=rel(first[0]["t"]) if first else None,
-               first_run_by_itself=bool(first and (not acts or first[1]["ran"] < acts[0]["t"] * 1000)),
+    drawn = [(e, json.loads(e["detail"])) for e in s.log if e["ev"] == "drawn"]
+    back = next((e["t"] for e in after if e["ev"] == "ws-open"), None)  # the websocket to the other process
+    # the first run the other process served (runs drawn between the signal and the reconnect came from the old one)
+    first = next(((e, d) for e, d in drawn if back and d["ran"] >= back and not d["exception"]), None)
+    before = [d["de"] for e, d in drawn if d["ran"] < killed * 1000][-1:]
+    out.update(reconnected_s=rel(back) if back else None, first_run_s=rel(first[0]["t"]) if first else None,
+               old_runs_after_signal=sum(killed * 1000 <= d["ran"] < (back or 1e15) for e, d in drawn),
+               first_run_by_itself=bool(first and (not later or first[1]["ran"] < later[0]["t"] * 1000)),
                first_run_shows=first[1]["de"] if first else None,
-               first_run_kept_sentence=bool(first and squash(first[1]["de"]).endswith(squash(last))),
+               first_run_kept_sentence=bool(first and before and first[1]["de"] == before[0]),
                first_run_kept_view=bool(first and first[1]["view"] == "Attention"),
                first_edit_lost=bool(acts and (acts[0]["tries"] != 1 or not acts[0]["shows"])),
                own_sentence_again_s=next((round(a["t"] + a["s"] - killed, 2) for a in acts if a["shows"]), None))
@@ -346,7 +337,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180, help="seconds a page may take to be drawn")
     ap.add_argument("--fault", action="store_true", help="also a class that loses a process mid-class")
     ap.add_argument("--fault-only", action="store_true", help="only the fault class (no crowd phases)")
-    ap.add_argument("--fault-pages", type=int, default=8)
+    ap.add_argument("--fault-pages", type=int, default=8, help="students in the fault class")
     ap.add_argument("--fault-signal", nargs="+", default=["TERM", "KILL"], choices=["TERM", "KILL", "INT"])
     ap.add_argument("--fault-after", type=float, default=20, help="seconds of class before the signal")
     ap.add_argument("--fault-for", type=float, default=60, help="seconds of class after the signal")
@@ -360,7 +351,6 @@ def main() -> int:
         print(pre or f"No checkpoint at {ckpt / args.model} (model.safetensors missing).", file=sys.stderr)
         return 2
     from serve import NGINX_MISSING, nginx_binary
-
     if nginx_binary() is None and (args.fault or args.fault_only or max(args.processes) > 1):
         print(NGINX_MISSING, file=sys.stderr)
         return 2
@@ -369,15 +359,12 @@ def main() -> int:
     for procs in ([] if args.fault_only else args.processes):
         for n in args.pages:
             for rnd in range(args.rounds):
-                print(f"{procs} process(es), {n} pages at once, round {rnd + 1} …", flush=True)
-                crowd.append(crowd_phase(procs, n, rnd + 1, args, ckpt, sentence))
-                c = crowd[-1]
-                print(f"  {c['got_app']}/{n} got the app; first drawn {c['first_drawn']}; errors {c['errors'][:3]}",
-                      flush=True)
+                crowd.append(c := crowd_phase(procs, n, rnd + 1, args, ckpt, sentence))
+                print(f"{procs} process(es), {n} pages at once: {c['got_app']} got the app, first drawn "
+                      f"{c['first_drawn']}; errors {c['errors'][:3]}", flush=True)
     sentences = iter(distinct_sentences(4000)[1:])
     for name in (args.fault_signal if args.fault or args.fault_only else []):
-        print(f"fault: {args.fault_pages} students on 2 processes, SIG{name} after {args.fault_after:g} s …",
-              flush=True)
+        print(f"fault: {args.fault_pages} students on 2 processes, SIG{name} …", flush=True)
         faults.append(fault_phase(args, ckpt, name, sentences))
     print()
     report(crowd, faults)
