@@ -260,14 +260,15 @@ def judge(s: Student, killed: float, victim: str) -> dict:
     back = next((e["t"] for e in after if e["ev"] == "ws-open"), None)  # the websocket to the other process
     # the first run the other process served (runs drawn between the signal and the reconnect came from the old one)
     first = next(((e, d) for e, d in drawn if back and d["ran"] >= back and not d["exception"]), None)
-    before = [d["de"] for e, d in drawn if d["ran"] < killed * 1000][-1:]
+    before = [d["de"] for e, d in drawn if d["ran"] < (back or 1e15)][-1:]  # what the page showed until then
+    new = [a for a in acts if a["t"] + (a["s"] or 1e9) >= (back or 0) / 1000]  # sentences the other process ran
     out.update(reconnected_s=rel(back) if back else None, first_run_s=rel(first[0]["t"]) if first else None,
                old_runs_after_signal=sum(killed * 1000 <= d["ran"] < (back or 1e15) for e, d in drawn),
                first_run_by_itself=bool(first and (not later or first[1]["ran"] < later[0]["t"] * 1000)),
                first_run_shows=first[1]["de"] if first else None,
                first_run_kept_sentence=bool(first and before and first[1]["de"] == before[0]),
                first_run_kept_view=bool(first and first[1]["view"] == "Attention"),
-               first_edit_lost=bool(acts and (acts[0]["tries"] != 1 or not acts[0]["shows"])),
+               first_edit_lost=bool(new and (new[0]["tries"] != 1 or not new[0]["shows"])),
                own_sentence_again_s=next((round(a["t"] + a["s"] - killed, 2) for a in acts if a["shows"]), None))
     return out
 
@@ -287,6 +288,7 @@ def fault_phase(args, ckpt: Path, signame: str, sentences) -> dict:
             "first_run": times("first_run_s"), "first_run_by_itself": count("first_run_by_itself"),
             "first_run_kept_sentence": count("first_run_kept_sentence"),
             "first_run_kept_view": count("first_run_kept_view"), "first_edit_lost": count("first_edit_lost"),
+            "old_runs_after_signal": sum(r["old_runs_after_signal"] for r in hit),
             "own_sentence_again": times("own_sentence_again_s"), "moved_to": sorted({r["backend_after"] for r in hit}),
             "shown": sorted({x for r in hit for x in r["shown"]}),
             "others_noticed": sum(r["noticed_after_s"] is not None or bool(r["shown"]) for r in rest),
