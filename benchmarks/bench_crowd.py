@@ -232,9 +232,9 @@ async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[
 
 def _action(a: dict, killed: float) -> str:
     if a["error"]:
-        return f"+{a['t'] - killed:.1f} s: {a['error']}"
-    return (f"+{a['t'] - killed:.1f} s: {a['s']:.2f} s, typed {a['tries']}x, shows " + ("its sentence" if a["shows"]
-            else f"{a['de']!r}, the text area holds {a['area']!r}"))
+        return f"{a['t'] - killed:+.1f} s: {a['error']}"
+    return (f"{a['t'] - killed:+.1f} s: {a['s']:.2f} s, typed {a['tries']}x, shows " + ("its sentence" if a["shows"]
+            else f"{a['de']!r} (typed {a['text']!r}), the text area holds {a['area']!r}"))
 
 
 def judge(s: Student, killed: float, victim: str) -> dict:
@@ -269,7 +269,7 @@ def judge(s: Student, killed: float, victim: str) -> dict:
                first_run_kept_sentence=bool(first and before and first[1]["de"] == before[0]),
                first_run_kept_view=bool(first and first[1]["view"] == "Attention"),
                first_edit_lost=bool(new and (new[0]["tries"] != 1 or not new[0]["shows"])),
-               own_sentence_again_s=next((round(a["t"] + a["s"] - killed, 2) for a in acts if a["shows"]), None))
+               own_sentence_again_s=next((round(a["t"] + a["s"] - killed, 2) for a in new if a["shows"]), None))
     return out
 
 
