@@ -7,6 +7,7 @@ so a fresh Streamlit session, and all of them are opened concurrently from one C
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -73,5 +74,21 @@ async def _crowd(urls: list[str], timeout: float, width: int, height: int) -> li
 
 
 def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, height: int = 900) -> list[PageResult]:
-    """Open every URL in its own fresh page at the same moment; one result per URL, in order."""
-    return asyncio.run(_crowd(urls, timeout, width, height))
+    """Open every URL in its own fresh page at the same moment; one result per URL, in order.
+
+    Runs in a thread of its own: the caller's thread may already hold an event loop (Playwright's sync API, as
+    the browser tests' session-wide Chromium does), and asyncio runs one loop per thread."""
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            out["results"] = asyncio.run(_crowd(urls, timeout, width, height))
+        except BaseException as e:  # handed to the caller's thread below
+            out["error"] = e
+
+    worker = threading.Thread(target=run, name="crowd")
+    worker.start()
+    worker.join()
+    if "error" in out:
+        raise out["error"]
+    return out["results"]

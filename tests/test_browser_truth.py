@@ -265,7 +265,7 @@ def test_attention_csv_has_the_pages_token_labels_and_rows_that_sum_to_one(page,
     open_app(page, app_server.link(view="Attention", kind="cross", layer=2, head=3, text=SENTENCE))
     wait_charts(page)
     with page.expect_download() as info:
-        page.get_by_role("button", name="Layer 2, head 3 (CSV)").first.click()
+        page.get_by_role("button", name="This head (CSV)").first.click()
     assert info.value.suggested_filename.endswith("_attention_cross_L2_H3.csv")
     rows = list(csv.reader(Path(info.value.path()).open(encoding="utf-8")))
     header, body = rows[0], rows[1:]
@@ -305,7 +305,7 @@ def test_every_layer_and_head_grid_shows_the_recorded_weight_under_the_right_lab
     open_app(page, app_server.link(view="Attention", kind="cross", layer=2, head=3, text=SENTENCE))
     wait_charts(page)
     with page.expect_download() as info:
-        page.get_by_role("button", name="Layer 2, head 3 (CSV)").first.click()
+        page.get_by_role("button", name="This head (CSV)").first.click()
     body = list(csv.reader(Path(info.value.path()).open(encoding="utf-8")))[1:]
     q, k = 1, 2
     chart = page.locator(".st-key-overview_fig")
