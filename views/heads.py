@@ -22,6 +22,7 @@ from viz.attention import attention_figure
 from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
 from viz.heads import (
     GROUP_NAMES,
+    MEASURES,
     head_grid_figure,
     head_name,
     head_short,
@@ -30,28 +31,6 @@ from viz.heads import (
     sentence_label,
 )
 
-# measure -> (label, d3/format spec, signed colour scale). The order is the select box's.
-MEASURES = {
-    "importance": ("importance (normalised)", ".3f", False),
-    "ablation_loss_increase": ("loss increase when switched off (nats/token)", ".4f", True),
-    "confidence": ("confidence", ".3f", False),
-    "entropy_fraction": ("entropy / uniform entropy", ".3f", False),
-    "entropy": ("entropy (nats)", ".3f", False),
-    "mean_distance": ("mean distance (tokens)", ".2f", False),
-    "prev_share": ("weight on the previous token", ".3f", False),
-    "same_share": ("weight on the token itself", ".3f", False),
-    "next_share": ("weight on the next token", ".3f", False),
-    "best_offset_share": ("share of argmax at its best offset", ".3f", False),
-    "sink_share": ("sink share", ".3f", False),
-    "eos_share": ("weight on <eos>", ".3f", False),
-    "punct_share": ("weight on the final punctuation", ".3f", False),
-    "bos_share": ("weight on <bos>", ".3f", False),
-    "rare_share": ("argmax on the rarest word", ".3f", False),
-    "agreement": ("agreement with the best layer", ".3f", False),
-    "monotonicity": ("monotonicity (Spearman)", ".3f", False),
-    "forward_share": ("argmax never moving back", ".3f", False),
-    "importance_raw": ("importance (raw gradient)", ".4f", False),
-}
 KIND_ORDER = analyze.KINDS
 ROLE_NAMES = {"positional": "positional", "previous-token": "previous-token", "next-token": "next-token",
               "aligner": "aligner", "rare-word": "rare-word", "sink": "sink", "diffuse": "diffuse"}

@@ -22,6 +22,29 @@ CHOSEN_LINE = "#d62728"
 LINE_COLOURS = {"enc_self": "#1f77b4", "dec_self": "#2ca02c", "cross": "#ff7f0e", "all": "#333333"}
 GROUP_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention",
                "all": "all heads together"}
+# measure -> (label, d3/format spec, signed colour scale). The order is the select box's.
+MEASURES = {
+    "importance": ("importance (normalised)", ".3f", False),
+    "ablation_loss_increase": ("loss increase when switched off (nats/token)", ".4f", True),
+    "confidence": ("confidence", ".3f", False),
+    "entropy_fraction": ("entropy / uniform entropy", ".3f", False),
+    "entropy": ("entropy (nats)", ".3f", False),
+    "mean_distance": ("mean distance (tokens)", ".2f", False),
+    "prev_share": ("weight on the previous token", ".3f", False),
+    "same_share": ("weight on the token itself", ".3f", False),
+    "next_share": ("weight on the next token", ".3f", False),
+    "best_offset_share": ("share of argmax at its best offset", ".3f", False),
+    "sink_share": ("sink share", ".3f", False),
+    "eos_share": ("weight on <eos>", ".3f", False),
+    "punct_share": ("weight on the final punctuation", ".3f", False),
+    "bos_share": ("weight on <bos>", ".3f", False),
+    "rare_share": ("argmax on the rarest word", ".3f", False),
+    "agreement": ("agreement with the best layer", ".3f", False),
+    "monotonicity": ("monotonicity (Spearman)", ".3f", False),
+    "forward_share": ("argmax never moving back", ".3f", False),
+    "importance_raw": ("importance (raw gradient)", ".4f", False),
+}
+
 # One way to name a head across the app: in words in running text, short where space is tight (lists, figure
 # titles, the ablation chooser), and kind-layer-head only in URLs.
 SHORT_KINDS = {"enc_self": "encoder self", "dec_self": "decoder self", "cross": "cross"}
