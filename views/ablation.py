@@ -42,39 +42,34 @@ def render(ctx: Context) -> None:
     c2.metric("log-prob of the shown translation", f"{after:.2f}", f"{after - before:+.2f} vs. all heads on",
               help=f"Teacher-forced log-probability of the translation shown at the top ({ctx.shows}) with these "
                    f"heads off; all heads on: {before:.2f}.")
-    measured = ss.setdefault("_ablation_bleu", {})  # (model, heads off) -> what was measured, kept across runs
+    measured = ss.setdefault("_ablation_bleu", {})  # (model, heads off) -> (comparison, data folder), kept across runs
     if st.button(f"Measure validation BLEU with and without ({ABLATION_SENTENCES} sentences)", key="ablate_bleu"):
-        measured[(ctx.key, off)] = _measure(ctx, off)
+        result, problem = _measure(ctx, off)
+        if problem:
+            st.warning(md_escape(problem))  # nothing measured: shown once, the button may be pressed again
+        else:
+            measured[(ctx.key, off)] = result
     if (ctx.key, off) in measured:
-        _show_bleu(*measured[(ctx.key, off)])
+        cmp, folder = measured[(ctx.key, off)]
+        st.metric(f"sacreBLEU, first {cmp.n_sentences} validation sentences (greedy)", f"{cmp.other:.1f}",
+                  f"{cmp.delta:+.1f} vs. all heads on ({cmp.base:.1f})")
+        st.caption(md_escape(cmp.sentence()) + f" Data: {md_escape(folder)}.")
 
 
-def _measure(ctx: Context, off: tuple) -> tuple[str, object, str]:
-    """("warning", text, "") when it could not measure, else ("bleu", the comparison, the data folder)."""
+def _measure(ctx: Context, off: tuple) -> tuple[tuple | None, str]:
+    """((the comparison, the data folder), "") or (None, why nothing could be measured)."""
     folder, looked = find_data_dir("val")
     if folder is None:
-        return ("warning", "Validation data not found. Looked in: " + "; ".join(map(str, looked)) +
-                ". Set ATLAS_DATA_DIR to the Multi30k folder (val.de.gz, val.en.gz) and restart the app.", "")
+        return None, ("Validation data not found. Looked in: " + "; ".join(map(str, looked)) +
+                      ". Set ATLAS_DATA_DIR to the Multi30k folder (val.de.gz, val.en.gz) and restart the app.")
     with heavy_job_slot() as ok:
         if not ok:
-            return ("busy", f"The server is already running {MAX_HEAVY_JOBS} BLEU measurement(s), its limit for "
-                            "shared use. Try again in a few seconds.", "")
+            return None, (f"The server is already running {MAX_HEAVY_JOBS} BLEU measurement(s), its limit for "
+                          "shared use. Try again in a few seconds.")
         try:
             with st.spinner("Translating the validation sample twice…"):
                 base, refs = val_translations(ctx.key, str(folder), (), ABLATION_SENTENCES)
                 other, _ = val_translations(ctx.key, str(folder), off, ABLATION_SENTENCES)
         except DataError as e:
-            return ("warning", str(e), "")
-    return ("bleu", paired_bootstrap(base, other, refs), str(folder))
-
-
-def _show_bleu(what: str, result, folder: str) -> None:
-    if what != "bleu":
-        st.warning(md_escape(result))
-        if what == "busy":  # nothing was measured: the button may be pressed again
-            st.session_state["_ablation_bleu"] = {k: v for k, v in st.session_state["_ablation_bleu"].items()
-                                                  if v[0] != "busy"}
-        return
-    st.metric(f"sacreBLEU, first {result.n_sentences} validation sentences (greedy)", f"{result.other:.1f}",
-              f"{result.delta:+.1f} vs. all heads on ({result.base:.1f})")
-    st.caption(md_escape(result.sentence()) + f" Data: {md_escape(folder)}.")
+            return None, str(e)
+    return (paired_bootstrap(base, other, refs), str(folder)), ""
