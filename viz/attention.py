@@ -33,12 +33,12 @@ from viz.common import (
 )
 
 
-def _zmax(zmax: float | None) -> float:
-    """``None`` means the full probability range 0..1."""
+def weight_zmax(zmax: float | None) -> float:
+    """The top of the weights' colour scale: ``None`` means the full probability range 0..1."""
     return 1.0 if zmax is None else float(zmax)
 
 
-def _colorbar_title(zmax: float) -> str:
+def weight_colorbar_title(zmax: float) -> str:
     """Say on the colourbar when colours saturate, so nobody misreads the scale."""
     if zmax >= 1.0:
         return "weight"
@@ -46,7 +46,7 @@ def _colorbar_title(zmax: float) -> str:
     return f"weight<br>colours saturate<br>at {z} (values<br>above drawn<br>as {z})"
 
 
-def _colorbar_ticks(zmax: float) -> dict:
+def weight_colorbar_ticks(zmax: float) -> dict:
     """Colourbar ticks 0..zmax; the top one reads "≥ zmax" when colours saturate."""
     if zmax >= 1.0:
         return {}
@@ -127,7 +127,7 @@ def rescale_note(probs: np.ndarray, zmax: float | None, mask: np.ndarray | None 
     E.g. "Colours saturate at 0.120: 38 of 420 weights (9.0 %) are larger and are
     drawn as 0.120, so the weaker ones become visible."
     """
-    zmax = _zmax(zmax)
+    zmax = weight_zmax(zmax)
     if zmax >= 1.0:
         return "Colours span the full range 0 to 1: no weight saturates."
     above, n = saturated_share(probs, zmax, mask)
@@ -149,11 +149,11 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
     ``width_px`` is the width the page gives the figure (key label thinning).
     """
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
-    zmax = _zmax(zmax)
+    zmax = weight_zmax(zmax)
     return heatmap(probs, query_tokens, key_tokens, row_title=q_title, col_title=k_title,
                    mask=mask, zmin=0.0, zmax=zmax, colorscale=PROB_SCALE,
                    title=title or KIND_NAMES[kind], value_name="weight",
-                   colorbar_title=_colorbar_title(zmax), colorbar=_colorbar_ticks(zmax),
+                   colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
                    width_px=width_px)
 
 
@@ -170,13 +170,13 @@ def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
     if probs.ndim != 3:
         raise ValueError(f"heads_figure expects probs of shape (h, i, j), got {probs.shape}")
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
-    zmax = _zmax(zmax)
+    zmax = weight_zmax(zmax)
     titles = [f"head {h + 1}" for h in range(probs.shape[0])]
     return facet_heatmaps(probs, titles, query_tokens, key_tokens, row_title=q_title,
                           col_title=k_title, mask=mask, zmin=0.0, zmax=zmax,
                           colorscale=PROB_SCALE, value_name="weight",
                           title=_layer_title(kind, layer, "all heads"),
-                          colorbar_title=_colorbar_title(zmax), colorbar=_colorbar_ticks(zmax),
+                          colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
                           width_px=width_px)
 
 
@@ -206,7 +206,7 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
         raise ValueError(f"overview_figure expects probs of shape (L, h, i, j), got {probs.shape}")
     n_layers, n_heads, n_q, n_k = probs.shape
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
-    zmax = _zmax(zmax)
+    zmax = weight_zmax(zmax)
     # Gaps between thumbnails, in cells: about 6 % of a thumbnail, at least one cell.
     gap_k, gap_q = max(1, round(0.06 * n_k)), max(1, round(0.06 * n_q))
     step_k, step_q = n_k + gap_k, n_q + gap_q
@@ -237,7 +237,8 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
         xaxis=dict(hidden, range=[-0.5, width - 0.5]), yaxis=dict(hidden, range=[height - 0.5, -0.5]),
         annotations=notes,
         coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-            title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=theme().tick), **_colorbar_ticks(zmax))))
+            title=dict(text=weight_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
+            **weight_colorbar_ticks(zmax))))
     title = _layer_title(kind, None, "every layer × head")
     return styled_figure(data, layout, title, height=190 + 115 * n_layers, subplot_titles=True,
                          margin=dict(l=45, b=45), wrap_chars=title_wrap_chars(title, PAGE_WIDTH_PX))

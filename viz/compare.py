@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.attention import _colorbar_ticks, _colorbar_title, _zmax
+from viz.attention import weight_colorbar_ticks, weight_colorbar_title, weight_zmax
 from viz.common import (
     FACET_ROW_PX,
     KIND_NAMES,
@@ -62,7 +62,7 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
         check_tokens(p, s.query_tokens, s.key_tokens, f"{s.label}: probs")
     heads = list(range(pa.shape[0])) if heads is None else list(heads)
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
-    zmax = _zmax(zmax)
+    zmax = weight_zmax(zmax)
     t = theme()
     n_rows = max(pa.shape[1], pb.shape[1])
     panel = max(MIN_PANEL_PX, FACET_ROW_PX * n_rows)
@@ -98,7 +98,7 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
                        column_titles=[escape_token(a.label), escape_token(b.label)],
                        row_titles=[f"head {h + 1}" for h in heads], title_font=max(16, t.base),
                        coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-                          title=dict(text=_colorbar_title(zmax)), tickfont=dict(size=t.tick),
-                          **_colorbar_ticks(zmax))),
+                          title=dict(text=weight_colorbar_title(zmax)), tickfont=dict(size=t.tick),
+                          **weight_colorbar_ticks(zmax))),
                        style=dict(title=f"{KIND_NAMES[kind]}, layer {layer + 1}, {which}: side by side",
                                  height=height, subplot_titles=True))
