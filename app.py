@@ -60,7 +60,7 @@ from views.state import (
 )
 from views.text import md_escape
 from views.widgets import PAGE_STYLE, app_inputs, page_fragment
-from viz.common import DEFAULT_THEME, PRESENTER_THEME
+from viz.theme import DEFAULT_THEME, PRESENTER_THEME
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),

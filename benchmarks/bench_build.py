@@ -4,7 +4,7 @@
 
 For one sentence of the shipped model, builds the figures of the Attention page (each attention kind, layer 1,
 head 1), of Masks (the causal mask and the attention beside it) and of Inside one head (every step of the
-pipeline), with the app's own code (viz/), each followed by viz.common.browser_json (what views/figcache.py keeps
+pipeline), with the app's own code (viz/), each followed by viz.transport.browser_json (what views/figcache.py keeps
 and sends). Reports the median milliseconds per page of `--repeats` builds after a warm-up, one thread. The figure
 cache is not used: this is what a page costs the first time a sentence is seen. Run it on two commits (a git
 worktree) to compare them. Results: benchmarks/results/build.json.
@@ -45,7 +45,7 @@ def pages(trace) -> dict:
 
 
 def main() -> int:
-    from viz.common import browser_json
+    from viz.transport import browser_json
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=30)

@@ -5,7 +5,7 @@
 For one sentence of the shipped model, every figure the Attention page shows (all heads of layer 1, one head,
 every layer × head) for each attention kind and the Embeddings page's two large ones (the four stages, the
 scaling), and the Attention page's three for an opus-mt-size model (6 layers × 8 heads, a 30-token sentence,
-random attention), built by the app's own code (viz/) and sent as the app sends it (viz.common.browser_json: the
+random attention), built by the app's own code (viz/) and sent as the app sends it (viz.transport.browser_json: the
 median time to write it, its size). Each is drawn into a fresh div with Plotly.newPlot in headless Debian Chromium (the
 flags of tests/browser_support.py, no GPU), timed until two animation frames later; the median of `--repeats`
 draws after a warm-up. plotly.js is the copy that ships with the plotly Python package (its version is printed and
@@ -44,7 +44,7 @@ def random_probs(shape: tuple, seed: int = 0) -> np.ndarray:
 def attention_page(probs: np.ndarray, q_tokens, k_tokens, kind: str, mask) -> dict:
     """The Attention page's three figures for layer 1, head 1, as views/attention.py builds them."""
     from viz.attention import attention_figure, heads_figure, overview_figure
-    from viz.common import PAGE_WIDTH_PX
+    from viz.layout import PAGE_WIDTH_PX
 
     return {
         "all heads of the layer": heads_figure(probs[0], q_tokens, k_tokens, kind, 0, mask=mask, zmax=None,
@@ -59,7 +59,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     from browser_support import launch_chromium
-    from viz.common import browser_json
+    from viz.transport import browser_json
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=7)

@@ -1,6 +1,6 @@
 """The heatmaps' margins are set beforehand to what their labels need, in the real browser.
 
-viz.common.label_margins estimates the room the tick labels and axis titles take, so that plotly draws a figure
+viz.layout.label_margins estimates the room the tick labels and axis titles take, so that plotly draws a figure
 once instead of drawing it, measuring the labels and drawing it again with wider margins. Here every heatmap of
 the views that draw them is read back from Chromium: plotly's final margins (``_fullLayout._size``) must be the
 ones the figure asked for (``layout.margin``), i.e. plotly had nothing left to push, and no more than 40 px (or a

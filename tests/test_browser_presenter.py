@@ -110,10 +110,10 @@ FIGURES_APP = textwrap.dedent('''
     import numpy as np
     import streamlit as st
 
-    from viz.common import DEFAULT_THEME, PRESENTER_THEME, using_theme
     from viz.decoding import candidates_figure, step_cross_attention_figure
     from viz.embeddings import scaling_figure
     from viz.positional import position_similarity_figure, sinusoidal_encoding
+    from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
     from viz.training import entropy_figure, loss_figure
     from views.widgets import PAGE_STYLE, chart
 

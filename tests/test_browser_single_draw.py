@@ -1,7 +1,7 @@
 """Every chart is drawn once where it appears, and looks as Streamlit's theme drew it (issue 10, fourth round).
 
 Streamlit's chart element hands Plotly.react a figure twice when it mounts; the app's figures are prepared so that
-the second time is no change (viz.common.browser_json, viz.look). These tests count Plotly's full draws (each
+the second time is no change (viz.transport.browser_json, viz.look). These tests count Plotly's full draws (each
 starts with the `plotly_beforeplot` event) per chart in Chromium, and compare every style Plotly resolved for a
 figure drawn the app's way with the same figure drawn with Streamlit's theme.
 """
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.browser  # every test here drives Chromium
 
 # Counts full draws per chart: Plotly gives each chart div its event methods, `emit` last, when it first plots;
 # a setter on the div prototype catches that and subscribes to plotly_beforeplot, which starts every full draw.
-# Not counted: Plotly's own redraw when labels turn out to need wider margins (viz.common.label_margins keeps
+# Not counted: Plotly's own redraw when labels turn out to need wider margins (viz.layout.label_margins keeps
 # those rare; tests/test_browser_margins.py checks them).
 DRAW_COUNTER_JS = """(() => {
   Object.defineProperty(HTMLDivElement.prototype, 'emit', {

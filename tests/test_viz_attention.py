@@ -1,4 +1,4 @@
-"""Tests for viz.common and viz.attention: axes, tokens, colour range, masks, escaping."""
+"""Tests for viz.heatmap and viz.attention: axes, tokens, colour range, masks, escaping."""
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,7 +16,9 @@ from viz.attention import (
     saturated_share,
     sink_key,
 )
-from viz.common import MASK_TRACE_NAME, as_mask, axis_titles, escape_token, heatmap
+from viz.heatmap import MASK_TRACE_NAME, as_mask, heatmap
+from viz.kinds import axis_titles
+from viz.text import escape_token
 
 EN = ["the", "dog", "sees", "the", "cat", "."]
 DE = ["der", "Hund", "sieht", "die", "Katze", ".", "</s>"]

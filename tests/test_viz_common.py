@@ -1,4 +1,5 @@
-"""Tests for viz.common and viz.text: argument order, token axes, number formats, titles."""
+"""Tests for the shared figure modules (viz.heatmap, viz.token_axes, viz.layout, viz.kinds) and viz.text: argument
+order, token axes, number formats, titles."""
 
 import inspect
 import re
@@ -9,43 +10,41 @@ import pytest
 
 import viz.architecture
 import viz.attention
-import viz.common
 import viz.decoding
 import viz.embeddings
 import viz.head
+import viz.heatmap
+import viz.kinds
+import viz.layout
 import viz.masks
 import viz.positional
+import viz.scales
 import viz.text
+import viz.token_axes
+import viz.transport
 from hover_support import cell_hover
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import (
+from viz.heatmap import MASK_TRACE_NAME, heatmap
+from viz.kinds import axis_titles, kind_sides
+from viz.layout import style
+from viz.text import PROB_D3, TITLE_WRAP_CHARS, fmt_prob, fmt_share, visible_len, wrap_title
+from viz.token_axes import (
     FACET_ROW_PX,
-    MASK_TRACE_NAME,
     MAX_HEIGHT,
     MAX_PANEL_PX,
     MAX_TICKS,
     MIN_HEIGHT,
     MIN_TICK_FONT,
     MIN_TICK_PX,
-    PROB_D3,
     ROW_PX,
-    TITLE_WRAP_CHARS,
-    axis_titles,
-    fmt_prob,
-    fmt_share,
-    heatmap,
     heatmap_height,
-    kind_sides,
     plot_rows_px,
     plot_width_px,
-    style,
     tick_step,
-    wrap_title,
 )
-from viz.text import visible_len
 
-MODULES = [viz.common, viz.text, viz.attention, viz.embeddings, viz.positional, viz.head,
-           viz.masks, viz.decoding, viz.architecture]
+MODULES = [viz.heatmap, viz.token_axes, viz.layout, viz.kinds, viz.scales, viz.transport, viz.text, viz.attention,
+           viz.embeddings, viz.positional, viz.head, viz.masks, viz.decoding, viz.architecture]
 
 
 def probs(*shape, seed=0):
@@ -100,7 +99,7 @@ def test_heatmap_rows_first_and_old_positional_calls_fail_loudly():
     with pytest.raises(TypeError):  # the old order (z, x_tokens, y_tokens, x_title, y_title)
         heatmap(z, ["k0", "k1", "k2"], ["q0", "q1"], "x", "y")
     with pytest.raises(TypeError):
-        viz.common.facet_heatmaps(z[None], ["p"], None, None, "x", "y")
+        viz.heatmap.facet_heatmaps(z[None], ["p"], None, None, "x", "y")
 
 
 # --- 3. token axes: height grows with the rows, crowded labels are thinned ---------------

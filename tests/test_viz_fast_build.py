@@ -1,6 +1,6 @@
-"""Figures built without plotly's validation (viz.common.figure) send the browser exactly what validated ones do.
+"""Figures built without plotly's validation (viz.layout.figure) send the browser exactly what validated ones do.
 
-Every builder that goes through viz.common.figure is built twice, once inside viz.common.validating() (plotly
+Every builder that goes through viz.layout.figure is built twice, once inside viz.layout.validating() (plotly
 checks every property name and coerces every value) and once as the app builds it, and the two figures' JSON
 must be equal. A typo in a property name, a shorthand only validation expands (a colour scale's name, a string
 title), or a value only validation coerces would make them differ, or make the validated build raise.
@@ -13,24 +13,18 @@ import numpy as np
 import pytest
 
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import (
-    DEFAULT_THEME,
-    PRESENTER_THEME,
-    browser_json,
-    facet_heatmaps,
-    figure_json,
-    heatmap,
-    using_theme,
-    validating,
-)
 from viz.compare import Side, side_by_side_figure
 from viz.decoding import attribution_figure, candidates_figure, step_cross_attention_figure
 from viz.embeddings import embedding_heatmap, embedding_stages_figure, scaling_figure, vocab_map_figure
 from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
 from viz.heads import head_grid_figure
+from viz.heatmap import facet_heatmaps, heatmap
+from viz.layout import validating
 from viz.look import look, under
 from viz.masks import mask_figure
 from viz.positional import position_similarity_figure, waves_figure
+from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
+from viz.transport import browser_json, figure_json
 
 RNG = np.random.default_rng(7)
 Q = ["<bos>", "A", "dog", "runs", "A"]  # a repeated token stays two rows
@@ -121,7 +115,7 @@ def test_unvalidated_build_sends_the_same_figure(name, theme):
 
 @pytest.mark.parametrize("name", list(_builders()))
 def test_figure_json_is_what_plotly_writes(name):
-    """viz.common.figure_json (what the app sends for a kept figure) parses to what fig.to_json() writes."""
+    """viz.transport.figure_json (what the app sends for a kept figure) parses to what fig.to_json() writes."""
     fig = _builders()[name]()
     for f in (fig.values() if isinstance(fig, dict) else [fig]):
         text = figure_json(f)
@@ -131,7 +125,7 @@ def test_figure_json_is_what_plotly_writes(name):
 
 @pytest.mark.parametrize("name", list(_builders()))
 def test_every_figure_has_its_own_copy_of_plotly_white(name):
-    """viz.common.figure sets the template as plain JSON (not plotly's deep copy of the object): the same template
+    """viz.layout.figure sets the template as plain JSON (not plotly's deep copy of the object): the same template
     plotly would set, and one figure's template is not another's."""
     import plotly.io as pio
 

@@ -4,8 +4,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from viz.common import MASK_TRACE_NAME, fmt_prob
 from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure, with_row_sums
+from viz.heatmap import MASK_TRACE_NAME
+from viz.text import fmt_prob
 
 EN = ["<s>", "the", "dog", "the", "."]
 DE = ["der", "Hund", "<b>", "."]

@@ -8,10 +8,10 @@ import pytest
 
 from tests.app_support import font_sizes
 from viz.attention import attention_figure, heads_figure, overview_figure
-from viz.common import DEFAULT_THEME, PRESENTER_THEME, theme, using_theme
 from viz.compare import Side, side_by_side_figure
 from viz.decoding import candidates_figure, step_cross_attention_figure
 from viz.head import probs_figure
+from viz.theme import DEFAULT_THEME, PRESENTER_THEME, theme, using_theme
 
 TOKENS = [f"wort{i}" for i in range(30)]
 

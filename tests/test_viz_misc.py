@@ -5,17 +5,9 @@ import pytest
 
 from hover_support import cell_hover
 from viz.architecture import architecture_figure, parameter_table
-from viz.common import (
-    MAX_HEIGHT,
-    MIN_HEIGHT,
-    MIN_TICK_FONT,
-    MIN_TICK_PX,
-    ROW_PX,
-    heatmap_height,
-    plot_rows_px,
-)
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
 from viz.masks import mask_figure
+from viz.token_axes import MAX_HEIGHT, MIN_HEIGHT, MIN_TICK_FONT, MIN_TICK_PX, ROW_PX, heatmap_height, plot_rows_px
 
 EN = ["<s>", "the", "dog", "sees", "the", "cat"]
 
@@ -49,8 +41,10 @@ def test_mask_figure_two_colours_and_labels():
 
 def test_narrow_figures_wrap_their_titles_to_fit():
     """Plotly clips a title at the figure's edge: a figure built for a column wraps its title to that width."""
-    from viz.common import TITLE_WRAP_CHARS, text_px, theme
     from viz.head import THIRD_WIDTH_PX, head_pipeline_figures
+    from viz.layout import text_px
+    from viz.text import TITLE_WRAP_CHARS
+    from viz.theme import theme
 
     title = "mask the model used (blue = may attend), with a long tail"
     for width in (300, 500, None):
@@ -192,8 +186,9 @@ def test_architecture_figure_scales_both_embeddings_and_names_languages():
 def test_viz_imports_neither_torch_nor_streamlit():
     import subprocess
     import sys
-    code = ("import sys, viz.text, viz.common, viz.attention, viz.embeddings, viz.positional, "
-            "viz.head, viz.masks, viz.decoding, viz.architecture; "
+    code = ("import sys, viz.text, viz.theme, viz.kinds, viz.scales, viz.layout, viz.token_axes, viz.heatmap, "
+            "viz.transport, viz.attention, viz.embeddings, viz.positional, viz.head, viz.masks, viz.decoding, "
+            "viz.architecture, viz.compare, viz.heads, viz.training, viz.tables; "
             "print(sorted({'torch', 'streamlit'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

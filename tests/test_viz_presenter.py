@@ -11,12 +11,13 @@ import pytest
 from tests.test_viz_fast_build import _builders
 from viz.architecture import architecture_figure
 from viz.attention import heads_figure
-from viz.common import DEFAULT_THEME, PRESENTER_THEME, below_controls, presenter_height, text_px, theme, using_theme
 from viz.decoding import candidates_figure, step_cross_attention_figure
 from viz.head import head_pipeline_figures, probs_figure
 from viz.heads import offset_pattern_figure, pruning_figure
+from viz.layout import text_px
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.tables import candidates_csv, heads_csv, matrix_csv
+from viz.theme import DEFAULT_THEME, PRESENTER_THEME, below_controls, presenter_height, theme, using_theme
 from viz.training import entropy_figure, loss_figure, step_positions, toy_loss_figure
 
 # A film's steps: log-spaced, then every epoch's end, which crowd the right end of a log axis.

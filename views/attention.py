@@ -19,8 +19,9 @@ from viz.attention import (
     rows_sum_to_one,
     sink_key,
 )
-from viz.common import KIND_NAMES, PAGE_WIDTH_PX
 from viz.compare import Side, side_by_side_figure
+from viz.kinds import KIND_NAMES
+from viz.layout import PAGE_WIDTH_PX
 from viz.tables import heads_csv, matrix_csv
 
 EXPLAIN = {

@@ -7,9 +7,10 @@ from views.figcache import cached
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
 from views.widgets import chart, csv_button, fig_config, sections, shows_caption
-from viz.common import PAGE_WIDTH_PX, below_controls
 from viz.decoding import attribution_figure, candidates_figure, decoding_table, step_cross_attention_figure
+from viz.layout import PAGE_WIDTH_PX
 from viz.tables import candidates_csv
+from viz.theme import below_controls
 
 
 def _force(prefix: list[str]) -> None:

@@ -19,7 +19,9 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io
 
-from viz.common import browser_json, languages, theme
+from viz.kinds import languages
+from viz.theme import theme
+from viz.transport import browser_json
 
 MAX_FIGURES = 160  # LRU; a figure object is ~0.1-0.5 MB, the vocabulary map ~1 MB
 
@@ -86,7 +88,7 @@ def _prebuilt(figure, revision: str):
 
     The figure object itself (its validated properties, typed arrays and hover labels) is left to the garbage
     collector: keeping it as well tripled the memory of the cache. The JSON is the one that a chart draws once
-    (`viz.common.browser_json`), with `revision` as its datarevision: a name for the content."""
+    (`viz.transport.browser_json`), with `revision` as its datarevision: a name for the content."""
     if isinstance(figure, go.Figure):
         layout = figure.layout
         kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})

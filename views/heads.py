@@ -19,7 +19,6 @@ from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_tra
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from viz.attention import attention_figure
-from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
 from viz.heads import (
     GROUP_NAMES,
     MEASURES,
@@ -30,6 +29,8 @@ from viz.heads import (
     pruning_figure,
     sentence_label,
 )
+from viz.layout import PAGE_WIDTH_PX
+from viz.theme import TEXT_LINE_PX, below_controls
 
 KIND_ORDER = analyze.KINDS
 ROLE_NAMES = {"positional": "positional", "previous-token": "previous-token", "next-token": "next-token",

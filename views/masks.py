@@ -13,8 +13,9 @@ from views.state import Context, causal_experiment, padded_batch, reference_toke
 from views.text import md_escape
 from views.widgets import chart, fig_config, layer_head, sections
 from viz.attention import attention_figure
-from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
+from viz.layout import PAGE_WIDTH_PX
 from viz.masks import mask_figure
+from viz.theme import TEXT_LINE_PX, below_controls
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 

@@ -7,8 +7,8 @@ from model.experiments import max_abs_diff, position_similarity
 from views.figcache import cached
 from views.state import Context
 from views.widgets import chart, fig_config, sections
-from viz.common import below_controls
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
+from viz.theme import below_controls
 
 
 def render(ctx: Context) -> None:

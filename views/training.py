@@ -21,7 +21,8 @@ from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, publ
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from viz.attention import attention_figure, heads_figure
-from viz.common import PAGE_WIDTH_PX, TEXT_LINE_PX, below_controls
+from viz.layout import PAGE_WIDTH_PX
+from viz.theme import TEXT_LINE_PX, below_controls
 from viz.training import entropy_figure, loss_figure, toy_loss_figure
 
 PLAY_SECONDS = 0.8  # between frames while the film plays

@@ -8,12 +8,13 @@ import streamlit as st
 
 from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels, restore_state, sync_url
-from viz.common import Theme, languages, using_languages, using_theme
+from viz.kinds import languages, using_languages
+from viz.theme import Theme, using_theme
 
 # The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
 # was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
 # the width Streamlit measures and hands Plotly is the one Plotly measured for its first draw (a fraction of a pixel
-# apart was a change, and a second full draw: viz.common.browser_json).
+# apart was a change, and a second full draw: viz.transport.browser_json).
 PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
               "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;} "
               "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);}</style>")
@@ -23,7 +24,7 @@ def chart(where, figure, **kwargs) -> None:
     """`where.plotly_chart(figure, **kwargs)` for the app's figures (`where`: st or a container).
 
     The figures carry their own look (`viz.look`), so Streamlit's theme is off: with it, every chart was drawn
-    twice in full each time it appeared (see `viz.common.browser_json`)."""
+    twice in full each time it appeared (see `viz.transport.browser_json`)."""
     where.plotly_chart(drawable(figure), theme=None, **kwargs)
 
 

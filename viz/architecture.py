@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import escape_token, fmt_share, style
+from viz.layout import style
+from viz.text import escape_token, fmt_share
 
 
 def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
@@ -13,7 +14,7 @@ def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
 
     Columns (text, ready to display): ``component``, ``parameters`` with
     thousands separators ("1,234,567") and ``share`` of the total
-    (:func:`viz.common.fmt_share`: "30.0 %", "0.0056 %"; never "0" for a
+    (:func:`viz.text.fmt_share`: "30.0 %", "0.0056 %"; never "0" for a
     non-zero count). Rows keep the dict's order and end with a ``total`` row.
     """
     if not counts:

@@ -15,22 +15,12 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (
-    KIND_NAMES,
-    PAGE_WIDTH_PX,
-    PROB_D3,
-    PROB_SCALE,
-    as_mask,
-    axis_titles,
-    facet_heatmaps,
-    fmt_prob,
-    fmt_share,
-    heatmap,
-    resolve_scale,
-    styled_figure,
-    theme,
-    title_wrap_chars,
-)
+from viz.heatmap import as_mask, facet_heatmaps, heatmap
+from viz.kinds import KIND_NAMES, axis_titles
+from viz.layout import PAGE_WIDTH_PX, styled_figure, title_wrap_chars
+from viz.scales import PROB_SCALE, resolve_scale
+from viz.text import PROB_D3, fmt_prob, fmt_share
+from viz.theme import theme
 
 
 def weight_zmax(zmax: float | None) -> float:

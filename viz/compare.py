@@ -13,24 +13,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import weight_colorbar_ticks, weight_colorbar_title, weight_zmax
-from viz.common import (
-    FACET_ROW_PX,
-    KIND_NAMES,
-    MIN_PANEL_PX,
-    PROB_SCALE,
-    _traces,
-    axis_ticks,
-    axis_titles,
-    cell_axes,
-    check_tokens,
-    escape_token,
-    grid_figure,
-    label_px,
-    plot_width_px,
-    resolve_scale,
-    theme,
-    token_axis,
-)
+from viz.heatmap import cell_axes, check_tokens, grid_figure, heatmap_traces
+from viz.kinds import KIND_NAMES, axis_titles
+from viz.scales import PROB_SCALE, resolve_scale
+from viz.text import escape_token
+from viz.theme import theme
+from viz.token_axes import FACET_ROW_PX, MIN_PANEL_PX, axis_ticks, label_px, plot_width_px, token_axis
 
 
 @dataclass(frozen=True)
@@ -50,7 +38,7 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
     """ONE figure: a row per head (``heads``, 0-based; default all), side A left and side B right.
 
     Both sides must have the same number of heads (that is what "aligned" means); ``layer`` is 0-based and
-    shown 1-based. Key labels are thinned for half of ``width_px`` each, as in :func:`viz.common.axis_ticks`.
+    shown 1-based. Key labels are thinned for half of ``width_px`` each, as in :func:`viz.token_axes.axis_ticks`.
     """
     pa, pb = (np.asarray(s.probs, dtype=np.float32) for s in (a, b))
     if pa.ndim != 3 or pb.ndim != 3:
@@ -77,7 +65,7 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
         for row, h in enumerate(heads, start=1):
             cell = (row - 1) * 2 + col - 1
             x_ref, y_ref = cell_axes(cell)
-            for k, tr in enumerate(_traces(p[h], side.mask, side.query_tokens, side.key_tokens, "query", "key",
+            for k, tr in enumerate(heatmap_traces(p[h], side.mask, side.query_tokens, side.key_tokens, "query", "key",
                                            "weight", ".3f")):
                 if k == 0:
                     tr.update(coloraxis="coloraxis")

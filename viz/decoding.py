@@ -11,23 +11,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (
-    axis_ticks,
-    axis_titles,
-    escape_token,
-    escape_tokens,
-    fit_height,
-    fmt_prob,
-    heatmap,
-    label_px,
-    plot_width_px,
-    resolve_languages,
-    styled_figure,
-    text_px,
-    theme,
-    title_lines,
-    top_margin,
-)
+from viz.heatmap import heatmap
+from viz.kinds import axis_titles, resolve_languages
+from viz.layout import styled_figure, text_px, top_margin
+from viz.text import escape_token, escape_tokens, fmt_prob, title_lines
+from viz.theme import fit_height, theme
+from viz.token_axes import axis_ticks, label_px, plot_width_px
 
 VALUE_TEXT = "0.000"  # the widest value a bar is labelled with (fmt_prob)
 
@@ -46,7 +35,7 @@ def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_inde
 
     ``tokens`` and ``probs`` are in display order (first at the top); the bar
     at ``chosen_index`` is highlighted and every bar shows its value as text
-    (:func:`viz.common.fmt_prob`, as does the hover): inside a bar long enough to hold it, else just after it.
+    (:func:`viz.text.fmt_prob`, as does the hover): inside a bar long enough to hold it, else just after it.
     No grid lines: the values are written on the bars, and a value written after a long bar crossed the line at 1.
     """
     p = np.asarray(probs, dtype=np.float32)
@@ -76,7 +65,7 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
     """Bars of one decoding step's cross-attention ``weights`` (s,) over the source.
 
     x = source position (integer axis with token tick labels, thinned as in
-    :func:`viz.common.axis_ticks` when crowded for ``width_px``), y = weight on
+    :func:`viz.token_axes.axis_ticks` when crowded for ``width_px``), y = weight on
     a fixed 0..1 range; the most-attended token is highlighted. Every bar is
     labelled with its weight when the labels fit side by side at ``width_px``,
     otherwise only the highlighted one; hover always gives every weight. The axes leave room for the labels: above
@@ -119,7 +108,7 @@ def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
     """Table of decoding steps; each dict has "step", "prefix", "chosen", "prob".
 
     ``prefix`` may be a token list (joined with spaces) or a string. Columns:
-    step, prefix, chosen, prob (text by :func:`viz.common.fmt_prob`, 3
+    step, prefix, chosen, prob (text by :func:`viz.text.fmt_prob`, 3
     decimals, as in every figure). Text is plain, not escaped.
     """
     needed = ("step", "prefix", "chosen", "prob")

@@ -12,16 +12,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.common import (
-    SIGNED_SCALE,
-    axis_ticks,
-    escape_tokens,
-    facet_heatmaps,
-    heatmap,
-    plot_width_px,
-    styled_figure,
-    theme,
-)
+from viz.heatmap import facet_heatmaps, heatmap
+from viz.layout import styled_figure
+from viz.scales import SIGNED_SCALE
+from viz.text import escape_tokens
+from viz.theme import theme
+from viz.token_axes import axis_ticks, plot_width_px
 
 
 def _sym_limit(*arrays: np.ndarray) -> float:

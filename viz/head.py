@@ -11,21 +11,13 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (
-    FIGURE_WIDTH_PX,
-    PAGE_WIDTH_PX,
-    PROB_SCALE,
-    SIGNED_SCALE,
-    as_mask,
-    axis_ticks,
-    axis_titles,
-    enforce_min_font,
-    fmt_prob,
-    heatmap,
-    kind_sides,
-    plot_width_px,
-    theme,
-)
+from viz.heatmap import as_mask, heatmap
+from viz.kinds import axis_titles, kind_sides
+from viz.layout import FIGURE_WIDTH_PX, PAGE_WIDTH_PX, enforce_min_font
+from viz.scales import PROB_SCALE, SIGNED_SCALE
+from viz.text import fmt_prob
+from viz.theme import theme
+from viz.token_axes import axis_ticks, plot_width_px
 
 # Widths the Inside-one-head page gives its figures (three, two or one per row);
 # they only decide how many key labels fit.

@@ -10,8 +10,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import KIND_NAMES, PROB_SCALE, SIGNED_SCALE, cell_axes, grid_figure, resolve_scale, style, theme
 from viz.decoding import bar_marker
+from viz.heatmap import cell_axes, grid_figure
+from viz.kinds import KIND_NAMES
+from viz.layout import style
+from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
+from viz.theme import theme
 
 KIND_ORDER = ("enc_self", "dec_self", "cross")
 # Short forms of the report's role labels, written in the grid's cells (the hover gives the full label).

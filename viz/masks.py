@@ -11,20 +11,11 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import (
-    as_mask,
-    axis_ticks,
-    axis_titles,
-    cell_names,
-    check_tokens,
-    heatmap_height,
-    plot_rows_px,
-    plot_width_px,
-    styled_figure,
-    title_lines,
-    title_wrap_chars,
-    token_axis,
-)
+from viz.heatmap import as_mask, check_tokens
+from viz.kinds import axis_titles
+from viz.layout import styled_figure, title_wrap_chars
+from viz.text import title_lines
+from viz.token_axes import axis_ticks, cell_names, heatmap_height, plot_rows_px, plot_width_px, token_axis
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
@@ -40,14 +31,14 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
     of the page its labels were cut off): the note above the plot says grey = masked and counts the masked cells,
     the hover names each cell's state, and the title should say what blue is. ``kind`` (optional) sets language
     axis titles. The height grows with the query tokens and crowded labels are thinned as in
-    :func:`viz.common.heatmap` (``width_px``: the width the page gives it; the title wraps to fit it).
+    :func:`viz.heatmap.heatmap` (``width_px``: the width the page gives it; the title wraps to fit it).
     """
     n_q, n_k = len(query_tokens), len(key_tokens)
     m = as_mask(mask, n_q, n_k)
     z = m.astype(np.float32)  # (i, j)
     check_tokens(z, query_tokens, key_tokens, what="mask")
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang) if kind else ("query ↓", "key →")
-    # Category axes named "tok (pos)", as in viz.common.heatmap: hover reads the cell's query and key from them,
+    # Category axes named "tok (pos)", as in viz.heatmap.heatmap: hover reads the cell's query and key from them,
     # so the only per-cell text is its state.
     q_names, k_names = cell_names(query_tokens), cell_names(key_tokens)
     state = np.where(m, "may attend", "masked")  # (i, j)

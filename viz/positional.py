@@ -11,7 +11,10 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import SIGNED_SCALE, fit_height, heatmap, resolve_scale, style, styled_figure, theme
+from viz.heatmap import heatmap
+from viz.layout import style, styled_figure
+from viz.scales import SIGNED_SCALE, resolve_scale
+from viz.theme import fit_height, theme
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> np.ndarray:

@@ -1,6 +1,6 @@
 """Text in figures and tables: token escaping, number formats and title wrapping.
 
-Plain string functions (no plotly), re-exported by :mod:`viz.common`.
+Plain string functions (no plotly).
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from typing import Sequence
 # Plotly never wraps titles; at 19 px about 40 characters fit in a third of a
 # 1440 px page, so style() breaks longer titles into lines.
 TITLE_WRAP_CHARS = 40
+# d3 format of probabilities in hover templates: the browser's twin of fmt_prob.
+PROB_D3 = ".3f"
 
 
 def fmt_prob(p: float) -> str:
     """A probability as text, always 3 decimals: ``0.500``, ``1.000``; ``<0.001`` if tiny but not 0.
 
     Every hover, label and table of viz uses it (hovers the browser formats use
-    :data:`viz.common.PROB_D3`, the same 3 decimals). NaN (a masked cell) gives ``"–"``.
+    :data:`PROB_D3`, the same 3 decimals). NaN (a masked cell) gives ``"–"``.
     """
     p = float(p)
     if math.isnan(p):

@@ -1,7 +1,6 @@
 """The theme every figure is built with: sizes, colours, and the screen presenter mode must fit.
 
-A theme is set per thread (each Streamlit session has its own) with :func:`using_theme`; :mod:`viz.common`
-re-exports everything here, so views import one module.
+A theme is set per thread (each Streamlit session has its own) with :func:`using_theme`.
 
 Presenter mode promises that a page part fits a 1280×720 projector without scrolling. The server does not know
 the viewport, so the presenter theme's figure height is the room left on the smallest screen it promises, below

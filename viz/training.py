@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.common import PAGE_WIDTH_PX, style, text_px, theme
+from viz.layout import PAGE_WIDTH_PX, style, text_px
+from viz.theme import theme
 
 TRAIN_COLOUR, VAL_COLOUR, NOW_COLOUR = "#1f77b4", "#ff7f0e", "#d62728"
 LAYER_COLOURS = ("#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef", "#deebf7")

@@ -1,0 +1,36 @@
+"""Colour scales by role: probabilities (0..1) and signed values; the theme in force says which plotly scale each
+role is (the presenter's high-contrast theme swaps them)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from _plotly_utils.basevalidators import ColorscaleValidator
+
+from viz.theme import theme
+
+# The roles; the theme says which plotly scale each one is (see resolve_scale).
+PROB_SCALE = "prob"
+SIGNED_SCALE = "signed"
+
+
+def resolve_scale(colorscale):
+    """A role (PROB_SCALE, SIGNED_SCALE) or a plotly scale name -> the scale as [position, colour] pairs.
+
+    Spelled out, as plotly's validation would: plotly.js has scales of the same names with other colours
+    ("Blues" there runs from dark blue to grey), and figure() does not validate."""
+    if colorscale == PROB_SCALE:
+        colorscale = theme().prob_scale
+    elif colorscale == SIGNED_SCALE:
+        colorscale = theme().signed_scale
+    if isinstance(colorscale, str):
+        return [list(pair) for pair in _named_scale(colorscale)]  # a fresh list: a figure may be changed later
+    return colorscale
+
+
+_SCALES = ColorscaleValidator("colorscale", "heatmap")
+
+
+@lru_cache(maxsize=None)
+def _named_scale(name: str) -> tuple:
+    return tuple(tuple(pair) for pair in _SCALES.validate_coerce(name))  # as validation spells it out

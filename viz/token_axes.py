@@ -1,0 +1,149 @@
+"""Token axes of heatmaps: which tick labels fit and at what size, and the plot heights and widths that follow.
+
+Shape letters (see :mod:`viz`): ``i`` query (row) positions, ``j`` key (column) positions. Axes are INTEGER
+positions with token tick labels (thinned when crowded; hover names every token); a heatmap's token axis is a
+category axis whose categories are the cells' names ``"tok (pos)"`` (:func:`cell_names`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from viz.layout import FIGURE_WIDTH_PX, text_px, top_margin
+from viz.text import cut_token, escape_token, escape_tokens, visible_len
+from viz.theme import DEFAULT_THEME, theme
+
+# A heatmap is ROW_PX pixels per query row plus room for
+# the title and the key labels, between MIN_HEIGHT and MAX_HEIGHT; a facet panel
+# is FACET_ROW_PX per row between MIN_PANEL_PX and MAX_PANEL_PX. When tick
+# labels would be closer than MIN_TICK_PX, or more than MAX_TICKS, only every
+# n-th token is labelled (hover still names every token).
+ROW_PX = 28
+MIN_HEIGHT, MAX_HEIGHT = 380, 1000
+FACET_ROW_PX = 22
+MIN_PANEL_PX, MAX_PANEL_PX = 220, 520
+MIN_TICK_PX = DEFAULT_THEME.min_tick_px  # between neighbouring labels, across the text (the default theme's)
+MAX_TICKS = 40
+MIN_TICK_FONT = DEFAULT_THEME.min_tick  # no label is ever drawn smaller (the default theme's)
+
+
+def cell_names(tokens: Sequence[str]) -> list[str]:
+    """The name of each token's cell on a heatmap's category axis and in its hover: ``"tok (pos)"``, escaped.
+    The position keeps repeated tokens apart (two "the" are two rows, never one)."""
+    return [f"{t} ({i})" for i, t in enumerate(escape_tokens(tokens))]
+
+
+def tick_step(n: int, axis_px: float | None = None, angle: int | None = None) -> int:
+    """Label every ``tick_step``-th of ``n`` tokens: ≤ MAX_TICKS labels, ≥ MIN_TICK_PX apart.
+
+    The distance counted is the one between neighbouring labels, across the
+    text: for labels rotated by ``angle`` degrees that is the tick spacing
+    times |sin(angle)|.
+    """
+    step = max(1, math.ceil(n / MAX_TICKS))
+    if axis_px and n:
+        step = max(step, math.ceil(theme().min_tick_px / (axis_px / n * _slant(angle))))
+    return step
+
+
+def tick_font(n: int, axis_px: float | None, step: int, angle: int | None = None) -> int:
+    """Tick label size: the theme's with room to spare, smaller when crowded, ≥ its minimum."""
+    t = theme()
+    if not axis_px or not n:
+        return t.tick
+    gap = axis_px / n * step * _slant(angle)  # px between neighbouring labels
+    return int(min(t.tick, max(t.min_tick, gap - 3)))
+
+
+def _slant(angle: int | None) -> float:
+    """Share of the tick spacing that separates rotated labels (1 for horizontal ones)."""
+    return abs(math.sin(math.radians(angle))) if angle else 1.0
+
+
+def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
+                  cols: int = 1) -> float:
+    """Width of one plot (of ``cols`` side by side) in a figure ``width_px`` wide (estimate).
+
+    Takes off the margins, the row labels and title, and the colourbar.
+    """
+    cap = theme().max_label_chars
+    longest = max((visible_len(escape_token(cut_token(t, cap))) for t in row_tokens), default=2) \
+        if row_tokens is not None else 3
+    used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + (110 if colorbar else 0)
+    width = (width_px or FIGURE_WIDTH_PX) * theme().width_scale
+    return max(40.0, (width - used) / cols * (0.95 if cols > 1 else 1))
+
+
+def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
+               axis_px: float | None = None) -> dict:
+    """Integer axis settings: token tick labels at 0..n-1, range exactly the cells.
+
+    ``axis_px`` (the axis length in pixels, if known) thins the labels with
+    :func:`tick_step` and sizes them with :func:`tick_font`; rotated labels
+    (``angle``) turn upright (-90°) when that lets more of them show. ``reverse`` puts
+    position 0 at the top (query axes); the explicit range keeps the mask's
+    "x" markers from padding the axis.
+    """
+    out: dict = dict(tickfont=dict(size=theme().tick))
+    if reverse:
+        out.update(autorange="reversed")
+    if tokens is None:
+        return out
+    step = tick_step(n, axis_px, angle)
+    if angle and step > 1 and tick_step(n, axis_px, -90) < step:  # upright labels fit more
+        angle, step = -90, tick_step(n, axis_px, -90)
+    cap = theme().max_label_chars  # presenter mode: long tokens cut, hover names them whole
+    text = escape_tokens([cut_token(t, cap) for t in tokens])
+    out.update(tickmode="array", tickvals=list(range(0, n, step)), ticktext=text[::step],
+               tickfont=dict(size=tick_font(n, axis_px, step, angle)),
+               range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
+    if angle is not None:
+        out["tickangle"] = angle
+    return out
+
+
+def label_px(tokens, angle: int = -45) -> int:
+    """Pixels the rotated key tick labels plus the axis title take below a plot (estimate)."""
+    if tokens is None:
+        return 50
+    t = theme()  # a character is about 0.57 font sizes wide
+    longest = max((visible_len(escape_token(cut_token(tok, t.max_label_chars))) for tok in tokens), default=2)
+    return int(30 + t.base + 0.57 * t.tick * min(longest, 16) * abs(math.sin(math.radians(angle))))
+
+
+def heatmap_height(n_rows: int, col_tokens=None, title_lines: int = 1, angle: int = -45) -> int:
+    """Height of a one-panel heatmap: ROW_PX per row plus title and key labels, clamped.
+
+    Between MIN_HEIGHT and MAX_HEIGHT; :func:`plot_rows_px` gives the rows' share.
+    ``angle`` is the key labels' rotation (see :func:`axis_ticks`).
+    """
+    if theme().height_px:
+        return theme().height_px
+    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, _overhead(col_tokens, title_lines, angle)
+                                   + ROW_PX * n_rows)))
+
+
+def plot_rows_px(height: int, col_tokens=None, title_lines: int = 1, angle: int = -45) -> int:
+    """Pixels left for the rows of a heatmap of ``height`` (see :func:`heatmap_height`)."""
+    return max(1, height - _overhead(col_tokens, title_lines, angle))
+
+
+def _overhead(col_tokens, title_lines: int, angle: int) -> int:
+    """Title, margins and key labels of a heatmap, in pixels: the key labels as wide as plotly will find them (the
+    margin it pushes, see :func:`label_margins`), so that row labels thinned for the rest do not touch in a short
+    presenter figure."""
+    labels = label_px(col_tokens, angle)
+    if col_tokens is not None:
+        t = theme()
+        widest = max((text_px(escape_token(cut_token(tok, t.max_label_chars)), t.tick) for tok in col_tokens),
+                     default=0)
+        slant = math.radians(abs(angle))
+        labels = max(labels, int(15 + 1.3 * t.base + widest * math.sin(slant) + t.tick * math.cos(slant)))
+    return top_margin(title_lines) + 20 + labels
+
+
+def token_axis(tokens) -> dict:
+    """Axis settings of a heatmap axis whose cells are ``tokens``: a category axis (see
+    :func:`viz.heatmap.heatmap_traces`)."""
+    return {} if tokens is None else {"type": "category"}
