@@ -1,4 +1,4 @@
-"""Every chart is drawn once where it appears, and looks as Streamlit's theme drew it (issue 10, fourth round).
+"""Every chart is drawn once where it appears, and looks as Streamlit's theme drew it.
 
 Streamlit's chart element hands Plotly.react a figure twice when it mounts; the app's figures are prepared so that
 the second time is no change (viz.transport.browser_json, viz.look). These tests count Plotly's full draws (each

@@ -216,8 +216,8 @@ def _greedy_and_beam(ctx: Context) -> None:
     ss = st.session_state
     st.markdown("#### Greedy and beam search")
     beam = int(ss.get("beam", 5))
-    # Beam search runs only when asked for, or when the figures already trace it (issue 10: it was a third of
-    # the server's work for every first visit of this page).
+    # Beam search runs only when asked for, or when the figures already trace it (it was a third of the
+    # server's work for every first visit of this page).
     if ctx.mode != "beam" and not st.toggle(f"Run beam search (beam {beam}) and compare", key="dec_beam",
                                             persist_state="session"):
         st.caption("Beam search keeps the best few partial translations at each step; switch it on to see what it "

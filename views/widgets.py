@@ -139,7 +139,7 @@ def app_inputs() -> tuple:
 @st.fragment
 def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme, inputs: tuple) -> None:
     """Draw a page as a Streamlit fragment: a layer, head or step change reruns the page only, not the
-    sidebar, the header and the trace lookup (issue 10: less server time per click). `inputs` are the
+    sidebar, the header and the trace lookup (less server time per click). `inputs` are the
     app-level choices the page was drawn for; if a widget of the page changed one, the app runs again."""
     restore_state()  # a fragment run does not pass init_state()
     if app_inputs() != inputs:

@@ -63,7 +63,7 @@ def spaced_ticks(ticks: Sequence[float], labels: dict, axis_px: float) -> list[f
 
 def _now_marks(x: float, step: int) -> dict:
     """Layout entries marking the frame shown: a dotted vertical line and its step (one dict, no figure calls:
-    fig.add_vline validates the whole figure again, ~60 ms here)."""
+    fig.add_vline validates the whole figure again)."""
     return {"shapes": [dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
                             line=dict(color=NOW_COLOUR, width=2, dash="dot"))],
             "annotations": [dict(x=float(np.log10(x)), y=1, xref="x", yref="paper", text=f"step {step:,}",
