@@ -28,12 +28,24 @@ Writes benchmarks/results/app.json (app_presenter.json, app_compare.json).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from app_walk import (
+    INPUT_CLOCK_JS,
+    MODES,
+    change_kind,
+    change_layer_or_head,
+    checkpoint_config,
+    cold_start,
+    new_sentence,
+    open_sidebar,
+    page_switch,
+    settle_view,
+    view_cycles,
+    views_of,
+)
 from common import (
     ROOT,
     add_server_args,
@@ -46,288 +58,118 @@ from common import (
     write_results,
 )
 
-# Issue 10's targets (medians): cold start = server start -> first page drawn.
+# The targets (medians) a classroom needs for the app to feel immediate; cold start = server start -> first
+# page drawn.
 TARGETS = {"cold_start_s": 4.0, "new_sentence_median_s": 0.5, "layer_head_median_s": 0.25,
            "page_switch_median_s": 0.5}
 
-# Records when the user acted: the first Enter key press or pointer press after arm().
-# Also notes when each chart created from now on finishes a plot: Plotly gives every chart div an own `emit`
-# method (gd.emit = ...) and ends each Plotly.newPlot/react with gd.emit('plotly_afterplot'), after the
-# margins are settled and any redraw they caused. A setter on the div prototype catches that assignment and
-# wraps it, so even a chart's first plot is seen (gd.on() can only be called once the chart exists, often
-# after that first plot). The SVG appears, and _fullLayout._replotting drops, before that redraw.
-INPUT_CLOCK_JS = """() => {
-  if (window.__atlasClock) return;
-  window.__atlasClock = true;
-  window.__atlasT0 = null;
-  const mark = () => { if (window.__atlasT0 === null) window.__atlasT0 = performance.now(); };
-  document.addEventListener('keydown', e => { if (e.key === 'Enter') mark(); }, true);
-  document.addEventListener('pointerdown', mark, true);
-  Object.defineProperty(HTMLDivElement.prototype, 'emit', {
-    configurable: true,
-    get() { return undefined; },
-    set(fn) {
-      const gd = this;
-      gd.__atlasTrapped = true;
-      Object.defineProperty(gd, 'emit', {configurable: true, writable: true, enumerable: true, value: function (name) {
-        if (name === 'plotly_afterplot') gd.__atlasPlotted = performance.now();
-        return fn.apply(this, arguments);
-      }});
-    },
-  });
-}"""
-
-# Tag every chart now on the page and note its redraws; reset the input clock.
-ARM_JS = """gen => {
-  window.__atlasT0 = null;
-  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-    gd.__atlasGen = gen;
-    if (!gd.__atlasHooked && gd.on) {
-      gd.__atlasHooked = true;
-      gd.on('plotly_afterplot', () => { gd.__atlasPlotted = performance.now(); });
-    }
-  }
-}"""
-
-# A chart counts as drawn again when it finished a plot after the input (or, for a new element whose plots
-# are not seen, when it is there: no tag).
-REDRAWN_JS = """
-  const idle = !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']");
-  const fresh = gd => (gd.__atlasPlotted || 0) > window.__atlasT0 || (gd.__atlasGen !== a.gen && !gd.__atlasTrapped);
-  const drawn = gd => !!gd.querySelector('.main-svg');
-"""
-
-NEW_SENTENCE_DONE_JS = """a => {""" + REDRAWN_JS + """
-  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
-  const src = document.querySelector("[data-testid='stMain'] h4");
-  if (!src || src.innerText === a.oldSource) return false;
-  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")];
-  if (charts.length === 0 || !charts.every(gd => drawn(gd) && fresh(gd))) return false;
-  return performance.now() - window.__atlasT0;
-}"""
-
-LAYER_HEAD_DONE_JS = """a => {""" + REDRAWN_JS + """
-  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
-  const gd = document.querySelector(".st-key-" + a.chart + " .js-plotly-plot");
-  if (!gd || !drawn(gd) || !fresh(gd)) return false;
-  const title = gd.querySelector('.gtitle');
-  if (!title || !title.textContent.includes(a.title)) return false;
-  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")];
-  if (!charts.every(drawn)) return false;
-  return performance.now() - window.__atlasT0;
-}"""
-
-# After a page switch or an attention-kind change: the run has finished, the page holds the expected number of
-# charts and tables (leftovers of the previous view marked stale do not count), every chart finished a plot
-# after the input and is not drawing, and every table's canvas has its size.
-ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
-  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
-  const live = el => !el.closest("[data-stale='true']");
-  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
-  if (charts.length !== a.charts) return false;
-  if (!charts.every(gd => drawn(gd) && fresh(gd) && gd._fullLayout && !gd._fullLayout._replotting)) return false;
-  const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
-  if (tables.length !== a.tables) return false;
-  const sized = t => {
-    const c = [...t.querySelectorAll('canvas')];
-    return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
-  };
-  if (!tables.every(sized)) return false;
-  return performance.now() - window.__atlasT0;
-}"""
-
-# What the page holds once it has settled: the charts (all drawn) and tables (canvases sized), once the page
-# has not changed for `quietMs` (Streamlit loads some element types, st.dataframe among them, on first use:
-# a page can stay unchanged for a few frames while that code arrives), or null before.
-PAGE_CONTENT_JS = """quietMs => {
-  const now = performance.now(), q = window.__atlasSettle;
-  if (!q || q.changes !== window.__atlasChanges) {
-    window.__atlasSettle = {changes: window.__atlasChanges, since: now};
-    return null;
-  }
-  if (now - q.since < quietMs) return null;
-  const live = el => !el.closest("[data-stale='true']");
-  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
-  const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
-  const drawn = gd => gd.querySelector('.main-svg') && gd._fullLayout && !gd._fullLayout._replotting;
-  const sized = t => {
-    const c = [...t.querySelectorAll('canvas')];
-    return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
-  };
-  if (!charts.every(drawn) || !tables.every(sized)) return null;
-  return {charts: charts.length, tables: tables.length};
-}"""
-
-# For error messages: what the page holds now.
-PAGE_STATE_JS = """gen => ({
-  runs: window.__atlasRuns, t0: window.__atlasT0,
-  idle: !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']"),
-  charts: [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].map(gd => ({
-    stale: !!gd.closest("[data-stale='true']"), tagged: gd.__atlasGen === gen, svg: !!gd.querySelector('.main-svg'),
-    plotted_after_input: (gd.__atlasPlotted || 0) > window.__atlasT0,
-    title: ((gd.querySelector('.gtitle') || {}).textContent || '').slice(0, 50)})),
-  tables: [...document.querySelectorAll("[data-testid='stDataFrame']")].map(t => ({
-    stale: !!t.closest("[data-stale='true']"),
-    canvases: [...t.querySelectorAll('canvas')].map(c => [c.width, c.height])})),
-  exceptions: document.querySelectorAll("[data-testid='stException']").length,
-})"""
+NOTES = ("Interaction times measured in the page from the key/pointer press to the first frame with the "
+         "run finished and the charts drawn again. Cold starts after the first find the files in the OS cache. "
+         "Page switches: one warm-up cycle through every view first (each page drawn once for the sentence), "
+         "then rotations with varying steps; a switch is done when the page holds as many charts and "
+         "tables as the warm-up found, every chart new or re-plotted after the click, every table's "
+         "canvas sized.")
 
 
-def cold_start(bs, chromium, ckpt_dir: Path, model: str, env: dict, log: Path) -> tuple[dict, object]:
-    """Start a server and open the Overview in a fresh page; returns the timings and the running server."""
-    page = bs.new_page(chromium, timeout=120_000)
-    server = bs.start_server(ckpt_dir, model, log, timeout=120, extra_env=env)
-    healthy = time.perf_counter()
-    try:
-        bs.open_app(page, server.url, timeout=120_000)
-        errors = bs.alert_texts(page, "Error")
-        if errors:
-            raise RuntimeError("the app shows an error: " + " | ".join(errors))
-        bs.wait_charts(page, timeout=120_000)
-        done = time.perf_counter()
-    except Exception:
-        bs.stop_server(server)
-        raise
-    finally:
-        page.context.close()
-    return {"total_s": done - server.started, "until_healthy_s": healthy - server.started,
-            "first_page_s": done - healthy}, server
+def walk_sentences(bs, page, sentences: list[str]) -> list[float]:
+    """Type each sentence on the Attention view; seconds of all but the first (a warm-up)."""
+    sentence_s = []
+    for i, text in enumerate(sentences):
+        s = new_sentence(bs, page, text, gen=i + 1)
+        if i:  # the first is a warm-up
+            sentence_s.append(s)
+    print(f"new sentence: {len(sentence_s)} measured", flush=True)
+    return sentence_s
 
 
-def new_sentence(bs, page, text: str, gen: int, before=None) -> float:
-    """Type `text`, press Ctrl+Enter; seconds until the Attention view is drawn again for it.
-
-    `before`, if given, is called just before the key press (bench_server_cpu.py reads the server's CPU there)."""
-    page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page),
-            "oldSource": page.locator("[data-testid='stMain'] h4").first.inner_text()}
-    area = bs.widget(page, "text").locator("textarea")
-    area.fill(text)
-    page.evaluate("() => { window.__atlasT0 = null; }")  # fill() may have pressed nothing, but be sure
-    if before is not None:
-        before()
-    area.press("Control+Enter")
-    ms = page.wait_for_function(NEW_SENTENCE_DONE_JS, arg=args, polling="raf", timeout=120_000).json_value()
-    return ms / 1000
-
-
-# What each mode opens (the Attention view) and where its one-head chart is.
-MODES = {
-    "normal": ({}, "head_fig"),
-    "presenter": ({"present": 1, "focus": "one head"}, "head_fig"),
-    "compare": ({"compare": "sentence", "text2": "Den Mann beißt der Hund.", "focus": "one head"}, "compare_fig"),
-}
+def walk_layer_head(bs, page, cfg: dict, repeats: int, mode: str) -> tuple[list[float], list[str]]:
+    """Change the head and the layer in turn, repeats + 1 times (the first a warm-up): seconds, and which changed."""
+    layers, heads = cfg["n_decoder_layers"], cfg["n_heads"]  # the default kind is cross-attention
+    layer, head = (int(bs.selectbox_value(page, k).split()[-1]) for k in ("layer", "head"))
+    switch_s, kinds = [], []
+    for i in range(repeats + 1):
+        if i % 2 == 0 or layers == 1:
+            head = head % heads + 1
+            key, value = "head", head
+        else:
+            layer = layer % layers + 1
+            key, value = "layer", layer
+        s = change_layer_or_head(bs, page, key, value, layer, head, gen=1000 + i, mode=mode)
+        if i:
+            switch_s.append(s)
+            kinds.append(key)
+    print(f"layer/head change: {len(switch_s)} measured", flush=True)
+    return switch_s, kinds
 
 
-def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int, mode: str = "normal",
-                         before=None) -> float:
-    """Pick `value` in the layer or head selectbox; seconds until the single-head chart shows layer/head.
-
-    `before`, if given, is called just before the pointer press on the option."""
-    bs.widget(page, key).locator("input[role='combobox']").click()
-    label = f"{key} {value}" if mode == "presenter" else str(value)  # presenter's boxes say "layer 2"
-    option = page.locator("[role='listbox'] [role='option']").get_by_text(label, exact=True)
-    option.wait_for(state="visible")
-    page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}", "chart": MODES[mode][1]}
-    if before is not None:
-        before()
-    option.click()
-    ms = page.wait_for_function(LAYER_HEAD_DONE_JS, arg=args, polling="raf", timeout=60_000).json_value()
-    return ms / 1000
+def walk_kinds(bs, page, repeats: int) -> tuple[list[float], list[str]]:
+    """Change the attention kind repeats + 1 times (the first a warm-up): seconds, and the kind picked."""
+    kind_s, kind_to = [], []
+    for i in range(repeats + 1):
+        s, label = change_kind(bs, page, gen=2000 + i)
+        if i:
+            kind_s.append(s)
+            kind_to.append(label)
+    print(f"attention kind change: {len(kind_s)} measured", flush=True)
+    return kind_s, kind_to
 
 
-def page_content(page, quiet_ms: float = 500, timeout: float = 120_000) -> dict:
-    """Once the page has not changed for `quiet_ms`: {"charts": n, "tables": m} (every chart drawn, every table's
-    canvas sized)."""
-    page.evaluate("() => { window.__atlasSettle = null; }")
-    return page.wait_for_function(PAGE_CONTENT_JS, arg=quiet_ms, polling="raf", timeout=timeout).json_value()
+def walk_pages(bs, page, repeats: int, presenter: bool) -> dict:
+    """One warm-up cycle through every view (what each page holds), then `repeats` rotations of page switches."""
+    if presenter:
+        open_sidebar(bs, page)
+    views = views_of(bs, page)
+    start = bs.selected_view(page)
+    expect = {}
+    for view in view_cycles(views, start, 1):  # warm-up: each page drawn once; what each page holds
+        expect[view] = settle_view(bs, page, view)
+    page_order = view_cycles(views, start, repeats, first_step=1)
+    page_s, page_from, prev = [], [], start
+    for i, view in enumerate(page_order):
+        page_s.append(page_switch(bs, page, view, gen=3000 + i, expect=expect[view]))
+        page_from.append(prev)
+        prev = view
+    print(f"page switch: {len(page_s)} measured", flush=True)
+    return {"views": views, "expect": expect, "order": page_order, "seconds": page_s, "from": page_from}
 
 
-def views_of(bs, page) -> list[str]:
-    """The options of the sidebar's "View" radio, in order."""
-    return [t.strip() for t in bs.widget(page, "view").locator("[data-testid='stRadioOption']").all_inner_texts()]
+def print_measures(cold, sent, sw, sw_head, sw_layer, kind, pages, per_view) -> None:
+    def row(name, st):
+        return [name, st["n"], st["median_ms"], st["p10_ms"], st["p90_ms"], st["min_ms"], st["max_ms"]]
+
+    rows = [row("cold start (Popen -> Overview drawn)", cold), row("new sentence (Attention view)", sent),
+            row("layer/head change (Attention view)", sw)]
+    if sw_head:
+        rows.append(row("  of which head", sw_head))
+    if sw_layer:
+        rows.append(row("  of which layer", sw_layer))
+    rows.append(row("attention kind change (Attention view)", kind))
+    rows.append(row("page switch, every view", pages))
+    rows += [row(f"  to {v} ({d['expect']['charts']} charts, {d['expect']['tables']} tables)", d)
+             for v, d in per_view.items()]
+    print()
+    print(table(rows, ["measure", "n", "median ms", "p10", "p90", "min", "max"]))
 
 
-def open_sidebar(bs, page) -> None:
-    """Unfold the sidebar if it is folded (presenter mode), so its "View" radio can be clicked."""
-    sidebar = page.locator(bs.SIDEBAR)
-    if sidebar.count() and sidebar.first.get_attribute("data-collapsed") == "true":
-        page.locator("[data-testid='stExpandSidebarButton']").click()
-        page.wait_for_function("""sel => {
-            const s = document.querySelector(sel);
-            return s !== null && s.getAttribute('data-collapsed') === 'false' && s.getBoundingClientRect().right > 50;
-        }""", arg=bs.SIDEBAR, timeout=10_000)
-        page.evaluate("() => new Promise(r => setTimeout(r, 500))")  # the slide-in animation
+def target_checks(cold, sent, sw, kind, worst_view: str, worst: float) -> list[tuple]:
+    """(target, measured, limit, verdict) per target; `worst` is the slowest view's median in seconds."""
+    t = TARGETS
+    return [
+        ("cold start, median", f"{cold['median_ms'] / 1000:.2f} s", f"<= {t['cold_start_s']:g} s",
+         verdict(cold["median_ms"] / 1000, t["cold_start_s"])),
+        ("new sentence, median", f"{sent['median_ms'] / 1000:.2f} s", f"<= {t['new_sentence_median_s']:g} s",
+         verdict(sent["median_ms"] / 1000, t["new_sentence_median_s"])),
+        ("layer/head change, median", f"{sw['median_ms'] / 1000:.2f} s", f"<= {t['layer_head_median_s']:g} s",
+         verdict(sw["median_ms"] / 1000, t["layer_head_median_s"])),
+        ("attention kind change, median", f"{kind['median_ms'] / 1000:.2f} s",
+         f"<= {t['layer_head_median_s']:g} s (as layer/head)",
+         verdict(kind["median_ms"] / 1000, t["layer_head_median_s"])),
+        ("page switch, median of every view", f"{worst:.2f} s (slowest: {worst_view})",
+         f"<= {t['page_switch_median_s']:g} s", verdict(worst, t["page_switch_median_s"])),
+    ]
 
 
-def settle_view(bs, page, view: str) -> dict:
-    """Switch to `view` without measuring; returns what the settled page holds (for page_switch's `expect`)."""
-    bs.choose_view(page, view, timeout=120_000)
-    return page_content(page)
-
-
-def page_switch(bs, page, view: str, gen: int, expect: dict, before=None) -> float:
-    """Click `view` in the sidebar's radio; seconds until the run has finished and the page holds `expect`
-    ({"charts": n, "tables": m}, from settle_view), every chart drawn after the click, every table sized.
-
-    `before`, if given, is called just before the pointer press."""
-    option = bs.widget(page, "view").locator("[data-testid='stRadioOption']").get_by_text(view, exact=True)
-    option.wait_for(state="visible")
-    page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "charts": expect["charts"], "tables": expect["tables"]}
-    if before is not None:
-        before()
-    option.click()
-    return _wait_all_redrawn(page, args, f"switching to {view}", timeout=120_000)
-
-
-def _wait_all_redrawn(page, args: dict, what: str, timeout: float) -> float:
-    """Seconds from the input to ALL_REDRAWN_JS's frame; on a timeout, says what the page held instead."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:
-        return page.wait_for_function(ALL_REDRAWN_JS, arg=args, polling="raf", timeout=timeout).json_value() / 1000
-    except PlaywrightTimeout:
-        state = page.evaluate(PAGE_STATE_JS, args["gen"])
-        raise RuntimeError(f"{what}: the page was not drawn as expected ({args}) within {timeout / 1000:.0f} s; "
-                           f"it shows {state}") from None
-
-
-def change_kind(bs, page, gen: int, before=None) -> tuple[float, str]:
-    """Pick the next attention kind in the `kind` selectbox (cycling through its options); seconds until the run
-    has finished and every chart of the view has been drawn again, and the kind picked."""
-    expect = page_content(page)
-    current = bs.selectbox_value(page, "kind")
-    bs.widget(page, "kind").locator("input[role='combobox']").click()
-    options = page.locator("[role='listbox'] [role='option']")
-    options.first.wait_for(state="visible")
-    labels = [t.strip() for t in options.all_inner_texts()]
-    label = labels[(labels.index(current) + 1) % len(labels)] if current in labels else labels[0]
-    option = options.get_by_text(label, exact=True)
-    page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "charts": expect["charts"], "tables": expect["tables"]}
-    if before is not None:
-        before()
-    option.click()
-    return _wait_all_redrawn(page, args, f"changing the attention kind to {label}", timeout=60_000), label
-
-
-def view_cycles(views: list[str], start: str, cycles: int, first_step: int = 1) -> list[str]:
-    """`cycles` rotations through `views` from `start`: cycle k steps by the k-th step coprime to len(views)
-    (1, 2, 3, ... for 7 views), so it visits every view once and ends at `start`, and no switch stays on a view."""
-    n = len(views)
-    steps = [s for s in range(1, n) if math.gcd(s, n) == 1] or [0]
-    i, out = views.index(start), []
-    for k in range(cycles):
-        step = steps[(first_step - 1 + k) % len(steps)]
-        for _ in range(n):
-            i = (i + step) % n
-            out.append(views[i])
-    return out
-
-
-def main() -> int:
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_server_args(ap)
     ap.add_argument("--repeats", type=int, default=10,
@@ -336,8 +178,11 @@ def main() -> int:
     ap.add_argument("--cold-repeats", type=int, default=3, help="fresh servers started for the cold start")
     ap.add_argument("--mode", choices=list(MODES), default="normal",
                     help="the Attention view as is, in presenter mode, or side by side")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> int:
+    args = parse_args()
     ready = server_preflight(args)
     if ready is None:
         return 2
@@ -362,52 +207,11 @@ def main() -> int:
             bs.open_app(page, server.link(view="Attention", **MODES[args.mode][0]), timeout=120_000)
             bs.wait_charts(page, timeout=120_000)
             page.evaluate(INPUT_CLOCK_JS)
-            sentence_s = []
-            for i, text in enumerate(sentences):
-                s = new_sentence(bs, page, text, gen=i + 1)
-                if i:  # the first is a warm-up
-                    sentence_s.append(s)
-            print(f"new sentence: {len(sentence_s)} measured", flush=True)
-
-            cfg = _config(ckpt_dir / args.model)
-            layers, heads = cfg["n_decoder_layers"], cfg["n_heads"]  # the default kind is cross-attention
-            layer, head = (int(bs.selectbox_value(page, k).split()[-1]) for k in ("layer", "head"))
-            switch_s, kinds = [], []
-            for i in range(args.repeats + 1):
-                if i % 2 == 0 or layers == 1:
-                    head = head % heads + 1
-                    key, value = "head", head
-                else:
-                    layer = layer % layers + 1
-                    key, value = "layer", layer
-                s = change_layer_or_head(bs, page, key, value, layer, head, gen=1000 + i, mode=args.mode)
-                if i:
-                    switch_s.append(s)
-                    kinds.append(key)
-            print(f"layer/head change: {len(switch_s)} measured", flush=True)
-
-            kind_s, kind_to = [], []
-            for i in range(args.repeats + 1):
-                s, label = change_kind(bs, page, gen=2000 + i)
-                if i:
-                    kind_s.append(s)
-                    kind_to.append(label)
-            print(f"attention kind change: {len(kind_s)} measured", flush=True)
-
-            if args.mode == "presenter":
-                open_sidebar(bs, page)
-            views = views_of(bs, page)
-            start = bs.selected_view(page)
-            expect = {}
-            for view in view_cycles(views, start, 1):  # warm-up: each page drawn once; what each page holds
-                expect[view] = settle_view(bs, page, view)
-            page_order = view_cycles(views, start, args.repeats, first_step=1)
-            page_s, page_from, prev = [], [], start
-            for i, view in enumerate(page_order):
-                page_s.append(page_switch(bs, page, view, gen=3000 + i, expect=expect[view]))
-                page_from.append(prev)
-                prev = view
-            print(f"page switch: {len(page_s)} measured", flush=True)
+            sentence_s = walk_sentences(bs, page, sentences)
+            cfg = checkpoint_config(ckpt_dir / args.model)
+            switch_s, kinds = walk_layer_head(bs, page, cfg, args.repeats, args.mode)
+            kind_s, kind_to = walk_kinds(bs, page, args.repeats)
+            walk = walk_pages(bs, page, args.repeats, presenter=args.mode == "presenter")
             exceptions = page.locator(bs.EXCEPTION).count()
             page.context.close()
         finally:
@@ -418,45 +222,19 @@ def main() -> int:
     cold = summary([c["total_s"] for c in colds])
     sent = summary(sentence_s)
     sw = summary(switch_s)
+    kind = summary(kind_s)
     sw_head = summary([s for s, k in zip(switch_s, kinds) if k == "head"]) if "head" in kinds else None
     sw_layer = summary([s for s, k in zip(switch_s, kinds) if k == "layer"]) if "layer" in kinds else None
-    kind = summary(kind_s)
+    page_s, page_order = walk["seconds"], walk["order"]
     pages = summary(page_s)
-    per_view = {v: {"seconds": [s for s, w in zip(page_s, page_order) if w == v]} for v in views}
+    per_view = {v: {"seconds": [s for s, w in zip(page_s, page_order) if w == v]} for v in walk["views"]}
     for v, d in per_view.items():
-        d.update(summary(d["seconds"]), expect=expect[v])
+        d.update(summary(d["seconds"]), expect=walk["expect"][v])
 
-    def row(name, st):
-        return [name, st["n"], st["median_ms"], st["p10_ms"], st["p90_ms"], st["min_ms"], st["max_ms"]]
-
-    rows = [row("cold start (Popen -> Overview drawn)", cold), row("new sentence (Attention view)", sent),
-            row("layer/head change (Attention view)", sw)]
-    if sw_head:
-        rows.append(row("  of which head", sw_head))
-    if sw_layer:
-        rows.append(row("  of which layer", sw_layer))
-    rows.append(row("attention kind change (Attention view)", kind))
-    rows.append(row("page switch, every view", pages))
-    rows += [row(f"  to {v} ({d['expect']['charts']} charts, {d['expect']['tables']} tables)", d)
-             for v, d in per_view.items()]
-    print()
-    print(table(rows, ["measure", "n", "median ms", "p10", "p90", "min", "max"]))
+    print_measures(cold, sent, sw, sw_head, sw_layer, kind, pages, per_view)
     worst_view = max(per_view, key=lambda v: per_view[v]["median_ms"])
     worst = per_view[worst_view]["median_ms"] / 1000
-    t = TARGETS
-    checks = [
-        ("cold start, median", f"{cold['median_ms'] / 1000:.2f} s", f"<= {t['cold_start_s']:g} s",
-         verdict(cold["median_ms"] / 1000, t["cold_start_s"])),
-        ("new sentence, median", f"{sent['median_ms'] / 1000:.2f} s", f"<= {t['new_sentence_median_s']:g} s",
-         verdict(sent["median_ms"] / 1000, t["new_sentence_median_s"])),
-        ("layer/head change, median", f"{sw['median_ms'] / 1000:.2f} s", f"<= {t['layer_head_median_s']:g} s",
-         verdict(sw["median_ms"] / 1000, t["layer_head_median_s"])),
-        ("attention kind change, median", f"{kind['median_ms'] / 1000:.2f} s",
-         f"<= {t['layer_head_median_s']:g} s (as layer/head)",
-         verdict(kind["median_ms"] / 1000, t["layer_head_median_s"])),
-        ("page switch, median of every view", f"{worst:.2f} s (slowest: {worst_view})",
-         f"<= {t['page_switch_median_s']:g} s", verdict(worst, t["page_switch_median_s"])),
-    ]
+    checks = target_checks(cold, sent, sw, kind, worst_view, worst)
     print()
     print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
     if exceptions:
@@ -468,26 +246,15 @@ def main() -> int:
         "cold_start": {"runs": colds, **cold}, "new_sentence": {"seconds": sentence_s, **sent},
         "layer_head": {"seconds": switch_s, "changed": kinds, **sw, "head": sw_head, "layer": sw_layer},
         "attention_kind": {"seconds": kind_s, "to": kind_to, **kind},
-        "page_switch": {"seconds": page_s, "to": page_order, "from": page_from, **pages, "views": per_view,
+        "page_switch": {"seconds": page_s, "to": page_order, "from": walk["from"], **pages, "views": per_view,
                         "slowest_view": worst_view, "slowest_view_median_ms": worst * 1000,
                         "sidebar_opened": args.mode == "presenter"},
         "exceptions_seen": exceptions, "targets": TARGETS,
         "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
-        "notes": "Interaction times measured in the page from the key/pointer press to the first frame with the "
-                 "run finished and the charts drawn again. Cold starts after the first find the files in the OS cache. "
-                 "Page switches: one warm-up cycle through every view first (each page drawn once for the sentence), "
-                 "then rotations with varying steps; a switch is done when the page holds as many charts and "
-                 "tables as the warm-up found, every chart new or re-plotted after the click, every table's "
-                 "canvas sized.",
+        "notes": NOTES,
     })
     print(f"\nwrote {path.relative_to(ROOT)}")
     return 0
-
-
-def _config(folder: Path) -> dict:
-    import json
-
-    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

@@ -202,7 +202,23 @@ def phase(url: str, n: int, args, sentences, pids: dict[str, int]) -> dict:
     return out
 
 
-def main() -> int:
+def print_phases(phases: list[dict], args) -> None:
+    """One row per class size: actions, errors, latency, each side's CPU."""
+    rows = []
+    for ph in phases:
+        lat = ph["latency"] or {"median_ms": float("nan"), "p95_ms": float("nan"), "max_ms": float("nan")}
+        rows.append([ph["sessions"], ph["actions"], ph["errors"], ph["wrong"], lat["median_ms"], lat["p95_ms"],
+                     lat["max_ms"], ph["open"]["median_ms"] if ph["open"] else float("nan"),
+                     f"{ph['load_generator_cpu_share'] * 100:.1f}%", f"{ph['server_cpu_share'] * 100:.0f}%",
+                     " ".join(f"{k.replace('streamlit_', 's')}={v:.0f}" for k, v in ph["server_cpu_s"].items())])
+    print()
+    print(f"{args.processes} process(es), {os.cpu_count()} CPUs, {args.seconds:.0f} s per class size, a new sentence "
+          f"every {args.every:g} s (±{args.jitter * 100:.0f}%) per session")
+    print(table(rows, ["sessions", "actions", "errors", "wrong", "p50 ms", "p95 ms", "max ms", "open p50 ms",
+                       "client CPU", "server CPU", "server CPU s"]))
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_server_args(ap)
     ap.add_argument("--sessions", type=int, nargs="+", default=[10, 20, 30], help="class sizes, one phase each")
@@ -212,7 +228,11 @@ def main() -> int:
     ap.add_argument("--processes", type=int, default=1,
                     help="1: one Streamlit process, direct; more: that many behind nginx (deploy/serve.py)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds one run may take before it is an error")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
 
     ckpt_dir = Path(args.checkpoint_dir).resolve()
     if not (ckpt_dir / args.model / "model.safetensors").is_file():
@@ -265,18 +285,7 @@ def main() -> int:
             if server is not None:
                 bs.stop_server(server)
 
-    rows = []
-    for ph in phases:
-        lat = ph["latency"] or {"median_ms": float("nan"), "p95_ms": float("nan"), "max_ms": float("nan")}
-        rows.append([ph["sessions"], ph["actions"], ph["errors"], ph["wrong"], lat["median_ms"], lat["p95_ms"],
-                     lat["max_ms"], ph["open"]["median_ms"] if ph["open"] else float("nan"),
-                     f"{ph['load_generator_cpu_share'] * 100:.1f}%", f"{ph['server_cpu_share'] * 100:.0f}%",
-                     " ".join(f"{k.replace('streamlit_', 's')}={v:.0f}" for k, v in ph["server_cpu_s"].items())])
-    print()
-    print(f"{args.processes} process(es), {os.cpu_count()} CPUs, {args.seconds:.0f} s per class size, a new sentence "
-          f"every {args.every:g} s (±{args.jitter * 100:.0f}%) per session")
-    print(table(rows, ["sessions", "actions", "errors", "wrong", "p50 ms", "p95 ms", "max ms", "open p50 ms",
-                       "client CPU", "server CPU", "server CPU s"]))
+    print_phases(phases, args)
     if dead:
         print("\nWARNING: " + "; ".join(dead))
     name = "classroom" if args.processes == 1 else f"classroom_{args.processes}proc"

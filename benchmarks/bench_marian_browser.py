@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_app import INPUT_CLOCK_JS, new_sentence, page_switch, settle_view, view_cycles, views_of
+from app_walk import INPUT_CLOCK_JS, new_sentence, page_switch, settle_view, view_cycles, views_of
 from bench_marian import SIZE, VOCAB, build_folder
 from common import ROOT, distinct_sentences, machine, summary, table, verdict, write_results
 
@@ -38,15 +38,61 @@ MODEL = "opus-mt-size"
 TARGETS = {"new_sentence_median_s": 1.5}
 
 
-def main(argv=None) -> int:
+def measure_sentences(bs, page, texts: list[str]) -> tuple[list[float], list[int]]:
+    """Type each text on the Attention view: seconds and source pieces of each but the first (a warm-up)."""
+    sentence_s, pieces = [], []
+    for i, text in enumerate(texts):
+        s = new_sentence(bs, page, text, gen=i + 1)
+        pieces.append(len(page.locator(f"{bs.MAIN} h4").first.inner_text().split()) - 1)  # minus "FR"
+        sentence_s.append(s)
+    print(f"new sentence: {len(sentence_s) - 1} measured", flush=True)
+    return sentence_s[1:], pieces[1:]  # the first is a warm-up
+
+
+def measure_pages(bs, page, cycles: int) -> tuple[list[str], dict, list[float], list[str]]:
+    """One warm-up cycle through every view, then `cycles` rotations of page switches (none if 0): the views,
+    what each page holds, the seconds of each switch and the view it went to."""
+    views = views_of(bs, page)
+    start = bs.selected_view(page)
+    expect, page_s, page_order = {}, [], []
+    if cycles:
+        for view in view_cycles(views, start, 1):  # warm-up: each page drawn once; what each holds
+            expect[view] = settle_view(bs, page, view)
+        page_order = view_cycles(views, start, cycles)
+        for i, view in enumerate(page_order):
+            page_s.append(page_switch(bs, page, view, gen=3000 + i, expect=expect[view]))
+        print(f"page switch: {len(page_s)} measured", flush=True)
+    return views, expect, page_s, page_order
+
+
+def print_report(sent: dict, per_view: dict, cold: dict) -> str:
+    """Print the table and the verdict on the target; returns the verdict."""
+    def row(name, st):
+        return [name, st["n"], st["median_ms"], st["p10_ms"], st["p90_ms"], st["min_ms"], st["max_ms"]]
+
+    rows = [row("new sentence (Attention view)", sent)]
+    rows += [row(f"page switch to {v} ({d['expect']['charts']} charts, {d['expect']['tables']} tables)", d)
+             for v, d in per_view.items()]
+    print()
+    print(table(rows, ["measure", "n", "median ms", "p10", "p90", "min", "max"]))
+    check = verdict(sent["median_ms"] / 1000, TARGETS["new_sentence_median_s"])
+    print(f"\nnew sentence median {sent['median_ms'] / 1000:.2f} s: {check} (target ≤ "
+          f"{TARGETS['new_sentence_median_s']:g} s); cold start {cold['total_s']:.1f} s")
+    return check
+
+
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=10, help="new sentences measured (after one warm-up)")
     ap.add_argument("--page-cycles", type=int, default=2, help="rotations through every view measured (0: none)")
     ap.add_argument("--max-len", type=int, default=20, help="output tokens per translation (the URL's max_len)")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch threads per request in the server (ATLAS_TORCH_THREADS; the app's default is 1)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     import browser_support as bs
 
     missing = bs.chromium_missing()
@@ -82,24 +128,8 @@ def main(argv=None) -> int:
                       f"{charts} charts on the Attention view", flush=True)
 
                 page.evaluate(INPUT_CLOCK_JS)
-                sentence_s, pieces = [], []
-                for i, text in enumerate(sentences[1:]):
-                    s = new_sentence(bs, page, text, gen=i + 1)
-                    pieces.append(len(page.locator(f"{bs.MAIN} h4").first.inner_text().split()) - 1)  # minus "FR"
-                    sentence_s.append(s)
-                print(f"new sentence: {len(sentence_s) - 1} measured", flush=True)
-                sentence_s, pieces = sentence_s[1:], pieces[1:]  # the first is a warm-up
-
-                views = views_of(bs, page)
-                start = bs.selected_view(page)
-                expect, page_s, page_order = {}, [], []
-                if args.page_cycles:
-                    for view in view_cycles(views, start, 1):  # warm-up: each page drawn once; what each holds
-                        expect[view] = settle_view(bs, page, view)
-                    page_order = view_cycles(views, start, args.page_cycles)
-                    for i, view in enumerate(page_order):
-                        page_s.append(page_switch(bs, page, view, gen=3000 + i, expect=expect[view]))
-                    print(f"page switch: {len(page_s)} measured", flush=True)
+                sentence_s, pieces = measure_sentences(bs, page, sentences[1:])
+                views, expect, page_s, page_order = measure_pages(bs, page, args.page_cycles)
                 exceptions = page.locator(bs.EXCEPTION).count()
                 page.context.close()
             finally:
@@ -114,18 +144,7 @@ def main(argv=None) -> int:
     for v in views if page_s else []:
         seconds = [s for s, w in zip(page_s, page_order) if w == v]
         per_view[v] = {"seconds": seconds, **summary(seconds), "expect": expect[v]}
-
-    def row(name, st):
-        return [name, st["n"], st["median_ms"], st["p10_ms"], st["p90_ms"], st["min_ms"], st["max_ms"]]
-
-    rows = [row("new sentence (Attention view)", sent)]
-    rows += [row(f"page switch to {v} ({d['expect']['charts']} charts, {d['expect']['tables']} tables)", d)
-             for v, d in per_view.items()]
-    print()
-    print(table(rows, ["measure", "n", "median ms", "p10", "p90", "min", "max"]))
-    check = verdict(sent["median_ms"] / 1000, TARGETS["new_sentence_median_s"])
-    print(f"\nnew sentence median {sent['median_ms'] / 1000:.2f} s: {check} (target ≤ "
-          f"{TARGETS['new_sentence_median_s']:g} s); cold start {cold['total_s']:.1f} s")
+    check = print_report(sent, per_view, cold)
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("marian_browser", {

@@ -30,10 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_app import (
+from app_walk import (
     INPUT_CLOCK_JS,
-    _config,
     change_layer_or_head,
+    checkpoint_config,
     new_sentence,
     page_switch,
     settle_view,
@@ -45,6 +45,16 @@ from common import ROOT, add_server_args, distinct_sentences, machine, server_pr
 
 TARGETS = {"cpu_s_per_action": 0.1}
 TICKS = os.sysconf("SC_CLK_TCK")
+NOTES = ("CPU of the streamlit process (all threads, plus child processes) from /proc/PID/stat, read just "
+         "before the key/pointer press and settle_ms after the page was drawn again; resolution one clock "
+         "tick, so use the means. main_thread_cpu_s: the part used by the process's main thread "
+         "(Streamlit's event loop: websocket traffic; each script run has its own thread). page_s: the "
+         "browser's wall time from the press to the drawn frame "
+         "(bench_app.py's measure); wall_s: the same seen from Python, including Playwright's polling. "
+         "tail_cpu_s: server CPU in the tail_ms after that (not counted in cpu_s). gap_*: server CPU from "
+         "one action's last reading to the next action's first. Each round types "
+         "a new sentence, so each page switch of a round is that page's first visit for the sentence "
+         "(except Attention, where it was typed).")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -127,7 +137,83 @@ def stats(samples: list[dict]) -> dict:
     return out
 
 
-def main() -> int:
+def measure_rounds(bs, page, meter: Meter, sentences: list[str], cfg: dict, repeats: int) -> dict:
+    """Round 0 (a warm-up, discarded) and `repeats` measured rounds of: a new sentence, a layer change, a head
+    change, a page switch to every view. Returns what each view's page holds (from one settling visit first)."""
+    layers, heads = cfg["n_decoder_layers"], cfg["n_heads"]  # the Attention view opens on cross-attention
+    views = views_of(bs, page)
+    start = bs.selected_view(page)
+    gen = 0
+    bs.enter_text(page, sentences[0], timeout=120_000)
+    expect = {view: settle_view(bs, page, view) for view in view_cycles(views, start, 1)}
+    for r in range(repeats + 1):  # round 0 is a warm-up
+        gen += 1
+        meter.measure("new sentence", lambda before: new_sentence(
+            bs, page, sentences[r + 1], gen, before=before))
+        layer, head = (int(bs.selectbox_value(page, k).split()[-1]) for k in ("layer", "head"))
+        if layers > 1:
+            layer = layer % layers + 1
+            gen += 1
+            meter.measure("layer change", lambda before: change_layer_or_head(
+                bs, page, "layer", layer, layer, head, gen, before=before))
+        if heads > 1:
+            head = head % heads + 1
+            gen += 1
+            meter.measure("head change", lambda before: change_layer_or_head(
+                bs, page, "head", head, layer, head, gen, before=before))
+        for view in view_cycles(views, start, 1, first_step=max(r, 1)):
+            gen += 1
+            meter.measure(f"page switch to {view}", lambda before: page_switch(
+                bs, page, view, gen, expect[view], before=before), view=view)
+        if r == 0:
+            meter.discard()
+            print("warm-up round done", flush=True)
+        else:
+            print(f"round {r}: {len(meter.samples)} actions measured", flush=True)
+    return expect
+
+
+def summarise(samples: list[dict]) -> tuple[dict, dict, dict]:
+    """Per kind of action (plus every page switch together), every action, and the CPU between actions."""
+    kinds = list(dict.fromkeys(s["kind"] for s in samples))
+    per_kind = {k: stats([s for s in samples if s["kind"] == k]) for k in kinds}
+    pages = [s for s in samples if s["kind"].startswith("page switch")]
+    per_kind_all = dict(per_kind)
+    if pages:
+        per_kind_all["page switch, every view"] = stats(pages)
+    every = stats(samples)
+    gaps = [s for s in samples if "gap_s" in s]
+    gap_cpu, gap_s = sum(s["gap_cpu_s"] for s in gaps), sum(s["gap_s"] for s in gaps)
+    between = {"n": len(gaps), "cpu_s": gap_cpu, "seconds": gap_s, "cpu_per_s": gap_cpu / gap_s if gap_s else None}
+    return per_kind_all, every, between
+
+
+def print_report(per_kind_all: dict, every: dict, between: dict, idle_before: dict, idle_after: dict,
+                 tail_ms: float) -> list[tuple]:
+    """Print the table per action and the idle CPU; returns the target checks (printed too)."""
+    def row(name, st):
+        return [name, st["n"], st["cpu_mean_s"] * 1000, st["main_thread_cpu_mean_s"] * 1000, st["cpu_median_s"] * 1000,
+                st["cpu_p90_s"] * 1000, st["cpu_max_s"] * 1000, st.get("tail_cpu_mean_s", float("nan")) * 1000,
+                st["page_median_ms"]]
+
+    rows = [row(k, st) for k, st in per_kind_all.items()] + [row("every action", every)]
+    print()
+    print(table(rows, ["action", "n", "CPU mean ms", "main thread", "CPU median", "p90", "max",
+                       f"then in {tail_ms:.0f} ms", "page median ms"]))
+    gap_s = between["seconds"]
+    print(f"\nserver CPU while idle: {idle_before['cpu_per_s'] * 1000:.1f} ms/s before, "
+          f"{idle_after['cpu_per_s'] * 1000:.1f} ms/s after; between actions (from the last reading after one "
+          f"action to the next press): {between['cpu_per_s'] * 1000 if gap_s else float('nan'):.1f} ms/s "
+          f"over {gap_s:.1f} s")
+    limit = TARGETS["cpu_s_per_action"]
+    checks = [(f"{k}, mean CPU", f"{st['cpu_mean_s']:.3f} s", f"<= {limit:g} s per action",
+               verdict(st["cpu_mean_s"], limit)) for k, st in per_kind_all.items()]
+    print()
+    print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
+    return checks
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_server_args(ap)
     ap.add_argument("--repeats", type=int, default=10, help="rounds of: new sentence, layer, head, every page")
@@ -136,16 +222,18 @@ def main() -> int:
                     help="after the settle wait, wait this much more and read the CPU again (0: off): what the server "
                          "still used then, reported apart")
     ap.add_argument("--idle-s", type=float, default=5, help="seconds of idle CPU measured before and after")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> int:
+    args = parse_args()
     ready = server_preflight(args)
     if ready is None:
         return 2
     bs, ckpt_dir, env = ready
     from playwright.sync_api import sync_playwright
 
-    cfg = _config(ckpt_dir / args.model)
-    layers, heads = cfg["n_decoder_layers"], cfg["n_heads"]  # the Attention view opens on cross-attention
+    cfg = checkpoint_config(ckpt_dir / args.model)
     sentences = distinct_sentences(args.repeats + 2)
     with tempfile.TemporaryDirectory(prefix="bench_server_cpu_") as tmp, sync_playwright() as p:
         chromium = bs.launch_chromium(p)
@@ -159,37 +247,8 @@ def main() -> int:
             time.sleep(1)  # let the first page's messages go out
             idle_before = idle_cpu(pid, args.idle_s)
             print(f"idle: {idle_before['cpu_per_s'] * 1000:.1f} ms CPU per s", flush=True)
-
-            views = views_of(bs, page)
-            start = bs.selected_view(page)
             meter = Meter(pid, args.settle_ms / 1000, args.tail_ms / 1000)
-            gen = 0
-            bs.enter_text(page, sentences[0], timeout=120_000)
-            expect = {view: settle_view(bs, page, view) for view in view_cycles(views, start, 1)}
-            for r in range(args.repeats + 1):  # round 0 is a warm-up
-                gen += 1
-                meter.measure("new sentence", lambda before: new_sentence(
-                    bs, page, sentences[r + 1], gen, before=before))
-                layer, head = (int(bs.selectbox_value(page, k).split()[-1]) for k in ("layer", "head"))
-                if layers > 1:
-                    layer = layer % layers + 1
-                    gen += 1
-                    meter.measure("layer change", lambda before: change_layer_or_head(
-                        bs, page, "layer", layer, layer, head, gen, before=before))
-                if heads > 1:
-                    head = head % heads + 1
-                    gen += 1
-                    meter.measure("head change", lambda before: change_layer_or_head(
-                        bs, page, "head", head, layer, head, gen, before=before))
-                for view in view_cycles(views, start, 1, first_step=max(r, 1)):
-                    gen += 1
-                    meter.measure(f"page switch to {view}", lambda before: page_switch(
-                        bs, page, view, gen, expect[view], before=before), view=view)
-                if r == 0:
-                    meter.discard()
-                    print("warm-up round done", flush=True)
-                else:
-                    print(f"round {r}: {len(meter.samples)} actions measured", flush=True)
+            expect = measure_rounds(bs, page, meter, sentences, cfg, args.repeats)
             time.sleep(1)
             idle_after = idle_cpu(pid, args.idle_s)
             exceptions = page.locator(bs.EXCEPTION).count()
@@ -200,35 +259,8 @@ def main() -> int:
             chromium.close()
 
     samples = meter.samples
-    kinds = list(dict.fromkeys(s["kind"] for s in samples))
-    per_kind = {k: stats([s for s in samples if s["kind"] == k]) for k in kinds}
-    pages = [s for s in samples if s["kind"].startswith("page switch")]
-    per_kind_all = dict(per_kind)
-    if pages:
-        per_kind_all["page switch, every view"] = stats(pages)
-    every = stats(samples)
-    gaps = [s for s in samples if "gap_s" in s]
-    gap_cpu, gap_s = sum(s["gap_cpu_s"] for s in gaps), sum(s["gap_s"] for s in gaps)
-    between = {"n": len(gaps), "cpu_s": gap_cpu, "seconds": gap_s, "cpu_per_s": gap_cpu / gap_s if gap_s else None}
-
-    def row(name, st):
-        return [name, st["n"], st["cpu_mean_s"] * 1000, st["main_thread_cpu_mean_s"] * 1000, st["cpu_median_s"] * 1000,
-                st["cpu_p90_s"] * 1000, st["cpu_max_s"] * 1000, st.get("tail_cpu_mean_s", float("nan")) * 1000,
-                st["page_median_ms"]]
-
-    rows = [row(k, st) for k, st in per_kind_all.items()] + [row("every action", every)]
-    print()
-    print(table(rows, ["action", "n", "CPU mean ms", "main thread", "CPU median", "p90", "max",
-                       f"then in {args.tail_ms:.0f} ms", "page median ms"]))
-    print(f"\nserver CPU while idle: {idle_before['cpu_per_s'] * 1000:.1f} ms/s before, "
-          f"{idle_after['cpu_per_s'] * 1000:.1f} ms/s after; between actions (from the last reading after one "
-          f"action to the next press): {between['cpu_per_s'] * 1000 if gap_s else float('nan'):.1f} ms/s "
-          f"over {gap_s:.1f} s")
-    limit = TARGETS["cpu_s_per_action"]
-    checks = [(f"{k}, mean CPU", f"{st['cpu_mean_s']:.3f} s", f"<= {limit:g} s per action",
-               verdict(st["cpu_mean_s"], limit)) for k, st in per_kind_all.items()]
-    print()
-    print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
+    per_kind_all, every, between = summarise(samples)
+    checks = print_report(per_kind_all, every, between, idle_before, idle_after, args.tail_ms)
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("server_cpu", {
@@ -240,16 +272,7 @@ def main() -> int:
         "per_kind": per_kind_all, "every_action": every, "page_expect": expect, "samples": samples,
         "exceptions_seen": exceptions, "targets": TARGETS,
         "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
-        "notes": "CPU of the streamlit process (all threads, plus child processes) from /proc/PID/stat, read just "
-                 "before the key/pointer press and settle_ms after the page was drawn again; resolution one clock "
-                 "tick, so use the means. main_thread_cpu_s: the part used by the process's main thread "
-                 "(Streamlit's event loop: websocket traffic; each script run has its own thread). page_s: the "
-                 "browser's wall time from the press to the drawn frame "
-                 "(bench_app.py's measure); wall_s: the same seen from Python, including Playwright's polling. "
-                 "tail_cpu_s: server CPU in the tail_ms after that (not counted in cpu_s). gap_*: server CPU from "
-                 "one action's last reading to the next action's first. Each round types "
-                 "a new sentence, so each page switch of a round is that page's first visit for the sentence "
-                 "(except Attention, where it was typed).",
+        "notes": NOTES,
     })
     print(f"\nwrote {path.relative_to(ROOT)}")
     return 0

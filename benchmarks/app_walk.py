@@ -1,0 +1,295 @@
+"""The browser walk shared by the browser benchmarks (bench_app.py, bench_server_cpu.py, bench_marian_browser.py,
+bench_film_page.py): the in-page clock that times an action from the key or pointer press, the waits that say
+when a page is drawn again, and the actions themselves (a cold start, a new sentence, a layer/head change, an
+attention-kind change, a page switch).
+
+Each action returns seconds measured inside the page, from the press to the first animation frame in which the
+script run has finished and every chart concerned has emitted plotly_afterplot after the press.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+# Records when the user acted: the first Enter key press or pointer press after arm().
+# Also notes when each chart created from now on finishes a plot: Plotly gives every chart div an own `emit`
+# method (gd.emit = ...) and ends each Plotly.newPlot/react with gd.emit('plotly_afterplot'), after the
+# margins are settled and any redraw they caused. A setter on the div prototype catches that assignment and
+# wraps it, so even a chart's first plot is seen (gd.on() can only be called once the chart exists, often
+# after that first plot). The SVG appears, and _fullLayout._replotting drops, before that redraw.
+INPUT_CLOCK_JS = """() => {
+  if (window.__atlasClock) return;
+  window.__atlasClock = true;
+  window.__atlasT0 = null;
+  const mark = () => { if (window.__atlasT0 === null) window.__atlasT0 = performance.now(); };
+  document.addEventListener('keydown', e => { if (e.key === 'Enter') mark(); }, true);
+  document.addEventListener('pointerdown', mark, true);
+  Object.defineProperty(HTMLDivElement.prototype, 'emit', {
+    configurable: true,
+    get() { return undefined; },
+    set(fn) {
+      const gd = this;
+      gd.__atlasTrapped = true;
+      Object.defineProperty(gd, 'emit', {configurable: true, writable: true, enumerable: true, value: function (name) {
+        if (name === 'plotly_afterplot') gd.__atlasPlotted = performance.now();
+        return fn.apply(this, arguments);
+      }});
+    },
+  });
+}"""
+
+# Tag every chart now on the page and note its redraws; reset the input clock.
+ARM_JS = """gen => {
+  window.__atlasT0 = null;
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    gd.__atlasGen = gen;
+    if (!gd.__atlasHooked && gd.on) {
+      gd.__atlasHooked = true;
+      gd.on('plotly_afterplot', () => { gd.__atlasPlotted = performance.now(); });
+    }
+  }
+}"""
+
+# A chart counts as drawn again when it finished a plot after the input (or, for a new element whose plots
+# are not seen, when it is there: no tag).
+REDRAWN_JS = """
+  const idle = !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']");
+  const fresh = gd => (gd.__atlasPlotted || 0) > window.__atlasT0 || (gd.__atlasGen !== a.gen && !gd.__atlasTrapped);
+  const drawn = gd => !!gd.querySelector('.main-svg');
+"""
+
+NEW_SENTENCE_DONE_JS = """a => {""" + REDRAWN_JS + """
+  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
+  const src = document.querySelector("[data-testid='stMain'] h4");
+  if (!src || src.innerText === a.oldSource) return false;
+  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")];
+  if (charts.length === 0 || !charts.every(gd => drawn(gd) && fresh(gd))) return false;
+  return performance.now() - window.__atlasT0;
+}"""
+
+LAYER_HEAD_DONE_JS = """a => {""" + REDRAWN_JS + """
+  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
+  const gd = document.querySelector(".st-key-" + a.chart + " .js-plotly-plot");
+  if (!gd || !drawn(gd) || !fresh(gd)) return false;
+  const title = gd.querySelector('.gtitle');
+  if (!title || !title.textContent.includes(a.title)) return false;
+  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")];
+  if (!charts.every(drawn)) return false;
+  return performance.now() - window.__atlasT0;
+}"""
+
+# After a page switch or an attention-kind change: the run has finished, the page holds the expected number of
+# charts and tables (leftovers of the previous view marked stale do not count), every chart finished a plot
+# after the input and is not drawing, and every table's canvas has its size.
+ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
+  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
+  const live = el => !el.closest("[data-stale='true']");
+  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
+  if (charts.length !== a.charts) return false;
+  if (!charts.every(gd => drawn(gd) && fresh(gd) && gd._fullLayout && !gd._fullLayout._replotting)) return false;
+  const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
+  if (tables.length !== a.tables) return false;
+  const sized = t => {
+    const c = [...t.querySelectorAll('canvas')];
+    return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
+  };
+  if (!tables.every(sized)) return false;
+  return performance.now() - window.__atlasT0;
+}"""
+
+# What the page holds once it has settled: the charts (all drawn) and tables (canvases sized), once the page
+# has not changed for `quietMs` (Streamlit loads some element types, st.dataframe among them, on first use:
+# a page can stay unchanged for a few frames while that code arrives), or null before.
+PAGE_CONTENT_JS = """quietMs => {
+  const now = performance.now(), q = window.__atlasSettle;
+  if (!q || q.changes !== window.__atlasChanges) {
+    window.__atlasSettle = {changes: window.__atlasChanges, since: now};
+    return null;
+  }
+  if (now - q.since < quietMs) return null;
+  const live = el => !el.closest("[data-stale='true']");
+  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
+  const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
+  const drawn = gd => gd.querySelector('.main-svg') && gd._fullLayout && !gd._fullLayout._replotting;
+  const sized = t => {
+    const c = [...t.querySelectorAll('canvas')];
+    return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
+  };
+  if (!charts.every(drawn) || !tables.every(sized)) return null;
+  return {charts: charts.length, tables: tables.length};
+}"""
+
+# For error messages: what the page holds now.
+PAGE_STATE_JS = """gen => ({
+  runs: window.__atlasRuns, t0: window.__atlasT0,
+  idle: !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']"),
+  charts: [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].map(gd => ({
+    stale: !!gd.closest("[data-stale='true']"), tagged: gd.__atlasGen === gen, svg: !!gd.querySelector('.main-svg'),
+    plotted_after_input: (gd.__atlasPlotted || 0) > window.__atlasT0,
+    title: ((gd.querySelector('.gtitle') || {}).textContent || '').slice(0, 50)})),
+  tables: [...document.querySelectorAll("[data-testid='stDataFrame']")].map(t => ({
+    stale: !!t.closest("[data-stale='true']"),
+    canvases: [...t.querySelectorAll('canvas')].map(c => [c.width, c.height])})),
+  exceptions: document.querySelectorAll("[data-testid='stException']").length,
+})"""
+
+
+def cold_start(bs, chromium, ckpt_dir: Path, model: str, env: dict, log: Path) -> tuple[dict, object]:
+    """Start a server and open the Overview in a fresh page; returns the timings and the running server."""
+    page = bs.new_page(chromium, timeout=120_000)
+    server = bs.start_server(ckpt_dir, model, log, timeout=120, extra_env=env)
+    healthy = time.perf_counter()
+    try:
+        bs.open_app(page, server.url, timeout=120_000)
+        errors = bs.alert_texts(page, "Error")
+        if errors:
+            raise RuntimeError("the app shows an error: " + " | ".join(errors))
+        bs.wait_charts(page, timeout=120_000)
+        done = time.perf_counter()
+    except Exception:
+        bs.stop_server(server)
+        raise
+    finally:
+        page.context.close()
+    return {"total_s": done - server.started, "until_healthy_s": healthy - server.started,
+            "first_page_s": done - healthy}, server
+
+
+def new_sentence(bs, page, text: str, gen: int, before=None) -> float:
+    """Type `text`, press Ctrl+Enter; seconds until the Attention view is drawn again for it.
+
+    `before`, if given, is called just before the key press (bench_server_cpu.py reads the server's CPU there)."""
+    page.evaluate(ARM_JS, gen)
+    args = {"gen": gen, "runs": bs.runs(page),
+            "oldSource": page.locator("[data-testid='stMain'] h4").first.inner_text()}
+    area = bs.widget(page, "text").locator("textarea")
+    area.fill(text)
+    page.evaluate("() => { window.__atlasT0 = null; }")  # fill() may have pressed nothing, but be sure
+    if before is not None:
+        before()
+    area.press("Control+Enter")
+    ms = page.wait_for_function(NEW_SENTENCE_DONE_JS, arg=args, polling="raf", timeout=120_000).json_value()
+    return ms / 1000
+
+
+# What each mode opens (the Attention view) and where its one-head chart is.
+MODES = {
+    "normal": ({}, "head_fig"),
+    "presenter": ({"present": 1, "focus": "one head"}, "head_fig"),
+    "compare": ({"compare": "sentence", "text2": "Den Mann beißt der Hund.", "focus": "one head"}, "compare_fig"),
+}
+
+
+def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int, mode: str = "normal",
+                         before=None) -> float:
+    """Pick `value` in the layer or head selectbox; seconds until the single-head chart shows layer/head.
+
+    `before`, if given, is called just before the pointer press on the option."""
+    bs.widget(page, key).locator("input[role='combobox']").click()
+    label = f"{key} {value}" if mode == "presenter" else str(value)  # presenter's boxes say "layer 2"
+    option = page.locator("[role='listbox'] [role='option']").get_by_text(label, exact=True)
+    option.wait_for(state="visible")
+    page.evaluate(ARM_JS, gen)
+    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}", "chart": MODES[mode][1]}
+    if before is not None:
+        before()
+    option.click()
+    ms = page.wait_for_function(LAYER_HEAD_DONE_JS, arg=args, polling="raf", timeout=60_000).json_value()
+    return ms / 1000
+
+
+def page_content(page, quiet_ms: float = 500, timeout: float = 120_000) -> dict:
+    """Once the page has not changed for `quiet_ms`: {"charts": n, "tables": m} (every chart drawn, every table's
+    canvas sized)."""
+    page.evaluate("() => { window.__atlasSettle = null; }")
+    return page.wait_for_function(PAGE_CONTENT_JS, arg=quiet_ms, polling="raf", timeout=timeout).json_value()
+
+
+def views_of(bs, page) -> list[str]:
+    """The options of the sidebar's "View" radio, in order."""
+    return [t.strip() for t in bs.widget(page, "view").locator("[data-testid='stRadioOption']").all_inner_texts()]
+
+
+def open_sidebar(bs, page) -> None:
+    """Unfold the sidebar if it is folded (presenter mode), so its "View" radio can be clicked."""
+    sidebar = page.locator(bs.SIDEBAR)
+    if sidebar.count() and sidebar.first.get_attribute("data-collapsed") == "true":
+        page.locator("[data-testid='stExpandSidebarButton']").click()
+        page.wait_for_function("""sel => {
+            const s = document.querySelector(sel);
+            return s !== null && s.getAttribute('data-collapsed') === 'false' && s.getBoundingClientRect().right > 50;
+        }""", arg=bs.SIDEBAR, timeout=10_000)
+        page.evaluate("() => new Promise(r => setTimeout(r, 500))")  # the slide-in animation
+
+
+def settle_view(bs, page, view: str) -> dict:
+    """Switch to `view` without measuring; returns what the settled page holds (for page_switch's `expect`)."""
+    bs.choose_view(page, view, timeout=120_000)
+    return page_content(page)
+
+
+def page_switch(bs, page, view: str, gen: int, expect: dict, before=None) -> float:
+    """Click `view` in the sidebar's radio; seconds until the run has finished and the page holds `expect`
+    ({"charts": n, "tables": m}, from settle_view), every chart drawn after the click, every table sized.
+
+    `before`, if given, is called just before the pointer press."""
+    option = bs.widget(page, "view").locator("[data-testid='stRadioOption']").get_by_text(view, exact=True)
+    option.wait_for(state="visible")
+    page.evaluate(ARM_JS, gen)
+    args = {"gen": gen, "runs": bs.runs(page), "charts": expect["charts"], "tables": expect["tables"]}
+    if before is not None:
+        before()
+    option.click()
+    return _wait_all_redrawn(page, args, f"switching to {view}", timeout=120_000)
+
+
+def _wait_all_redrawn(page, args: dict, what: str, timeout: float) -> float:
+    """Seconds from the input to ALL_REDRAWN_JS's frame; on a timeout, says what the page held instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        return page.wait_for_function(ALL_REDRAWN_JS, arg=args, polling="raf", timeout=timeout).json_value() / 1000
+    except PlaywrightTimeout:
+        state = page.evaluate(PAGE_STATE_JS, args["gen"])
+        raise RuntimeError(f"{what}: the page was not drawn as expected ({args}) within {timeout / 1000:.0f} s; "
+                           f"it shows {state}") from None
+
+
+def change_kind(bs, page, gen: int, before=None) -> tuple[float, str]:
+    """Pick the next attention kind in the `kind` selectbox (cycling through its options); seconds until the run
+    has finished and every chart of the view has been drawn again, and the kind picked."""
+    expect = page_content(page)
+    current = bs.selectbox_value(page, "kind")
+    bs.widget(page, "kind").locator("input[role='combobox']").click()
+    options = page.locator("[role='listbox'] [role='option']")
+    options.first.wait_for(state="visible")
+    labels = [t.strip() for t in options.all_inner_texts()]
+    label = labels[(labels.index(current) + 1) % len(labels)] if current in labels else labels[0]
+    option = options.get_by_text(label, exact=True)
+    page.evaluate(ARM_JS, gen)
+    args = {"gen": gen, "runs": bs.runs(page), "charts": expect["charts"], "tables": expect["tables"]}
+    if before is not None:
+        before()
+    option.click()
+    return _wait_all_redrawn(page, args, f"changing the attention kind to {label}", timeout=60_000), label
+
+
+def view_cycles(views: list[str], start: str, cycles: int, first_step: int = 1) -> list[str]:
+    """`cycles` rotations through `views` from `start`: cycle k steps by the k-th step coprime to len(views)
+    (1, 2, 3, ... for 7 views), so it visits every view once and ends at `start`, and no switch stays on a view."""
+    n = len(views)
+    steps = [s for s in range(1, n) if math.gcd(s, n) == 1] or [0]
+    i, out = views.index(start), []
+    for k in range(cycles):
+        step = steps[(first_step - 1 + k) % len(steps)]
+        for _ in range(n):
+            i = (i + step) % n
+            out.append(views[i])
+    return out
+
+
+def checkpoint_config(folder: Path) -> dict:
+    """The checkpoint folder's config.json (layer and head counts for the layer/head walk)."""
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
