@@ -1,7 +1,7 @@
 """Figures built once and kept: `cached(builder, *args, **kwargs)` instead of `builder(*args, **kwargs)`.
 
-Building a Plotly figure is most of the cost of a page (a heatmap of all heads: ~70 ms of validation on this
-machine; sending a built one: ~10 ms). The key is the builder and the *content* of its arguments (arrays are
+Building a Plotly figure is most of the cost of a page (mostly Plotly's validation; sending a built one costs a
+small part of that). The key is the builder and the *content* of its arguments (arrays are
 hashed byte for byte, token lists and numbers as they are) plus the viz theme in force, so a cached figure is
 exactly the one the builder would return now: there is no list of dependencies to forget. One cache serves every
 session; its figures are never modified after building (Streamlit copies a figure before sending it).
@@ -63,23 +63,31 @@ class _FrozenDict(dict):
 
 class _Prebuilt(go.Figure):
     """What `st.plotly_chart` gets for a kept figure: Streamlit calls `to_dict()` (for a heatmap that walks every
-    hover label again, ~10 ms), reads the layout's width and height, and serialises the dict (answered by
+    hover label again), reads the layout's width and height, and serialises the dict (answered by
     _json). This empty figure hands over the kept dict instead."""
 
     def to_dict(self):
         return self._atlas_dict
 
 
+# Plotly's own function; `__wrapped__` keeps it found when this module runs again (a reload, a second import name).
+_plotly_to_json = getattr(plotly.io.to_json, "__wrapped__", plotly.io.to_json)
+
+
 def _json(fig, *args, **kwargs):
-    """plotly.io.to_json, answered from the kept JSON for a kept figure's dict (`st.plotly_chart` serialises
-    the figure again on every run: 70 ms for the Embeddings page's heatmaps of 256 dimensions with a hover
-    label per cell). Any other figure, or other arguments, goes to plotly as usual."""
+    """plotly.io.to_json for the whole process, answered from the kept JSON for a kept figure's dict only.
+
+    `st.plotly_chart` serialises the figure again on every run, which for a heatmap with a hover label per cell
+    (the Embeddings page's 256 dimensions) is a large part of a run. It calls
+    `plotly.io.to_json(fig.to_dict(), validate=False)` (tests/test_figcache_contract.py pins that call); only
+    that call with a kept figure's dict is answered here. Any other figure or any other arguments (even ones
+    that mean the same, such as `pretty=False`) go to Plotly's own function unchanged, and so does its result."""
     if type(fig) is _FrozenDict and not args and kwargs == {"validate": False}:
         return fig.json
     return _plotly_to_json(fig, *args, **kwargs)
 
 
-_plotly_to_json = plotly.io.to_json
+_json.__wrapped__ = _plotly_to_json
 plotly.io.to_json = _json  # Streamlit looks the function up on the module at every call
 
 
