@@ -1,11 +1,11 @@
-"""How quickly does the app respond in a real browser with a model of opus-mt size (issue 13)?
+"""How quickly does the app respond in a real browser with a model of opus-mt size?
 
     python benchmarks/bench_marian_browser.py [--repeats 10] [--page-cycles 2] [--max-len 20] [--torch-threads N]
 
 Builds bench_marian.py's model (random weights in our checkpoint format, shaped like Helsinki-NLP/opus-mt-de-en:
 6+6 layers, 8 heads, d_model 512, d_ff 2048, one shared vocabulary of 58,000 pieces, SentencePiece models trained
 here) into a temporary folder, starts `streamlit run app.py` on it and drives Debian's Chromium with Playwright,
-as bench_app.py does (its waits are reused):
+as bench_app.py does (the same waits, from app_walk.py):
   cold start   from starting the server process to the Attention view fully drawn in a fresh page (loading the
                296 MB folder and the first trace included); one server
   new sentence on the Attention view (cross-attention, layer 1, head 1), type a different sentence and press
@@ -18,7 +18,7 @@ as bench_app.py does (its waits are reused):
 Random weights never say </s>: every translation runs to the length limit, so the URL fixes it (--max-len 20,
 the length bench_marian.py decodes; the app's automatic limit would be 2 × source pieces + 10). The sentences
 are Multi30k-like captions of about 11 words, about 30 pieces under this piece model (counts in the results).
-Target (issue 13): new sentence ≤ 1.5 s median. Writes benchmarks/results/marian_browser.json.
+Target: new sentence ≤ 1.5 s median. Writes benchmarks/results/marian_browser.json.
 """
 from __future__ import annotations
 

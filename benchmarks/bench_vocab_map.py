@@ -1,4 +1,4 @@
-"""How long Chromium takes to draw the Embeddings page's vocabulary map, before and after issue 10.
+"""How long Chromium takes to draw the Embeddings page's vocabulary map: the previous design against the current one.
 
     python benchmarks/bench_vocab_map.py [--repeats 7] [--model multi30k-de-en] [--big 58000]
 
@@ -8,7 +8,7 @@ figure into a fresh div and waits two animation frames:
   density     viz.embeddings.vocab_map_figure: every entry counted into a grey density, the first
               1,000 entries as named dots, the sentence's words on top
 for the shipped model's source vocabulary, and for a random `--big`-entry vocabulary (an opus-mt-size
-one, issue 13). Results: benchmarks/results/vocab_map.json.
+one). Results: benchmarks/results/vocab_map.json.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
 Starts `streamlit run app.py`, opens each view in Debian's Chromium (Playwright) through a shareable
 link, waits until every chart is drawn, and writes docs/screenshots/<view>.png.
 
-`film_strip` is the README's frame strip of the training film (issue 12): the Training page at three frames
+`film_strip` is the README's frame strip of the training film: the Training page at three frames
 (1-based; 0 is the last), each the step line, the translation at that step and the heatmaps of every head of
 one decoder layer's cross-attention (`--strip-layer`) for the first probe sentence, cut from the page as the browser
 drew them and put one above the other into docs/screenshots/film_strip.png.

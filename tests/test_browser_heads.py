@@ -1,4 +1,4 @@
-"""Real-browser tests of issue 11: the Heads page reads a report, computes one in a background job that the page
+"""Real-browser tests of the Heads page: it reads a report, computes one in a background job that the page
 follows, and links a head to the Attention view (with Back returning); Decoding shows the step's attribution."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real-browser tests of issue 9's presenter mode and side by side, measured at a projector's 1280×720."""
+"""Real-browser tests of the presenter mode and side by side, measured at a projector's 1280×720."""
 from __future__ import annotations
 
 import urllib.parse
@@ -130,7 +130,8 @@ def test_side_by_side_of_two_models_draws_both_decodings(page, app_server):
 
 @pytest.mark.browser
 def test_forcing_a_candidate_inside_the_page_fragment_updates_the_header(page, app_server):
-    """Pages run as fragments (issue 10); a forced token changes the whole trace, so the app must run again."""
+    """Pages run as fragments (a widget reruns only its page); a forced token changes the whole trace, so the app
+    must run again."""
     open_app(page, app_server.link(view="Decoding", text=SENTENCE))
     wait_charts(page)
     header = page.locator("[data-testid='stMain'] h3").first.inner_text()

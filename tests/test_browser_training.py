@@ -1,4 +1,4 @@
-"""Real-browser test of the Training page (issue 12): the film of a model trained by model.train, frame by frame,
+"""Real-browser test of the Training page: the film of a model trained by model.train, frame by frame,
 and Play advancing the frames by itself."""
 from __future__ import annotations
 

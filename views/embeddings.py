@@ -97,7 +97,7 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
     c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
-    # Built and drawn only when asked for (issue 10: a chart nobody opened cost every visit of the page).
+    # Built and drawn only when asked for: a chart nobody opened would cost every visit of the page.
     if st.toggle("Show the token embeddings alone (tokens × dimensions)", key="emb_alone", persist_state="session"):
         chart(st, cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),
                   width="stretch", config=fig_config(ctx, f"embeddings_{side}_token-vectors"))

@@ -140,7 +140,7 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
     words) are drawn as dots that name themselves on hover. Points ``highlight_idx`` (e.g. the
     sentence's token ids) are always drawn large and labelled with ``highlight_labels``
     (default: their vocabulary tokens). Why not one WebGL scatter of every point: Chromium without a
-    GPU draws that in ~0.4 s, the density and dots in ~0.1 s (benchmarks/README.md).
+    GPU draws that several times slower than the density and dots (benchmarks/bench_vocab_map.py).
     """
     c = np.asarray(coords, dtype=np.float32)
     if c.ndim != 2 or c.shape[1] != 2 or c.shape[0] != len(vocab_tokens):
