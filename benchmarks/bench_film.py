@@ -8,7 +8,7 @@ Trains the shipped recipe's architecture on the first LIMIT Multi30k pairs (`pyt
 unlike the with/without difference, which is reported too. A short run has frames far denser than a real one
 (0, 25 and every epoch's end in a few dozen steps), so the script also projects the overhead of the
 shipped recipe (21 epochs, 3,710 steps: the frames the schedule gives, at the measured seconds per frame
-and per step). Target (issue 12): <= 5 % of training time.
+and per step). Target: <= 5 % of training time.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How quickly does the Training page switch film frames? (issue 12: ≤ 0.3 s median)
+"""How quickly does the Training page switch film frames? (target: ≤ 0.3 s median)
 
     python benchmarks/bench_film_page.py [--checkpoint-dir DIR --model NAME] [--repeats 20]
 
@@ -43,7 +43,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
     import browser_support as bs
-    from bench_app import ARM_JS, INPUT_CLOCK_JS, page_content
+    from app_walk import ARM_JS, INPUT_CLOCK_JS, page_content
 
     missing = bs.chromium_missing()
     if missing:

@@ -1,4 +1,4 @@
-"""How fast is a fully traced translation with a model of opus-mt size (issue 13)?
+"""How fast is a fully traced translation with a model of opus-mt size?
 
     python benchmarks/bench_marian.py [--repeats 10] [--threads 1]
 

@@ -7,7 +7,7 @@ with target=1.0: held-out exact match (200 sequences never seen in training) is 
 and the run stops once all are right. Reported: the step, wall seconds and process CPU seconds at that
 point (CPU time is what one idle core would take; wall time suffers on a busy machine), and the
 exact match of the stopped model on a second, independent draw of held-out sequences. The learning rate
-decays to 0 at DEFAULT_STEPS (the live budget) whether or not the run stops earlier. Targets (issue 12): copy and
+decays to 0 at DEFAULT_STEPS (the live budget) whether or not the run stops earlier. Targets: copy and
 reverse at 100 % within 30 s on one core; sort offered only if it reaches >= 90 % in the same budget.
 """
 from __future__ import annotations

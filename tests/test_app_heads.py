@@ -1,4 +1,4 @@
-"""AppTest of issue 11's pages: the Heads report card (computed from the page, read, broken, busy) and the
+"""AppTest of the head analysis pages: the Heads report card (computed from the page, read, broken, busy) and the
 Decoding view's attribution of the chosen step."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AppTest tests of issue 9's lecture kit: presenter mode and side by side (the browser tests measure the pixels)."""
+"""AppTest tests of the lecture kit: presenter mode and side by side (the browser tests measure the pixels)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""AppTest of issue 13's views side: an imported Marian model (built and imported inside the test) in every view,
+"""AppTest of the views with an imported Marian model (built and imported inside the test) in every view,
 labelled with its own languages, its SentencePiece pieces on the axes, its specials kept off the vocabulary map."""
 from __future__ import annotations
 

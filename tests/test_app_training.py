@@ -1,4 +1,4 @@
-"""AppTest of the Training page (issue 12): the film the trainer recorded, frame by frame, and a toy task
+"""AppTest of the Training page: the film the trainer recorded, frame by frame, and a toy task
 trained live and opened in the other views."""
 from __future__ import annotations
 

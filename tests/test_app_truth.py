@@ -1,4 +1,4 @@
-"""AppTest regression tests of issue 8: the header shows what the figures show, every choice is in the URL,
+"""AppTest regression tests: the header shows what the figures show, every choice is in the URL,
 claims are computed from the page's numbers, and pages say which decoding they draw."""
 from __future__ import annotations
 
@@ -246,7 +246,7 @@ def test_the_favicon_is_a_local_file():
 
 
 def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, translator):
-    """Beam search costs a third of a first visit of the page (issue 10): it runs when the toggle (URL dec_beam)
+    """Beam search costs a third of a first visit of the page: it runs when the toggle (URL dec_beam)
     says so, or when the figures already trace it, and then shows what Translator.translate(beam) gives."""
     from views.text import md_escape
 

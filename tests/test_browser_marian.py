@@ -1,4 +1,4 @@
-"""Real-browser tests of issue 13's views side: `streamlit run app.py` serving an imported Marian model (a random
+"""Real-browser tests of the views on a Marian model: `streamlit run app.py` serving an imported Marian model (a random
 MarianMTModel imported as French → English, built in the test by tests/test_app_marian.py's fixture), in Chromium.
 Every view draws without an exception, the Attention heatmap's axes carry the model's SentencePiece pieces and its
 own languages, and a new sentence redraws the axes with that sentence's pieces."""

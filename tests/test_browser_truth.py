@@ -1,4 +1,4 @@
-"""Real-browser regression tests of the defects a demanding user found (issue 8): the Back button, links that
+"""Real-browser regression tests of the defects a demanding user found: the Back button, links that
 restore every choice, and text cut off on screen (measured by element widths and tick-label boxes).
 """
 from __future__ import annotations

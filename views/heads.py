@@ -218,7 +218,7 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
                 for m, v in k["measures"].items() if m in MEASURES]
         if "best_offset" in k["measures"]:
             rows.append({"measure": "best offset (argmax)", "value": f"{k['measures']['best_offset'][layer][head]:+d}"})
-        # A Markdown table: it draws with the page (an st.dataframe is a canvas grid, ~0.2 s more to lay out)
+        # A Markdown table: it draws with the page (an st.dataframe is a canvas grid that takes longer to lay out)
         st.markdown("| measure | value |\n|---|---|\n" + "\n".join(
             f"| {md_escape(r['measure'])} | {r['value']} |" for r in rows))
         st.button("Open this head in the Attention view", key="heads_to_attention", on_click=_open_attention,
