@@ -35,8 +35,7 @@ if "atlas_warm" not in st.session_state:
         st.dataframe({"": []}, key="atlas-warm-table", hide_index=True)
 
 # The app's own imports come after the warm-up above, on purpose (pyproject.toml allows E402 in this file).
-from model.experiments import untrained_summary
-from model.export import file_stem
+from model.service import file_stem, untrained_summary
 from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
 from views.state import (
     COMPARE,
@@ -50,7 +49,7 @@ from views.state import (
     checkpoint_label,
     init_state,
     is_twin,
-    load_translator,
+    load_model,
     model_facts,
     sync_url,
     trace_json,
@@ -102,8 +101,8 @@ def _use_example() -> None:
 
 # The model is loaded before the sidebar (cached; an error is only reported further down), so that the sidebar
 # can name the languages of the model that is open.
-translator, error = load_translator(ss["ckpt"])
-langs = model_facts(ss["ckpt"])["langs"] if translator is not None else {"src": "source", "tgt": "target",
+model, error = load_model(ss["ckpt"])
+langs = model_facts(ss["ckpt"])["langs"] if model is not None else {"src": "source", "tgt": "target",
                                                                           "src_name": "source", "tgt_name": "target"}
 with st.sidebar:
     st.title("Attention Atlas")
@@ -228,7 +227,7 @@ if is_twin(ss["ckpt"]) and result.trace is not None:
     st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps],
                                         result.finished)))
 
-ctx = Context(key=ss["ckpt"], cfg=translator.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
+ctx = Context(key=ss["ckpt"], cfg=model.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
               shows=shows, facts=facts, present=ss["present"])
 if ss["compare"] != "off" and not comparing:
     st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")

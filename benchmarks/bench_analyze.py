@@ -1,4 +1,4 @@
-"""How long does the corpus head analysis (model/analyze.py) take on the Multi30k validation split?
+"""How long does the corpus head analysis (model/analysis/analyze.py) take on the Multi30k validation split?
 
     python benchmarks/bench_analyze.py [--checkpoint checkpoints/multi30k-de-en] [--threads N]
                                        [--batch-tokens N] [--pruning-limit N] [--ablation-limit N] [--write-report]
@@ -36,11 +36,11 @@ def main() -> int:
 
     import torch
 
-    from model import analyze as A
-    from model.checkpoint import CheckpointError
-    from model.data import DataError, find_file, read_parallel
-    from model.experiments import find_data_dir
-    from model.translator import Translator
+    from model.analysis import analyze as A
+    from model.analysis.experiments import find_data_dir
+    from model.inference.translator import Translator
+    from model.io.checkpoint import CheckpointError
+    from model.training.data import DataError, find_file, read_parallel
 
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)

@@ -30,7 +30,7 @@ def main() -> int:
 
     import torch
 
-    from model.attribution import DEFAULT_METHODS, METHODS, attribute
+    from model.analysis.attribution import DEFAULT_METHODS, METHODS, attribute
 
     translator = open_translator(args.checkpoint, args.threads)
     if translator is None:

@@ -54,7 +54,7 @@ def main() -> int:
     tr = open_translator(ROOT / "checkpoints" / args.model, threads=1)
     if tr is None:
         return 2
-    trace = tr.trace(SENTENCE).detached().trace
+    trace = tr.trace(SENTENCE).trace
     results, rows = {}, []
     for name, build in pages(trace).items():
         def once():

@@ -70,7 +70,7 @@ def main() -> int:
     tr = open_translator(ROOT / "checkpoints" / args.model, threads=1)
     if tr is None:
         return 2
-    trace = tr.trace(SENTENCE).detached().trace
+    trace = tr.trace(SENTENCE).trace
     cases = {}
     for kind in ("enc_self", "dec_self", "cross"):
         q, k = trace.axes(kind)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from common import ROOT, machine, table, verdict, write_results
-from model.film import is_film_step
+from model.training.film import is_film_step
 
 TARGET = 0.05
 RECIPE = {"epochs": 21, "steps": 3710}  # the shipped model's run (README model card)

@@ -51,7 +51,7 @@ def main() -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
-    from model.film import load_film
+    from model.training.film import load_film
 
     with tempfile.TemporaryDirectory(prefix="bench_film_page_") as tmp:
         root = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(tmp) / "ckpts"

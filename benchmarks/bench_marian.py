@@ -8,9 +8,9 @@ Builds, with random weights, a model shaped like Helsinki-NLP/opus-mt-de-en in o
 here on caption sentences (the vocabulary is filled up to 58,000 entries). It is saved to a temporary folder
 and loaded back as the app loads it, then it times, on one torch thread as the app uses per request:
   traced     Translator.trace(text): tokenize, encode, greedy decoding with every step recorded, the full trace;
-             the int8 draft (model/draft.py) guesses the tokens and the model's traced pass checks them, as in the app
+             the int8 draft (model/inference/draft.py) guesses the tokens, the model's traced pass checks them
   unaided    the same without the draft: float32 greedy steps, then the traced pass
-  +numpy     the same followed by .detached() (the trace as NumPy), which is what the app caches
+  +numpy     the same call again: the trace comes back as NumPy (what the app caches), so it equals traced
   untraced   Translator.translate(text): greedy, fused attention, no trace
   generator  one decoding step's largest read: a (1, 512) input times the (58000, 512) generator weight, in
              float32 and in bfloat16 (fastest and median of 40): the memory-bandwidth floor of a step, and the
@@ -40,10 +40,10 @@ def build_folder(folder: Path) -> None:
     import sentencepiece as spm
     import torch
 
-    from model.checkpoint import SRC_SPM, TGT_SPM, save_checkpoint
-    from model.config import ModelConfig
-    from model.transformer import EncoderDecoder
-    from model.vocab import Vocab
+    from model.io.checkpoint import SRC_SPM, TGT_SPM, save_checkpoint
+    from model.nn.config import ModelConfig
+    from model.nn.transformer import EncoderDecoder
+    from model.text.vocab import Vocab
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in (SRC_SPM, TGT_SPM):  # German both sides: only the shapes and the work matter here
@@ -81,7 +81,7 @@ def sentence_of_pieces(n: int, pieces) -> str:
 
 def count_checking_passes(tr, texts) -> list[int]:
     """Per sentence, how many traced teacher-forced passes a drafted trace ran (1: the draft guessed every token)."""
-    from model import decode
+    from model.inference import decode
 
     real, count = decode._teacher_forced, []
 
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="bench-marian-"))
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     rows = {
         "traced": summary(timed(lambda: tr.trace(text, max_len=OUT_TOKENS), args.repeats)),
         "traced unaided": summary(timed(lambda: unaided.trace(text, max_len=OUT_TOKENS), args.repeats)),
-        "traced+numpy": summary(timed(lambda: tr.trace(text, max_len=OUT_TOKENS).detached(), args.repeats)),
+        "traced+numpy": summary(timed(lambda: tr.trace(text, max_len=OUT_TOKENS), args.repeats)),
         "untraced": summary(timed(lambda: tr.translate(text, max_len=OUT_TOKENS), args.repeats)),
     }
     w = tr.model.generator.proj.weight.detach()  # (V, d): what every decoding step reads whole

@@ -4,7 +4,7 @@
 
 For source sentences of 5, 10, 20, 40 and 80 tokens it times
   traced     Translator.trace(text): tokenize, encode, greedy decoding with every step recorded, full trace
-  +numpy     the same followed by .detached() (the trace as NumPy), which is what the app caches
+  +numpy     the same call again: the trace comes back as NumPy (what the app caches), so it equals traced
   untraced   Translator.translate(text): greedy (beam 1), fused attention, no trace
   reference  torch.nn.Transformer of the same size (random weights, embeddings + generator), greedy decoding
              exactly as many steps as the untraced run made, no trace: what plain PyTorch costs (it has no
@@ -93,7 +93,7 @@ def main() -> int:
 
     import torch
 
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     translator = open_translator(args.checkpoint, args.threads)
     if translator is None:
@@ -110,7 +110,7 @@ def main() -> int:
     for n in LENGTHS:
         text = sentence_of_length(n, tok)
         traced, tr = timed(lambda: translator.trace(text), args.repeats)
-        detached, _ = timed(lambda: translator.trace(text).detached(), args.repeats)
+        detached, _ = timed(lambda: translator.trace(text), args.repeats)
         untraced, un = timed(lambda: translator.translate(text), args.repeats)
         steps = len(un.raw_tokens) + (1 if un.finished else 0)  # decoder passes, the <eos> step included
         src = torch.tensor([translator.prepare(text).ids])

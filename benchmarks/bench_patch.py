@@ -51,8 +51,8 @@ def main() -> int:
 
     import torch
 
-    from model.lens import logit_lens
-    from model.patch import knockout, patching
+    from model.analysis.lens import logit_lens
+    from model.analysis.patch import knockout, patching
 
     translator = open_translator(args.checkpoint, args.threads, draft=False)
     if translator is None:

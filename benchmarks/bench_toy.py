@@ -20,7 +20,7 @@ import time
 import torch
 
 from common import machine, table, write_results
-from model import toy
+from model.training import toy
 
 BUDGET_S = 30.0
 

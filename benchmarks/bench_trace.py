@@ -1,5 +1,5 @@
 """How long does the app's trace of one sentence take (greedy decoding, every step recorded), with and without the
-model's int8 draft (model/draft.py)?
+model's int8 draft (model/inference/draft.py)?
 
     python benchmarks/bench_trace.py [--model multi30k-de-en] [--sentences 12] [--repeats 5]
 
@@ -26,7 +26,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
 
-    from model.draft import MIN_GENERATOR_BYTES, build_draft, worth_a_draft
+    from model.inference.draft import MIN_GENERATOR_BYTES, build_draft, worth_a_draft
 
     unaided = open_translator(ROOT / "checkpoints" / args.model, threads=1, draft=False)
     if unaided is None:

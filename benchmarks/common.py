@@ -125,8 +125,8 @@ def open_translator(checkpoint, threads: int | None = None, draft: bool | None =
     `draft`: as `Translator.from_checkpoint`'s (None: only where it pays, False: never, True: built now)."""
     import torch
 
-    from model.checkpoint import CheckpointError
-    from model.translator import Translator
+    from model.inference.translator import Translator
+    from model.io.checkpoint import CheckpointError
 
     if threads:
         torch.set_num_threads(threads)

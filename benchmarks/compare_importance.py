@@ -32,7 +32,7 @@ OLD_REV = "0a74625"  # the commit whose reports hold the per-batch importance
 
 def flat(importance: dict) -> tuple[list[tuple[str, int, int]], np.ndarray]:
     """(heads, values) over every kind, layer and head of a {kind: [layer][head]} grid."""
-    from model.analyze import KINDS
+    from model.analysis.analyze import KINDS
 
     heads = [(k, l, h) for k in KINDS for l, row in enumerate(importance[k]) for h in range(len(row))]
     return heads, np.array([importance[k][l][h] for k, l, h in heads], dtype=np.float64)
@@ -48,7 +48,7 @@ def name(head: tuple[str, int, int]) -> str:
 
 
 def compare_reports(rev: str) -> dict:
-    from model.analyze import KINDS
+    from model.analysis.analyze import KINDS
 
     out = {}
     for model in MODELS:
@@ -82,10 +82,10 @@ def batching(n: int, sizes: list[int], checkpoint: str) -> dict:
     """Importance of the first n val sentences with each batch size, per batch and per sentence."""
     import torch
 
-    from model import analyze as A
-    from model.data import find_file, read_parallel
-    from model.experiments import find_data_dir
-    from model.translator import Translator
+    from model.analysis import analyze as A
+    from model.analysis.experiments import find_data_dir
+    from model.inference.translator import Translator
+    from model.training.data import find_file, read_parallel
 
     folder, looked = find_data_dir("val")
     if folder is None:

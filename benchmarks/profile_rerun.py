@@ -18,8 +18,9 @@ import sys
 import time
 
 from common import ROOT, distinct_sentences
+from model import records
 
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
+VIEWS = [v for v in records.VIEWS if v not in ("Heads", "Training")]
 
 
 def main() -> int:

@@ -1,27 +1,20 @@
 """A from-scratch encoder-decoder Transformer that returns its own internals.
 
-Modules (paper vocabulary, "Attention Is All You Need"):
-- config.py      frozen ModelConfig, round-trips through config.json
-- attention.py   MultiHeadAttention with an explicit (traceable) and a fused path
-- layers.py      embeddings, positional encoding, feed-forward, encoder/decoder layers
-- transformer.py EncoderDecoder, Generator, masks
-- trace.py       the trace dataclasses that forward returns
-- vocab.py       Vocab that knows its special ids (<unk> <pad> <bos> <eos> at 0..3 for words)
-- tokenize.py    spaCy blank tokenizers and Moses detokenizer
-- pieces.py      SentencePiece: imported (Marian) models' tokenization, and training our own piece models
-- decode.py      one search loop: greedy (recorded, batched, from a forced prefix) and beam search
-- draft.py       an int8 copy of the decoder that guesses a recorded greedy decoding; the model checks every token
-- checkpoint.py  the checkpoint format: folders, per-epoch weights, averaging, metrics.json
-- import_marian.py  a Marian (opus-mt) model from transformers into the checkpoint format (CLI)
-- translator.py  text in, translation + trace out (what the app and the CLI use)
-- data.py, train.py, evaluate.py, translate.py  data loading and command lines
-- experiments.py numbers the pages state, computed from what the model recorded (NumPy in, NumPy out)
-- analyze.py     the head report over a corpus: per-head measures, importance, ablation, pruning curve (CLI)
-- attribution.py which source tokens each output token came from: rollout, relevance, input×gradient (CLI: faithfulness)
-- runtime.py     process-wide torch settings the app sets once
-- film.py        the training film: probe sentences traced at log-spaced steps (recorder, format, load_film)
-- toy.py         copy / reverse / sort of digit sequences, trained live by a 2-layer model (ToyTranslator)
-- distributed.py DistributedDataParallel under torchrun: ranks, batch shares, weight digests
+Rooms (paper vocabulary, "Attention Is All You Need"):
+- records.py    the plain data a page gets (Translation, Step, Source, SentenceTrace, Attribution), the attention
+                kinds and the page list; no torch
+- service.py    the one door pages use: load, trace, translate, teacher-force, attribute, facts, jobs
+- nn/           the network: config, attention (explicit and fused paths), layers (embeddings, positional
+                encoding, feed-forward, encoder/decoder layers), transformer (EncoderDecoder, masks), trace
+- text/         vocab, tokenize (spaCy blank + Moses), pieces (SentencePiece), language (the target-language hint)
+- inference/    decode (greedy, recorded, batched, forced, beam), draft (int8 guesser), translator (text in,
+                translation and trace out), runtime (process-wide torch settings)
+- analysis/     experiments (numbers the pages state), the head report (analyze: measures, importance, pruning),
+                attribution, patch (knockout and activation patching), lens (logit lens, contrast)
+- training/     data, train, evaluate, film (the training film), toy (digit tasks trained live), distributed
+- io/           checkpoint (the folder format), import_marian (opus-mt into that format), export (trace JSON)
+- translate.py, train.py, evaluate.py, analyze.py, attribution.py, patch.py, export.py, import_marian.py:
+                the command lines, `python -m model.<name>`
 
 Shape letters, the same in every module's shape comments:
     b    batch (sentences, or sentences × beams while searching)

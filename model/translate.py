@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-from .data import DataError, read_lines
-from .translator import Translator
+from model.inference.translator import Translator
+from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+from model.training.data import DataError, read_lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -368,7 +368,7 @@ def _train_with_film(out: Path, data: Path) -> None:
     """`filmed`: a 1-layer model trained 8 epochs on a 40-pair synthetic corpus by model.train, with its film."""
     import gzip
 
-    from model import train as train_cli
+    from model.training import train as train_cli
     from test_model_data import synthetic_corpus, train_args
 
     pairs = synthetic_corpus()
@@ -383,8 +383,8 @@ def _train_with_film(out: Path, data: Path) -> None:
 def _write_head_report(folder: Path) -> None:
     """The Heads page's report for the tiny model, over its own sentences (the untrained twin has none: the
     browser test computes that one from the page)."""
-    from model import analyze
-    from model.translator import Translator
+    from model.analysis import analyze
+    from model.inference.translator import Translator
     from tiny_checkpoint import ENGLISH, GERMAN
 
     report = analyze.analyze(Translator.from_checkpoint(folder), GERMAN, ENGLISH, name=folder.name)

@@ -45,8 +45,8 @@ def pairs():
 @pytest.fixture(scope="session")
 def vocabs():
     """(source vocab, target vocab) built from PAIRS with min_freq 1."""
-    from model.tokenize import tokenize
-    from model.vocab import Vocab
+    from model.text.tokenize import tokenize
+    from model.text.vocab import Vocab
 
     src = Vocab.build((tokenize(de, "de") for de, _ in PAIRS), min_freq=1)
     tgt = Vocab.build((tokenize(en, "en") for _, en in PAIRS), min_freq=1)
@@ -58,8 +58,8 @@ def make_model(vocabs):
     """Factory: a tiny EncoderDecoder in eval mode, seeded; keyword arguments override the config."""
     import torch
 
-    from model.config import ModelConfig
-    from model.transformer import EncoderDecoder
+    from model.nn.config import ModelConfig
+    from model.nn.transformer import EncoderDecoder
 
     torch.set_num_threads(1)
     sv, tv = vocabs
@@ -79,7 +79,7 @@ def tiny_model(make_model):
 
 
 def _encode_pairs(sv, tv):
-    from model.tokenize import tokenize
+    from model.text.tokenize import tokenize
 
     out = []
     for de, en in PAIRS:
@@ -99,7 +99,7 @@ def _trained(make_model, vocabs, encoded_pairs):
     import torch
     import torch.nn.functional as F
 
-    from model.data import collate
+    from model.training.data import collate
 
     sv, tv = vocabs
     model = make_model(seed=1)
@@ -126,7 +126,7 @@ def trained_model(_trained):
 
 @pytest.fixture
 def translator(trained_model, vocabs):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     sv, tv = vocabs
     return Translator(trained_model, sv, tv, {"note": "tiny test model"})
@@ -135,7 +135,7 @@ def translator(trained_model, vocabs):
 @pytest.fixture
 def checkpoint_dir(tmp_path, tiny_model, vocabs):
     """A complete checkpoint folder of the tiny model under tmp_path; returns (folder, model)."""
-    from model.checkpoint import save_checkpoint
+    from model.io.checkpoint import save_checkpoint
 
     sv, tv = vocabs
     folder = save_checkpoint(tmp_path / "ckpt", tiny_model, sv, tv, {"val": {"bleu": 1.5}, "note": "tiny"})

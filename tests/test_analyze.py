@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from model import analyze
-from model.analyze import head_roles, measure_head, rarest_positions, rarity_rank
-from model.vocab import Vocab
+from model.analysis import analyze
+from model.analysis.analyze import head_roles, measure_head, rarest_positions, rarity_rank
+from model.text.vocab import Vocab
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +136,7 @@ def test_offset_pattern_of_a_cross_head_is_relative_to_the_diagonal():
 # ----------------------------------------------------------------------------- the gate gradient
 
 def test_head_mask_gradient_equals_finite_differences(make_model, encoded_pairs, vocabs):
-    from model.data import collate
+    from model.training.data import collate
 
     sv, tv = vocabs
     model = make_model(seed=3).double()
@@ -171,7 +171,7 @@ def test_normalised_importance_follows_bertology():
 
 
 def test_pruning_curve_refines_the_count_where_bleu_drops_by_one_point(monkeypatch):
-    from model import evaluate
+    from model.training import evaluate
 
     class Fake:  # "translates" into the number of heads off; BLEU falls 0.6 per head
         tgt_lang = "en"
@@ -244,8 +244,8 @@ def test_cli_report_has_the_schema(tiny):
 
 def test_report_agrees_with_the_translators_teacher_forced_traces(tiny):
     """Confidence and entropy per head, recomputed sentence by sentence from Translator.teacher_forced."""
-    from model.tokenize import tokenize
-    from model.translator import Translator
+    from model.inference.translator import Translator
+    from model.text.tokenize import tokenize
 
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
@@ -282,7 +282,7 @@ def test_no_report_holds_a_machine_path(tiny):
 def test_importance_is_per_sentence_and_the_same_for_any_batching(tiny):
     """I_h = sum over sentences of |dL(x)/dxi_h| / target tokens: the CLI's batches of 40 padded tokens, one batch
     of all sentences, and one backward pass per sentence (gates shared by a batch of one) agree."""
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
@@ -308,8 +308,8 @@ def test_a_marian_models_start_query_counts_in_the_head_measures(tmp_path):
     Face's own attentions for the same sentences and references."""
     from transformers import MarianMTModel, MarianTokenizer
 
-    from model.import_marian import import_marian
-    from model.translator import Translator
+    from model.inference.translator import Translator
+    from model.io.import_marian import import_marian
     from tests.test_marian import DE, EN, build_marian, sentences
 
     import_marian(str(build_marian(tmp_path / "hf")), tmp_path / "ours")
@@ -331,7 +331,7 @@ def test_a_marian_models_start_query_counts_in_the_head_measures(tmp_path):
 
 
 def test_ablation_matches_forward_with_a_head_mask_and_changes_the_loss(tiny):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
@@ -355,7 +355,7 @@ def test_ablation_matches_forward_with_a_head_mask_and_changes_the_loss(tiny):
 
 
 def test_analyze_reports_progress_and_skips_empty_pairs(tiny):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     tr = Translator.from_checkpoint(tiny[0])
     seen = []
@@ -397,7 +397,7 @@ def test_a_read_only_checkpoint_falls_back_to_the_cache_folder(tiny, tmp_path, m
 
 
 def test_missing_validation_data_names_every_folder_looked_in(tiny, tmp_path, monkeypatch, capsys):
-    from model import experiments
+    from model.analysis import experiments
 
     looked = [tmp_path / "a", tmp_path / "b"]
     monkeypatch.setattr(experiments, "data_dir_candidates", lambda: looked)

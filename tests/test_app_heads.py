@@ -58,8 +58,8 @@ def wait_for_job(name: str, timeout: float = 90.0):
 
 
 def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
-    from model import analyze
-    from model.translator import Translator
+    from model.analysis import analyze
+    from model.inference.translator import Translator
 
     report_file = env["root"] / "demo" / "head_report.json"
     assert not report_file.exists()
@@ -118,8 +118,8 @@ def test_a_broken_report_gets_a_message_and_no_trace(env):
 
 
 def test_an_older_report_naming_a_server_path_shows_only_the_folder_and_file(env):
-    from model import analyze
-    from model.translator import Translator
+    from model.analysis import analyze
+    from model.inference.translator import Translator
 
     older = env["root"] / "older"
     shutil.copytree(env["root"] / "demo", older, dirs_exist_ok=True)
@@ -147,8 +147,8 @@ def test_only_one_heavy_job_at_a_time(env):
 
 
 def test_decoding_attribution_is_the_models_for_the_chosen_step(env):
-    from model.attribution import attribute
-    from model.translator import Translator
+    from model.analysis.attribution import attribute
+    from model.inference.translator import Translator
 
     at = run_app(view="Decoding", text=GERMAN[0], dec_step=2)
     assert not at.exception
@@ -166,7 +166,7 @@ def test_decoding_attribution_is_the_models_for_the_chosen_step(env):
 
 @pytest.mark.skipif(not (SHIPPED / "head_report.json").is_file(), reason="no shipped report")  # it ships
 def test_shipped_report_card_shows_the_reports_numbers():
-    from model import analyze
+    from model.analysis import analyze
 
     report = analyze.load_report(SHIPPED / "head_report.json")
     with serving(ROOT / "checkpoints", "multi30k-de-en"):
@@ -232,7 +232,7 @@ def assert_one_vocabulary(text: str, report: dict) -> None:
 
 
 def test_shipped_pruning_part_draws_the_reports_curves():
-    from model import analyze
+    from model.analysis import analyze
 
     report = analyze.load_report(SHIPPED / "head_report.json")
     with serving(ROOT / "checkpoints", "multi30k-de-en"):

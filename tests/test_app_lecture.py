@@ -6,12 +6,13 @@ import json
 import numpy as np
 import pytest
 
+from model import records
 from tests.app_support import array, demo_checkpoints, font_sizes, run_app
 from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]
 OTHER = GERMAN[0]
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding"]
+VIEWS = [v for v in records.VIEWS if v not in ("Heads", "Training")]
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def checkpoints(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def translator(checkpoints):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     return Translator.from_checkpoint(checkpoints / "demo")
 
@@ -83,7 +84,7 @@ def test_side_by_side_two_sentences_draws_each_with_its_own_axes(checkpoints, tr
                  focus="all heads of the layer")
     assert not at.exception, [e.value for e in at.exception]
     fig = spec(at.get("plotly_chart")[0])
-    a, b = translator.trace(SENTENCE).detached(), translator.trace(OTHER).detached()
+    a, b = translator.trace(SENTENCE), translator.trace(OTHER)
     heads = translator.cfg.n_heads
     layout = fig["layout"]
     # Column 1 holds A's heads, column 2 B's: x axes alternate A, B, A, B ... with each side's source tokens.
@@ -107,7 +108,7 @@ def test_side_by_side_two_models_on_decoding_shows_each_models_own_step(checkpoi
     at = run_app(view="Decoding", text=SENTENCE, compare="model", ckpt2="demo:untrained", dec_step=1)
     assert not at.exception, [e.value for e in at.exception]
     twin = translator.untrained_twin(seed=0)
-    a, b = translator.trace(SENTENCE).detached(), twin.trace(SENTENCE).detached()
+    a, b = translator.trace(SENTENCE), twin.trace(SENTENCE)
     charts = {c.proto.id: spec(c) for c in at.get("plotly_chart")}
     titles = [s["layout"]["title"]["text"] for s in charts.values()]
     assert any(t.startswith("A, step 1: candidates") for t in titles)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from model import records
 from tests.app_support import run_app, serving, visible_text
 
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding",
-         "Heads", "Training"]
+VIEWS = list(records.VIEWS)
 TEXT = "Der Hund läuft im Park."
 
 
@@ -19,7 +19,7 @@ def marian_root(tmp_path_factory):
     label the pages show must come from the model's config, not from the shipped model's German → English."""
     import torch
 
-    from model.import_marian import import_marian
+    from model.io.import_marian import import_marian
     from tests.test_marian import build_marian
 
     threads = torch.get_num_threads()
@@ -43,7 +43,7 @@ def test_every_view_draws_an_imported_model(marian_root, view):
 
 
 def test_axes_show_pieces_with_their_word_start_mark_and_kinds_name_the_languages(marian_root):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     tr = Translator.from_checkpoint(marian_root / "tiny-marian")
     pieces = tr.prepare(TEXT).axis_tokens
@@ -60,7 +60,7 @@ def test_axes_show_pieces_with_their_word_start_mark_and_kinds_name_the_language
 
 
 def test_the_vocabulary_map_leaves_out_marians_specials(marian_root):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     tr = Translator.from_checkpoint(marian_root / "tiny-marian")
     itos = tr.src_vocab.itos

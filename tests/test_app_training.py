@@ -17,7 +17,7 @@ def root(tmp_path_factory):
     """The demo model (no film) and `filmed`, a 1-layer model trained 8 epochs on 40 pairs with its film."""
     import torch
 
-    from model import train as train_cli
+    from model.training import train as train_cli
     from tests.test_model_data import synthetic_corpus, train_args
 
     data = tmp_path_factory.mktemp("training_data")
@@ -41,7 +41,7 @@ def chart(at, key: str) -> dict:
 
 
 def test_the_film_draws_the_recorded_frame(root):
-    from model.film import load_film, mean_entropy
+    from model.training.film import load_film, mean_entropy
 
     film = load_film(root / "filmed")
     at = run_app(view="Training", ckpt="filmed", kind="cross", layer=1, film_probe=2, film_frame=1)
@@ -96,10 +96,11 @@ def test_a_toy_task_trained_live_opens_in_the_decoding_view(root):
     assert not at.exception
     key = at.session_state["ckpt"]
     assert key.startswith("toy:reverse:") and at.session_state["view"] == "Decoding"
-    from views.state import load_translator
+    from model import service
+    from views.state import load_model
 
-    tr, _ = load_translator(key)
-    expected = tr.translate("3 1 4 1 5 9 2 6").text
+    toy, _ = load_model(key)
+    expected = service.translate(toy, "3 1 4 1 5 9 2 6").text
     assert expected in visible_text(at).replace("\\", "")  # the header shows this model's own translation
     # Another session does not have it unless it has the link; a link to a toy the server no longer has says so.
     at = run_app(view="Decoding", ckpt="toy:copy:00000000")

@@ -22,7 +22,7 @@ def checkpoints(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def translator(checkpoints):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     return Translator.from_checkpoint(checkpoints / "demo")
 
@@ -199,7 +199,7 @@ def test_heads_can_be_switched_off_in_several_layers_and_kinds(checkpoints):
 
 
 def test_validation_bleu_says_where_it_looked(checkpoints, monkeypatch, tmp_path):
-    from model import experiments
+    from model.analysis import experiments
 
     monkeypatch.setattr(experiments, "data_dir_candidates", lambda: [tmp_path / "a", tmp_path / "b"])
     at = run_app(view="Attention", text=SENTENCE, off="cross-1-1")
@@ -303,10 +303,11 @@ def test_training_header_names_the_film_of_a_model_that_has_one(monkeypatch):
 @pytest.fixture
 def toy_key():
     """A toy model kept on the server as if trained on the Training page (random weights: what it says must hold)."""
-    from model import toy
+    from model import service
+    from model.training import toy
     from views import state
 
-    return state.keep_toy("copy", toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy"))
+    return state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
 
 
 def test_a_toy_on_the_masks_page_is_batched_with_digits_and_measured_against_its_task(toy_key):

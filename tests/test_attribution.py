@@ -1,4 +1,4 @@
-"""model/attribution.py: the rules by hand, the gradient methods on tiny models, the faithfulness command line."""
+"""model.analysis.attribution: the rules by hand, the gradient methods on tiny models, the faithfulness command line."""
 from __future__ import annotations
 
 import copy
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from model.attribution import (
+from model.analysis.attribution import (
     DEFAULT_METHODS,
     METHODS,
     SCHEMA,
@@ -117,7 +117,7 @@ def torch_equal(a, b) -> bool:
 
 
 def test_parameters_that_require_grad_get_none(make_model, vocabs):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     sv, tv = vocabs
     translator = Translator(make_model(), sv, tv)
@@ -249,9 +249,9 @@ def test_faithfulness_command_line(tmp_path, capsys):
 def test_faithfulness_command_line_errors(tmp_path, capsys, monkeypatch):
     assert main(["--src", str(tmp_path / "missing.de"), "--out", str(tmp_path / "x.json")]) == 2
     assert "missing.de" in capsys.readouterr().err
-    import model.experiments
+    import model.analysis.experiments
 
-    monkeypatch.setattr(model.experiments, "find_data_dir", lambda split="val": (None, [tmp_path / "nowhere"]))
+    monkeypatch.setattr(model.analysis.experiments, "find_data_dir", lambda split="val": (None, [tmp_path / "nowhere"]))
     assert main(["--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no Multi30k validation split") and "\n" not in err

@@ -6,7 +6,6 @@ Screenshots of every view go to artifacts/screenshots/.
 """
 from __future__ import annotations
 
-import ast
 import shutil
 import urllib.parse
 from pathlib import Path
@@ -34,18 +33,9 @@ from browser_support import (
     wait_new_run,
     widget,
 )
+from model import records
 
-
-def _views() -> list[str]:
-    """The sidebar's views, read from views/state.py without importing it (no Streamlit at collection time)."""
-    tree = ast.parse((Path(__file__).resolve().parent.parent / "views" / "state.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "VIEWS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise LookupError("VIEWS not found in views/state.py")
-
-
-VIEWS = _views()  # Overview, Embeddings, Positional encoding, Attention, Inside one head, Masks, Decoding
+VIEWS = list(records.VIEWS)  # every page, in the sidebar's order
 SENTENCE = "Zwei Hunde spielen im Schnee mit einem Spielzeug."
 SOURCE_LINE = f"{MAIN} h4"  # the first one is the "#### DE tokens" line above every view
 
@@ -198,7 +188,7 @@ def test_sixteen_concurrent_sessions_each_see_their_own_translation_and_attentio
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     translator = Translator.from_checkpoint(app_server.checkpoint_dir / "demo")
     words = ["Hund", "Schnee", "Mann", "Sofa", "Gras", "Spielzeug", "Raum", "Hunde"]

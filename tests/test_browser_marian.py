@@ -54,7 +54,7 @@ def marian_page(chromium, marian_server):
 
 @pytest.fixture(scope="module")
 def translator(marian_root):  # noqa: F811
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     return Translator.from_checkpoint(marian_root / MODEL)
 

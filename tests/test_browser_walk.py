@@ -18,6 +18,7 @@ from browser_support import (
     wait_new_run,
     widget,
 )
+from model import records
 
 SENTENCE = "Ein Mann fährt Fahrrad."
 
@@ -90,8 +91,7 @@ CHANGES = [
     ("Training", lambda pg: click_radio(pg, "toy_task", 1), "toy_task", "reverse",
      lambda pg: radio_index(pg, "toy_task") == 1),
 ]
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding",
-         "Heads", "Training"]
+VIEWS = list(records.VIEWS)
 
 
 @pytest.mark.browser

@@ -50,7 +50,7 @@ def run_many(n: int, module: str, args_of) -> list[subprocess.CompletedProcess]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(tiny checkpoint folder, German file, English file, its Translator)."""
-    from model.translator import Translator
+    from model.inference.translator import Translator
     from tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("cli")
@@ -142,9 +142,9 @@ def test_translate_file_keeps_to_max_len_in_process(tiny, capsys):
 @pytest.mark.checkpoint
 def test_export_exits_0_every_time_and_writes_the_trace(tmp_path):
     """The shipped checkpoint's first trace starts the draft thread: every process must still exit 0."""
-    from model.checkpoint import DEFAULT_CHECKPOINT
-    from model.export import SCHEMA
-    from model.translator import Translator
+    from model.inference.translator import Translator
+    from model.io.checkpoint import DEFAULT_CHECKPOINT
+    from model.io.export import SCHEMA
 
     sentence = "Ein Hund läuft im Schnee."
     expected = Translator.from_checkpoint(DEFAULT_CHECKPOINT, draft=False).trace(sentence)
@@ -152,7 +152,7 @@ def test_export_exits_0_every_time_and_writes_the_trace(tmp_path):
     for i in range(MANY):
         data = json.loads((tmp_path / f"{i}.json").read_text(encoding="utf-8"))
         assert data["schema"] == SCHEMA and data["translation"] == expected.text
-        assert data["tgt_tokens"] == expected.sentence_trace().tgt_tokens
+        assert data["tgt_tokens"] == expected.trace.tgt_tokens
         assert len(data["cross"][0][0]) == len(data["tgt_tokens"])
 
 
@@ -172,7 +172,7 @@ def test_translate_file_exits_0_every_time_and_keeps_to_max_len(tiny):
 
 @pytest.mark.slow
 def test_analyze_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
-    from model.analyze import SCHEMA
+    from model.analysis.analyze import SCHEMA
 
     folder, de, en, tr = tiny
     procs = run_many(FEW, "analyze", lambda i: ["--checkpoint", folder, "--src", de, "--ref", en,
@@ -187,7 +187,7 @@ def test_analyze_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
 
 @pytest.mark.slow
 def test_attribution_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
-    from model.attribution import SCHEMA
+    from model.analysis.attribution import SCHEMA
 
     folder, de, _, _ = tiny
     procs = run_many(FEW, "attribution", lambda i: ["--checkpoint", folder, "--src", de, "--limit", 2, "--ks", 1,
@@ -201,7 +201,7 @@ def test_attribution_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_exits_0_every_time_and_scores_the_translations(tiny, tmp_path):
-    from model.evaluate import bleu_scores
+    from model.training.evaluate import bleu_scores
 
     folder, de, en, tr = tiny
     src, ref = de.read_text().splitlines(), en.read_text().splitlines()
@@ -217,7 +217,7 @@ def test_evaluate_exits_0_every_time_and_scores_the_translations(tiny, tmp_path)
 def test_import_marian_exits_0_every_time_and_writes_a_checkpoint(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
-    from model.translator import Translator
+    from model.inference.translator import Translator
     from test_marian import SENTENCES, build_marian
 
     marian = build_marian(tmp_path / "hf")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.layers import sinusoidal_encoding as model_pe
+from model.nn.layers import sinusoidal_encoding as model_pe
 from viz.positional import sinusoidal_encoding as viz_pe
 
 

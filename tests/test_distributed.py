@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from model.checkpoint import load_checkpoint
-from model.distributed import Ranks, share, weights_digest
+from model.io.checkpoint import load_checkpoint
+from model.training.distributed import Ranks, share, weights_digest
 from test_film import film_args, write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_two_ranks_train_to_identical_weights_and_write_one_checkpoint(two_ranks
 
 def test_each_rank_takes_half_the_batches(two_ranks, corpus, tmp_path):
     _, out, _ = two_ranks
-    from model import train as train_cli
+    from model.training import train as train_cli
 
     single = tmp_path / "one"
     assert train_cli.main(film_args(corpus, single, 1, "--no-film")) == 0

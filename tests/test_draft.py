@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from model import decode
-from model.config import ModelConfig
-from model.decode import greedy_decode
-from model.draft import MIN_GENERATOR_BYTES, Draft, build_draft, quantization_available, worth_a_draft
-from model.transformer import EncoderDecoder
-from model.translator import Translator
+from model.inference import decode
+from model.inference.decode import greedy_decode
+from model.inference.draft import MIN_GENERATOR_BYTES, Draft, build_draft, quantization_available, worth_a_draft
+from model.inference.translator import Translator
+from model.nn.config import ModelConfig
+from model.nn.transformer import EncoderDecoder
 from test_model_decode import BOS, EOS, check_result_trace, check_steps_against_teacher_forcing, src_tensor
 
 pytestmark = pytest.mark.skipif(not quantization_available(), reason="this torch has no int8 engine")
@@ -112,7 +112,7 @@ def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
         a, b = translator.trace(de), drafted.trace(de)
         assert a.raw_tokens == b.raw_tokens and a.text == b.text
         assert [s.top_tokens for s in a.steps] == [s.top_tokens for s in b.steps]
-        np.testing.assert_allclose(a.sentence_trace().log_probs, b.sentence_trace().log_probs, atol=1e-5)
+        np.testing.assert_allclose(a.trace.log_probs, b.trace.log_probs, atol=1e-5)
 
 
 def test_only_a_trace_starts_building_the_draft(translator, pairs, monkeypatch):
@@ -120,7 +120,7 @@ def test_only_a_trace_starts_building_the_draft(translator, pairs, monkeypatch):
     traces before and after the draft is there give the same result."""
     import time
 
-    from model import draft as draft_module
+    from model.inference import draft as draft_module
 
     monkeypatch.setattr(draft_module, "MIN_GENERATOR_BYTES", 0)  # the tiny test model "wants" one now
     tr = Translator(translator.model, translator.src_vocab, translator.tgt_vocab)

@@ -1,4 +1,4 @@
-"""The numbers pages state (model/experiments.py), on hand-made arrays with known answers."""
+"""The numbers pages state (model/analysis/experiments.py), on hand-made arrays with known answers."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from model import experiments as ex
+from model.analysis import experiments as ex
+from model.text import language
 
 
 def test_entropy_of_uniform_and_one_hot_rows():
@@ -79,18 +80,18 @@ def test_causal_summary_of_a_model_that_gains_without_the_mask_says_so():
 
 def test_looks_like_target_language():
     tgt = {"a", "dog", "runs", "in", "the", "snow", "."}
-    assert ex.looks_like_target_language(["A", "dog", "runs", "in", "the", "snow", "."],
+    assert language.looks_like_target_language(["A", "dog", "runs", "in", "the", "snow", "."],
                                          [False, False, False, True, False, False, True], tgt)
-    assert not ex.looks_like_target_language(["Ein", "Hund", "läuft", "."], [True, True, True, True], tgt)
-    assert not ex.looks_like_target_language(["dog"], [False], tgt)
+    assert not language.looks_like_target_language(["Ein", "Hund", "läuft", "."], [True, True, True, True], tgt)
+    assert not language.looks_like_target_language(["dog"], [False], tgt)
 
 
 def test_pieces_look_like_target_language():
     # (pieces, summed log-probabilities) as the shipped piece models read these texts
-    assert ex.pieces_look_like_target_language(6, (14, -100.7), (7, -32.6))  # "A dog runs in the snow."
-    assert not ex.pieces_look_like_target_language(5, (6, -30.2), (14, -117.7))  # "Ein Hund läuft im Schnee."
-    assert not ex.pieces_look_like_target_language(2, (2, -15.7), (2, -10.3))  # "man hat": as short in both
-    assert not ex.pieces_look_like_target_language(1, (5, -50.0), (1, -5.0))  # one word is no evidence
+    assert language.pieces_look_like_target_language(6, (14, -100.7), (7, -32.6))  # "A dog runs in the snow."
+    assert not language.pieces_look_like_target_language(5, (6, -30.2), (14, -117.7))  # "Ein Hund läuft im Schnee."
+    assert not language.pieces_look_like_target_language(2, (2, -15.7), (2, -10.3))  # "man hat": as short in both
+    assert not language.pieces_look_like_target_language(1, (5, -50.0), (1, -5.0))  # one word is no evidence
 
 
 def test_paired_bootstrap_identical_systems_and_a_clear_difference():
@@ -142,7 +143,7 @@ def test_run_causal_experiment_on_a_model(translator):
 
 
 def test_causal_table_shows_only_tokens_decoding_can_write():
-    """<bos> and <pad> are never generated (model/decode.py): a raw argmax on them is not the top shown."""
+    """<bos> and <pad> are never generated (model/inference/decode.py): a raw argmax on them is not the top shown."""
     itos = ["<unk>", "<pad>", "<bos>", "<eos>", "a"]
     on = _lp([[0.1, 0.1, 0.5, 0.1, 0.2]])  # the raw argmax is <bos>
     off = _lp([[0.05, 0.6, 0.0, 0.05, 0.3]])  # and here <pad>
@@ -187,8 +188,8 @@ def test_the_model_own_greedy_output_is_its_top_prediction_everywhere(translator
 
 
 def test_causal_reference_names_what_it_teacher_forces(translator, make_model, vocabs, monkeypatch):
-    from model import toy
-    from model.translator import Translator
+    from model.inference.translator import Translator
+    from model.training import toy
 
     monkeypatch.setattr(ex, "reference_for", lambda text: "A man rides a bike in the snow .")
     assert ex.causal_reference(translator, "Ein Mann.", ["x"], True) == (

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from model import export
+from model.io import export
 from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
 
 
@@ -38,12 +38,12 @@ def test_cli_writes_the_schema(folder, tmp_path):
 
 
 def test_cli_file_equals_the_translators_trace(folder, tmp_path):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     out = tmp_path / "t.json"
     export.main([GERMAN[0], "--checkpoint", str(folder), "--out", str(out)])
     tr = Translator.from_checkpoint(folder)
-    direct = export.trace_dict(tr, tr.trace(GERMAN[0]).detached(), "demo")
+    direct = export.trace_dict(tr, tr.trace(GERMAN[0]), "demo")
     assert json.loads(out.read_text(encoding="utf-8")) == json.loads(export.to_json(direct))
     assert direct["translation"] == tr.translate(GERMAN[0]).text
 

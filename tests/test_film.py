@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from model import train as train_cli
-from model.film import (
+from model.training import train as train_cli
+from model.training.film import (
     APP_EXAMPLES,
     KINDS,
     SCHEMA,
@@ -62,11 +62,14 @@ def test_schedule_is_log_spaced():
 
 
 def test_app_examples_are_the_pages_examples():
-    """One list: the app's example sentences are the film's first probes (views/state.py takes model/film.py's)."""
+    """One list: the app's example sentences are the film's first probes (views/state.py takes the film's)."""
     tree = ast.parse((ROOT / "views" / "state.py").read_text(encoding="utf-8"))
     found = [node.value for node in ast.walk(tree)
              if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EXAMPLES" for t in node.targets)]
-    assert len(found) == 1 and isinstance(found[0], ast.Name) and found[0].id == "APP_EXAMPLES"
+    assert len(found) == 1 and ast.unparse(found[0]) == "service.APP_EXAMPLES"
+    from model import service
+
+    assert service.APP_EXAMPLES is APP_EXAMPLES
     assert len(APP_EXAMPLES) == 6 and all(s.startswith(("Ein", "Zwei")) for s in APP_EXAMPLES)
 
 

@@ -31,7 +31,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def files(package: str) -> list[Path]:
-    return sorted((ROOT / package).glob("*.py")) + ([ROOT / "app.py"] if package == "views" else [])
+    return sorted((ROOT / package).rglob("*.py")) + ([ROOT / "app.py"] if package == "views" else [])
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

@@ -1,4 +1,4 @@
-"""The Marian importer (model/import_marian.py) against transformers' own MarianMTModel and MarianTokenizer.
+"""The Marian importer (model/io/import_marian.py) against transformers' own MarianMTModel and MarianTokenizer.
 
 Everything is built here: SentencePiece models trained on generated sentences, a MarianTokenizer made
 from them, a small MarianMTModel with random weights (every parameter randomised, the final logits
@@ -19,9 +19,9 @@ torch = pytest.importorskip("torch")
 spm = pytest.importorskip("sentencepiece")
 transformers = pytest.importorskip("transformers")
 
-from model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
-from model.import_marian import ImportRefused, import_marian, main  # noqa: E402
-from model.translator import Translator  # noqa: E402
+from model.inference.translator import Translator  # noqa: E402
+from model.io.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from model.io.import_marian import ImportRefused, import_marian, main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DE = ("der die das ein eine Hund Katze Mann Frau Kind läuft spielt liest schläft im Park Schnee Haus "
@@ -176,7 +176,7 @@ def test_greedy_output_equals_generate(imported):
 def test_trace_attention_and_steps_match(imported):
     hf, _, tr, _ = imported
     r = tr.trace(SENTENCES[-2])
-    st = r.sentence_trace()
+    st = r.trace
     assert st.tgt_tokens[0] == "<pad>" and st.src_tokens[-1] == "</s>"
     assert any(t.startswith("\u2581") for t in st.src_tokens)  # pieces keep their visible word-start mark
     out = _hf_pass(hf, r.source.ids, [tr.cfg.decoder_start_idx] + tr.tgt_vocab.encode(r.raw_tokens))
@@ -186,7 +186,7 @@ def test_trace_attention_and_steps_match(imported):
 
 
 def test_export_trace_has_the_originals_attention(imported, tmp_path):
-    from model import export
+    from model.io import export
 
     hf, _, tr, root = imported
     path = tmp_path / "trace.json"
@@ -299,8 +299,8 @@ def test_app_start_up_never_imports_transformers_and_a_word_model_needs_no_sente
     code = ("import sys\n"
             "from views import attention, compare, decoding, embeddings, head, heads, masks, overview, "
             "positional, state\n"
-            "import model, model.export, model.import_marian\n"
-            "from model.translator import Translator\n"
+            "import model, model.io.export, model.io.import_marian\n"
+            "from model.inference.translator import Translator\n"
             "loaded = lambda: ('transformers' in sys.modules, 'sentencepiece' in sys.modules)\n"
             "print(*loaded())\n"
             f"Translator.from_checkpoint({str(words)!r}).translate('Ein Hund läuft.')\n"
@@ -320,7 +320,7 @@ CONFIG_V1 = {"format_version": 1, "src_vocab_size": 8012, "tgt_vocab_size": 6190
 
 
 def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
-    from model.config import FORMAT_VERSION, ModelConfig
+    from model.nn.config import FORMAT_VERSION, ModelConfig
 
     v1 = dict(CONFIG_V1)
     assert FORMAT_VERSION == 2
@@ -339,10 +339,10 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
 def test_shared_embeddings_are_stored_once_and_reload_tied(tmp_path):
     from safetensors.torch import load_file
 
-    from model.checkpoint import WEIGHTS, save_checkpoint
-    from model.config import ModelConfig
-    from model.transformer import EncoderDecoder
-    from model.vocab import Vocab
+    from model.io.checkpoint import WEIGHTS, save_checkpoint
+    from model.nn.config import ModelConfig
+    from model.nn.transformer import EncoderDecoder
+    from model.text.vocab import Vocab
 
     itos = ["</s>", "<unk>", "▁a", "b", "<pad>"]
     v = Vocab(itos, {"unk": "<unk>", "pad": "<pad>", "bos": "<pad>", "eos": "</s>"})

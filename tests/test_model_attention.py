@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from model.attention import MultiHeadAttention
-from model.tokenize import tokenize
-from model.trace import AttentionTrace, EmbeddingTrace, Trace
-from model.transformer import make_src_mask, make_tgt_mask, subsequent_mask
+from model.nn.attention import MultiHeadAttention
+from model.nn.trace import AttentionTrace, EmbeddingTrace, Trace
+from model.nn.transformer import make_src_mask, make_tgt_mask, subsequent_mask
+from model.text.tokenize import tokenize
 
 torch.set_num_threads(1)
 

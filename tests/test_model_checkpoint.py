@@ -10,7 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.checkpoint import (
+from model.inference.translator import Translator
+from model.io.checkpoint import (
     CONFIG,
     METRICS,
     REQUIRED,
@@ -26,8 +27,7 @@ from model.checkpoint import (
     save_weights,
     write_metrics,
 )
-from model.config import FORMAT_VERSION, ModelConfig
-from model.translator import Translator
+from model.nn.config import FORMAT_VERSION, ModelConfig
 
 torch.set_num_threads(1)
 

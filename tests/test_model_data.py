@@ -10,10 +10,10 @@ import pytest
 import sacrebleu
 import torch
 
-from model import evaluate as evaluate_cli
-from model import train as train_cli
-from model.checkpoint import load_checkpoint, save_checkpoint
-from model.data import DataError, collate, find_file, read_lines, read_parallel, read_split, token_batches
+from model.io.checkpoint import load_checkpoint, save_checkpoint
+from model.training import evaluate as evaluate_cli
+from model.training import train as train_cli
+from model.training.data import DataError, collate, find_file, read_lines, read_parallel, read_split, token_batches
 
 torch.set_num_threads(1)
 
@@ -280,7 +280,7 @@ def test_lr_schedule():
 @pytest.mark.parametrize("tie", ["--tie-weights", "--no-tie"])
 def test_train_averages_epochs_tied_or_untied(data_dir, tmp_path, tie):
     """--no-tie used to crash at the end: the per-epoch files dropped the untied generator matrix."""
-    from model.checkpoint import average_weights
+    from model.io.checkpoint import average_weights
 
     out = tmp_path / "ckpt"
     assert train_cli.main(train_args(data_dir, out, 3, tie, "--average-last", "2")) == 0
@@ -301,8 +301,8 @@ def test_train_averages_epochs_tied_or_untied(data_dir, tmp_path, tie):
 def test_every_config_field_has_a_flag_with_the_configs_default():
     import dataclasses
 
-    from model.config import ModelConfig
-    from model.vocab import Vocab
+    from model.nn.config import ModelConfig
+    from model.text.vocab import Vocab
 
     base = ["--data-dir", "d", "--out", "o"]
     args = train_cli.parse_args(base)
@@ -334,7 +334,7 @@ def test_train_reports_an_impossible_config(data_dir, tmp_path, capsys):
 @pytest.mark.parametrize("flags, copy", [([], True), (["--unk", "copy"], True), (["--unk", "keep"], False),
                                          (["--no-unk-replace"], False)])
 def test_evaluate_unk_option(tmp_path, capsys, monkeypatch, checkpoint_dir, flags, copy):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     folder, _ = checkpoint_dir
     seen = {}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.decode import (
+from model.inference.decode import (
     allowed_log_probs,
     beam_search,
     greedy_decode,
@@ -17,8 +17,8 @@ from model.decode import (
     length_penalty,
     search,
 )
-from model.tokenize import tokenize
-from model.translator import Translator
+from model.inference.translator import Translator
+from model.text.tokenize import tokenize
 
 torch.set_num_threads(1)
 
@@ -168,8 +168,8 @@ def test_translator_trace_with_prefix_words(translator, pairs):
     assert full.text == pairs[0][1] and full.finished
     assert len(full.steps) == len(full.raw_tokens) + 1
     assert full.decoder_input == ["<bos>"] + full.raw_tokens
-    for rec in full.trace.dec_self:
-        assert rec.probs.shape[2] == len(full.decoder_input)
+    for layer in full.trace.attn["dec_self"]:
+        assert layer["probs"].shape[1] == len(full.decoder_input)  # (h, i, j)
     forced = translator.trace(pairs[0][0], prefix=["A", "woman"])
     assert forced.raw_tokens[:2] == ["A", "woman"]
     assert [s.forced for s in forced.steps[:2]] == [True, True]
@@ -223,7 +223,7 @@ def half_trained(make_model, vocabs, encoded_pairs):
     """A weakly trained model (uncertain, so beam search has something to find)."""
     import torch.nn.functional as F
 
-    from model.data import collate
+    from model.training.data import collate
 
     sv, tv = vocabs
     model = make_model(seed=4)
@@ -328,8 +328,8 @@ def test_untrained_twin_is_fixed_and_leaves_the_global_rng_alone(translator, pai
 
 def test_incremental_cached_steps_equal_teacher_forced_pass(trained_model, tiny_model, vocabs, pairs):
     """decode_step with the key/value cache gives, position by position, the teacher-forced distributions."""
-    from model.decode import decode_step
-    from model.transformer import make_src_mask
+    from model.inference.decode import decode_step
+    from model.nn.transformer import make_src_mask
 
     sv, _ = vocabs
     for model in (trained_model, tiny_model):
@@ -350,8 +350,8 @@ def test_incremental_cached_steps_equal_teacher_forced_pass(trained_model, tiny_
 
 def test_reordered_cache_follows_the_selected_rows(trained_model, vocabs, pairs):
     """Beam search reorders cached keys/values; the result must equal decoding those rows afresh."""
-    from model.decode import decode_step
-    from model.transformer import make_src_mask, reorder_cache
+    from model.inference.decode import decode_step
+    from model.nn.transformer import make_src_mask, reorder_cache
 
     sv, _ = vocabs
     src = src_tensor(sv, pairs[0][0])

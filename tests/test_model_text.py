@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from model.tokenize import clean_text, detokenize, tokenize
-from model.translator import MAX_CHARS, MAX_SRC_TOKENS, Translation
-from model.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
+from model.inference.translator import MAX_CHARS, MAX_SRC_TOKENS, Translation
+from model.text.tokenize import clean_text, detokenize, tokenize
+from model.text.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 torch.set_num_threads(1)
 
@@ -156,7 +156,7 @@ def test_prepare_truncates_to_max_src_tokens(translator):
 
 
 def test_prepare_never_exceeds_the_models_max_len(make_model, vocabs):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     tr = Translator(make_model(max_len=10), *vocabs)
     src = tr.prepare("Ein Mann fährt Fahrrad . " * 5)
@@ -164,7 +164,7 @@ def test_prepare_never_exceeds_the_models_max_len(make_model, vocabs):
     t = tr.translate("Ein Mann fährt Fahrrad . " * 5)  # decodes without running past the positional table
     assert len(t.raw_tokens) <= 9
     traced = tr.trace("Ein Mann fährt Fahrrad . " * 5)
-    assert traced.trace.dec_self[0].probs.shape[2] <= 10
+    assert traced.trace.attn["dec_self"][0]["probs"].shape[1] <= 10  # (h, i, j)
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t ", "\u200b\u202e"])

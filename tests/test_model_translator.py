@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.tokenize import tokenize
-from model.transformer import EncoderDecoder
-from model.translator import LONGER_EXAMPLE, Source, Translator, replace_unknown
-from model.vocab import N_SPECIALS, SPECIALS, Vocab
+from model.inference.translator import LONGER_EXAMPLE, Source, Translator, replace_unknown
+from model.nn.config import ModelConfig
+from model.nn.transformer import EncoderDecoder
+from model.text.tokenize import tokenize
+from model.text.vocab import N_SPECIALS, SPECIALS, Vocab
 
 torch.set_num_threads(1)
 
@@ -106,7 +106,7 @@ def test_beam_translation_reports_finished_honestly(translator, pairs):
 
 
 def test_steps_carry_token_strings(translator, pairs):
-    res = translator.trace(pairs[0][0], prefix=["A", "woman"]).detached()
+    res = translator.trace(pairs[0][0], prefix=["A", "woman"])
     v = translator.tgt_vocab
     assert res.steps[0].prefix_tokens == ["<bos>"]
     for k, step in enumerate(res.steps):
@@ -228,8 +228,8 @@ def test_padded_batch_line_is_a_greedy_search_of_the_padded_sentence(translator,
 
     import torch
 
-    from model.decode import greedy_decode
-    from model.translator import Translator
+    from model.inference.decode import greedy_decode
+    from model.inference.translator import Translator
 
     # The shipped model too: without the mask its translation of a padded sentence changes (the tiny test model's
     # often does not), so the search after a disagreement is exercised as well.

@@ -1,4 +1,4 @@
-"""model/patch.py and model/lens.py: head knockout, activation patching, logit lens, contrastive attribution."""
+"""model.analysis.patch and lens: head knockout, activation patching, logit lens, contrastive attribution."""
 from __future__ import annotations
 
 import copy
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.attribution import attribute
-from model.lens import contrast, contrast_ids, logit_lens, logit_lens_ids
-from model.patch import (
+from model.analysis.attribution import attribute
+from model.analysis.lens import contrast, contrast_ids, logit_lens, logit_lens_ids
+from model.analysis.patch import (
     KINDS,
     SCHEMA,
     forced_tensors,
@@ -24,7 +24,7 @@ from model.patch import (
     patching_ids,
     record_run,
 )
-from model.translator import Translator
+from model.inference.translator import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 CLEAN, CORRUPT = "Ein Mann fährt Fahrrad.", "Ein Kind liest Fahrrad."  # five tokens each
@@ -214,7 +214,7 @@ def marian(tmp_path_factory):
     """The tiny Marian model of test_marian.py, imported into a checkpoint (built here, nothing downloaded)."""
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
-    from model.import_marian import import_marian
+    from model.io.import_marian import import_marian
     from test_marian import build_marian
 
     torch.set_num_threads(1)

@@ -35,7 +35,7 @@ def tiny(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(BAD_INPUTS))
 def test_model_api_handles_bad_input(tiny, name):
-    from model.translator import MAX_SRC_TOKENS, Translator
+    from model.inference.translator import MAX_SRC_TOKENS, Translator
 
     tr = Translator.from_checkpoint(tiny / "demo")
     text = BAD_INPUTS[name]
@@ -57,7 +57,7 @@ def test_model_api_handles_bad_input(tiny, name):
 
 
 def test_decoding_steps_are_limited(tiny):
-    from model.translator import Translator
+    from model.inference.translator import Translator
 
     tr = Translator.from_checkpoint(tiny / "demo").untrained_twin(seed=3)  # random weights rarely say <eos>
     res = tr.trace(GERMAN[0], max_len=7)

@@ -1,4 +1,4 @@
-"""The app's process-wide thread settings (model/runtime.py), checked in a fresh interpreter as the server sets them."""
+"""The app's process-wide thread settings (model.inference.runtime), checked in a fresh interpreter."""
 from __future__ import annotations
 
 import json

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from model.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from model.config import ModelConfig
-from model.translator import Translator
+from model.inference.translator import Translator
+from model.io.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from model.nn.config import ModelConfig
 
 pytestmark = pytest.mark.checkpoint
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from model import toy
+from model.training import toy
 
 torch.set_num_threads(1)
 
@@ -83,7 +83,7 @@ def test_a_learned_model_works_in_the_translator_paths(learned):
     assert out.raw_tokens == want and out.finished
     traced = t.trace(digits)
     assert [s.chosen_token for s in traced.steps][: len(want)] == want
-    st = traced.sentence_trace()
+    st = traced.trace
     assert st.src_tokens == digits.split() + ["<eos>"] and st.probs("cross").shape[:2] == (2, 4)
     tf = t.teacher_forced(digits, want)
     assert tf.tgt_tokens == ["<bos>"] + want

@@ -9,13 +9,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from model import train as train_cli
-from model.checkpoint import SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
-from model.film import load_film
-from model.pieces import WORD_START, PieceCodec, train_piece_model, vocab_of
-from model.tokenize import clean_text, tokenize
-from model.translator import Translator
-from model.vocab import SPECIALS, UNK, Vocab
+from model.inference.translator import Translator
+from model.io.checkpoint import SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
+from model.text.pieces import WORD_START, PieceCodec, train_piece_model, vocab_of
+from model.text.tokenize import clean_text, tokenize
+from model.text.vocab import SPECIALS, UNK, Vocab
+from model.training import train as train_cli
+from model.training.film import load_film
 from test_film import write_corpus
 from test_model_data import synthetic_corpus, train_args
 
@@ -90,7 +90,7 @@ def test_translation_is_detokenized_pieces_without_unk_copying(translator):
     assert t.text == translator.pieces.detokenize(t.raw_tokens)
     ref = "Two men sleep on the beach."
     assert translator.detokenize(translator.target_tokens(ref)) == ref  # pieces round-trip to the raw text
-    assert translator.trace(UNSEEN).sentence_trace().src_tokens == translator.prepare(UNSEEN).axis_tokens
+    assert translator.trace(UNSEEN).trace.src_tokens == translator.prepare(UNSEEN).axis_tokens
 
 
 def test_the_film_is_recorded_with_pieces_on_its_axes(three_epochs, translator):
@@ -157,7 +157,7 @@ def test_piece_codec_reads_language_codes_only_for_marian(three_epochs):
 
 def test_the_rarest_piece_is_the_one_the_piece_model_scores_lowest(translator):
     """Rare-word heads on a piece model rank pieces by their SentencePiece score, not by id."""
-    from model.analyze import rarest_positions, rarity_rank
+    from model.analysis.analyze import rarest_positions, rarity_rank
 
     rank = rarity_rank(translator)
     sp = translator.pieces.source  # the SentencePieceProcessor of source.spm

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import torch
 
-from model.checkpoint import save_checkpoint
-from model.config import ModelConfig
-from model.tokenize import tokenize
-from model.transformer import EncoderDecoder
-from model.vocab import Vocab
+from model.io.checkpoint import save_checkpoint
+from model.nn.config import ModelConfig
+from model.nn.transformer import EncoderDecoder
+from model.text.tokenize import tokenize
+from model.text.vocab import Vocab
 
 GERMAN = [
     "Ein brauner Hund rennt dem schwarzen Hund hinterher.",

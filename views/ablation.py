@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.data import DataError
-from model.experiments import find_data_dir, paired_bootstrap
+from model.service import DataError, find_data_dir, paired_bootstrap
 from views.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot
 from views.state import KINDS, Context, ablated, val_translations
 from views.text import md_escape

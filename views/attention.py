@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.experiments import entropy
+from model.service import entropy
 from views import ablation
 from views.compare import heads_match
 from views.figcache import cached

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from views.state import COMPARE, Context, checkpoint_label, load_translator, model_facts, traced_decoding
+from views.state import COMPARE, Context, checkpoint_label, load_model, model_facts, traced_decoding
 from views.text import md_escape
 
 LABEL_CHARS = 48  # a side's label above its figures; longer sentences are cut with "…"
@@ -25,7 +25,7 @@ def with_side_b(ctx: Context, ss) -> Context:
     how = ss["compare"]
     key_b = ss["ckpt2"] if how == "model" else ctx.key
     text_b = (ss.get("text2") or "") if how == "sentence" else ctx.text
-    translator, error = load_translator(key_b)
+    model_b, error = load_model(key_b)
     if error:
         st.warning(f"Side B's model could not be loaded, so only side A is drawn. {md_escape(error)}")
         return ctx
@@ -40,7 +40,7 @@ def with_side_b(ctx: Context, ss) -> Context:
         label_a, label_b = f"A · {checkpoint_label(ctx.key)}", f"B · {checkpoint_label(key_b)}"
     else:
         label_a, label_b = f"A · {_short(ctx.text)}", f"B · {_short(text_b)}"
-    b = Context(key=key_b, cfg=translator.cfg, result=traced.result, text=text_b, max_len=ctx.max_len,
+    b = Context(key=key_b, cfg=model_b.cfg, result=traced.result, text=text_b, max_len=ctx.max_len,
                 mode=traced.mode, shows=traced.shows, facts=model_facts(key_b), present=ctx.present, label=label_b)
     _header(traced.result, label_b, traced.shows, how, b.langs, b.facts["end_token"])
     return replace(ctx, other=b, label=label_a)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from model.experiments import dropout_sample, max_abs_diff
+from model.service import dropout_sample, max_abs_diff
 from views.figcache import cached
 from views.state import Context
 from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption

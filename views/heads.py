@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from model import analyze
+from model import records, service
 from views import jobs
 from views.figcache import cached
-from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_translator, teacher_forced
+from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_model, teacher_forced
 from views.text import md_escape
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from viz.attention import attention_figure
@@ -32,7 +32,7 @@ from viz.heads import (
 from viz.layout import PAGE_WIDTH_PX
 from viz.theme import TEXT_LINE_PX, below_controls
 
-KIND_ORDER = analyze.KINDS
+KIND_ORDER = records.KINDS
 ROLE_NAMES = {"positional": "positional", "previous-token": "previous-token", "next-token": "next-token",
               "aligner": "aligner", "rare-word": "rare-word", "sink": "sink", "diffuse": "diffuse"}
 
@@ -46,14 +46,14 @@ def report_paths(key: str) -> list[Path]:
     """Where a checkpoint's report is looked for, in order: beside the checkpoint (not for the twin, whose
     weights are not in that folder), then the cache folder."""
     folder = checkpoint_dir() / key.removesuffix(TWIN)
-    cached_path = analyze.cache_dir(report_name(key)) / analyze.REPORT_NAME
-    return [cached_path] if is_twin(key) else [folder / analyze.REPORT_NAME, cached_path]
+    cached_path = service.report_cache_dir(report_name(key)) / service.REPORT_NAME
+    return [cached_path] if is_twin(key) else [folder / service.REPORT_NAME, cached_path]
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _read(path: str, mtime_ns: int) -> dict:
     """The report, parsed once per file version (the key holds its modification time)."""
-    return analyze.load_report(path)
+    return service.load_report(path)
 
 
 def find_report(key: str) -> tuple[dict | None, Path | None, str | None]:
@@ -62,7 +62,7 @@ def find_report(key: str) -> tuple[dict | None, Path | None, str | None]:
         if path.is_file():
             try:
                 return _read(str(path), path.stat().st_mtime_ns), path, None
-            except analyze.ReportError as e:
+            except service.ReportError as e:
                 return None, path, str(e)
     return None, None, None
 
@@ -157,7 +157,7 @@ def _summary(report: dict, path: Path) -> None:
                      + ", ".join(f"{GROUP_NAMES[k]} {before[k]} of {kinds[k]['layers'] * kinds[k]['heads']}"
                                  for k in KIND_ORDER) + ", each group alone).")
     st.markdown("  \n".join(lines))
-    where = analyze.corpus_file_name(corpus.get("src")) or "the given sentences"  # older reports hold full paths
+    where = service.corpus_file_name(corpus.get("src")) or "the given sentences"  # older reports hold full paths
     st.caption(f"A head is named in words, e.g. {head_name('cross', 1, 2)}, and short where space is tight: "
                f"{head_short('cross', 1, 2)} (layers and heads counted from 1). Report: `{_code(path)}` · "
                f"{corpus['sentences']:,} sentence pairs from `{_code(where)}`, teacher-forced on their "
@@ -261,8 +261,8 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
                   **(dict(label_visibility="collapsed") if ctx.present else dict(horizontal=True)),
                   format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · {sentence_label(pairs[n - 1][2]['src'], 40)}")
     index, confidence, pair = pairs[choice - 1]
-    translator, _ = load_translator(ctx.key)
-    tgt = tuple(translator.target_tokens(pair["ref"])[: ctx.cfg.max_len - 1])  # as the analysis read it
+    model, _ = load_model(ctx.key)
+    tgt = tuple(service.target_tokens(model, pair["ref"])[: ctx.cfg.max_len - 1])  # as the analysis read it
     trace = teacher_forced(ctx.key, pair["src"], tgt, True)
     q_tokens, k_tokens = trace.axes(kind)
     probs = trace.probs(kind)[layer, head]  # (i, j)
@@ -332,9 +332,8 @@ def _no_report(ctx: Context, path: Path | None, error: str | None) -> None:
 
 
 def _compute_button(ctx: Context, again: bool = False) -> None:
-    from model.experiments import find_data_dir
 
-    folder, looked = find_data_dir("val")
+    folder, looked = service.find_data_dir("val")
     if folder is None:
         st.warning("The report needs Multi30k's validation split (val.de and val.en, plain or .gz), which was not "
                    "found. Looked in: " + ", ".join(f"`{_code(p)}`" for p in looked)
@@ -359,19 +358,17 @@ def _compute_button(ctx: Context, again: bool = False) -> None:
 def _work(key: str, folder: str, full: bool):
     """The job: analyse the validation split and write the report where find_report looks for it."""
     def work(progress):
-        from model.data import find_file, read_parallel
-
-        translator, error = load_translator(key)
-        if translator is None:
+        model, error = load_model(key)
+        if model is None:
             raise RuntimeError(error)
-        src_path, ref_path = find_file(folder, "val", "de"), find_file(folder, "val", "en")
-        src, ref = read_parallel(str(src_path), str(ref_path))
-        report = analyze.analyze(translator, src, ref, ablation=full, pruning=full, progress=progress,
+        src_path, ref_path = service.find_file(folder, "val", "de"), service.find_file(folder, "val", "en")
+        src, ref = service.read_parallel(str(src_path), str(ref_path))
+        report = service.head_report(model, src, ref, ablation=full, pruning=full, progress=progress,
                                  name=report_name(key), src_path=str(src_path), ref_path=str(ref_path))
         target = report_paths(key)
         if is_twin(key):
-            return str(analyze.write_report(report, target[0], checkpoint_dir()))
-        return str(analyze.write_report(report, None, checkpoint_dir() / key))
+            return str(service.write_report(report, target[0], checkpoint_dir()))
+        return str(service.write_report(report, None, checkpoint_dir() / key))
     return work
 
 

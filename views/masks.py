@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from model.experiments import weight_on_keys
+from model.service import weight_on_keys
 from views.figcache import cached
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape

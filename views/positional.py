@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.experiments import max_abs_diff, position_similarity
+from model.service import max_abs_diff, position_similarity
 from views.figcache import cached
 from views.state import Context
 from views.widgets import chart, fig_config, sections

@@ -17,18 +17,14 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from model import experiments
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.film import APP_EXAMPLES
-from model.runtime import use_threads
-from model.translator import Translation, Translator
+from model import records, service
+from model.records import Attribution, ModelConfig, SentenceTrace, Translation
 from views import urlstate
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request; see model/runtime.py
+service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request; see model/inference/runtime.py
 
 
 def checkpoint_dir() -> Path:
@@ -43,11 +39,10 @@ def default_model() -> str:
 
 TWIN = ":untrained"  # suffix of a checkpoint key: same architecture, random weights
 
-EXAMPLES = APP_EXAMPLES  # from Multi30k's validation set; the trainer's film uses the same ones as probes
+EXAMPLES = service.APP_EXAMPLES  # from Multi30k's validation set; the trainer's film uses the same ones as probes
 
-VIEWS = ["Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding", "Heads",
-         "Training"]
-KINDS = ("enc_self", "dec_self", "cross")  # their names with the model's languages: kind_labels()
+VIEWS = list(records.VIEWS)
+KINDS = records.KINDS  # their names with the model's languages: kind_labels()
 # Side by side: off, two sentences on one model, or one sentence on two models; drawn on these pages.
 COMPARE = {"off": "off", "sentence": "two sentences, one model", "model": "one sentence, two models"}
 COMPARE_VIEWS = ("Attention", "Decoding")
@@ -113,7 +108,7 @@ def public_message(message: str) -> str:
 
 TOY = "toy:"  # prefix of a toy model trained live on the Training page: toy:<task>:<run id>
 MAX_TOYS = 32  # toy models kept by the server (about 0.4 MB each), oldest dropped first
-_toys: dict[str, Translator] = {}
+_toys: dict[str, service.Model] = {}
 _toys_lock = threading.Lock()
 
 
@@ -121,11 +116,11 @@ def is_toy(key: str) -> bool:
     return key.startswith(TOY)
 
 
-def keep_toy(task: str, translator: Translator) -> str:
+def keep_toy(task: str, model: service.Model) -> str:
     """Keep a toy model trained live (in this server process only) and return its checkpoint key."""
     key = f"{TOY}{task}:{secrets.token_hex(4)}"
     with _toys_lock:
-        _toys[key] = translator
+        _toys[key] = model
         while len(_toys) > MAX_TOYS:
             _toys.pop(next(iter(_toys)))
     return key
@@ -145,17 +140,17 @@ def is_twin(key: str) -> bool:
 
 
 @st.cache_resource(show_spinner="Loading the model…")
-def _load(folder: str) -> Translator:
-    return Translator.from_checkpoint(folder)
+def _load(folder: str) -> service.Model:
+    return service.load(folder)
 
 
 @st.cache_resource(show_spinner=False)
-def _twin(folder: str) -> Translator:
-    return _load(folder).untrained_twin(seed=0)
+def _twin(folder: str) -> service.Model:
+    return service.untrained_twin(_load(folder), seed=0)
 
 
-def load_translator(key: str) -> tuple[Translator | None, str | None]:
-    """(translator, None) or (None, a message saying what is wrong and how to fix it)."""
+def load_model(key: str) -> tuple[service.Model | None, str | None]:
+    """(model, None) or (None, a message saying what is wrong and how to fix it)."""
     if is_toy(key):
         with _toys_lock:
             toy = _toys.get(key)
@@ -171,18 +166,18 @@ def load_translator(key: str) -> tuple[Translator | None, str | None]:
     folder = checkpoint_dir() / name
     try:
         return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
-    except CheckpointError as e:
+    except service.CheckpointError as e:
         return None, public_message(str(e))
     except Exception as e:  # anything else still must not reach the user as a trace
         return None, public_message(f"{folder}: could not be loaded ({type(e).__name__}: {e}). "
                                     "Choose another checkpoint.")
 
 
-def _tr(key: str) -> Translator:
-    translator, error = load_translator(key)
-    if translator is None:
-        raise CheckpointError(error)
-    return translator
+def _model(key: str) -> service.Model:
+    model, error = load_model(key)
+    if model is None:
+        raise service.CheckpointError(error)
+    return model
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)  # ~0.6 MB each with the shipped model
@@ -191,46 +186,41 @@ def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = 
 
     A prefix ending in <eos> is a whole output (a beam hypothesis traced along its tokens).
     """
-    return _tr(key).trace(text, max_len=max_len or None, prefix=list(prefix) or None).detached()
+    return service.trace(_model(key), text, max_len=max_len or None, prefix=list(prefix) or None)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
     """The trace the figures show, in `python -m model.export`'s JSON schema."""
-    from model import export
-
-    res = trace_sentence(key, text, max_len, prefix)
-    return export.to_json(export.trace_dict(_tr(key), res, key, decoding or None))
+    return service.trace_json(_model(key), trace_sentence(key, text, max_len, prefix), key, decoding or None)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def wrong_language(key: str, text: str) -> bool:
     """Does the text look like the model's target language (a hint for a user who typed English)?"""
-    return _tr(key).looks_like_target_language(text)
+    return service.looks_like_target_language(_model(key), text)
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
-    return _tr(key).translate(text, beam=beam, max_len=max_len or None)
+    return service.translate(_model(key), text, beam=beam, max_len=max_len or None)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool):
+def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool) -> SentenceTrace:
     """SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens (causal mask on or off)."""
-    return _tr(key).teacher_forced(text, list(tgt_tokens), use_causal_mask=causal)
+    return service.teacher_forced(_model(key), text, list(tgt_tokens), causal)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int):
-    """model.attribution.Attribution of token `row` (0-based) of a decoding to the source (columns), NumPy only.
+def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int) -> Attribution:
+    """The attribution of token `row` (0-based) of a decoding to the source (columns), NumPy only.
 
     Teacher-forced along the decoding's own tokens: the decoder reads exactly the prefixes it read while
     decoding, so it explains the choice made at step row + 1. One token, not the whole decoding: the page shows
-    one step, and each explained token costs the gradient methods a batch row of its own (issue 10: the whole
-    matrix was most of a first visit's server CPU)."""
-    from model.attribution import attribute
-
-    return attribute(_tr(key), text, list(tgt_tokens), rows=[row])
+    one step, and each explained token costs the gradient methods a batch row of its own (the whole matrix
+    was most of a first visit's server CPU)."""
+    return service.attribution(_model(key), text, list(tgt_tokens), rows=[row])
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -239,32 +229,32 @@ def padded_batch(key: str, text: str, use_mask: bool) -> dict:
 
     Its greedy translation alone is the header's (`trace_sentence` with the default length limit: kept, so
     usually no search at all); a decoding the translator does not accept as that is redone there."""
-    tr, alone = _tr(key), trace_sentence(key, text, 0)
+    model, alone = _model(key), trace_sentence(key, text, 0)
     try:
-        return tr.padded_batch(text, use_padding_mask=use_mask, alone=alone)
+        return service.padded_batch(model, text, use_mask, alone)
     except ValueError:  # refused (a vocabulary naming a token twice cannot encode it back): decoded there instead
-        return tr.padded_batch(text, use_padding_mask=use_mask)
+        return service.padded_batch(model, text, use_mask)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str, ended: bool = True):
     """(trace with the causal mask, trace without it, the comparison) along reference_tokens (+ <eos> if ended)."""
-    return experiments.run_causal_experiment(_tr(key), text, list(reference_tokens), reference, ended)
+    return service.causal_experiment(_model(key), text, list(reference_tokens), reference, ended)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def reference_tokens(key: str, text: str, fallback: tuple[str, ...],
                      finished: bool = True) -> tuple[tuple[str, ...], bool, str]:
-    """(tokens to teacher-force, whether they ended at <eos>, what they are): see experiments.causal_reference;
+    """(tokens to teacher-force, whether they ended at <eos>, what they are): see service.causal_reference;
     `fallback` is the model's own output, `finished` whether it ended at <eos>."""
-    tokens, ended, what = experiments.causal_reference(_tr(key), text, list(fallback), finished)
+    tokens, ended, what = service.causal_reference(_model(key), text, list(fallback), finished)
     return tuple(tokens), ended, what
 
 
 @st.cache_resource(max_entries=8, show_spinner="Projecting the vocabulary…")
 def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     """(V, d) learned embedding matrix of 'src' or 'tgt', and its tokens."""
-    return _tr(key).embedding_matrix(side)
+    return service.embedding_matrix(_model(key), side)
 
 
 # Names of the languages a model's config can give (ISO 639-1 codes); any other code is shown as the code.
@@ -292,30 +282,23 @@ def kind_labels(langs: dict) -> dict[str, str]:
 @st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run
 def model_facts(key: str) -> dict:
     """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
-    tr = _tr(key)
-    return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics),
-            "tgt_itos": list(tr.tgt_vocab.itos), "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang,
-            "langs": language_labels(key, tr.src_lang, tr.tgt_lang), "src_specials": tuple(tr.special_ids("src")),
-            "tgt_specials": tuple(tr.special_ids("tgt")),
-            # the target tokens that start and end a translation (Marian: <pad> and </s>)
-            "start_token": tr.tgt_vocab.itos[tr.cfg.decoder_start_idx], "end_token": tr.tgt_vocab.itos[tr.cfg.eos_idx]}
+    facts = service.facts(_model(key))
+    return facts | {"langs": language_labels(key, facts["src_lang"], facts["tgt_lang"])}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def ablated(key: str, text: str, tokens: tuple[str, ...], off: tuple, max_len: int) -> tuple[str, float, float]:
     """(greedy translation with the heads off, log-prob of `tokens` with all heads, and with the heads off)."""
-    tr = _tr(key)
-    new = tr.translate(text, max_len=max_len or None, off_heads=off)
-    return new.text, tr.score(text, list(tokens)), tr.score(text, list(tokens), off_heads=off)
+    model = _model(key)
+    new = service.translate(model, text, max_len=max_len or None, off_heads=off)
+    return new.text, service.score(model, text, list(tokens)), service.score(model, text, list(tokens), off)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def val_translations(key: str, folder: str, off: tuple, n: int) -> tuple[list[str], list[str]]:
     """(greedy translations of the first n validation sentences with the heads off, their references)."""
-    from model.data import read_split
-
-    src, ref = read_split(folder, "val")
-    return _tr(key).translate_batch(src[:n], off_heads=off or None), ref[:n]
+    src, ref = service.read_split(folder, "val")
+    return service.translate_batch(_model(key), src[:n], off_heads=off or None), ref[:n]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Training: watch a model learn. The film the trainer recorded, and a toy task trained live.
 
-The film (model/film.py) holds, for a fixed set of probe sentences teacher-forced on their references, every
+The film (model/training/film.py) holds, for a fixed set of probe sentences teacher-forced on their references, every
 head's attention at log-spaced steps, the greedy translation at each step and the losses; this page only
-draws what it recorded. The toy task (model/toy.py) trains a fresh 2-layer model in the user's own script run,
+draws what it recorded. The toy task (model/training/toy.py) trains a fresh 2-layer model in the user's own script run,
 so nothing it does touches the shipped model or another session; the result is kept on the server under a
 `toy:` key that every other page can open.
 """
@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from model import film as films
-from model import toy
+from model import service
 from views import jobs
 from views.figcache import cached
 from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
@@ -50,21 +49,21 @@ def film_folder(key: str) -> Path | None:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the training film…")
-def _load(folder: str, mtime_ns: int) -> films.Film:
+def _load(folder: str, mtime_ns: int) -> service.Film:
     """The film, read once per file version (the key holds film.json's modification time)."""
-    return films.load_film(folder)
+    return service.load_film(folder)
 
 
 def below(key: str) -> str:
     """What this page draws under the header, in words true of this model: a film only where it has one (the
     untrained twin, a toy and a checkpoint trained without one have none)."""
     folder = film_folder(key)
-    jpath = folder / films.JSON_NAME if folder is not None else None
+    jpath = folder / service.FILM_JSON if folder is not None else None
     if jpath is not None and jpath.is_file():
         try:
             _load(str(folder), jpath.stat().st_mtime_ns)
             return "The film below is teacher-forced on reference translations"
-        except films.FilmError:
+        except service.FilmError:
             pass  # the page says what is wrong with it
     return "This model has no training film; the toy task below trains a fresh model of its own"
 
@@ -78,10 +77,10 @@ def _film(ctx: Context, part: str | None = None) -> None:
         what = "was never trained" if is_twin(ctx.key) else "was trained live on this page, without a film"
         st.info(f"This model {what}, so it has no film. Choose a trained checkpoint in the sidebar.")
         return
-    jpath = folder / films.JSON_NAME
+    jpath = folder / service.FILM_JSON
     try:
         film = _load(str(folder), jpath.stat().st_mtime_ns if jpath.is_file() else 0)
-    except films.FilmError as e:
+    except service.FilmError as e:
         st.info(f"No training film for this model. {md_escape(public_message(str(e)))}")
         return
     if not ctx.present:
@@ -106,7 +105,7 @@ def _film(ctx: Context, part: str | None = None) -> None:
     _frames(ctx, film, ss["film_probe"] - 1, kind, layer, part, row[2])
 
 
-def _frames(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, part: str | None = None,
+def _frames(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, part: str | None = None,
             where=st) -> None:
     """The frame slider, the play button and everything that changes with the frame."""
     ss = st.session_state
@@ -146,7 +145,8 @@ def _toggle_play(n: int) -> None:
         ss["film_frame"] = 1  # at the end, Play starts again from the first frame
 
 
-def _frame(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, f: int, part: str | None = None) -> None:
+def _frame(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, f: int,
+           part: str | None = None) -> None:
     step = int(film.steps[f])
     p = film.probes[probe]
     epoch = film.epochs[f]
@@ -157,7 +157,7 @@ def _frame(ctx: Context, film: films.Film, probe: int, kind: str, layer: int, f:
         st.markdown(frame_text)
     q_tokens, k_tokens = film.axes(probe, kind)
     probs = film.attn[probe][kind][f, layer].astype(np.float32)  # (h, i, j)
-    entropy = films.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
+    entropy = service.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
     # Presenter mode: below the header's two lines of caption, the part, the row of boxes (with the play button,
     # 4 px taller than a box) and the frame slider.
     with below_controls(rows=3, extra_px=TEXT_LINE_PX + 4):
@@ -204,14 +204,16 @@ def _toy(ctx: Context) -> None:
     ss = st.session_state
     st.markdown("#### A toy task, trained live")
     if not ctx.present:
-        cfg = toy.toy_config()
+        cfg = service.toy_config()
         st.caption(f"A fresh {cfg.n_encoder_layers}+{cfg.n_decoder_layers}-layer Transformer (d_model {cfg.d_model}, "
                    f"{cfg.n_heads} heads) learns to {', '.join(TASK_TEXT.values())} of "
-                   f"random digit sequences ({toy.MIN_LEN} to {toy.MAX_LEN} digits), {toy.BATCH} sequences per step, "
-                   f"for up to {toy.DEFAULT_STEPS} steps on one core; the page redraws the loss and the "
-                   f"cross-attention of the example “{toy.EXAMPLE}” every {REDRAW_EVERY} steps. It is your own model: "
+                   f"random digit sequences ({service.TOY_MIN_LEN} to {service.TOY_MAX_LEN} digits), "
+                   f"{service.TOY_BATCH} sequences per step, "
+                   f"for up to {service.TOY_STEPS} steps on one core; the page redraws the loss and the "
+                   f"cross-attention of the example “{service.TOY_EXAMPLE}” every {REDRAW_EVERY} steps. "
+                   "It is your own model: "
                    "the shipped one is not touched, and nobody else sees it unless you share its link.")
-    offered = [t for t in toy.OFFERED if t in toy.TASKS]
+    offered = [t for t in service.TOY_OFFERED if t in service.TOY_TASKS]
     if ss.get("toy_task") not in offered:
         ss["toy_task"] = offered[0]
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
@@ -240,16 +242,16 @@ def _train(ctx: Context, task: str, box) -> None:
 
         def report(step: int, loss: float, cross: np.ndarray) -> None:
             losses.append((step, loss))
-            status.markdown(f"Training **{task}**: step {step} of up to {toy.DEFAULT_STEPS}, loss {loss:.3f}")
-            chart(loss_slot, toy_loss_figure(losses, toy.DEFAULT_STEPS), width="stretch",
+            status.markdown(f"Training **{task}**: step {step} of up to {service.TOY_STEPS}, loss {loss:.3f}")
+            chart(loss_slot, toy_loss_figure(losses, service.TOY_STEPS), width="stretch",
                              key=f"toy_loss_{step}")
             chart(attn_slot, _toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}")
 
-        run = toy.train_toy(task, callback=report, every=REDRAW_EVERY, target=1.0, threads=1)
-    key = keep_toy(task, run.translator)
+        run = service.train_toy(task, callback=report, every=REDRAW_EVERY, target=1.0, threads=1)
+    key = keep_toy(task, run.model)
     ss["toy_done"] = {"task": task, "key": key, "steps": run.steps, "seconds": run.seconds,
                       "accuracy": run.accuracy, "losses": run.losses,
-                      "cross": toy.run_cross(run)}
+                      "cross": run.cross}
     status.empty()
     loss_slot.empty()
     attn_slot.empty()
@@ -258,8 +260,8 @@ def _train(ctx: Context, task: str, box) -> None:
 
 def _toy_cross(cross: np.ndarray, task: str, step: int):
     """The example's cross-attention in the last layer, mean of heads: (t, s) from (L, h, t, s)."""
-    xs = [c for c in toy.EXAMPLE if not c.isspace()]
-    q = ["<bos>"] + toy.TASKS[task](xs)
+    xs = [c for c in service.TOY_EXAMPLE if not c.isspace()]
+    q = ["<bos>"] + service.TOY_TASKS[task](xs)
     k = xs + ["<eos>"]
     return attention_figure(np.asarray(cross)[-1].mean(0), q, k, "cross",
                             title=f"step {step}: cross-attention, last layer, mean of heads",
@@ -271,7 +273,7 @@ def _show_done(ctx: Context, done: dict, box) -> None:
     box.success(f"**{done['task']}**: {done['steps']} steps in {done['seconds']:.1f} s; exact outputs on 200 held-out "
                 f"sequences: {acc:.0%}.")
     loss_box, attn_box = box.columns(2)
-    chart(loss_box, toy_loss_figure(done["losses"], toy.DEFAULT_STEPS), width="stretch", key="toy_loss_done")
+    chart(loss_box, toy_loss_figure(done["losses"], service.TOY_STEPS), width="stretch", key="toy_loss_done")
     chart(attn_box, _toy_cross(done["cross"], done["task"], done["steps"]), width="stretch",
                     key="toy_cross_done")
     box.button("Open it in the views (decode a digit sequence step by step)", key="toy_open", on_click=_open_toy,
@@ -280,5 +282,5 @@ def _show_done(ctx: Context, done: dict, box) -> None:
 
 def _open_toy(key: str) -> None:
     ss = st.session_state
-    ss["ckpt"], ss["text"], ss["view"] = key, toy.EXAMPLE, "Decoding"
+    ss["ckpt"], ss["text"], ss["view"] = key, service.TOY_EXAMPLE, "Decoding"
     ss["prefix"], ss["dec_step"] = (), 1

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-KINDS_ORDER = ("enc_self", "dec_self", "cross")
+from model import records
+
+KINDS_ORDER = records.KINDS
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def shows_caption(ctx: Context, kind: str = "dec") -> None:
 
 def file_name(ctx: Context, what: str) -> str:
     """A download's name without extension: model, sentence, decoding, then what it shows (view, kind, layer, head)."""
-    from model.export import file_stem
+    from model.service import file_stem
 
     return file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
 

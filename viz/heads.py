@@ -1,4 +1,4 @@
-"""The Heads page's figures: a report card of every head over a corpus (model/analyze.py's report).
+"""The Heads page's figures: a report card of every head over a corpus (model/analysis/analyze.py's report).
 
 Everything here takes plain NumPy arrays, lists and strings read from the report; nothing is recomputed.
 Layers and heads are 0-based in the arrays and shown 1-based, as everywhere in the app.
@@ -17,7 +17,7 @@ from viz.layout import style
 from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
 from viz.theme import theme
 
-KIND_ORDER = ("enc_self", "dec_self", "cross")
+KIND_ORDER = tuple(KIND_NAMES)  # viz knows no model: its one list of the kinds is KIND_NAMES
 # Short forms of the report's role labels, written in the grid's cells (the hover gives the full label).
 ROLE_SHORT = {"positional -1": "pos −1", "positional 0": "pos 0", "positional +1": "pos +1",
               "previous-token": "prev", "next-token": "next", "aligner": "align", "rare-word": "rare",

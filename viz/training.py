@@ -1,6 +1,6 @@
 """The Training page's figures: a training film's curves over steps, and a toy run's loss.
 
-Inputs are NumPy arrays and lists (model/film.py's Film, model/toy.py's losses); nothing here knows torch.
+Inputs are NumPy arrays and lists (the training film's arrays, a toy run's losses); nothing here knows torch.
 Film steps are log-spaced (0, 25, 50, 100, ...), so the step axis is logarithmic; step 0, which a log axis
 cannot show, is drawn one doubling left of the first logged step and labelled "0".
 """

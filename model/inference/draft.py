@@ -22,7 +22,7 @@ import warnings
 import torch
 from torch import nn
 
-from .transformer import EncoderDecoder
+from model.nn.transformer import EncoderDecoder
 
 # A draft pays where a step's weights do not fit the CPU caches: the generator's float32 bytes. The shipped model's
 # (7.7 MB, with 12 MB of decoder layers) was "in cache" on one 2-core machine (a trace took 38 ms with or without a

@@ -11,28 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
-from .trace import Trace
-from .transformer import EncoderDecoder, HeadMask, make_src_mask, make_tgt_mask, reorder_cache
-
-
-@dataclass
-class Step:
-    """One greedy step: what the decoder saw, what it proposed and what it picked."""
-
-    prefix: list[int]  # decoder input ids so far, starting with <bos>
-    top_ids: list[int]  # the k most probable next tokens, best first
-    top_probs: list[float]  # their probabilities after <bos>/<pad> were removed and the rest renormalised
-    chosen: int
-    chosen_prob: float  # from the same distribution as top_probs
-    forced: bool  # True when the token came from a given prefix, not from the argmax
-    dec_self: np.ndarray | None = None  # (L, h, t) the last query's self-attention over the prefix
-    cross: np.ndarray | None = None  # (L, h, s) the last query's attention over the source
-    prefix_tokens: list[str] = field(default_factory=list)  # the same as strings (the Translator fills them)
-    top_tokens: list[str] = field(default_factory=list)
-    chosen_token: str = ""
+from model.nn.trace import Trace
+from model.nn.transformer import EncoderDecoder, HeadMask, make_src_mask, make_tgt_mask, reorder_cache
+from model.records import Step
 
 
 @dataclass
@@ -101,7 +84,7 @@ def search(
     candidates are kept, the encoder runs traced, and one traced teacher-forced decoder pass over
     <bos> + output follows: row i of its matrices is what step i computed (tests check this), so it
     gives every step's attention and the full trace. A recorded search may take a `draft`
-    (model/draft.py) that guesses the tokens; the model's teacher-forced pass checks every guess, so
+    (model/inference/draft.py) that guesses the tokens; the model's teacher-forced pass checks every guess, so
     the result is the same greedy decoding (see checked_greedy).
     """
     b = src.shape[0]

@@ -30,12 +30,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
-from .data import collate, token_batches
-from .tokenize import detokenize, tokenize
-from .vocab import BOS, EOS, Vocab
+from model.records import KINDS
+from model.text.tokenize import detokenize, tokenize
+from model.text.vocab import BOS, EOS, Vocab
+from model.training.data import collate, token_batches
 
 SCHEMA = "attention-atlas-film/1"
-KINDS = ("enc_self", "dec_self", "cross")
 JSON_NAME, ARRAYS_NAME = "film.json", "film.safetensors"
 FIRST_STEP = 25  # frames at 0, 25, 50, 100, 200, ... (doubling) and at every epoch's end
 # The app's example sentences, all from Multi30k's val (views/state.py shows these as EXAMPLES: one list).
@@ -186,7 +186,7 @@ class FilmRecorder:
         """Trace every probe (eval mode), decode them greedily, measure the losses; then back to train mode."""
         import time
 
-        from .decode import search  # here: decode imports the model, the trainer imports this module
+        from model.inference.decode import search  # here: decode imports the model, the trainer imports this module
 
         t0 = time.perf_counter()
         was_training = model.training

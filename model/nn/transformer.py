@@ -9,14 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
-from .layers import DecoderLayer, Embeddings, EncoderLayer
-from .trace import Trace
+from model.nn.config import ModelConfig
+from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer
+from model.nn.trace import Trace
 
 # 'enc_self' | 'dec_self' | 'cross' -> (n_layers, n_heads) gates, 0/1 to switch heads off, or (n_layers, b, n_heads)
 # for a gate per sentence (per-example gradients in one backward pass)
 HeadMask = dict[str, torch.Tensor]
-# Activation patching (model/patch.py): (component, 0-based layer) -> (where, value), values from another run.
+# Activation patching (model/analysis/patch.py): (component, 0-based layer) -> (where, value), values from another run.
 #   ('enc_self' | 'dec_self' | 'cross', l): the heads' outputs before W_O; where bool (b, h), value (1|b, h, i, d_k)
 #   ('enc_resid' | 'dec_resid', l): the residual stream after encoder / decoder layer l; where bool (b, n) marks
 #       the positions replaced, value (1|b, n, d)

@@ -17,9 +17,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .config import FORMAT_VERSION, ModelConfig
-from .transformer import EncoderDecoder
-from .vocab import Vocab
+from model.nn.config import FORMAT_VERSION, ModelConfig
+from model.nn.transformer import EncoderDecoder
+from model.text.vocab import Vocab
 
 WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB, METRICS = (
     "model.safetensors", "config.json", "vocab.src.json", "vocab.tgt.json", "metrics.json"
@@ -28,7 +28,7 @@ REQUIRED = (WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB)
 SRC_SPM, TGT_SPM = "source.spm", "target.spm"  # SentencePiece models, for tokenizer "sentencepiece"
 TIED_KEY = "generator.proj.weight"  # the same tensor as tgt_embed.lut.weight when tied
 SHARED_KEY = "tgt_embed.lut.weight"  # the same tensor as src_embed.lut.weight when share_embeddings
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "multi30k-de-en"
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
 
 
 class CheckpointError(Exception):

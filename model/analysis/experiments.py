@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA_ENV = "ATLAS_DATA_DIR"
 _DIGIT = re.compile(r"\d")
 
@@ -142,7 +142,7 @@ class CausalExperiment:
 
 def allowed_log_probs(log_probs: np.ndarray, banned: list[int]) -> np.ndarray:
     """(..., V) -> (..., V) float64: the `banned` ids at -inf and the rest renormalised, as greedy decoding does
-    before it chooses (model/decode.py), so a table's top token is one decoding could have written."""
+    before it chooses (model/inference/decode.py), so a table's top token is one decoding could have written."""
     lp = log_probs.astype(np.float64).copy()
     lp[..., list(banned)] = -np.inf
     top = lp.max(-1, keepdims=True)
@@ -150,7 +150,7 @@ def allowed_log_probs(log_probs: np.ndarray, banned: list[int]) -> np.ndarray:
 
 
 def never_generated(translator) -> list[int]:
-    """The target ids greedy decoding never writes: the start token and <pad> (model/decode.py's `search`)."""
+    """The target ids greedy decoding never writes: the start token and <pad> (model/inference/decode.py's `search`)."""
     return sorted({translator.tgt_vocab.bos_idx, translator.cfg.pad_idx})
 
 
@@ -213,7 +213,7 @@ def causal_reference(translator, text: str, own: list[str], own_ended: bool) -> 
     one of its validation sentences; else the model's own output `own` (`own_ended`: it stopped at <eos>, not at
     the length limit). A reference longer than the decoder's positions is cut, and then it did not end either.
     """
-    from .toy import TASKS, ToyTranslator  # toy.py imports translator.py, which imports this module
+    from model.training.toy import TASKS, ToyTranslator  # toy.py imports translator.py, which imports this module
 
     limit = translator.cfg.max_len - 2  # <bos> + the tokens, and <eos> to predict after them
     if isinstance(translator, ToyTranslator):
@@ -228,33 +228,6 @@ def causal_reference(translator, text: str, own: list[str], own_ended: bool) -> 
             return tokens[:limit], len(tokens) <= limit, "the Multi30k reference translation"
     cut = "" if own_ended else f"; it stopped at the length limit, so no {translator.tgt_vocab.token('eos')} follows it"
     return list(own), own_ended, f"the model's own output shown at the top (no reference is known for this input{cut})"
-
-
-# ----------------------------------------------------------------------------- input hints
-
-def looks_like_target_language(tokens: list[str], src_known: list[bool], tgt_vocab: set[str] | dict) -> bool:
-    """True when most words are unknown to the source vocabulary but known to the target one.
-
-    Used to hint that English was typed into a German→English model; needs at least two such words.
-    """
-    words = [(t, k) for t, k in zip(tokens, src_known) if any(c.isalpha() for c in t)]
-    if len(words) < 2:
-        return False
-    foreign = sum(1 for t, k in words if not k and (t in tgt_vocab or t.lower() in tgt_vocab))
-    return foreign >= 2 and foreign / len(words) >= 0.5
-
-
-def pieces_look_like_target_language(n_words: int, source: tuple[int, float], target: tuple[int, float],
-                                     margin: float = 4.0) -> bool:
-    """The same hint for a SentencePiece model, which reads any text without <unk>.
-
-    `source` and `target` are (number of pieces, summed piece scores) of the text under the source and the
-    target piece model (a unigram model's score is the piece's log-probability). True when the target model
-    cuts the text into fewer pieces and finds it likelier by at least `margin` nats per word (>= 2 words):
-    English typed into a German model is spelt in many rare German pieces and few common English ones.
-    """
-    (n_src, lp_src), (n_tgt, lp_tgt) = source, target
-    return n_words >= 2 and n_tgt < n_src and (lp_tgt - lp_src) / n_words >= margin
 
 
 def is_number(token: str) -> bool:
@@ -336,7 +309,7 @@ def find_data_dir(split: str = "val") -> tuple[Path | None, list[Path]]:
 
 def reference_for(text: str, split: str = "val") -> str | None:
     """The Multi30k reference translation of `text` when it is a sentence of `split`, else None."""
-    from .data import DataError, read_split
+    from model.training.data import DataError, read_split
 
     folder, _ = find_data_dir(split)
     if folder is None:

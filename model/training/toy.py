@@ -18,13 +18,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import ModelConfig
-from .data import collate
-from .decode import search
-from .tokenize import clean_text
-from .transformer import EncoderDecoder
-from .translator import MAX_CHARS, MAX_SRC_TOKENS, Source, Translator
-from .vocab import SPECIALS, Vocab
+from model.inference.decode import search
+from model.inference.translator import MAX_CHARS, MAX_SRC_TOKENS, Source, Translator
+from model.nn.config import ModelConfig
+from model.nn.transformer import EncoderDecoder
+from model.text.tokenize import clean_text
+from model.text.vocab import SPECIALS, Vocab
+from model.training.data import collate
 
 SYMBOLS = [str(d) for d in range(10)]
 TASKS: dict[str, Callable[[list[str]], list[str]]] = {

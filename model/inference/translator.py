@@ -6,90 +6,30 @@ the dataclasses below): a page never needs the model, a tensor or a vocabulary.
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
-from .config import ModelConfig
-from .decode import Decoded, Step, greedy_decode, greedy_from_guess, search
-from .draft import build_draft, worth_a_draft
-from .experiments import looks_like_target_language, pieces_look_like_target_language
-from .tokenize import clean_text, detokenize, tokenize
-from .trace import SentenceTrace, Trace, to_sentence_trace
-from .transformer import EncoderDecoder, HeadMask, make_src_mask
-from .transformer import parameter_counts as _parameter_counts
-from .vocab import BOS, DEFAULT_SPECIALS, EOS, UNK, Vocab
+from model.inference.decode import Decoded, greedy_decode, greedy_from_guess, search
+from model.inference.draft import build_draft, worth_a_draft
+from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
+from model.nn.config import ModelConfig
+from model.nn.trace import to_sentence_trace
+from model.nn.transformer import EncoderDecoder, HeadMask, make_src_mask
+from model.nn.transformer import parameter_counts as _parameter_counts
+from model.records import KINDS, SentenceTrace, Source, Translation
+from model.text.language import looks_like_target_language, pieces_look_like_target_language
+from model.text.tokenize import clean_text, detokenize, tokenize
+from model.text.vocab import DEFAULT_SPECIALS, UNK, Vocab
 
 MAX_SRC_TOKENS = 100  # longer input is cut, with a notice; protects a shared server
 MAX_CHARS = 2000  # characters looked at before tokenizing (tokenizing 1 MB of text is slow too)
 LONGER_EXAMPLE = "Ein älterer Mann geht mit einem braunen Hund an einer roten Leine im Park spazieren."
-HEAD_KINDS = ("enc_self", "dec_self", "cross")
 OffHeads = Iterable[tuple[str, int, int]]  # (kind, 0-based layer, 0-based head) of heads switched off
-
-
-@dataclass
-class Source:
-    """A cleaned, tokenized and possibly truncated source sentence."""
-
-    tokens: list[str]  # the words (or SentencePiece pieces, "▁" kept) the model reads, without <eos>
-    ids: list[int]  # with <eos> appended
-    unknown: list[bool]  # per token: not in the source vocabulary
-    dropped: list[str] = field(default_factory=list)  # tokens cut off by the length limit
-    chars_cut: int = 0  # characters beyond MAX_CHARS ignored before tokenizing
-    eos_token: str = EOS  # the vocabulary's end token (Marian: </s>)
-
-    @property
-    def truncated(self) -> bool:
-        return bool(self.dropped) or self.chars_cut > 0
-
-    @property
-    def axis_tokens(self) -> list[str]:
-        """Labels of the source axis: the tokens and the final <eos>."""
-        return self.tokens + [self.eos_token]
-
-    @property
-    def copyable(self) -> list[bool]:
-        """Per token: may an output <unk> become this word? Only words the model could not read:
-        unknown to the source vocabulary, or numbers (a token with a digit)."""
-        return [unk or any(c.isdigit() for c in tok) for tok, unk in zip(self.tokens, self.unknown)]
-
-
-@dataclass
-class Translation:
-    """A translation and, for greedy decoding with a trace, everything it computed."""
-
-    text: str
-    tokens: list[str]  # output tokens after <unk> replacement
-    raw_tokens: list[str]  # as the model produced them
-    source: Source
-    finished: bool  # stopped at <eos>, not at the length limit
-    seconds: float
-    steps: list[Step] | None = None
-    trace: Trace | SentenceTrace | None = None
-    decoding: str = "greedy"  # "greedy", "beam 5", "greedy after a forced prefix of 2 tokens"
-    start_token: str = BOS  # the decoder's first input (Marian: <pad>)
-
-    @property
-    def decoder_input(self) -> list[str]:
-        """Decoder query/key labels: the start token (<bos>) followed by the raw output tokens."""
-        return [self.start_token] + self.raw_tokens
-
-    def sentence_trace(self) -> SentenceTrace | None:
-        """The trace as NumPy with token labels (None when there is no trace)."""
-        if self.trace is None or isinstance(self.trace, SentenceTrace):
-            return self.trace
-        return to_sentence_trace(self.trace, self.source.axis_tokens, self.decoder_input)
-
-    def detached(self) -> "Translation":
-        """A copy whose trace is a SentenceTrace (NumPy): picklable and cacheable."""
-        return dataclasses.replace(self, trace=self.sentence_trace())
 
 
 class Translator:
@@ -103,7 +43,7 @@ class Translator:
                  src_lang: str | None = None, tgt_lang: str | None = None, pieces=None, draft: bool | None = None):
         self.model = model.eval()
         # An int8 copy of the decoder that guesses a trace's greedy tokens, which the model then checks
-        # (model/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
+        # (model/inference/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
         # caches), built by a background thread that the first trace starts (1-2 s for opus-mt size), so
         # neither loading nor a Translator that only translates (training's validation) pays for it; until
         # it is there, traces decode unaided, with the same result. False: never.
@@ -139,7 +79,7 @@ class Translator:
         model, src_vocab, tgt_vocab, metrics = load_checkpoint(folder)
         pieces = None
         if model.cfg.tokenizer == "sentencepiece":
-            from .pieces import PieceCodec
+            from model.text.pieces import PieceCodec
 
             specials = {t for v in (src_vocab, tgt_vocab) for t in v.specials.values()}
             # Marian's vocabularies name their own specials (</s> ...) and may see language codes; one
@@ -225,7 +165,7 @@ class Translator:
             except (TypeError, ValueError):
                 raise ValueError(f"off_heads holds (kind, layer, head) triples, got {item!r}") from None
             if kind not in layers:
-                raise ValueError(f"unknown attention kind {kind!r}: use one of {', '.join(HEAD_KINDS)}")
+                raise ValueError(f"unknown attention kind {kind!r}: use one of {', '.join(KINDS)}")
             for name, value, n in (("layer", layer, layers[kind]), ("head", head, cfg.n_heads)):
                 if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
                     raise ValueError(f"{kind} {name} {value!r} is out of range: 0-based, 0 to {n - 1}")
@@ -269,9 +209,10 @@ class Translator:
             step.prefix_tokens, step.top_tokens = v.decode(step.prefix), v.decode(step.top_ids)
             step.chosen_token = v.itos[step.chosen]
         steps = dec.steps if dec.trace is not None else None
+        start = v.token("bos")
+        trace = None if dec.trace is None else to_sentence_trace(dec.trace, source.axis_tokens, [start] + raw)
         return Translation(self.detokenize(tokens), tokens, raw, source, dec.finished,
-                           time.perf_counter() - t0, steps=steps, trace=dec.trace, decoding=decoding,
-                           start_token=v.token("bos"))
+                           time.perf_counter() - t0, steps=steps, trace=trace, decoding=decoding, start_token=start)
 
     def translate(self, text: str, beam: int = 1, max_len: int | None = None, replace_unk: bool = True,
                   alpha: float = 0.6, off_heads: OffHeads | None = None) -> Translation:

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from .vocab import SPECIALS, Vocab
+from model.text.vocab import SPECIALS, Vocab
 
 WORD_START = "\u2581"  # SentencePiece's mark for "a space came before this piece"
 MODEL_TYPES = ("unigram", "bpe")

@@ -1,7 +1,7 @@
 """The decoder read layer by layer (logit lens), and why token A rather than token B (contrastive attribution).
 
 Shape letters: see model/__init__.py (L layers, h heads, s source positions, V target vocabulary). Teacher
-forcing as in model/patch.py: step i (0-based) is the choice of tgt_tokens[i] after <bos> tgt_tokens[:i].
+forcing as in model/analysis/patch.py: step i (0-based) is the choice of tgt_tokens[i] after <bos> tgt_tokens[:i].
 
   logit lens             each decoder layer's output at step i passed through the final decoder norm and the
                          generator, as if the decoder ended there (nostalgebraist 2020): its top-k candidates and
@@ -12,55 +12,27 @@ forcing as in model/patch.py: step i (0-based) is the choice of tgt_tokens[i] af
                          Contrastive Explanations"; Inseq's contrast_prob_diff with logprobs=True): the objective is
                          log p(A) − log p(B), which equals the logit difference (the softmax normaliser cancels).
                            input_x_grad: Σ_d e_jd · ∂(log p(A) − log p(B)) / ∂e_jd per source token j, with
-                             e_j the token's embedding row × √d_model, as model/attribution.py's input × gradient;
+                             e_j the token's embedding row × √d_model, as in attribution.py's input × gradient;
                              positive: the word pushes towards A rather than B (nats, to first order).
                            relevance: Chefer et al. 2021's gradient-weighted relevance (attribution.relevance_rules)
                              with the gradients of the same difference: non-negative, sums to 1 (0 if nothing is
                              positive).
                            heads: the change of log p(A) − log p(B) when one head alone is switched off
-                             (model/patch.py's knockout, batched), and the heads ranked by its size.
+                             (model/analysis/patch.py's knockout, batched), and the heads ranked by its size.
                          A against A is 0 everywhere: the objective is the constant 0.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .attribution import normalise_rows, relevance_rules, traced_pass
-from .patch import DEFAULT_BATCH_TOKENS, KINDS, forced_tensors, knockout_scores, record_run
-from .transformer import EncoderDecoder
-
-
-@dataclass
-class LogitLens:
-    """The logit lens at one step (NumPy only); layer l (0-based) is row l."""
-
-    step: int  # 0-based position in tgt_tokens
-    chosen_token: str  # tgt_tokens[step]
-    top_tokens: list[list[str]]  # (L, k)
-    top_ids: np.ndarray  # (L, k)
-    top_probs: np.ndarray  # (L, k) descending
-    chosen_probs: np.ndarray  # (L,) p(chosen token) read at each layer
-    chosen_ranks: np.ndarray  # (L,) 1-based rank of the chosen token among all V
-
-
-@dataclass
-class Contrast:
-    """Why `target` and not `foil` at one step (NumPy only); see the module docstring."""
-
-    src_tokens: list[str]  # (s,) the source axis: tokens and the end token
-    step: int  # 0-based position in tgt_tokens
-    target: str  # A
-    foil: str  # B
-    log_prob_diff: float  # log p(A) − log p(B) with every head on
-    input_x_grad: np.ndarray  # (s,) signed, nats
-    relevance: np.ndarray  # (s,) non-negative, sums to 1 (or all 0)
-    heads: dict[str, np.ndarray]  # kind -> (L, h) change of log p(A) − log p(B) with that head alone off
-    top_heads: list[tuple[str, int, int, float]]  # (kind, 0-based layer, 0-based head, change), largest |change| first
+from model.analysis.attribution import normalise_rows, relevance_rules, traced_pass
+from model.analysis.patch import DEFAULT_BATCH_TOKENS, KINDS, forced_tensors, knockout_scores, record_run
+from model.nn.transformer import EncoderDecoder
+from model.records import Contrast, LogitLens
 
 
 @torch.inference_mode()

@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
+from model.records import SentenceTrace
+
 
 def _np(t: torch.Tensor | None, index: int) -> np.ndarray | None:
     if t is None:
@@ -75,33 +77,6 @@ class Trace:
     def probs(self, kind: str, index: int = 0) -> np.ndarray:
         """(L, h, i, j) attention probabilities of one example, all layers stacked."""
         return np.stack([_np(a.probs, index) for a in self.attention(kind)])
-
-
-@dataclass
-class SentenceTrace:
-    """One sentence's trace as NumPy arrays, with the token strings for every axis.
-
-    Picklable and free of torch, so the app can cache it and viz/ can draw it.
-    """
-
-    src_tokens: list[str]  # source axis (keys of enc_self and cross): words + <eos>
-    tgt_tokens: list[str]  # decoder axis (queries of dec_self and cross): <bos> + output
-    src_embed: dict[str, np.ndarray]  # token, scaled, positional, total: (s, d)
-    tgt_embed: dict[str, np.ndarray]  # (t, d)
-    attn: dict[str, list[dict[str, np.ndarray]]]  # kind -> per layer -> q, k, v, scores, mask, probs, out
-    log_probs: np.ndarray  # (t, V) the generator's output at every decoder position
-
-    def probs(self, kind: str) -> np.ndarray:
-        """(L, h, i, j) attention probabilities of every layer and head."""
-        return np.stack([layer["probs"] for layer in self.attn[kind]])
-
-    def axes(self, kind: str) -> tuple[list[str], list[str]]:
-        """(query tokens, key tokens) of an attention kind."""
-        return {
-            "enc_self": (self.src_tokens, self.src_tokens),
-            "dec_self": (self.tgt_tokens, self.tgt_tokens),
-            "cross": (self.tgt_tokens, self.src_tokens),
-        }[kind]
 
 
 def to_sentence_trace(trace: Trace, src_tokens: list[str], tgt_tokens: list[str], index: int = 0) -> SentenceTrace:

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
-from .trace import AttentionTrace, EmbeddingTrace
+from model.nn.attention import MultiHeadAttention
+from model.nn.trace import AttentionTrace, EmbeddingTrace
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .trace import AttentionTrace
+from model.nn.trace import AttentionTrace
 
 
 class MultiHeadAttention(nn.Module):

@@ -1,0 +1,367 @@
+"""What-if lab: switch one head off, or patch one component from a clean run into a corrupted one.
+
+Shape letters: see model/__init__.py (L layers, h heads, s source positions, t target positions). P is the
+number of target positions reported (all of them unless `positions` picks some).
+
+What is measured. Everything is teacher-forced on a given target token list y_1 .. y_T (the translation
+shown): decoder input <bos> y_1 .. y_{T-1}, and position i (0-based) scores tgt_tokens[i] = y_{i+1}, as in
+model/analysis/attribution.py. The list is exactly the tokens given: append the end token to score the stop
+decision too. Log-probabilities are the raw generator's (Translator.score's), in nats.
+
+  head knockout       log p(y_i) with one head alone switched off (its output before W_O set to 0, as
+                      head_mask does) minus log p(y_i) with every head on: (L, h, P) per attention kind.
+  activation patching run the corrupted source, replace one component's activation by the clean run's, and
+                      report the normalised effect (lp_patched − lp_corrupt) / (lp_clean − lp_corrupt) of the
+                      clean target token: 0 = nothing restored, 1 = all of it (values outside [0, 1] happen:
+                      a patch may overshoot or hurt). Where |lp_clean − lp_corrupt| < min_gap the corruption did
+                      not change that token's log-probability, the ratio is undefined, and the effect is NaN
+                      (a sentence patched against itself gives NaN everywhere). Components:
+                        enc_self / dec_self / cross (L, h): one head's output before W_O, at every query position;
+                        enc_resid (L, s): the residual stream after encoder layer l at one source position;
+                        dec_resid (L, t): the same after decoder layer l at one decoder position.
+                      Clean and corrupted source must have the same number of tokens (position j of one is
+                      patched into position j of the other); other pairs are refused with a ValueError.
+
+How it runs. Interventions enter through forward arguments only (head_mask with a gate per batch row, and
+`patch`: see transformer.Patch): one batch row per head or component, so a grid costs a few batched passes,
+not one pass per cell. Rows that touch only the decoder reuse the encoder output. The clean values come from a
+recording pass made here layer by layer (the same maths as EncoderDecoder.forward, tested); nothing is stored
+on the model, which may serve other requests meanwhile.
+
+Command line (writes knockout, patching and logit-lens results; schema in docs/patch-format.md):
+    python -m model.patch --checkpoint DIR --clean "…" --corrupt "…" [--out FILE.json] [--step N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from model.nn.transformer import EncoderDecoder, make_src_mask, make_tgt_mask
+from model.records import KINDS, MIN_GAP, Knockout, Patching
+
+STREAMS = ("enc_resid", "dec_resid")
+ENCODER_SIDE = ("enc_self", "enc_resid")
+SCHEMA = "attention-atlas-patch/1"
+DEFAULT_BATCH_TOKENS = 8192  # source + target positions per batch row, summed over the rows of one pass
+# One batch row's intervention: ("off", kind, layer, head) switches a head off; ("patch", component, layer, k)
+# patches head k (enc_self, dec_self, cross) or position k (enc_resid, dec_resid); None leaves the row as it is.
+Row = tuple[str, str, int, int] | None
+
+
+@dataclass
+class Run:
+    """One teacher-forced pass of batch 1, recorded layer by layer: the values patching copies."""
+
+    heads: dict[str, list[torch.Tensor]]  # kind -> per layer (1, h, i, d_k) head outputs before W_O
+    resid: dict[str, list[torch.Tensor]]  # 'enc_resid' -> per layer (1, s, d); 'dec_resid' -> (1, t, d)
+    memory: torch.Tensor  # (1, s, d) the encoder's output after its final norm
+    states: torch.Tensor  # (1, t, d) the decoder's output after its final norm (the generator's input)
+
+
+def n_layers(model: EncoderDecoder, component: str) -> int:
+    return model.cfg.n_encoder_layers if component in ENCODER_SIDE else model.cfg.n_decoder_layers
+
+
+def forced_tensors(model: EncoderDecoder, src_ids: Sequence[int], tgt_ids: Sequence[int], bos: int):
+    """(src (1, s), decoder input (1, T) = <bos> y_1 .. y_{T-1}, gold (T,) = y_1 .. y_T)."""
+    if model.training:
+        raise ValueError("the what-if lab needs the model in eval mode (dropout would make it random)")
+    if not len(src_ids) or not len(tgt_ids):
+        raise ValueError("needs a source and at least one target token")
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    tgt_in = torch.tensor([[bos] + list(tgt_ids[:-1])], dtype=torch.long, device=device)
+    return src, tgt_in, torch.tensor(list(tgt_ids), dtype=torch.long, device=device)
+
+
+def _positions(positions: Sequence[int] | None, t: int) -> list[int]:
+    at = list(range(t)) if positions is None else [int(p) for p in positions]
+    if not at or any(not 0 <= p < t for p in at):
+        raise ValueError(f"positions must be target positions 0..{t - 1}, got {positions}")
+    return at
+
+
+@torch.inference_mode()
+def record_run(model: EncoderDecoder, src: torch.Tensor, tgt_in: torch.Tensor) -> Run:
+    """The layers of encode()/decode() run one by one, traced so that head outputs come back.
+
+    forward() hands back no residual stream, so the loop is written out here, as attribution.traced_pass does
+    (a test checks that it gives forward()'s log-probabilities and head outputs).
+    """
+    pad = model.cfg.pad_idx
+    src_mask, tgt_mask = make_src_mask(src, pad), make_tgt_mask(tgt_in, pad)
+    heads: dict[str, list[torch.Tensor]] = {k: [] for k in KINDS}
+    resid: dict[str, list[torch.Tensor]] = {k: [] for k in STREAMS}
+    x, _ = model.src_embed(src)
+    for layer in model.encoder_layers:
+        x, rec = layer(x, src_mask, None, True)
+        heads["enc_self"].append(rec.out)
+        resid["enc_resid"].append(x)
+    memory = model.encoder_norm(x)
+    y, _ = model.tgt_embed(tgt_in)
+    for layer in model.decoder_layers:
+        y, self_rec, cross_rec = layer(y, memory, src_mask, tgt_mask, None, None, True)
+        heads["dec_self"].append(self_rec.out)
+        heads["cross"].append(cross_rec.out)
+        resid["dec_resid"].append(y)
+    return Run(heads, resid, memory, model.decoder_norm(y))
+
+
+def _interventions(model: EncoderDecoder, rows: Sequence[Row], side: str, donor: Run | None):
+    """(head_mask, patch) for one batch whose row r carries rows[r]; only the components of `side`."""
+    b, h = len(rows), model.cfg.n_heads
+    device = next(model.parameters()).device
+    head_mask: dict[str, torch.Tensor] = {}
+    patch: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
+    for r, row in enumerate(rows):
+        if row is None or (row[1] in ENCODER_SIDE) != (side == "encoder"):
+            continue
+        action, comp, l, k = row
+        if action == "off":
+            gates = head_mask.setdefault(comp, torch.ones(n_layers(model, comp), b, h, device=device))  # (L, b, h)
+            gates[l, r, k] = 0.0
+        else:
+            value = donor.heads[comp][l] if comp in KINDS else donor.resid[comp][l]  # (1, h, i, d_k) | (1, n, d)
+            width = h if comp in KINDS else value.shape[1]
+            where, _ = patch.setdefault((comp, l), (torch.zeros(b, width, dtype=torch.bool, device=device), value))
+            where[r, k] = True
+    return head_mask or None, patch or None
+
+
+def _states(model: EncoderDecoder, src, tgt_in, memory, rows: Sequence[Row], donor: Run | None) -> torch.Tensor:
+    """(b, t, d) decoder states of one batch, row r with rows[r] applied; decoder-only rows reuse `memory`."""
+    b, pad = len(rows), model.cfg.pad_idx
+    src_b, tgt_b = src.expand(b, -1), tgt_in.expand(b, -1)
+    src_mask = make_src_mask(src_b, pad)
+    enc = [r for r, row in enumerate(rows) if row is not None and row[1] in ENCODER_SIDE]
+    mem = memory.expand(b, -1, -1)  # (b, s, d)
+    if enc:
+        head_mask, patch = _interventions(model, [rows[r] for r in enc], "encoder", donor)
+        mem = mem.index_copy(0, torch.tensor(enc, device=mem.device),
+                             model.encode(src.expand(len(enc), -1), src_mask[enc], head_mask, patch=patch))
+    head_mask, patch = _interventions(model, rows, "decoder", donor)
+    return model.decode(mem, src_mask, tgt_b, make_tgt_mask(tgt_b, pad), head_mask, patch=patch)
+
+
+def run_rows(model: EncoderDecoder, src, tgt_in, memory, rows: Sequence[Row], readout: Callable,
+             donor: Run | None = None, batch_tokens: int = DEFAULT_BATCH_TOKENS) -> np.ndarray:
+    """(len(rows), k) float64: readout((b, t, d) decoder states) -> (b, k) of every row, a batch of rows per pass."""
+    per = max(1, batch_tokens // (src.shape[1] + tgt_in.shape[1]))
+    with torch.inference_mode():
+        out = [readout(_states(model, src, tgt_in, memory, rows[i : i + per], donor))
+               for i in range(0, len(rows), per)]
+    return torch.cat(out).double().cpu().numpy()
+
+
+def gold_readout(model: EncoderDecoder, gold: torch.Tensor, at: Sequence[int], max_floats: int = 1 << 24):
+    """readout: (b, t, d) states -> (b, P) log p(gold[i]) at positions `at`, the generator run on a few rows
+    at a time so that (rows, P, V) log-probabilities stay under `max_floats`."""
+    at_t = torch.tensor(list(at), dtype=torch.long, device=gold.device)
+    want = gold[at_t].view(1, -1, 1)  # (1, P, 1)
+
+    def readout(states: torch.Tensor) -> torch.Tensor:
+        x = states[:, at_t]  # (b, P, d)
+        per = max(1, max_floats // (x.shape[1] * model.cfg.tgt_vocab_size))
+        parts = [model.generator(x[i : i + per]) for i in range(0, x.shape[0], per)]  # each (c, P, V)
+        return torch.cat([lp.gather(-1, want.expand(lp.shape[0], -1, 1))[..., 0] for lp in parts])  # (b, P)
+
+    return readout
+
+
+def head_rows(model: EncoderDecoder, action: str = "off") -> list[Row]:
+    """One row per head of every kind and layer, in the order of KINDS, layers, heads."""
+    return [(action, kind, l, hh) for kind in KINDS for l in range(n_layers(model, kind))
+            for hh in range(model.cfg.n_heads)]
+
+
+def by_kind(model: EncoderDecoder, values: np.ndarray) -> dict[str, np.ndarray]:
+    """(rows of head_rows, k) -> kind -> (L, h, k)."""
+    out, start = {}, 0
+    for kind in KINDS:
+        n = n_layers(model, kind) * model.cfg.n_heads
+        out[kind] = values[start : start + n].reshape(n_layers(model, kind), model.cfg.n_heads, -1)
+        start += n
+    return out
+
+
+def knockout_scores(model: EncoderDecoder, src, tgt_in, readout: Callable,
+                    batch_tokens: int = DEFAULT_BATCH_TOKENS) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(readout with every head on (k,), kind -> (L, h, k) its change with that head alone off)."""
+    with torch.inference_mode():
+        memory = model.encode(src, make_src_mask(src, model.cfg.pad_idx))
+    scores = run_rows(model, src, tgt_in, memory, [None] + head_rows(model), readout, None, batch_tokens)
+    return scores[0], by_kind(model, scores[1:] - scores[0])
+
+
+def knockout_ids(model: EncoderDecoder, src_ids: Sequence[int], tgt_ids: Sequence[int], bos: int,
+                 positions: Sequence[int] | None = None, batch_tokens: int = DEFAULT_BATCH_TOKENS) -> dict:
+    """{"log_probs": (P,), "delta": kind -> (L, h, P)}: head knockout, one batch row per head."""
+    src, tgt_in, gold = forced_tensors(model, src_ids, tgt_ids, bos)
+    at = _positions(positions, len(tgt_ids))
+    base, delta = knockout_scores(model, src, tgt_in, gold_readout(model, gold, at), batch_tokens)
+    return {"positions": at, "log_probs": base, "delta": delta}
+
+
+def normalised_effect(patched: np.ndarray, clean: np.ndarray, corrupt: np.ndarray,
+                      min_gap: float = MIN_GAP) -> np.ndarray:
+    """(patched − corrupt) / (clean − corrupt) over the last axis; NaN where |clean − corrupt| < min_gap."""
+    gap = clean - corrupt
+    ok = np.abs(gap) >= min_gap
+    return np.where(ok, (patched - corrupt) / np.where(ok, gap, 1.0), np.nan)
+
+
+def patching_ids(model: EncoderDecoder, clean_ids: Sequence[int], corrupt_ids: Sequence[int],
+                 tgt_ids: Sequence[int], bos: int, positions: Sequence[int] | None = None,
+                 batch_tokens: int = DEFAULT_BATCH_TOKENS, min_gap: float = MIN_GAP) -> dict:
+    """Activation patching clean -> corrupted (see the module docstring); the sources must have one length.
+
+    Returns {"positions", "clean_log_probs" (P,), "corrupt_log_probs" (P,), "log_probs" and "effect":
+    component -> (L, h, P) for enc_self / dec_self / cross, (L, s, P) enc_resid, (L, t, P) dec_resid}.
+    """
+    if len(clean_ids) != len(corrupt_ids):
+        raise ValueError(f"clean and corrupted sources need the same number of tokens to patch position by "
+                         f"position: {len(clean_ids)} and {len(corrupt_ids)} (with the end token)")
+    clean_src, tgt_in, gold = forced_tensors(model, clean_ids, tgt_ids, bos)
+    corrupt_src, _, _ = forced_tensors(model, corrupt_ids, tgt_ids, bos)
+    at = _positions(positions, len(tgt_ids))
+    readout = gold_readout(model, gold, at)
+    clean, corrupt = record_run(model, clean_src, tgt_in), record_run(model, corrupt_src, tgt_in)
+    with torch.inference_mode():
+        lp_clean = readout(clean.states)[0].double().cpu().numpy()
+    s, t = clean_src.shape[1], tgt_in.shape[1]
+    streams = [("patch", c, l, p) for c, n in zip(STREAMS, (s, t)) for l in range(n_layers(model, c))
+               for p in range(n)]
+    heads = head_rows(model, "patch")
+    rows = [None] + heads + streams  # row 0: the corrupted run as it is
+    scores = run_rows(model, corrupt_src, tgt_in, corrupt.memory, rows, readout, clean, batch_tokens)
+    lp_corrupt = scores[0]
+    log_probs = by_kind(model, scores[1 : 1 + len(heads)])
+    rest = scores[1 + len(heads) :]
+    n_enc = model.cfg.n_encoder_layers * s
+    log_probs["enc_resid"] = rest[:n_enc].reshape(model.cfg.n_encoder_layers, s, -1)
+    log_probs["dec_resid"] = rest[n_enc:].reshape(model.cfg.n_decoder_layers, t, -1)
+    effect = {c: normalised_effect(v, lp_clean, lp_corrupt, min_gap) for c, v in log_probs.items()}
+    return {"positions": at, "clean_log_probs": lp_clean, "corrupt_log_probs": lp_corrupt, "log_probs": log_probs,
+            "effect": effect}
+
+
+def knockout(translator, text: str, tgt_tokens: Sequence[str], positions: Sequence[int] | None = None,
+             batch_tokens: int = DEFAULT_BATCH_TOKENS) -> Knockout:
+    """Head knockout of `text` teacher-forced on `tgt_tokens` (a token outside the vocabulary counts as <unk>)."""
+    source, tv = translator.prepare(text), translator.tgt_vocab
+    res = knockout_ids(translator.model, source.ids, tv.encode(list(tgt_tokens)), tv.bos_idx, positions,
+                       batch_tokens)
+    return Knockout(source.axis_tokens, list(tgt_tokens), res["positions"], res["log_probs"], res["delta"])
+
+
+def patching(translator, clean: str, corrupt: str, tgt_tokens: Sequence[str], positions: Sequence[int] | None = None,
+             batch_tokens: int = DEFAULT_BATCH_TOKENS, min_gap: float = MIN_GAP) -> Patching:
+    """Activation patching from `clean` into `corrupt`, both teacher-forced on `tgt_tokens` (the clean
+    translation). ValueError unless both sources have the same number of tokens after tokenization."""
+    a, b, tv = translator.prepare(clean), translator.prepare(corrupt), translator.tgt_vocab
+    if len(a.ids) != len(b.ids):
+        raise ValueError(f"clean and corrupted sentences need the same number of tokens to patch position by "
+                         f"position: {len(a.tokens)} ({' '.join(a.tokens)}) and {len(b.tokens)} "
+                         f"({' '.join(b.tokens)})")
+    res = patching_ids(translator.model, a.ids, b.ids, tv.encode(list(tgt_tokens)), tv.bos_idx, positions,
+                       batch_tokens, min_gap)
+    return Patching(a.axis_tokens, b.axis_tokens, list(tgt_tokens), res["positions"], res["clean_log_probs"],
+                    res["corrupt_log_probs"], res["log_probs"], res["effect"], min_gap)
+
+
+def _num(x, digits: int = 6):
+    """Nested lists of floats rounded to `digits`; NaN becomes null (JSON has no NaN)."""
+    a = np.round(np.asarray(x, dtype=np.float64), digits)
+    return np.where(np.isnan(a), None, a.astype(object)).tolist()
+
+
+def report(translator, clean: str, corrupt: str, step: int | None = None, name: str = "", k: int = 5) -> dict:
+    """The command line's JSON (docs/patch-format.md): knockout on the clean sentence, patching clean -> corrupt
+    and the logit lens, all teacher-forced on the clean sentence's greedy translation (with its end token when it
+    finished), at every step or at 1-based `step`. ValueError for an empty sentence, a length mismatch or a step
+    out of range."""
+    from model.analysis.lens import logit_lens_ids
+
+    out = translator.translate(clean)
+    if not out.source.tokens:
+        raise ValueError("the clean sentence has no tokens the model reads")
+    tv = translator.tgt_vocab
+    tgt = out.raw_tokens + ([tv.token("eos")] if out.finished else [])
+    if step is not None and not 1 <= step <= len(tgt):
+        raise ValueError(f"--step must be 1..{len(tgt)} for this translation ({' '.join(tgt)})")
+    positions = None if step is None else [step - 1]
+    t0 = time.perf_counter()
+    ko = knockout(translator, clean, tgt, positions)
+    t1 = time.perf_counter()
+    pa = patching(translator, clean, corrupt, tgt, positions)
+    t2 = time.perf_counter()
+    lens = logit_lens_ids(translator.model, out.source.ids, tv.encode(tgt), tv.bos_idx, ko.positions, k)
+    t3 = time.perf_counter()
+    cfg = translator.cfg
+    return {
+        "schema": SCHEMA,
+        "model": {"name": name, "d_model": cfg.d_model, "n_heads": cfg.n_heads,
+                  "n_encoder_layers": cfg.n_encoder_layers, "n_decoder_layers": cfg.n_decoder_layers},
+        "clean": {"text": clean, "src_tokens": pa.src_tokens},
+        "corrupt": {"text": corrupt, "src_tokens": pa.corrupt_tokens},
+        "translation": out.text,
+        "tgt_tokens": tgt,
+        "decoder_input": [tv.token("bos")] + tgt[:-1],
+        "steps": [p + 1 for p in ko.positions],
+        "knockout": {"log_probs": _num(ko.log_probs), "delta": {kind: _num(v) for kind, v in ko.delta.items()}},
+        "patching": {"clean_log_probs": _num(pa.clean_log_probs), "corrupt_log_probs": _num(pa.corrupt_log_probs),
+                     "min_gap": pa.min_gap, "effect": {c: _num(v) for c, v in pa.effect.items()},
+                     "log_probs": {c: _num(v) for c, v in pa.log_probs.items()}},
+        "logit_lens": [
+            {"step": p + 1, "chosen": tgt[p], "layers": [
+                {"layer": l + 1, "chosen_prob": _num(lens["chosen_probs"][n, l]),
+                 "chosen_rank": int(lens["chosen_ranks"][n, l]),
+                 "top": [{"token": tv.itos[int(i)], "id": int(i), "prob": _num(q)}
+                         for i, q in zip(lens["top_ids"][n, l], lens["top_probs"][n, l])]}
+                for l in range(cfg.n_decoder_layers)]}
+            for n, p in enumerate(ko.positions)],
+        "seconds": {"knockout": round(t1 - t0, 4), "patching": round(t2 - t1, 4), "logit_lens": round(t3 - t2, 4)},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from model.inference.translator import Translator
+    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+
+    ap = argparse.ArgumentParser(prog="python -m model.patch", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    ap.add_argument("--clean", required=True, help="the clean source sentence (its translation is scored)")
+    ap.add_argument("--corrupt", required=True, help="the corrupted source sentence, as many tokens as --clean")
+    ap.add_argument("--out", help="write the JSON here (default: standard output)")
+    ap.add_argument("--step", type=int, help="report only this output step (1-based; default: every step)")
+    ap.add_argument("--top-k", type=int, default=5, help="logit-lens candidates per layer (default 5)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    args = ap.parse_args(argv)
+    if args.top_k < 1:
+        ap.error("--top-k must be at least 1")
+    torch.set_num_threads(max(1, args.threads))
+    try:
+        translator = Translator.from_checkpoint(args.checkpoint)
+        result = report(translator, args.clean, args.corrupt, args.step, Path(args.checkpoint).name, args.top_k)
+    except (CheckpointError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(result, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

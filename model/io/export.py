@@ -1,0 +1,116 @@
+"""The traced translation of one sentence as a JSON file, for scripts and other tools (BertViz, pandas).
+
+    python -m model.export "Ein Hund läuft im Schnee." [--checkpoint DIR] [--out FILE.json] [--top-k 5] [--max-len N]
+
+Schema "attention-atlas-trace/1" (documented in docs/formats.md): model metadata, the source and target tokens
+and ids (the target is the decoder input: the start token, then the output), the attention probabilities
+of enc_self, dec_self and cross as [layer][head][query][key], and every decoding step's top-k candidates.
+The app's "trace as JSON" download writes the same content for the sentence on screen.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+SCHEMA = "attention-atlas-trace/1"
+DIGITS = 6  # decimals kept for probabilities: rows still sum to 1 within 1e-5
+
+
+def _round(x) -> list:
+    """Nested lists of floats rounded to DIGITS (NumPy arrays in)."""
+    import numpy as np
+
+    return np.round(np.asarray(x, dtype=np.float64), DIGITS).tolist()
+
+
+def file_stem(name: str, text: str, decoding: str) -> str:
+    """A file name that says what it holds: model, the sentence's first words, the decoding."""
+    words = re.sub(r"[^\w]+", "-", text, flags=re.UNICODE).strip("-")[:40].strip("-") or "sentence"
+    model = re.sub(r"[^\w.-]+", "-", name)
+    how = re.sub(r"[^\w]+", "-", decoding).strip("-")
+    return f"atlas_{model}_{words}_{how}"
+
+
+def trace_dict(translator, translation, name: str, decoding: str | None = None) -> dict:
+    """The schema's dict for a traced Translation (from Translator.trace, detached or not).
+
+    `decoding` overrides the translation's own description (the app traces beam search along its tokens).
+    """
+
+    st = translation.trace
+    if st is None:
+        raise ValueError("the translation has no trace: the sentence is empty")
+    cfg = translator.cfg
+    tv = translator.tgt_vocab
+    steps = []
+    for i, s in enumerate(translation.steps or [], 1):
+        steps.append({
+            "step": i,
+            "prefix": list(s.prefix_tokens),
+            "candidates": [{"token": t, "id": int(j), "prob": round(float(p), DIGITS)}
+                           for t, j, p in zip(s.top_tokens, s.top_ids, s.top_probs)],
+            "chosen": {"token": s.chosen_token, "id": int(s.chosen), "prob": round(float(s.chosen_prob), DIGITS)},
+            "forced": bool(s.forced),
+        })
+    return {
+        "schema": SCHEMA,
+        "model": {"name": name, "src_lang": translator.src_lang, "tgt_lang": translator.tgt_lang,
+                  "parameters": int(sum(translator.parameter_counts().values())), "d_model": cfg.d_model,
+                  "n_heads": cfg.n_heads, "n_encoder_layers": cfg.n_encoder_layers,
+                  "n_decoder_layers": cfg.n_decoder_layers, "src_vocab_size": cfg.src_vocab_size,
+                  "tgt_vocab_size": cfg.tgt_vocab_size},
+        "decoding": decoding or translation.decoding,
+        "finished": bool(translation.finished),
+        "translation": translation.text,
+        "src_tokens": list(st.src_tokens),
+        "src_ids": [int(i) for i in translation.source.ids],
+        "tgt_tokens": list(st.tgt_tokens),
+        "tgt_ids": [int(tv.bos_idx)] + [int(i) for i in tv.encode(translation.raw_tokens)],
+        "enc_self": _round(st.probs("enc_self")),
+        "dec_self": _round(st.probs("dec_self")),
+        "cross": _round(st.probs("cross")),
+        "steps": steps,
+    }
+
+
+def to_json(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False, indent=1) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from model.inference.translator import Translator
+    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sentence", help="the source sentence")
+    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    ap.add_argument("--out", help="write the JSON here (default: standard output)")
+    ap.add_argument("--top-k", type=int, default=5, help="candidates kept per decoding step (default 5)")
+    ap.add_argument("--max-len", type=int, default=0, help="maximum output length (0 = automatic)")
+    args = ap.parse_args(argv)
+    if args.top_k < 1:
+        ap.error("--top-k must be at least 1")
+    if args.max_len < 0:
+        ap.error("--max-len must be 0 (automatic) or more")
+    try:
+        translator = Translator.from_checkpoint(args.checkpoint)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    translation = translator.trace(args.sentence, max_len=args.max_len or None, top_k=args.top_k)
+    if not translation.source.tokens:
+        print("error: the sentence has no words the tokenizer can read", file=sys.stderr)
+        return 2
+    text = to_json(trace_dict(translator, translation, Path(args.checkpoint).name))
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

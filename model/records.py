@@ -1,0 +1,178 @@
+"""The plain data a page gets from the model: records of a translation and its trace, NumPy and strings only.
+
+No torch here (a test imports it in an interpreter that has none loaded), so the app's pages and viz/ may use
+these types freely; `model/service.py` is the one door that makes them. Shape letters: see model/__init__.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from model.nn.config import ModelConfig  # noqa: F401  (a page reads the config facts it shows from this record)
+from model.text.vocab import BOS, EOS
+
+KINDS = ("enc_self", "dec_self", "cross")  # the attention kinds: encoder self, decoder (masked) self, cross
+MIN_GAP = 1e-4  # nats: a smaller clean-corrupt difference leaves a patching effect undefined (NaN)
+# The app's pages, in the sidebar's order (tests and benchmarks walk this list).
+VIEWS = ("Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding",
+         "Heads", "Training")
+
+
+@dataclass
+class Step:
+    """One greedy step: what the decoder saw, what it proposed and what it picked."""
+
+    prefix: list[int]  # decoder input ids so far, starting with <bos>
+    top_ids: list[int]  # the k most probable next tokens, best first
+    top_probs: list[float]  # their probabilities after <bos>/<pad> were removed and the rest renormalised
+    chosen: int
+    chosen_prob: float  # from the same distribution as top_probs
+    forced: bool  # True when the token came from a given prefix, not from the argmax
+    dec_self: np.ndarray | None = None  # (L, h, t) the last query's self-attention over the prefix
+    cross: np.ndarray | None = None  # (L, h, s) the last query's attention over the source
+    prefix_tokens: list[str] = field(default_factory=list)  # the same as strings (the Translator fills them)
+    top_tokens: list[str] = field(default_factory=list)
+    chosen_token: str = ""
+
+
+@dataclass
+class SentenceTrace:
+    """One sentence's trace as NumPy arrays, with the token strings for every axis.
+
+    Picklable and free of torch, so the app can cache it and viz/ can draw it.
+    """
+
+    src_tokens: list[str]  # source axis (keys of enc_self and cross): words + <eos>
+    tgt_tokens: list[str]  # decoder axis (queries of dec_self and cross): <bos> + output
+    src_embed: dict[str, np.ndarray]  # token, scaled, positional, total: (s, d)
+    tgt_embed: dict[str, np.ndarray]  # (t, d)
+    attn: dict[str, list[dict[str, np.ndarray]]]  # kind -> per layer -> q, k, v, scores, mask, probs, out
+    log_probs: np.ndarray  # (t, V) the generator's output at every decoder position
+
+    def probs(self, kind: str) -> np.ndarray:
+        """(L, h, i, j) attention probabilities of every layer and head."""
+        return np.stack([layer["probs"] for layer in self.attn[kind]])
+
+    def axes(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) of an attention kind."""
+        return {
+            "enc_self": (self.src_tokens, self.src_tokens),
+            "dec_self": (self.tgt_tokens, self.tgt_tokens),
+            "cross": (self.tgt_tokens, self.src_tokens),
+        }[kind]
+
+
+@dataclass
+class Source:
+    """A cleaned, tokenized and possibly truncated source sentence."""
+
+    tokens: list[str]  # the words (or SentencePiece pieces, "▁" kept) the model reads, without <eos>
+    ids: list[int]  # with <eos> appended
+    unknown: list[bool]  # per token: not in the source vocabulary
+    dropped: list[str] = field(default_factory=list)  # tokens cut off by the length limit
+    chars_cut: int = 0  # characters beyond MAX_CHARS ignored before tokenizing
+    eos_token: str = EOS  # the vocabulary's end token (Marian: </s>)
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.dropped) or self.chars_cut > 0
+
+    @property
+    def axis_tokens(self) -> list[str]:
+        """Labels of the source axis: the tokens and the final <eos>."""
+        return self.tokens + [self.eos_token]
+
+    @property
+    def copyable(self) -> list[bool]:
+        """Per token: may an output <unk> become this word? Only words the model could not read:
+        unknown to the source vocabulary, or numbers (a token with a digit)."""
+        return [unk or any(c.isdigit() for c in tok) for tok, unk in zip(self.tokens, self.unknown)]
+
+
+@dataclass
+class Translation:
+    """A translation and, for greedy decoding with a trace, everything it computed."""
+
+    text: str
+    tokens: list[str]  # output tokens after <unk> replacement
+    raw_tokens: list[str]  # as the model produced them
+    source: Source
+    finished: bool  # stopped at <eos>, not at the length limit
+    seconds: float
+    steps: list[Step] | None = None
+    trace: SentenceTrace | None = None  # greedy decoding's recorded trace (Translator.trace), else None
+    decoding: str = "greedy"  # "greedy", "beam 5", "greedy after a forced prefix of 2 tokens"
+    start_token: str = BOS  # the decoder's first input (Marian: <pad>)
+
+    @property
+    def decoder_input(self) -> list[str]:
+        """Decoder query/key labels: the start token (<bos>) followed by the raw output tokens."""
+        return [self.start_token] + self.raw_tokens
+
+
+@dataclass
+class Attribution:
+    """One sentence's attributions as NumPy arrays, with the token strings of both axes (no tensors)."""
+
+    src_tokens: list[str]  # columns: the source words and the final <eos> the model reads (s)
+    tgt_tokens: list[str]  # the chosen tokens y_1 .. y_t the model was teacher-forced on, one per decoder position
+    matrices: dict[str, np.ndarray]  # method -> (r, s) float32, non-negative, rows sum to 1 (see DEFINITIONS)
+    definitions: dict[str, str]  # method -> one sentence
+    signed: dict[str, np.ndarray] = field(default_factory=dict)  # "input_x_grad" -> (t, s) float32, nats
+    chosen_probs: np.ndarray | None = None  # (r,) float32 p(y_i) under the raw generator
+    rows: list[int] = field(default_factory=list)  # (r,) row k of every matrix explains tgt_tokens[rows[k]]
+
+
+@dataclass
+class Knockout:
+    """Head knockout on one sentence (NumPy only)."""
+
+    src_tokens: list[str]  # the source axis: tokens and the end token
+    tgt_tokens: list[str]  # y_1 .. y_T, the tokens scored
+    positions: list[int]  # (P,) 0-based positions in tgt_tokens reported
+    log_probs: np.ndarray  # (P,) log p(y_i) with every head on
+    delta: dict[str, np.ndarray]  # kind -> (L, h, P) log p(y_i) with that head alone off, minus log_probs
+
+
+@dataclass
+class Patching:
+    """Activation patching clean -> corrupted on one sentence pair (NumPy only); see the module docstring."""
+
+    src_tokens: list[str]  # the clean source axis (s)
+    corrupt_tokens: list[str]  # the corrupted source axis (s)
+    tgt_tokens: list[str]  # y_1 .. y_T of the clean translation, scored in both runs
+    positions: list[int]  # (P,) 0-based positions in tgt_tokens reported
+    clean_log_probs: np.ndarray  # (P,)
+    corrupt_log_probs: np.ndarray  # (P,)
+    log_probs: dict[str, np.ndarray]  # component -> patched log p: heads (L, h, P), enc_resid (L, s, P), ...
+    effect: dict[str, np.ndarray]  # component -> normalised effect, same shapes; NaN where undefined
+    min_gap: float = MIN_GAP
+
+
+@dataclass
+class LogitLens:
+    """The logit lens at one step (NumPy only); layer l (0-based) is row l."""
+
+    step: int  # 0-based position in tgt_tokens
+    chosen_token: str  # tgt_tokens[step]
+    top_tokens: list[list[str]]  # (L, k)
+    top_ids: np.ndarray  # (L, k)
+    top_probs: np.ndarray  # (L, k) descending
+    chosen_probs: np.ndarray  # (L,) p(chosen token) read at each layer
+    chosen_ranks: np.ndarray  # (L,) 1-based rank of the chosen token among all V
+
+
+@dataclass
+class Contrast:
+    """Why `target` and not `foil` at one step (NumPy only); see the module docstring."""
+
+    src_tokens: list[str]  # (s,) the source axis: tokens and the end token
+    step: int  # 0-based position in tgt_tokens
+    target: str  # A
+    foil: str  # B
+    log_prob_diff: float  # log p(A) − log p(B) with every head on
+    input_x_grad: np.ndarray  # (s,) signed, nats
+    relevance: np.ndarray  # (s,) non-negative, sums to 1 (or all 0)
+    heads: dict[str, np.ndarray]  # kind -> (L, h) change of log p(A) − log p(B) with that head alone off
+    top_heads: list[tuple[str, int, int, float]]  # (kind, 0-based layer, 0-based head, change), largest |change| first

@@ -1,0 +1,93 @@
+"""The floors hold: pages reach the model only through model/service.py, and records carry no torch.
+
+Each check runs in a fresh interpreter, so a module imported by an earlier test cannot hide an import.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted(p for p in (ROOT / "views").glob("*.py") if p.name != "__init__.py")
+
+# model.service replaced by a module whose every attribute is a stand-in: importing every page and what app.py
+# imports must then load no torch at all.
+STUB = """
+import sys, types
+from unittest import mock
+stub = types.ModuleType("model.service")
+stub.__getattr__ = lambda name: mock.MagicMock(name=name)
+stub.Model = type("Model", (), {})
+stub.APP_EXAMPLES = ["Ein Hund läuft."]
+import model
+sys.modules["model.service"] = stub
+model.service = stub
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_records_load_no_torch():
+    run = _run("import sys, model.records; print('torch' in sys.modules)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "False"
+
+
+def test_every_page_and_app_import_without_torch_when_the_service_is_stubbed():
+    pages = ", ".join(f"views.{p.stem}" for p in PAGES)
+    # app.py is a script that draws as it runs: its import statements are what it brings into the process
+    app = ast.parse((ROOT / "app.py").read_text()).body
+    app_imports = [n for n in app if isinstance(n, (ast.Import, ast.ImportFrom))
+                   and getattr(n, "module", None) != "__future__"]
+    assert len(app_imports) > 5
+    code = STUB + f"import {pages}\n" + "\n".join(ast.unparse(n) for n in app_imports) + (
+        "\nprint('torch' in sys.modules, 'model.inference.translator' in sys.modules)")
+    run = _run(code)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[-2:] == ["False", "False"]
+
+
+def test_the_real_service_does_load_the_model_code():
+    """The check above could pass by importing nothing: without the stub, the same import does load torch."""
+    run = _run("import sys, views.state; print('torch' in sys.modules)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "True"
+
+
+def _model_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "model":
+            names |= {node.module} if node.module != "model" else {f"model.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.split(".")[0] == "model"}
+    return names
+
+
+def test_pages_import_only_the_door_and_the_records():
+    allowed = {"model.service", "model.records"}
+    for path in PAGES + [ROOT / "app.py"]:
+        extra = _model_imports(path) - allowed
+        assert not extra, f"{path.name} imports {sorted(extra)}: ask model/service.py instead"
+
+
+def test_no_page_names_a_translator_or_a_tensor():
+    for path in PAGES + [ROOT / "app.py"]:
+        names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
+        assert not names & {"Translator", "Tensor", "torch", "nn", "EncoderDecoder"}, path.name
+
+
+def test_kinds_and_pages_are_defined_once():
+    from model import records
+    from views import state
+
+    assert state.KINDS is records.KINDS and tuple(state.VIEWS) == records.VIEWS
+    for path in [*(ROOT / "model").rglob("*.py"), *(ROOT / "views").rglob("*.py"), ROOT / "app.py"]:
+        text = path.read_text()
+        if path.name != "records.py":
+            assert '= ("enc_self", "dec_self", "cross")' not in text, f"{path} defines the kinds again"
