@@ -11,8 +11,8 @@ there (speculative decoding with the model's own int8 copy as the draft model). 
 comes from the float32 model only; the draft decides nothing, it only saves steps.
 
 `torch.ao.quantization.quantize_dynamic` gives the copy: int8 weights (a quarter of the bytes) and
-fbgemm's int8 kernels. A single-row product with a 58,000 x 512 generator takes about 1.1 ms instead
-of 9 ms here (benchmarks/bench_marian.py measures it).
+fbgemm's int8 kernels: a single-row product with a large generator (Marian's 58,000 x 512) runs several
+times faster (benchmarks/bench_marian.py measures it).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from torch import nn
 from model.nn.transformer import EncoderDecoder
 
 # A draft pays where a step's weights do not fit the CPU caches: the generator's float32 bytes. The shipped model's
-# (7.7 MB, with 12 MB of decoder layers) was "in cache" on one 2-core machine (a trace took 38 ms with or without a
-# draft) but not on another, where the draft took a trace from 71 to 51 ms (`python benchmarks/bench_trace.py`);
+# (7.7 MB, with 12 MB of decoder layers) fits the caches of some CPUs (then a draft changes nothing) and not of
+# others (then it saves about a quarter of a trace; `python benchmarks/bench_trace.py` tells which);
 # below 4 MB (the tests' tiny models, the toy tasks) a step is small enough that the draft could only add work.
 MIN_GENERATOR_BYTES = 4 * 2**20
 

@@ -10,9 +10,9 @@ def use_threads(n: int) -> None:
     per request is as fast as two, and sessions running at once do not fight over the cores.
 
     NumPy's OpenBLAS starts one thread per core, and after each call its idle threads spin for about a tenth of a
-    second before they sleep: a 9 ms nearest-neighbour search cost 113 ms of CPU with two threads and 9 ms with
-    one (issue 10; `benchmarks/bench_server_cpu.py` counts that spinning as the server's). Torch's own pools
-    follow set_num_threads; OpenBLAS is limited through threadpoolctl, as it is already loaded by now.
+    second before they sleep, so a short NumPy call costs many times its own CPU time with two threads
+    (`benchmarks/bench_blas_spin.py` measures it; `bench_server_cpu.py` counts that spinning as the server's).
+    Torch's own pools follow set_num_threads; OpenBLAS is limited through threadpoolctl, as it is already loaded by now.
     """
     n = max(1, int(n))
     torch.set_num_threads(n)

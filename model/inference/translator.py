@@ -44,7 +44,7 @@ class Translator:
         self.model = model.eval()
         # An int8 copy of the decoder that guesses a trace's greedy tokens, which the model then checks
         # (model/inference/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
-        # caches), built by a background thread that the first trace starts (1-2 s for opus-mt size), so
+        # caches), built by a background thread that the first trace starts (seconds for opus-mt size), so
         # neither loading nor a Translator that only translates (training's validation) pays for it; until
         # it is there, traces decode unaided, with the same result. False: never.
         self.draft = build_draft(model) if draft else None

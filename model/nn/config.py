@@ -34,7 +34,7 @@ class ModelConfig:
         "help": "pre-norm + final LayerNorm; off = post-norm as in the paper"})
     tie_weights: bool = field(default=True, metadata={"help": "the generator shares the target embedding matrix"})
     pad_idx: int = 1
-    # Format version 2: what the model is, so that imported models (Marian, issue 13) can be described.
+    # Format version 2: what the model is, so that imported models (Marian) can be described.
     activation: str = field(default="relu", metadata={
         "help": "feed-forward non-linearity: relu, gelu or swish (= silu)"})
     pe_layout: str = field(default="interleaved", metadata={

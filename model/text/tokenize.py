@@ -1,7 +1,8 @@
 """spaCy rule-based tokenizers (no model download) and a Moses detokenizer for English output.
 
 spaCy and sacremoses are imported when a word model first needs them: a SentencePiece model (the shipped one,
-an imported Marian) never does, and the two imports cost about 1.5 s of the app's cold start here.
+an imported Marian) never does, and the two imports are a large part of the app's cold start
+(benchmarks/cold_start_timeline.py).
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ TASKS: dict[str, Callable[[list[str]], list[str]]] = {
 # all three reach 100 %, sort included, so all three are offered.
 OFFERED = ("copy", "reverse", "sort")
 MIN_LEN, MAX_LEN = 3, 8  # sequence lengths drawn uniformly; up to 10 needed ~20 % more steps for reverse
-DEFAULT_STEPS = 900  # optimizer steps of a live run (about 30 ms each on one core): the schedule decays to 0 here
+DEFAULT_STEPS = 900  # optimizer steps of a live run: the schedule decays to 0 here (bench_toy.py times them)
 BATCH = 64
 EXAMPLE = "3 1 4 1 5 9 2 6"  # the fixed example whose cross-attention a live run reports
 
