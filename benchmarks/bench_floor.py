@@ -1,0 +1,124 @@
+"""First visits against a floor: the app's pages next to a bare Streamlit app that draws the same charts.
+
+    python benchmarks/bench_floor.py [--walks 3] [--checkpoint-dir checkpoints] [--model multi30k-de-en]
+
+The floor (benchmarks/floor_app.py) has the app's sidebar and draws on every view three ordinary Plotly figures
+of the app's sizes, built from nothing on every run. Walks alternate floor / app / floor / app …, each on a fresh
+server and a freshly launched Chromium:
+  cold start   browser launch + server start -> the Overview drawn (model load and first trace included)
+  learn        every view once with the link's sentence, to learn how many charts and tables each one holds
+  new sentence on the Attention view, type a sentence not seen before and press Ctrl+Enter: until every chart
+               is drawn again for it
+  first visit  then every other view once, in the sidebar's order: each one's first visit for that sentence
+               (until the run has finished and the view holds its charts and tables, every chart drawn after
+               the click)
+Times are measured in the page from the press to the frame where everything is drawn (benchmarks/app_walk.py).
+Per measure it prints the median over the walks for the app and for the floor and their ratio; absolute times
+vary between machines, the ratio measured in one run much less. Writes benchmarks/results/floor.json.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from app_walk import INPUT_CLOCK_JS, new_sentence, page_switch, settle_view, views_of
+from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, write_results
+
+VARIANTS = {"floor": "benchmarks/floor_app.py", "app": "app.py"}
+TARGETS = {"first_visit": 1.25, "new_sentence": 1.0, "cold_start": 1.2}  # app / floor, at most
+
+
+def walk(bs, playwright, script: str, ckpt_dir: Path, model: str, env: dict, sentence: str, log: Path) -> dict:
+    """One walk on a fresh server and browser: cold start, learn, new sentence, first visits (seconds)."""
+    t0 = time.perf_counter()
+    chromium = bs.launch_chromium(playwright)
+    server = None
+    try:
+        page = bs.new_page(chromium, timeout=120_000)
+        server = bs.start_server(ckpt_dir, model, log, timeout=120, extra_env=env, script=script)
+        bs.open_app(page, server.link(view="Overview"), timeout=120_000)
+        bs.wait_charts(page, timeout=120_000)
+        cold = time.perf_counter() - t0
+        page.evaluate(INPUT_CLOCK_JS)
+        bs.widget(page, "view").locator("[data-testid='stRadioOption']").first.wait_for(timeout=60_000)
+        views = views_of(bs, page)
+        if len(views) < 2:
+            raise RuntimeError(f"{script}: the sidebar lists the views {views}")
+        expect = {view: settle_view(bs, page, view) for view in views[1:] + views[:1]}
+        settle_view(bs, page, "Attention")
+        sentence_s = new_sentence(bs, page, sentence, gen=1)
+        first = {}
+        for i, view in enumerate(v for v in views if v != "Attention"):
+            first[view] = page_switch(bs, page, view, gen=10 + i, expect=expect[view])
+        exceptions = page.locator(bs.EXCEPTION).count()
+    finally:
+        if server is not None:
+            bs.stop_server(server)
+        chromium.close()
+    return {"cold_start": cold, "new_sentence": sentence_s, "first_visit": first, "exceptions": exceptions,
+            "expect": expect}
+
+
+def medians(walks: list[dict]) -> dict:
+    """Median seconds per measure over walks: cold_start, new_sentence, first visit per view."""
+    out = {k: statistics.median(w[k] for w in walks) for k in ("cold_start", "new_sentence")}
+    out["first_visit"] = {v: statistics.median(w["first_visit"][v] for w in walks) for v in walks[0]["first_visit"]}
+    return out
+
+
+def report(app: dict, floor: dict) -> list[dict]:
+    """One row per measure: app and floor medians, their ratio and the target."""
+    rows = [{"measure": "cold start", "key": "cold_start", "app": app["cold_start"], "floor": floor["cold_start"]},
+            {"measure": "new sentence (Attention)", "key": "new_sentence", "app": app["new_sentence"],
+             "floor": floor["new_sentence"]}]
+    rows += [{"measure": f"first visit: {v}", "key": "first_visit", "app": s, "floor": floor["first_visit"][v]}
+             for v, s in app["first_visit"].items()]
+    for r in rows:
+        r["ratio"] = r["app"] / r["floor"]
+        r["limit"] = TARGETS[r["key"]]
+        r["meets"] = r["ratio"] <= r["limit"]
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_server_args(ap)
+    ap.add_argument("--walks", type=int, default=3, help="walks of each variant (alternating floor, app)")
+    args = ap.parse_args()
+    ready = server_preflight(args)
+    if ready is None:
+        return 2
+    bs, ckpt_dir, env = ready
+    from playwright.sync_api import sync_playwright
+
+    sentences = distinct_sentences(2 * args.walks)
+    walks = {name: [] for name in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="bench_floor_") as tmp, sync_playwright() as p:
+        for i in range(args.walks):
+            for name, script in VARIANTS.items():
+                w = walk(bs, p, script, ckpt_dir, args.model, env, sentences[2 * i + (name == "app")],
+                         Path(tmp) / f"{name}{i}.log")
+                walks[name].append(w)
+                print(f"walk {i + 1} {name}: cold {w['cold_start']:.2f} s, new sentence {w['new_sentence']:.2f} s, "
+                      f"first visits " + ", ".join(f"{v} {s:.2f}" for v, s in w["first_visit"].items()), flush=True)
+    rows = report(medians(walks["app"]), medians(walks["floor"]))
+    print()
+    print(table([[r["measure"], f"{r['app']:.2f}", f"{r['floor']:.2f}", f"{r['ratio']:.2f}", f"<= {r['limit']}",
+                  "ok" if r["meets"] else "MISSED"] for r in rows],
+                ["measure (median of walks)", "app s", "floor s", "app/floor", "target", ""]))
+    exceptions = sum(w["exceptions"] for ws in walks.values() for w in ws)
+    if exceptions:
+        print(f"\nWARNING: {exceptions} exception box(es) seen")
+    path = write_results("floor", {"benchmark": "floor", "model": args.model, "walks": args.walks,
+                                   "machine": machine(), "rows": rows, "runs": walks, "targets": TARGETS,
+                                   "exceptions_seen": exceptions})
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
