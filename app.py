@@ -13,28 +13,15 @@ import numpy  # noqa: F401  (see below)
 import pandas  # noqa: F401
 import streamlit as st
 
+from views import warmup  # imports only Streamlit
+
 # Plotly looks NumPy and pandas up in sys.modules (it never imports them): when a fresh server's first sessions
 # run at once, another session's thread can be halfway through importing them, and the warm-up chart below would
 # meet a half-made module ("partially initialized module 'pandas' has no attribute 'Series'"). An import
 # statement instead waits until the other thread's import of the same module has finished.
+_warm = warmup.start()  # the browser starts on Plotly's code while this run loads the model (views/warmup.py)
 
-# A session's first run starts the browser on Plotly's and the table's code (a 4.6 MB and a 1.3 MB script that
-# Streamlit loads only when a page first holds a chart or a table; compiling Plotly's takes Chromium about a
-# second here) before this run imports torch and loads the model, so the two overlap. The chart and the table are
-# empty, drawn off-screen and removed when the run ends (`_warm.empty()` below): a page never shows them. On a warm
-# server a first run can end before the browser has drawn them; then the page's own charts ask for the same code as
-# soon, and there was nothing to overlap.
-_warm = st.empty()
-if "atlas_warm" not in st.session_state:
-    st.session_state["atlas_warm"] = True
-    with _warm.container(key="atlas-warm"):
-        st.markdown("<style>.st-key-atlas-warm {position: absolute; left: -10000px; width: 300px; height: 40px; "
-                    "overflow: hidden;}</style>", unsafe_allow_html=True)
-        st.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"height": 40}},
-                        config={"staticPlot": True}, key="atlas-warm-chart")
-        st.dataframe({"": []}, key="atlas-warm-table", hide_index=True)
-
-# The app's own imports come after the warm-up above, on purpose (pyproject.toml allows E402 in this file).
+# The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file).
 from model.service import file_stem, untrained_summary
 from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
 from views.state import (
@@ -152,7 +139,7 @@ if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
     sync_url()
-    _warm.empty()
+    warmup.done(_warm)
     st.stop()
 facts = model_facts(ss["ckpt"])
 
@@ -161,7 +148,7 @@ if not text.strip():
     st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model "
             "translates it.")
     sync_url()
-    _warm.empty()
+    warmup.done(_warm)
     st.stop()
 
 greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
@@ -170,7 +157,7 @@ if not source.tokens:
     st.info("This text has no words the tokenizer can read (only control characters or spaces). "
             f"Type a {langs['src_name']} sentence.")
     sync_url()
-    _warm.empty()
+    warmup.done(_warm)
     st.stop()
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
@@ -236,4 +223,4 @@ elif comparing:
 theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
 page_fragment(PAGES[ss["view"]].render, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 sync_url()
-_warm.empty()
+warmup.done(_warm)

@@ -136,7 +136,7 @@ def test_empty_input_asks_for_a_sentence(page, app_server, text):
 @pytest.mark.browser
 def test_first_run_starts_loading_plotly_and_leaves_no_trace_of_it(chromium, atlas_checkpoints, tmp_path_factory):
     """A fresh server's first run asks the browser for Plotly's and the table's code before it imports torch
-    (app.py's warm-up), even on a page without a chart or table, and the empty chart and table are gone when the
+    (views/warmup.py), even on a page without a chart or table, and the empty chart and table are gone when the
     run ends. A server of its own: on a warm server a first run can end before the browser draws the warm-up
     chart, and then there is nothing to overlap anyway."""
     server = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
