@@ -38,6 +38,9 @@ def main() -> int:
 
     from model.analysis import analyze as A
     from model.analysis.experiments import find_data_dir
+    from model.analysis.importance import DEFAULT_BATCH_TOKENS
+    from model.analysis.pruning import DEFAULT_PRUNING_LIMIT
+    from model.analysis.report import write_report
     from model.inference.translator import Translator
     from model.io.checkpoint import CheckpointError
     from model.training.data import DataError, find_file, read_parallel
@@ -55,8 +58,8 @@ def main() -> int:
     except (CheckpointError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    batch_tokens = args.batch_tokens or A.DEFAULT_BATCH_TOKENS
-    pruning_limit = A.DEFAULT_PRUNING_LIMIT if args.pruning_limit is None else args.pruning_limit
+    batch_tokens = args.batch_tokens or DEFAULT_BATCH_TOKENS
+    pruning_limit = DEFAULT_PRUNING_LIMIT if args.pruning_limit is None else args.pruning_limit
     print(f"checkpoint {args.checkpoint}; {len(src)} sentences of {src_path.name}; torch {torch.__version__}, "
           f"{threads} threads; batch_tokens {batch_tokens}, pruning limit {pruning_limit or 'all'}, "
           f"ablation limit {args.ablation_limit or 'all'}", flush=True)
@@ -86,7 +89,7 @@ def main() -> int:
     print(table(rows, ["step", "seconds", "target s", "verdict"]))
     written = None
     if args.write_report:
-        written = A.write_report(report, None, Path(args.checkpoint))
+        written = write_report(report, None, Path(args.checkpoint))
         print(f"wrote {written}")
     out = write_results("analyze", {
         "machine_before": before, "machine_after": machine(), "checkpoint": str(args.checkpoint),

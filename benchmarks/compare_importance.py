@@ -32,7 +32,7 @@ OLD_REV = "0a74625"  # the commit whose reports hold the per-batch importance
 
 def flat(importance: dict) -> tuple[list[tuple[str, int, int]], np.ndarray]:
     """(heads, values) over every kind, layer and head of a {kind: [layer][head]} grid."""
-    from model.analysis.analyze import KINDS
+    from model.records import KINDS
 
     heads = [(k, l, h) for k in KINDS for l, row in enumerate(importance[k]) for h in range(len(row))]
     return heads, np.array([importance[k][l][h] for k, l, h in heads], dtype=np.float64)
@@ -48,7 +48,7 @@ def name(head: tuple[str, int, int]) -> str:
 
 
 def compare_reports(rev: str) -> dict:
-    from model.analysis.analyze import KINDS
+    from model.records import KINDS
 
     out = {}
     for model in MODELS:
@@ -82,9 +82,11 @@ def batching(n: int, sizes: list[int], checkpoint: str) -> dict:
     """Importance of the first n val sentences with each batch size, per batch and per sentence."""
     import torch
 
-    from model.analysis import analyze as A
+    from model.analysis import importance as A
     from model.analysis.experiments import find_data_dir
+    from model.analysis.sentences import prepare
     from model.inference.translator import Translator
+    from model.records import KINDS
     from model.training.data import find_file, read_parallel
 
     folder, looked = find_data_dir("val")
@@ -92,13 +94,13 @@ def batching(n: int, sizes: list[int], checkpoint: str) -> dict:
         raise SystemExit("Multi30k val split not found; looked in: " + ", ".join(map(str, looked)))
     tr = Translator.from_checkpoint(checkpoint)
     src, ref = read_parallel(find_file(folder, "val", "de"), find_file(folder, "val", "en"))
-    examples, _ = A.prepare(tr, src[:n], ref[:n])
+    examples, _ = prepare(tr, src[:n], ref[:n])
     results, seconds = {}, {"shared_gates": 0.0, "gate_per_sentence": 0.0}
     for size in sizes:
-        per_batch = {k: 0.0 for k in A.KINDS}
-        per_sentence = {k: 0.0 for k in A.KINDS}
-        for batch in A._batches(examples, size):
-            src_t, tgt_in, tgt_out = A._tensors(examples, batch, tr)
+        per_batch = {k: 0.0 for k in KINDS}
+        per_sentence = {k: 0.0 for k in KINDS}
+        for batch in A.example_batches(examples, size):
+            src_t, tgt_in, tgt_out = A.example_tensors(examples, batch, tr)
             gates = A.ones_head_mask(tr.cfg, batch=src_t.shape[0])  # (L, b, h): each sentence's own gradient
             t0 = time.perf_counter()  # the cost of per-sentence gates: the same pass with (L, h) gates, alternated
             A.head_mask_gradient(tr.model, src_t, tgt_in, tgt_out)
@@ -106,7 +108,7 @@ def batching(n: int, sizes: list[int], checkpoint: str) -> dict:
             _, grads, _ = A.head_mask_gradient(tr.model, src_t, tgt_in, tgt_out, gates)
             seconds["shared_gates"] += t1 - t0
             seconds["gate_per_sentence"] += time.perf_counter() - t1
-            for k in A.KINDS:
+            for k in KINDS:
                 g = grads[k].double()
                 per_batch[k] = per_batch[k] + g.sum(1).abs().numpy()
                 per_sentence[k] = per_sentence[k] + g.abs().sum(1).numpy()

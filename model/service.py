@@ -19,6 +19,7 @@ from model.analysis import attribution as _attribution
 from model.analysis import experiments as _experiments
 from model.analysis import lens as _lens
 from model.analysis import patch as _patch
+from model.analysis import report as _report
 from model.analysis.experiments import (  # noqa: F401  (numbers the pages state: NumPy in, NumPy out)
     dropout_sample,
     entropy,
@@ -167,9 +168,9 @@ def contrast(model: Model, text: str, tgt_tokens: list[str], step: int, foil: st
 
 # ----------------------------------------------------------------------------- the head report
 
-REPORT_NAME, ReportError = _analyze.REPORT_NAME, _analyze.ReportError
-report_cache_dir, load_report, write_report = _analyze.cache_dir, _analyze.load_report, _analyze.write_report
-corpus_file_name = _analyze.corpus_file_name
+REPORT_NAME, ReportError = _report.REPORT_NAME, _report.ReportError
+report_cache_dir, load_report, write_report = _report.cache_dir, _report.load_report, _report.write_report
+corpus_file_name = _report.corpus_file_name
 
 
 def head_report(model: Model, src: list[str], ref: list[str], **options) -> dict:

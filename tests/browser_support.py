@@ -383,12 +383,13 @@ def _train_with_film(out: Path, data: Path) -> None:
 def _write_head_report(folder: Path) -> None:
     """The Heads page's report for the tiny model, over its own sentences (the untrained twin has none: the
     browser test computes that one from the page)."""
-    from model.analysis import analyze
+    from model.analysis.analyze import analyze
+    from model.analysis.report import write_report
     from model.inference.translator import Translator
     from tiny_checkpoint import ENGLISH, GERMAN
 
-    report = analyze.analyze(Translator.from_checkpoint(folder), GERMAN, ENGLISH, name=folder.name)
-    analyze.write_report(report, None, folder)
+    report = analyze(Translator.from_checkpoint(folder), GERMAN, ENGLISH, name=folder.name)
+    write_report(report, None, folder)
 
 
 def start_test_server(checkpoint_dir: Path, model: str, tmp_path_factory) -> Server:

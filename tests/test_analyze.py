@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import analyze
-from model.analysis.analyze import head_roles, measure_head, rarest_positions, rarity_rank
+from model.analysis import analyze, importance, measures, pruning, report, sentences
+from model.analysis.measures import head_roles, measure_head
+from model.analysis.sentences import rarest_positions, rarity_rank
+from model.records import KINDS
 from model.text.vocab import Vocab
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
@@ -117,7 +119,7 @@ def test_cross_monotonicity_of_the_argmax_path():
     f = measure_head(flat, "cross")
     assert f["forward_share"] == 1.0 and f["monotonicity"] == 0.0
     ties = np.array([[0, 1, 1, 2]])  # average ranks 1, 2.5, 2.5, 4
-    assert analyze.spearman_with_position(ties, np.ones((1, 4), bool))[0] == pytest.approx(
+    assert measures.spearman_with_position(ties, np.ones((1, 4), bool))[0] == pytest.approx(
         np.corrcoef([1, 2.5, 2.5, 4], [1, 2, 3, 4])[0, 1])
 
 
@@ -126,7 +128,7 @@ def test_offset_pattern_of_a_cross_head_is_relative_to_the_diagonal():
     p = np.zeros((t, s))
     for i in range(t):
         p[i, int(np.floor(i * s / t + 0.5)) + 1] = 1.0  # one key after the proportional diagonal
-    stats = analyze.HeadStats("cross", 1, 1)
+    stats = measures.HeadStats("cross", 1, 1)
     stats.add(p[None, None, None], np.ones((1, t, s), bool), np.ones((1, t), bool), np.array([s]), np.array([t]))
     pattern = stats.result()["offset_pattern"]
     w = np.array(pattern["weights"])[0, 0]
@@ -141,15 +143,16 @@ def test_head_mask_gradient_equals_finite_differences(make_model, encoded_pairs,
     sv, tv = vocabs
     model = make_model(seed=3).double()
     src, tgt_in, tgt_out = collate(encoded_pairs, list(range(len(encoded_pairs))), sv.pad_idx, tv.bos_idx, tv.eos_idx)
-    xi = {k: 1.0 + 0.1 * torch.rand(v.shape, dtype=torch.float64) for k, v in analyze.ones_head_mask(model.cfg).items()}
-    _, grads, _ = analyze.head_mask_gradient(model, src, tgt_in, tgt_out, xi)
+    xi = {k: 1.0 + 0.1 * torch.rand(v.shape, dtype=torch.float64)
+          for k, v in importance.ones_head_mask(model.cfg).items()}
+    _, grads, _ = importance.head_mask_gradient(model, src, tgt_in, tgt_out, xi)
 
     def loss(mask):
         with torch.no_grad():
-            return float(analyze.token_nll(model(src, tgt_in, head_mask=mask)[0], tgt_out, sv.pad_idx))
+            return float(importance.token_nll(model(src, tgt_in, head_mask=mask)[0], tgt_out, sv.pad_idx))
 
     eps = 1e-6
-    for kind in analyze.KINDS:
+    for kind in KINDS:
         fd = torch.zeros_like(xi[kind])
         for idx in np.ndindex(*xi[kind].shape):
             up = {k: v.clone() for k, v in xi.items()}
@@ -163,10 +166,10 @@ def test_head_mask_gradient_equals_finite_differences(make_model, encoded_pairs,
 
 def test_normalised_importance_follows_bertology():
     raw = {"enc_self": np.array([[3.0, 4.0]]), "dec_self": np.array([[1.0, 0.0]]), "cross": np.array([[0.0, 2.0]])}
-    norm = analyze.normalise_importance(raw)
+    norm = importance.normalise_importance(raw)
     assert np.allclose(norm["enc_self"], [[0.6, 0.8]]) and np.allclose(norm["dec_self"], [[1.0, 0.0]])
     assert np.allclose(norm["cross"], [[0.0, 1.0]])
-    order = analyze.importance_order(norm)
+    order = importance.importance_order(norm)
     assert order[0] == ("dec_self", 0, 1) and order[-1] == ("cross", 0, 1)
 
 
@@ -183,15 +186,15 @@ def test_pruning_curve_refines_the_count_where_bleu_drops_by_one_point(monkeypat
 
     monkeypatch.setattr(evaluate, "bleu_scores", lambda hyps, refs, lang="en": {
         "sacrebleu": 40 - 0.6 * int(hyps[0]), "signature": "fake", "bleu_lower_spacy_tokens": 0.0})
-    importance = {k: np.array([[0.1 * i, 0.1 * i + 0.05]]) for i, k in enumerate(analyze.KINDS)}
+    scores = {k: np.array([[0.1 * i, 0.1 * i + 0.05]]) for i, k in enumerate(KINDS)}
     seen = []
-    d = analyze.pruning_curve(Fake(), ["a", "b"], ["a", "b"], importance, lambda f, m: seen.append(f), (0, 0.5, 1))
+    d = pruning.pruning_curve(Fake(), ["a", "b"], ["a", "b"], scores, lambda f, m: seen.append(f), (0, 0.5, 1))
     assert [p["heads_off"] for p in d["curves"]["all"]] == [0, 3, 6]
     assert [p["heads_off"] for p in d["refined"]["all"]] == [1, 2]  # 1 is within a point, 2 is not: stop
     assert d["heads_off_before_bleu_drop"] == {"enc_self": 1, "dec_self": 1, "cross": 1, "all": 1}
     assert d["curves"]["enc_self"][1]["off"] == [["enc_self", 0, 0]]  # the least important first
     assert seen == sorted(seen) and max(seen) <= 1.0
-    assert analyze._count(0.5, 5) == 3 and analyze._count(0.3, 12) == 4 and analyze._count(0.1, 12) == 1
+    assert pruning._count(0.5, 5) == 3 and pruning._count(0.3, 12) == 4 and pruning._count(0.1, 12) == 1
 
 
 # ----------------------------------------------------------------------------- the report on a tiny checkpoint
@@ -213,22 +216,22 @@ def tiny(tmp_path_factory):
                            "--threads", "1"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {out}" in proc.stdout
-    return folder, src, ref, analyze.load_report(out)
+    return folder, src, ref, report.load_report(out)
 
 
 def test_cli_report_has_the_schema(tiny):
     folder, src, ref, d = tiny
-    assert d["schema"] == analyze.SCHEMA and d["checkpoint"] == "demo"
+    assert d["schema"] == report.SCHEMA and d["checkpoint"] == "demo"
     assert d["corpus"]["sentences"] == len(SRC) and d["corpus"]["src"] == f"{src.parent.name}/val.de.gz"
     assert d["corpus"]["src_final_punct"] == len(SRC) - 1  # "Zwei Männer spielen Fußball" has no stop
     for kind, k in d["kinds"].items():
         assert (k["layers"], k["heads"]) == (2, 4)
-        assert set(analyze.HeadStats.measure_names(kind)) <= set(k["measures"])
+        assert set(measures.HeadStats.measure_names(kind)) <= set(k["measures"])
         assert {"importance", "importance_raw", "ablation_loss_increase"} <= set(k["measures"])
         assert all(r and isinstance(r[0], str) for layer in k["roles"] for r in layer)
-        assert np.array(k["offset_pattern"]["weights"]).shape == (2, 4, len(analyze.PATTERN_OFFSETS))
+        assert np.array(k["offset_pattern"]["weights"]).shape == (2, 4, len(measures.PATTERN_OFFSETS))
         ids = k["top_sentences"]["ids"]
-        assert all(len(h) == analyze.TOP_SENTENCES and set(h) <= set(range(len(SRC))) for layer in ids for h in layer)
+        assert all(len(h) == measures.TOP_SENTENCES and set(h) <= set(range(len(SRC))) for layer in ids for h in layer)
     assert d["kinds"]["cross"]["best_layer"] in (0, 1)
     assert set(d["definitions"]) >= {"confidence", "entropy_fraction", "rare_share", "importance", "roles"}
     norm = np.concatenate([np.ravel(v) for v in d["importance"]["normalised"].values()])
@@ -250,13 +253,13 @@ def test_report_agrees_with_the_translators_teacher_forced_traces(tiny):
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
     traces = [tr.teacher_forced(s, tokenize(r, "en")) for s, r in zip(SRC, REF)]
-    assert_confidence_and_entropy(d, [{k: st.probs(k) for k in analyze.KINDS} for st in traces])
+    assert_confidence_and_entropy(d, [{k: st.probs(k) for k in KINDS} for st in traces])
 
 
 def assert_confidence_and_entropy(report: dict, maps: list[dict]) -> None:
     """The report's confidence and entropy per head equal the means over the rows of every sentence's
     {kind: (L, h, i, j)} attention maps (every row a real query)."""
-    for kind in analyze.KINDS:
+    for kind in KINDS:
         p = [m[kind].astype(np.float64) for m in maps]
         rows = sum(x.shape[2] for x in p)
         confidence = sum(x.max(-1).sum(-1) for x in p) / rows
@@ -286,20 +289,21 @@ def test_importance_is_per_sentence_and_the_same_for_any_batching(tiny):
 
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
-    examples, _ = analyze.prepare(tr, SRC, REF)
-    grads = [analyze.head_mask_gradient(tr.model, *analyze._tensors(examples, [n], tr))[1] for n in range(len(SRC))]
+    examples, _ = sentences.prepare(tr, SRC, REF)
+    grads = [importance.head_mask_gradient(tr.model, *importance.example_tensors(examples, [n], tr))[1]
+             for n in range(len(SRC))]
     one_batch = analyze.analyze(tr, SRC, REF, ablation=False, pruning=False, batch_tokens=10**6)
-    for k in analyze.KINDS:
+    for k in KINDS:
         expected = sum(g[k].double().abs().numpy() for g in grads) / d["importance"]["tokens"]
         assert expected.min() > 1e-4  # real gradients
-        for report in (d, one_batch):
-            np.testing.assert_allclose(report["kinds"][k]["measures"]["importance_raw"], expected, rtol=2e-5)
+        for r in (d, one_batch):
+            np.testing.assert_allclose(r["kinds"][k]["measures"]["importance_raw"], expected, rtol=2e-5)
         np.testing.assert_allclose(d["importance"]["normalised"][k], one_batch["importance"]["normalised"][k],
                                    atol=1e-5)
 
 
 def test_report_floats_keep_six_significant_figures():
-    assert analyze._rounded({"a": [1.23456789e-7, np.float32(0.5)], "b": np.array([123456.789, -2.0e-9])}) == {
+    assert report.rounded({"a": [1.23456789e-7, np.float32(0.5)], "b": np.array([123456.789, -2.0e-9])}) == {
         "a": [1.23457e-7, 0.5], "b": [123457.0, -2.0e-9]}
 
 
@@ -325,7 +329,7 @@ def test_a_marian_models_start_query_counts_in_the_head_measures(tmp_path):
             out = hf(input_ids=torch.tensor([tok(s)["input_ids"]]), decoder_input_ids=torch.tensor([tgt]),
                      output_attentions=True)
         maps.append({kind: torch.cat(m).numpy() for kind, m in zip(
-            analyze.KINDS, (out.encoder_attentions, out.decoder_attentions, out.cross_attentions))})
+            KINDS, (out.encoder_attentions, out.decoder_attentions, out.cross_attentions))})
     assert d["kinds"]["dec_self"]["queries"] == d["corpus"]["tokens"]["tgt"]  # <pad> y1 .. yn: n + 1 each
     assert_confidence_and_entropy(d, maps)
 
@@ -335,16 +339,16 @@ def test_ablation_matches_forward_with_a_head_mask_and_changes_the_loss(tiny):
 
     folder, _, _, d = tiny
     tr = Translator.from_checkpoint(folder)
-    examples, _ = analyze.prepare(tr, SRC, REF)
+    examples, _ = sentences.prepare(tr, SRC, REF)
     heads = [("enc_self", 1, 2), ("dec_self", 0, 1), ("cross", 1, 3)]
-    base, off = analyze.ablation_losses(tr, examples, heads, batch_tokens=40)
+    base, off = pruning.ablation_losses(tr, examples, heads, batch_tokens=40)
     for head in [None] + heads:
         total = 0.0
-        for batch in analyze._batches(examples, 1000):
-            src, tgt_in, tgt_out = analyze._tensors(examples, batch, tr)
+        for batch in importance.example_batches(examples, 1000):
+            src, tgt_in, tgt_out = importance.example_tensors(examples, batch, tr)
             with torch.no_grad():
                 lp, _ = tr.model(src, tgt_in, head_mask=tr.head_mask([head] if head else None))
-            total += float(analyze.token_nll(lp, tgt_out, tr.cfg.pad_idx))
+            total += float(importance.token_nll(lp, tgt_out, tr.cfg.pad_idx))
         assert total == pytest.approx(base if head is None else off[head], rel=1e-5)
     assert all(abs(off[h] - base) > 1e-4 for h in heads)
     tokens = d["ablation"]["tokens"]
@@ -374,26 +378,26 @@ def test_a_read_only_checkpoint_falls_back_to_the_cache_folder(tiny, tmp_path, m
     import shutil
 
     folder = Path(shutil.copytree(tiny[0], tmp_path / "readonly-demo"))
-    monkeypatch.setenv(analyze.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(report.CACHE_ENV, str(tmp_path / "cache"))
     os.chmod(folder, 0o555)
     try:
         if not os.access(folder, os.W_OK) or os.geteuid() == 0:  # root may write anyway: make the probe say no
-            monkeypatch.setattr(analyze, "folder_writable", lambda f: Path(f).resolve() != folder.resolve())
+            monkeypatch.setattr(report, "folder_writable", lambda f: Path(f).resolve() != folder.resolve())
         code = analyze.main(["--checkpoint", str(folder), "--src", str(tiny[1]), "--ref", str(tiny[2]),
                              "--no-ablation", "--no-pruning", "--threads", "1"])
     finally:
         os.chmod(folder, 0o755)
     assert code == 0
-    expected = tmp_path / "cache" / "attention-atlas" / "readonly-demo" / analyze.REPORT_NAME
+    expected = tmp_path / "cache" / "attention-atlas" / "readonly-demo" / report.REPORT_NAME
     assert f"wrote {expected}" in capsys.readouterr().out
-    assert not (folder / analyze.REPORT_NAME).exists()
-    assert analyze.load_report(expected)["checkpoint"] == "readonly-demo"
+    assert not (folder / report.REPORT_NAME).exists()
+    assert report.load_report(expected)["checkpoint"] == "readonly-demo"
     # writable: next to the checkpoint
     monkeypatch.undo()
-    monkeypatch.setenv(analyze.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(report.CACHE_ENV, str(tmp_path / "cache"))
     assert analyze.main(["--checkpoint", str(folder), "--src", str(tiny[1]), "--ref", str(tiny[2]), "--limit", "2",
                          "--no-ablation", "--no-pruning", "--threads", "1"]) == 0
-    assert analyze.load_report(folder / analyze.REPORT_NAME)["corpus"]["sentences"] == 2
+    assert report.load_report(folder / report.REPORT_NAME)["corpus"]["sentences"] == 2
 
 
 def test_missing_validation_data_names_every_folder_looked_in(tiny, tmp_path, monkeypatch, capsys):
@@ -411,12 +415,12 @@ def test_missing_validation_data_names_every_folder_looked_in(tiny, tmp_path, mo
 
 def test_load_report_rejects_what_is_not_a_report(tiny, tmp_path):
     d = tiny[3]
-    with pytest.raises(analyze.ReportError, match="no head report"):
-        analyze.load_report(tmp_path / "none.json")
+    with pytest.raises(report.ReportError, match="no head report"):
+        report.load_report(tmp_path / "none.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(analyze.ReportError, match="not a readable JSON"):
-        analyze.load_report(bad)
+    with pytest.raises(report.ReportError, match="not a readable JSON"):
+        report.load_report(bad)
     for change, match in ((lambda r: r.update(schema="attention-atlas-trace/1"), "schema is"),
                           (lambda r: r.pop("kinds"), "'kinds' is missing"),
                           (lambda r: r["kinds"]["cross"]["measures"]["confidence"].pop(), "not a 2 x 4 grid"),
@@ -424,9 +428,9 @@ def test_load_report_rejects_what_is_not_a_report(tiny, tmp_path):
         r = json.loads(json.dumps(d))
         change(r)
         bad.write_text(json.dumps(r), encoding="utf-8")
-        with pytest.raises(analyze.ReportError, match=match):
-            analyze.load_report(bad)
+        with pytest.raises(report.ReportError, match=match):
+            report.load_report(bad)
     gz = tmp_path / "r.json.gz"
     with gzip.open(gz, "wt", encoding="utf-8") as f:
         json.dump(d, f)
-    assert analyze.load_report(gz)["schema"] == analyze.SCHEMA
+    assert report.load_report(gz)["schema"] == report.SCHEMA

@@ -59,7 +59,9 @@ def wait_for_job(name: str, timeout: float = 90.0):
 
 def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     from model.analysis import analyze
+    from model.analysis.report import load_report
     from model.inference.translator import Translator
+    from model.records import KINDS
 
     report_file = env["root"] / "demo" / "head_report.json"
     assert not report_file.exists()
@@ -75,12 +77,12 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     assert not at.exception
     assert "no head report" not in visible_text(at)
     # The page shows the file's numbers, and the file holds what analyze() computes on that split.
-    shown = analyze.load_report(report_file)
+    shown = load_report(report_file)
     assert (shown["corpus"]["src"], shown["corpus"]["ref"]) == ("data/val.de.gz", "data/val.en.gz")  # no server path
     assert "from `data/val.de.gz`" in visible_text(at) and str(env["data"]) not in visible_text(at)
     direct = analyze.analyze(Translator.from_checkpoint(env["root"] / "demo"), SRC, REF, ablation=False,
                              pruning=False)
-    for kind in analyze.KINDS:
+    for kind in KINDS:
         for m in ("confidence", "entropy", "importance"):
             np.testing.assert_allclose(np.array(shown["kinds"][kind]["measures"][m]),
                                        np.array(direct["kinds"][kind]["measures"][m]), atol=2e-5)
@@ -166,9 +168,10 @@ def test_decoding_attribution_is_the_models_for_the_chosen_step(env):
 
 @pytest.mark.skipif(not (SHIPPED / "head_report.json").is_file(), reason="no shipped report")  # it ships
 def test_shipped_report_card_shows_the_reports_numbers():
-    from model.analysis import analyze
+    from model.analysis.report import load_report
+    from model.records import KINDS
 
-    report = analyze.load_report(SHIPPED / "head_report.json")
+    report = load_report(SHIPPED / "head_report.json")
     with serving(ROOT / "checkpoints", "multi30k-de-en"):
         at = run_app(view="Heads", heads_measure="confidence", kind="cross", layer=2, head=3, heads_sent=2)
         assert not at.exception
@@ -177,7 +180,7 @@ def test_shipped_report_card_shows_the_reports_numbers():
         grid = chart(at, "heads_grid")
         heat = [t for t in grid["data"] if t["type"] == "heatmap"]
         assert "· = mixed: no role applies" in visible_text(at)
-        for t, kind in zip(heat, analyze.KINDS):
+        for t, kind in zip(heat, KINDS):
             np.testing.assert_allclose(array(t["z"]),
                                        np.array(report["kinds"][kind]["measures"]["confidence"], dtype=float))
             assert [[c for c in row] for row in t["text"]][0][0]  # a role in every cell
@@ -232,9 +235,9 @@ def assert_one_vocabulary(text: str, report: dict) -> None:
 
 
 def test_shipped_pruning_part_draws_the_reports_curves():
-    from model.analysis import analyze
+    from model.analysis.report import load_report
 
-    report = analyze.load_report(SHIPPED / "head_report.json")
+    report = load_report(SHIPPED / "head_report.json")
     with serving(ROOT / "checkpoints", "multi30k-de-en"):
         at = run_app(view="Heads", focus="pruning")
         assert not at.exception

@@ -172,7 +172,7 @@ def test_translate_file_exits_0_every_time_and_keeps_to_max_len(tiny):
 
 @pytest.mark.slow
 def test_analyze_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
-    from model.analysis.analyze import SCHEMA
+    from model.analysis.report import SCHEMA
 
     folder, de, en, tr = tiny
     procs = run_many(FEW, "analyze", lambda i: ["--checkpoint", folder, "--src", de, "--ref", en,

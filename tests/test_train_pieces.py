@@ -157,7 +157,7 @@ def test_piece_codec_reads_language_codes_only_for_marian(three_epochs):
 
 def test_the_rarest_piece_is_the_one_the_piece_model_scores_lowest(translator):
     """Rare-word heads on a piece model rank pieces by their SentencePiece score, not by id."""
-    from model.analysis.analyze import rarest_positions, rarity_rank
+    from model.analysis.sentences import rarest_positions, rarity_rank
 
     rank = rarity_rank(translator)
     sp = translator.pieces.source  # the SentencePieceProcessor of source.spm
