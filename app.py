@@ -23,7 +23,7 @@ _warm = warmup.start()  # the browser starts on Plotly's code while this run loa
 
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file).
 from model.service import file_stem, untrained_summary
-from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training
+from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
 from views.state import (
     COMPARE,
     COMPARE_VIEWS,
@@ -54,7 +54,7 @@ st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).pa
 st.markdown(PAGE_STYLE, unsafe_allow_html=True)
 PAGES = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
-    "Inside one head": head, "Masks": masks, "Decoding": decoding, "Heads": heads,
+    "Inside one head": head, "Masks": masks, "Decoding": decoding, "What if": whatif, "Heads": heads,
     "Training": training,
 }
 init_state()

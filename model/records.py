@@ -16,7 +16,7 @@ KINDS = ("enc_self", "dec_self", "cross")  # the attention kinds: encoder self, 
 MIN_GAP = 1e-4  # nats: a smaller clean-corrupt difference leaves a patching effect undefined (NaN)
 # The app's pages, in the sidebar's order (tests and benchmarks walk this list).
 VIEWS = ("Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding",
-         "Heads", "Training")
+         "What if", "Heads", "Training")
 
 
 @dataclass
@@ -148,6 +148,20 @@ class Patching:
     log_probs: dict[str, np.ndarray]  # component -> patched log p: heads (L, h, P), enc_resid (L, s, P), ...
     effect: dict[str, np.ndarray]  # component -> normalised effect, same shapes; NaN where undefined
     min_gap: float = MIN_GAP
+
+
+@dataclass
+class Alignment:
+    """Which positions of two token lists match (a minimal pair); see model/analysis/pairs.py."""
+
+    pairs: list[tuple[int, int]]  # (n,) (position in a, position in b), increasing in both
+    changed_a: list[bool]  # per token of a: not an equal token of b (replaced, or deleted)
+    changed_b: list[bool]  # per token of b: not an equal token of a (replaced, or inserted)
+
+    @property
+    def same(self) -> bool:
+        """The two lists are equal."""
+        return not any(self.changed_a) and not any(self.changed_b)
 
 
 @dataclass

@@ -30,6 +30,16 @@ from model.analysis.experiments import (  # noqa: F401  (numbers the pages state
     untrained_summary,
     weight_on_keys,
 )
+from model.analysis.pairs import (  # noqa: F401  (minimal pairs and the lab's summaries: NumPy in, NumPy out)
+    align,
+    aligned_difference,
+    commit_layer,
+    knockout_effect,
+    pair_labels,
+    patch_effect,
+    same_length,
+    strongest,
+)
 from model.inference.runtime import use_threads  # noqa: F401
 from model.inference.translator import Translator
 from model.io import export as _export

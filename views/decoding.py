@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from views import lens
 from views.figcache import cached
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
@@ -46,11 +47,16 @@ def render(ctx: Context) -> None:
     if not steps:
         st.info("Nothing to decode.")
         return
-    show = sections(ctx, ["this step", "where it came from", "all steps", "greedy and beam"])
+    show = sections(ctx, ["this step", "where it came from", "logit lens", "why A and not B", "all steps",
+                          "greedy and beam"])
     if show("this step"):
         _step(ctx, steps)
     if show("where it came from"):
         _attribution(ctx, steps)
+    if show("logit lens"):
+        lens.render_lens(ctx)
+    if show("why A and not B"):
+        lens.render_contrast(ctx)
     if show("all steps"):
         _all_steps(steps)
     if show("greedy and beam"):

@@ -223,6 +223,31 @@ def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int) -> A
     return service.attribution(_model(key), text, list(tgt_tokens), rows=[row])
 
 
+# The what-if lab (the What if page, the Decoding page's lens and contrast): teacher-forced on the given tokens.
+@st.cache_resource(max_entries=32, show_spinner=False)
+def knockout(key: str, text: str, tgt_tokens: tuple[str, ...]) -> records.Knockout:
+    """Each head alone switched off: the change of every token's log-probability (one batch row per head)."""
+    return service.knockout(_model(key), text, list(tgt_tokens))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def patching(key: str, clean: str, corrupt: str, tgt_tokens: tuple[str, ...]) -> records.Patching:
+    """Activation patching clean -> corrupted (the same number of source tokens: the page checks first)."""
+    return service.patching(_model(key), clean, corrupt, list(tgt_tokens))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def logit_lens(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, k: int) -> records.LogitLens:
+    """Each decoder layer's output read through the final norm and the generator at 0-based `step`."""
+    return service.logit_lens(_model(key), text, list(tgt_tokens), step, k)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def contrast(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, target: str, foil: str) -> records.Contrast:
+    """Why `target` and not `foil` at 0-based `step`: source attribution of the difference, and head knockout."""
+    return service.contrast(_model(key), text, list(tgt_tokens), step, foil, target)
+
+
 @st.cache_resource(max_entries=64, show_spinner=False)
 def padded_batch(key: str, text: str, use_mask: bool) -> dict:
     """The sentence padded in a batch with a longer partner (the model picks it).

@@ -120,6 +120,12 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "dec_layer": Param(0, _int_in(0, 64)),  # 0: the last decoder layer
         "dec_head": Param(0, _int_in(0, 64)),  # 0: mean of the heads
         "dec_beam": Param(False, _bool, _dump_bool),  # run beam search beside the greedy output
+        # What if: sentence B of the minimal pair ("": A's own text, to edit), the token the grids measure
+        # (0: the whole translation; n: output token n); Decoding's "why A and not B" ("": the page's default pair)
+        "pair": Param("", str),
+        "lab_token": Param(0, _int_in(0, max_steps + 1)),
+        "why_a": Param("", str),
+        "why_b": Param("", str),
         # Embeddings, Positional encoding
         "emb_side": Param("src", _choice(("src", "tgt"))),
         "emb_alone": Param(False, _bool, _dump_bool),  # the token embeddings' own heatmap

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from model.analysis.pairs import normalised_effect  # (torch-free, so pages can state the same ratio)
 from model.nn.transformer import EncoderDecoder, make_src_mask, make_tgt_mask
 from model.records import KINDS, MIN_GAP, Knockout, Patching
 
@@ -208,14 +209,6 @@ def knockout_ids(model: EncoderDecoder, src_ids: Sequence[int], tgt_ids: Sequenc
     at = _positions(positions, len(tgt_ids))
     base, delta = knockout_scores(model, src, tgt_in, gold_readout(model, gold, at), batch_tokens)
     return {"positions": at, "log_probs": base, "delta": delta}
-
-
-def normalised_effect(patched: np.ndarray, clean: np.ndarray, corrupt: np.ndarray,
-                      min_gap: float = MIN_GAP) -> np.ndarray:
-    """(patched − corrupt) / (clean − corrupt) over the last axis; NaN where |clean − corrupt| < min_gap."""
-    gap = clean - corrupt
-    ok = np.abs(gap) >= min_gap
-    return np.where(ok, (patched - corrupt) / np.where(ok, gap, 1.0), np.nan)
 
 
 def patching_ids(model: EncoderDecoder, clean_ids: Sequence[int], corrupt_ids: Sequence[int],

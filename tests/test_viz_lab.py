@@ -1,0 +1,146 @@
+"""The what-if lab's figures (viz/lab.py): shapes and labels checked, hovers name the head or position and value,
+zero sits in the middle of every diverging scale, and each builds without validation to what plotly validates."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.hover_support import cell_hover
+from viz.lab import (
+    contrast_figure,
+    head_effect_grid,
+    lens_figure,
+    pair_difference_figure,
+    position_effect_figure,
+    symmetric_limit,
+    token_bars_figure,
+)
+from viz.layout import validating
+from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
+
+SRC = ["Ein", "brauner", "Hund", "<b>", ".", "<eos>"]  # markup in a token is escaped, not drawn
+TGT = ["A", "brown", "dog", ".", "<eos>"]
+
+
+def _heads(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"enc_self": rng.normal(size=(3, 4)), "dec_self": rng.normal(size=(2, 4)), "cross": rng.normal(size=(2, 4))}
+
+
+def _builders():
+    rng = np.random.default_rng(3)
+    diff = rng.normal(scale=0.1, size=(4, 5))
+    mask = np.tril(np.ones((4, 5), bool))
+    enc, dec = rng.normal(size=(3, len(SRC))), rng.normal(size=(2, len(TGT)))
+    dec[1, 3] = np.nan
+    return {
+        "pair difference": lambda: pair_difference_figure(diff, ["A", "brown→black", "dog", "."], SRC[:5], "cross",
+                                                          mask=mask, where=[["A 1, 2 · B 1, 2"] * 5] * 4,
+                                                          title="B − A", width_px=900),
+        "head grid": lambda: head_effect_grid(_heads(), "Δ log p (nats)", chosen=("cross", 1, 2), title="knockout"),
+        "token bars": lambda: token_bars_figure(rng.normal(size=len(TGT)), TGT, "Δ log p (nats)", highlight=2,
+                                                title="one head", width_px=900),
+        "positions": lambda: position_effect_figure(enc, dec, SRC, ["<bos>"] + TGT[:-1], "restored", title="p",
+                                                    width_px=900),
+        "lens": lambda: lens_figure([["dog", "cat", "<eos>"], ["dog", "cat", "a"]], np.array([[.5, .3, .1], [.9, .05,
+                                    .01]]), np.array([.5, .9]), [1, 1], "dog", title="lens"),
+        "contrast": lambda: contrast_figure(rng.normal(size=len(SRC)), np.full(len(SRC), 1 / len(SRC)), SRC,
+                                            "brown", "black", title="why", width_px=900),
+    }
+
+
+def _sent(fig) -> list:
+    return json.loads(fig.to_json())
+
+
+@pytest.mark.parametrize("theme", [DEFAULT_THEME, PRESENTER_THEME], ids=["default", "presenter"])
+@pytest.mark.parametrize("name", list(_builders()))
+def test_unvalidated_build_sends_the_same_figure(name, theme):
+    with using_theme(theme):
+        with validating():
+            checked = _sent(_builders()[name]())
+        fast = _sent(_builders()[name]())
+    assert fast == checked
+
+
+@pytest.mark.parametrize("name", list(_builders()))
+def test_presenter_mode_keeps_every_font_at_least_20_px(name):
+    from tests.app_support import font_sizes
+
+    with using_theme(PRESENTER_THEME):
+        fig = _sent(_builders()[name]())
+    assert min(font_sizes(fig)) >= 20
+
+
+def test_a_pair_difference_is_centred_on_zero_and_its_hover_names_both_positions():
+    diff = np.array([[0.2, -0.05], [0.0, 0.1]])
+    fig = pair_difference_figure(diff, ["Hund", "brauner→schwarzer"], ["Ein", "<eos>"], "enc_self",
+                                 where=[["A: query 2, key 0 · B: query 2, key 0"] * 2] * 2)
+    trace = fig.data[0]
+    assert trace.zmin == -0.2 and trace.zmax == 0.2  # symmetric: white is "unchanged"
+    text = cell_hover(trace, 1, 1)
+    assert "brauner→schwarzer (1)" in text and "&lt;eos&gt; (1)" in text and "+0.100" in text
+    assert "A: query 2, key 0 · B: query 2, key 0" in text
+    assert "aligned" in fig.layout.xaxis.title.text and "aligned" in fig.layout.yaxis.title.text
+
+
+def test_a_pair_that_did_not_change_is_drawn_white_not_as_an_error():
+    fig = pair_difference_figure(np.zeros((2, 2)), ["a", "b"], ["c", "d"], "cross")
+    assert fig.data[0].zmax > 0 and fig.data[0].zmin == -fig.data[0].zmax
+
+
+def test_head_grid_has_a_panel_per_kind_with_its_own_layers_and_hover_names_the_head():
+    values = _heads()
+    values["cross"][1, 2] = np.nan
+    fig = head_effect_grid(values, "Δ log p (nats)", chosen=("cross", 1, 2))
+    assert [t.name for t in fig.data] == ["encoder self-attention", "decoder self-attention", "cross-attention"]
+    assert np.asarray(fig.data[0].z).shape == (3, 4) and np.asarray(fig.data[2].z).shape == (2, 4)
+    hover = fig.data[2].hovertemplate
+    assert "cross-attention layer %{y}, head %{x}" in hover and "Δ log p (nats): %{z:+.3f}" in hover
+    assert fig.data[2].text[1][2] == "n/a" and fig.data[0].text[0][0] == format(values["enc_self"][0, 0], "+.2f")
+    lim = symmetric_limit(*[v for v in values.values()])
+    assert fig.layout.coloraxis.cmin == -lim and fig.layout.coloraxis.cmax == lim
+    assert len(fig.layout.shapes) == 1  # the chosen head is outlined
+
+
+def test_token_bars_take_the_signed_colours_and_hover_gives_token_position_and_value():
+    fig = token_bars_figure(np.array([-0.5, 0.25, 0.0]), ["A", "dog", "<eos>"], "Δ log p (nats)", highlight=1)
+    bar = fig.data[0]
+    assert bar.marker.color[0] != bar.marker.color[1]
+    assert list(bar.customdata) == ["A (0)", "dog (1)", "&lt;eos&gt; (2)"]
+    assert "output token: %{customdata}" in bar.hovertemplate and "%{y:+.3f}" in bar.hovertemplate
+    with pytest.raises(ValueError, match="3 values but 2 tokens"):
+        token_bars_figure(np.zeros(3), ["a", "b"], "x")
+
+
+def test_position_grid_names_the_stream_layer_and_position():
+    enc, dec = np.zeros((3, 2)), np.ones((2, 3))
+    fig = position_effect_figure(enc, dec, ["Hund", "<eos>"], ["<bos>", "A", "dog"], "restored")
+    assert list(fig.data[0].x) == ["Hund (0)", "&lt;eos&gt; (1)"] and list(fig.data[1].y) == [1, 2]
+    assert "encoder residual stream after layer %{y}, at %{x}" in fig.data[0].hovertemplate
+    assert fig.layout.coloraxis.cmin == -1 and fig.layout.coloraxis.cmax == 1
+    with pytest.raises(ValueError, match="2 positions but 3 labels"):
+        position_effect_figure(enc, dec, ["a", "b", "c"], ["<bos>", "A", "dog"], "restored")
+
+
+def test_lens_writes_each_layers_candidates_and_the_chosen_tokens_probability_and_rank():
+    fig = lens_figure([["dog", "cat"], ["<eos>", "dog"]], np.array([[0.6, 0.3], [0.7, 0.2]]), np.array([0.6, 0.2]),
+                      [1, 2], "dog")
+    cells, bars = fig.data
+    assert cells.text[1][0] == "&lt;eos&gt;" and list(cells.y) == [1, 2]
+    assert cell_hover(cells, 1, 0).startswith("layer 2, rank 1<br>token: &lt;eos&gt;<br>probability 0.700")
+    assert list(bars.text) == ["0.600 · rank 1", "0.200 · rank 2"]
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+
+
+def test_contrast_has_signed_and_relevance_panels_over_the_source():
+    fig = contrast_figure(np.array([0.3, -0.2, 0.0]), np.array([0.7, 0.3, 0.0]), ["Ein", "Hund", "<eos>"],
+                          "▁dog", "▁cat")
+    ixg, rel = fig.data
+    assert list(ixg.customdata) == ["Ein (0)", "Hund (1)", "&lt;eos&gt; (2)"]
+    assert "log p(▁dog) − log p(▁cat)" in ixg.hovertemplate and "nats" in ixg.hovertemplate
+    assert "relevance" in rel.hovertemplate
+    with pytest.raises(ValueError, match="source tokens"):
+        contrast_figure(np.zeros(2), np.zeros(3), ["a", "b", "c"], "x", "y")

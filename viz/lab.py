@@ -1,0 +1,253 @@
+"""The what-if lab's figures: a minimal pair's attention difference, effect grids of heads and of positions,
+per-token bars, the logit lens, and why one token and not another.
+
+Everything here takes NumPy arrays, token lists and strings read from model/records.py's records; nothing is
+recomputed. Layers and heads are 0-based in the arrays and shown 1-based, as everywhere in the app. Shape letters
+(see :mod:`viz`): ``L`` layers, ``h`` heads, ``s`` source and ``t`` decoder positions, ``k`` candidates, ``n``
+aligned rows or columns of a minimal pair.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, grid_layout
+from viz.heatmap import cell_axes, grid_figure, heatmap
+from viz.kinds import kind_sides, resolve_languages
+from viz.layout import styled_figure
+from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
+from viz.text import escape_token, escape_tokens, fmt_prob
+from viz.theme import fit_height, theme
+from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis
+
+SIGNED_D3 = "+.3f"  # signed values in hovers: the sign is the point
+
+
+def symmetric_limit(*arrays, floor: float = 1e-6) -> float:
+    """The largest |finite value| of the arrays, at least ``floor``: a diverging scale's ±limit (0 in the middle)."""
+    finite = [np.abs(a[np.isfinite(a)]) for a in (np.asarray(x, dtype=np.float64) for x in arrays)]
+    top = max((float(f.max()) for f in finite if f.size), default=0.0)
+    return max(top, floor)
+
+
+def sign_colours() -> tuple[str, str]:
+    """(negative, positive) colours: the two ends of the theme's diverging scale."""
+    scale = resolve_scale(SIGNED_SCALE)
+    return scale[0][1], scale[-1][1]
+
+
+def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], kind: str, *,
+                           mask: np.ndarray | None = None, where: Sequence[Sequence[str]] | None = None,
+                           title: str | None = None, width_px: int | None = None) -> go.Figure:
+    """B − A of one head's attention over the aligned tokens of a minimal pair, ``diff`` (n_rows, n_cols), on a
+    diverging scale centred on 0 (white: unchanged). ``row_labels``/``col_labels``: one per aligned pair
+    ("Hund", or "brauner→schwarzer" where the token was replaced); ``where[r][c]``: a hover line naming the
+    cell's positions in A and in B. ``mask`` (n_rows, n_cols): False where either side was masked."""
+    q, k = kind_sides(kind)
+    if theme().short_axis_titles:
+        q, k = q.split(",")[0], k.split(",")[0]
+    lim = symmetric_limit(diff, floor=0.01)
+    fig = heatmap(diff, list(row_labels), list(col_labels), row_title=f"query ({q}; A and B aligned) ↓",
+                  col_title=f"key ({k}; A and B aligned) →", mask=mask, zmin=-lim, zmax=lim,
+                  colorscale=SIGNED_SCALE, title=title, value_name="weight B − A", fmt=SIGNED_D3,
+                  row_name="query", col_name="key", colorbar_title="weight B − A", width_px=width_px)
+    if where is not None:  # the only per-cell hover text: the axes name the aligned pair, this its positions
+        trace = fig.data[0]
+        trace.customdata = np.asarray(where, dtype=str)  # (n_rows, n_cols)
+        trace.hovertemplate = trace.hovertemplate.replace("<extra>", "<br>%{customdata}<extra>")
+    return fig
+
+
+def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt: str = "+.2f",
+                     zmin: float | None = None, zmax: float | None = None, chosen: tuple[str, int, int] | None = None,
+                     title: str | None = None) -> go.Figure:
+    """One layer × head panel per attention kind, ``values[kind]`` (L, h), the value written in each cell.
+
+    One diverging colour axis for all panels, ``zmin``..``zmax`` (default ± the largest |value|), 0 white.
+    NaN cells are left empty ("n/a"). ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
+    Hover: the head in words and its value.
+    """
+    kinds = [k for k in KIND_ORDER if k in values]
+    arrays = {k: np.asarray(values[k], dtype=np.float64) for k in kinds}
+    if zmin is None or zmax is None:
+        lim = symmetric_limit(*arrays.values())
+        zmin, zmax = -lim, lim
+    rows, cols = grid_layout(len(kinds), max(a.shape[1] for a in arrays.values()))
+    data, axes, shapes = [], {}, []
+    tick = theme().tick
+    for p, kind in enumerate(kinds):
+        z = arrays[kind]
+        n_layers, n_h = z.shape
+        x_ref, y_ref = cell_axes(p)
+        xs, ys = list(range(1, n_h + 1)), list(range(1, n_layers + 1))
+        first = p == 0 or cols == 1
+        axes[p] = (dict(tickvals=xs, ticktext=[str(h) for h in xs], title=dict(text="head"), showgrid=False,
+                        zeroline=False, tickfont=dict(size=tick), range=[0.5, n_h + 0.5]),
+                   dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="layer" if first else ""),
+                        showgrid=False, zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5]))
+        text = [[format(v, fmt) if np.isfinite(v) else "n/a" for v in row] for row in z]
+        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
+                         text=text, texttemplate="%{text}", textfont=dict(size=max(11, tick - 2)), xaxis=x_ref,
+                         yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2, name=GROUP_NAMES[kind],
+                         hovertemplate=f"{GROUP_NAMES[kind]} layer %{{y}}, head %{{x}}<br>{value_label}: "
+                                       f"%{{z:{SIGNED_D3}}}<extra></extra>"))
+        if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
+            l, h = chosen[1] + 1, chosen[2] + 1
+            shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
+                               line=dict(color=CHOSEN_LINE, width=3)))
+    n_layers = max(a.shape[0] for a in arrays.values())
+    coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
+                     colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
+    return grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
+                       cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),
+                       style=dict(title=title, height=rows * (60 + 48 * n_layers) + 140, subplot_titles=True),
+                       coloraxis=coloraxis, shapes=shapes)
+
+
+def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: str, *, highlight: int | None = None,
+                      axis_title: str = "output token", title: str | None = None,
+                      width_px: int | None = None) -> go.Figure:
+    """Signed bars, one per token (``values`` (n,)): below 0 in the diverging scale's negative colour, above in
+    its positive one; bar ``highlight`` is outlined. Hover: the token with its position, and the value."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if len(v) != len(tokens):
+        raise ValueError(f"{len(v)} values but {len(tokens)} tokens")
+    neg, pos = sign_colours()
+    colours = [neg if x < 0 else pos for x in v]
+    lines = [CHOSEN_LINE if i == highlight else c for i, c in enumerate(colours)]
+    xs = np.arange(len(v), dtype=np.int32)
+    names = cell_names(tokens)
+    plot_px = plot_width_px(width_px, colorbar=False)
+    x_ticks = axis_ticks(tokens, len(v), angle=-45, axis_px=plot_px)
+    bar = dict(type="bar", x=xs, y=v, name=value_label,
+               marker=dict(color=colours, line=dict(color=lines, width=[3 if i == highlight else 1
+                                                                         for i in range(len(v))])),
+               customdata=np.asarray(names, dtype=str),
+               hovertemplate=f"{axis_title}: %{{customdata}}<br>{value_label}: %{{y:{SIGNED_D3}}}<extra></extra>")
+    lim = symmetric_limit(v, floor=0.01) * 1.1
+    layout = dict(xaxis=dict(**x_ticks, title=dict(text=f"{axis_title} →")),
+                  yaxis=dict(range=[-lim, lim], zeroline=True, zerolinecolor="#444", zerolinewidth=1,
+                             title=dict(text=value_label), tickfont=dict(size=theme().tick)),
+                  showlegend=False)
+    return styled_figure([bar], layout, title, height=fit_height(360 + label_px(tokens) // 2))
+
+
+def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequence[str], dec_labels: Sequence[str],
+                           value_label: str, *, zmin: float = -1.0, zmax: float = 1.0, title: str | None = None,
+                           width_px: int | None = None) -> go.Figure:
+    """Two layer × position panels, one above the other: the encoder's residual stream ``enc`` (L, s) over the
+    source positions and the decoder's ``dec`` (L, t) over the decoder positions, one diverging colour axis
+    ``zmin``..``zmax`` (values beyond it saturate; hover gives them exactly). NaN cells are left empty."""
+    src, tgt = resolve_languages(None, None)
+    tick = theme().tick
+    panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels),
+               f"source position ({escape_token(src)})"),
+              ("decoder", np.asarray(dec, dtype=np.float64), list(dec_labels),
+               f"decoder input position ({escape_token(tgt)})")]
+    data, axes, titles, heights = [], {}, [], []
+    for p, (side, z, labels, x_title) in enumerate(panels):
+        n_layers, n = z.shape
+        if len(labels) != n:
+            raise ValueError(f"{side}: {n} positions but {len(labels)} labels")
+        x_ref, y_ref = cell_axes(p)
+        xs = cell_names(labels)
+        ys = list(range(1, n_layers + 1))
+        x_ticks = axis_ticks(labels, n, angle=-45, axis_px=plot_width_px(width_px))
+        axes[p] = (dict(**x_ticks, **token_axis(labels), title=dict(text=f"{x_title} →"), showgrid=False,
+                        zeroline=False),
+                   dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="layer"), showgrid=False,
+                        zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5]))
+        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
+                         xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=1, ygap=1, name=f"{side} residual stream",
+                         hovertemplate=f"{side} residual stream after layer %{{y}}, at %{{x}}<br>{value_label}: "
+                                       f"%{{z:{SIGNED_D3}}}<extra></extra>"))
+        titles.append(f"{side}: the residual stream after each layer, patched at one position")
+        heights.append(40 * n_layers + label_px(labels))
+    height = fit_height(sum(heights) + 200)
+    coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
+                     colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
+    v_space = min(0.45, (label_px(panels[0][2]) + 50) / max(height, 1))
+    return grid_figure(data, axes, 2, 1, 0.0, v_space, cell_titles=titles, title_font=max(15, theme().base),
+                       style=dict(title=title, height=height, subplot_titles=True), coloraxis=coloraxis)
+
+
+def lens_figure(top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray, chosen_probs: np.ndarray,
+                chosen_ranks: Sequence[int], chosen_token: str, *, title: str | None = None) -> go.Figure:
+    """The logit lens at one step: left, each decoder layer's top-k candidates (L, k) as cells coloured by their
+    probability on the shared 0..1 scale, the token written in the cell; right, p(chosen token) per layer as bars
+    with its rank among the whole vocabulary. Layer 1 at the top, the last layer (the model's own output) last."""
+    p = np.asarray(top_probs, dtype=np.float64)
+    n_layers, k = p.shape
+    chosen = np.asarray(chosen_probs, dtype=np.float64).reshape(-1)
+    ranks = [int(r) for r in chosen_ranks]
+    ys = list(range(1, n_layers + 1))
+    tick = theme().tick
+    words = [escape_tokens(row) for row in top_tokens]  # (L, k)
+    custom = np.asarray([[w, fmt_prob(v)] for wr, pr in zip(words, p) for w, v in zip(wr, pr)],
+                        dtype=str).reshape(n_layers, k, 2)
+    cells = dict(type="heatmap", z=p, x=list(range(1, k + 1)), y=ys, coloraxis="coloraxis", text=words,
+                 texttemplate="%{text}", textfont=dict(size=max(11, tick - 1)), customdata=custom, xgap=2, ygap=2,
+                 xaxis="x", yaxis="y", name="candidates",
+                 hovertemplate="layer %{y}, rank %{x}<br>token: %{customdata[0]}<br>probability %{customdata[1]}"
+                               "<extra></extra>")
+    chosen_name = escape_token(chosen_token)
+    bars = dict(type="bar", x=chosen, y=ys, orientation="h", xaxis="x2", yaxis="y2", name=f"p({chosen_name})",
+                marker=dict(color=theme().highlight_colour), text=[f"{fmt_prob(v)} · rank {r}" for v, r in
+                                                                    zip(chosen, ranks)],
+                textposition="outside", cliponaxis=False, textfont=dict(size=tick),
+                customdata=np.asarray([[fmt_prob(v), str(r)] for v, r in zip(chosen, ranks)], dtype=str),
+                hovertemplate=f"layer %{{y}}<br>p({chosen_name}) %{{customdata[0]}}, rank %{{customdata[1]}} of the "
+                              "vocabulary<extra></extra>")
+    y_set = dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="decoder layer"), showgrid=False,
+                 zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5])
+    axes = {0: (dict(tickvals=list(range(1, k + 1)), title=dict(text="rank (1 = most probable)"), showgrid=False,
+                     zeroline=False, tickfont=dict(size=tick)), y_set),
+            1: (dict(range=[0, 1.45], tickvals=[0, 0.5, 1], title=dict(text=f"p({chosen_name})"), showgrid=False,
+                     zeroline=False, tickfont=dict(size=tick)), dict(y_set, title=dict(text=""), showticklabels=False))}
+    coloraxis = dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=1.0,
+                     colorbar=dict(title=dict(text="probability", side="right"), tickfont=dict(size=tick), x=1.02))
+    height = fit_height(200 + 56 * n_layers)
+    return grid_figure([cells, bars], axes, 1, 2, 0.06, 0.0,
+                       cell_titles=["top candidates per layer", f"the chosen token: {chosen_name}"],
+                       title_font=max(15, theme().base), coloraxis=coloraxis, showlegend=False,
+                       style=dict(title=title, height=height, subplot_titles=True))
+
+
+def contrast_figure(input_x_grad: np.ndarray, relevance: np.ndarray, src_tokens: Sequence[str], target: str,
+                    foil: str, *, title: str | None = None, width_px: int | None = None) -> go.Figure:
+    """Why ``target`` and not ``foil``, over the source tokens: above, input × gradient of log p(A) − log p(B)
+    (s,), signed bars (positive: the word pushes towards A); below, the relevance of the same difference (s,),
+    non-negative, summing to 1. Hover: the source token with its position, and the value."""
+    ixg = np.asarray(input_x_grad, dtype=np.float64).reshape(-1)
+    rel = np.asarray(relevance, dtype=np.float64).reshape(-1)
+    if not len(ixg) == len(rel) == len(src_tokens):
+        raise ValueError(f"{len(ixg)} and {len(rel)} values but {len(src_tokens)} source tokens")
+    a, b = escape_token(target), escape_token(foil)
+    src, _ = resolve_languages(None, None)
+    neg, pos = sign_colours()
+    xs = np.arange(len(ixg), dtype=np.int32)
+    names = np.asarray(cell_names(src_tokens), dtype=str)
+    x_ticks = axis_ticks(src_tokens, len(ixg), angle=-45, axis_px=plot_width_px(width_px, colorbar=False))
+    tick = theme().tick
+    diff = f"log p({a}) − log p({b})"
+    data = [dict(type="bar", x=xs, y=ixg, xaxis="x", yaxis="y", customdata=names, name="input × gradient",
+                 marker=dict(color=[neg if v < 0 else pos for v in ixg]),
+                 hovertemplate=f"source token: %{{customdata}}<br>input × gradient of {diff}: "
+                               f"%{{y:{SIGNED_D3}}} nats<extra></extra>"),
+            dict(type="bar", x=xs, y=rel, xaxis="x2", yaxis="y2", customdata=names, name="relevance",
+                 marker=dict(color=theme().bar_colour, line=dict(color=theme().bar_colour, width=1)),
+                 hovertemplate=f"source token: %{{customdata}}<br>relevance for {diff}: %{{y:.3f}}<extra></extra>")]
+    lim = symmetric_limit(ixg, floor=0.01) * 1.1
+    x_set = dict(**x_ticks, title=dict(text=f"source token ({escape_token(src)}) →"), zeroline=False)
+    axes = {0: (dict(x_set, showticklabels=False, title=dict(text="")),
+                dict(range=[-lim, lim], zeroline=True, zerolinecolor="#444", title=dict(text="nats"),
+                     tickfont=dict(size=tick))),
+            1: (x_set, dict(range=[0, max(1e-6, float(rel.max(initial=0.0))) * 1.15], title=dict(text="share"),
+                            tickfont=dict(size=tick), zeroline=False))}
+    height = fit_height(520 + label_px(src_tokens) // 2)
+    return grid_figure(data, axes, 2, 1, 0.0, 0.16, showlegend=False,
+                       cell_titles=[f"input × gradient of {diff} (positive: towards {a})",
+                                    f"relevance (Chefer et al.) of {diff}, sums to 1"],
+                       title_font=max(15, theme().base), style=dict(title=title, height=height, subplot_titles=True))
