@@ -1,9 +1,10 @@
 """python -m model.attribution: attribution methods and their faithfulness.
 
-The code lives in model/analysis/attribution.py."""
+The methods live in model/analysis/attribution.py, the faithfulness check and this command line in
+model/analysis/faithfulness.py."""
 import sys
 
-from model.analysis.attribution import main
+from model.analysis.faithfulness import main
 
 if __name__ == "__main__":
     sys.exit(main())

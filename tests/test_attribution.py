@@ -7,20 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from model.analysis.attribution import (
-    DEFAULT_METHODS,
-    METHODS,
-    SCHEMA,
-    attribute,
-    attribute_ids,
-    causal_maps,
-    explained_rows,
-    main,
-    normalise_residual,
-    relevance_rules,
-    rollout,
-    traced_pass,
-)
+from model.analysis.attribution import DEFAULT_METHODS, METHODS, attribute, attribute_ids, traced_pass
+from model.analysis.attribution_rules import causal_maps, explained_rows, normalise_residual, relevance_rules, rollout
+from model.analysis.faithfulness import SCHEMA, main
 
 SENTENCE = "Ein Mann fährt Fahrrad."
 
@@ -256,3 +245,24 @@ def test_faithfulness_command_line_errors(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no Multi30k validation split") and "\n" not in err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_faithfulness_writes_into_the_current_folder_and_names_files_relative_to_the_repository(tmp_path, monkeypatch):
+    """Without --out the result goes to ./faithfulness.json (library code writes nothing into benchmarks/results),
+    and the checkpoint and data it names are relative to the repository, not one machine's absolute paths."""
+    import os
+    from pathlib import Path
+
+    from tiny_checkpoint import GERMAN, make_tiny_checkpoint
+
+    root = Path(__file__).resolve().parent.parent
+    folder = make_tiny_checkpoint(tmp_path / "ck")
+    src = tmp_path / "s.de"
+    src.write_text("\n".join(GERMAN) + "\n", encoding="utf-8")
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    assert main(["--checkpoint", str(folder), "--src", str(src), "--limit", "1", "--ks", "1"]) == 0
+    data = json.loads((tmp_path / "run" / "faithfulness.json").read_text(encoding="utf-8"))
+    assert not os.path.isabs(data["checkpoint"]) and not os.path.isabs(data["data"]["src"])
+    assert (root / data["checkpoint"]).resolve() == folder.resolve()
+    assert (root / data["data"]["src"]).resolve() == src.resolve()

@@ -187,7 +187,7 @@ def test_analyze_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
 
 @pytest.mark.slow
 def test_attribution_exits_0_every_time_and_writes_its_report(tiny, tmp_path):
-    from model.analysis.attribution import SCHEMA
+    from model.analysis.faithfulness import SCHEMA
 
     folder, de, _, _ = tiny
     procs = run_many(FEW, "attribution", lambda i: ["--checkpoint", folder, "--src", de, "--limit", 2, "--ks", 1,

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.analysis.attribution import normalise_rows, relevance_rules, traced_pass
+from model.analysis.attribution import traced_pass
+from model.analysis.attribution_rules import normalise_rows, relevance_rules
 from model.analysis.patch import DEFAULT_BATCH_TOKENS, KINDS, forced_tensors, knockout_scores, record_run
 from model.nn.transformer import EncoderDecoder
 from model.records import Contrast, LogitLens
