@@ -24,6 +24,7 @@ _warm = warmup.start()  # the browser starts on Plotly's code while this run loa
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file).
 from model.service import file_stem, untrained_summary
 from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
+from views.lesson import lesson_html
 from views.state import (
     COMPARE,
     COMPARE_VIEWS,
@@ -178,6 +179,15 @@ with st.sidebar:
                        on_click="ignore", key="download_trace",
                        help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
                             "every step's candidates. Same schema as `python -m model.export` (docs/formats.md).")
+    st.download_button("Download a lesson file (HTML)",
+                       lambda key=ss["ckpt"], n=ss["max_len"], how=shows if mode == "beam" else "":
+                       lesson_html(key, text, n, forced, how),
+                       file_name=file_stem(ss["ckpt"], text, shows) + ".html", mime="text/html",
+                       on_click="ignore", key="download_lesson",
+                       help="One HTML page with this sentence's figures: every attention kind × layer × head, the "
+                            "decoding steps, the embeddings and the positional encoding. It opens in any browser "
+                            "without a network or Python (docs/lesson.md); `python -m model.export … --html` makes "
+                            "one for several sentences.")
 
 if ss["present"] or comparing:  # one line: the figure gets the screen's height
     st.markdown(f"#### :gray[{'A · ' if comparing else ''}{langs['src']}] {md_escape(' '.join(source.tokens))} "

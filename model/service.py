@@ -43,6 +43,7 @@ from model.analysis.pairs import (  # noqa: F401  (minimal pairs and the lab's s
 from model.inference.runtime import use_threads  # noqa: F401
 from model.inference.translator import Translator
 from model.io import export as _export
+from model.io import lesson as _lesson
 from model.io.checkpoint import CheckpointError  # noqa: F401
 from model.io.export import file_stem  # noqa: F401
 from model.records import Attribution, Contrast, Knockout, LogitLens, ModelConfig, Patching, SentenceTrace, Translation
@@ -141,6 +142,12 @@ def embedding_matrix(model: Model, side: str) -> tuple[np.ndarray, list[str]]:
 def trace_json(model: Model, translation: Translation, name: str, decoding: str | None) -> str:
     """A traced translation in `python -m model.export`'s JSON schema."""
     return _export.to_json(_export.trace_dict(model._translator, translation, name, decoding))
+
+
+def lesson_data(model: Model, translations: list[tuple[Translation, str | None]], name: str) -> dict:
+    """The lesson file's data for (traced translation, decoding) pairs: NumPy and strings that
+    viz.lesson.lesson_html draws (model/io/lesson.py)."""
+    return _lesson.lesson_data(model._translator, translations, name)
 
 
 def facts(model: Model) -> dict:

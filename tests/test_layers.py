@@ -16,6 +16,9 @@ FORBIDDEN = {
     "viz": {"torch", "streamlit", "model", "views"},
     "views": {"torch"},
 }
+# The command line `python -m model.export --html` draws the lesson file with viz/lesson.py: the top-level
+# command-line file is glue between the two layers and may import viz; the rooms under model/*/ may not.
+ALLOWED = {("model/export.py", "viz")}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -37,7 +40,8 @@ def files(package: str) -> list[Path]:
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_package_imports_respect_the_layers(package):
     bad = {f"{p.relative_to(ROOT)} imports {m}"
-           for p in files(package) for m in imported_modules(p) & FORBIDDEN[package]}
+           for p in files(package) for m in imported_modules(p) & FORBIDDEN[package]
+           if (p.relative_to(ROOT).as_posix(), m) not in ALLOWED}
     assert not bad, sorted(bad)
 
 

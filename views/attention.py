@@ -20,18 +20,9 @@ from viz.attention import (
     sink_key,
 )
 from viz.compare import Side, side_by_side_figure
-from viz.kinds import KIND_NAMES
+from viz.kinds import KIND_EXPLAIN, KIND_NAMES
 from viz.layout import PAGE_WIDTH_PX
 from viz.tables import heads_csv, matrix_csv
-
-EXPLAIN = {
-    "enc_self": "Each {src} token (row) mixes in information from every {src} token (column), in both directions.",
-    "dec_self": "Each {tgt} position (row) looks only at itself and earlier positions (columns): later ones are "
-                "masked, since at generation time they do not exist yet. Row i is the step that predicts output "
-                "token i+1.",
-    "cross": "Each {tgt} position (row) looks at the {src} source (columns). Row i is the step that predicts "
-             "output token i+1.",
-}
 
 
 def render(ctx: Context) -> None:
@@ -40,7 +31,7 @@ def render(ctx: Context) -> None:
         st.subheader("Attention")
     kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
     if not ctx.present:
-        st.caption(EXPLAIN[kind].format(src=ctx.langs["src_name"], tgt=ctx.langs["tgt_name"])
+        st.caption(KIND_EXPLAIN[kind].format(src=ctx.langs["src_name"], tgt=ctx.langs["tgt_name"])
                    + " Rows: queries; columns: keys; each row's weights sum to 1.")
     shows_caption(ctx, kind)
     if ctx.other is not None:

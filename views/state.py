@@ -20,6 +20,7 @@ import streamlit as st
 from model import records, service
 from model.records import Attribution, ModelConfig, SentenceTrace, Translation
 from views import urlstate
+from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import kind_labels from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -282,26 +283,12 @@ def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     return service.embedding_matrix(_model(key), side)
 
 
-# Names of the languages a model's config can give (ISO 639-1 codes); any other code is shown as the code.
-LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanish", "it": "Italian", "nl": "Dutch",
-                  "pt": "Portuguese", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ar": "Arabic", "cs": "Czech",
-                  "pl": "Polish", "sv": "Swedish", "fi": "Finnish", "da": "Danish", "tr": "Turkish", "uk": "Ukrainian",
-                  "ro": "Romanian", "hu": "Hungarian", "el": "Greek", "ko": "Korean", "hi": "Hindi"}
-
-
 def language_labels(key: str, src_lang: str, tgt_lang: str) -> dict:
     """What the pages call the two sides: short codes for axes ("DE") and names for sentences ("German")."""
     if is_toy(key):  # a toy task reads and writes digits
         return {"src": "IN", "tgt": "OUT", "src_name": "input digits", "tgt_name": "output digits"}
     name = lambda code: LANGUAGE_NAMES.get(code.lower(), code)  # noqa: E731
     return {"src": src_lang.upper(), "tgt": tgt_lang.upper(), "src_name": name(src_lang), "tgt_name": name(tgt_lang)}
-
-
-def kind_labels(langs: dict) -> dict[str, str]:
-    """The attention kinds' names with the model's languages, for select boxes."""
-    s, t = langs["src"], langs["tgt"]
-    return {"enc_self": f"Encoder self-attention ({s} → {s})", "dec_self": f"Decoder masked self-attention ({t} → {t})",
-            "cross": f"Cross-attention ({t} queries → {s} keys)"}
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run

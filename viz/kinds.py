@@ -73,3 +73,28 @@ def axis_titles(kind: str, src_lang: str | None = None, tgt_lang: str | None = N
     if theme().short_axis_titles:  # the language only; which input it is, the page's controls say
         q_side, k_side = q_side.split(",")[0], k_side.split(",")[0]
     return f"query ({q_side}) ↓", f"key ({k_side}) →"
+
+
+# Names of the languages a model's config can give (ISO 639-1 codes); any other code is shown as the code.
+LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanish", "it": "Italian", "nl": "Dutch",
+                  "pt": "Portuguese", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ar": "Arabic", "cs": "Czech",
+                  "pl": "Polish", "sv": "Swedish", "fi": "Finnish", "da": "Danish", "tr": "Turkish", "uk": "Ukrainian",
+                  "ro": "Romanian", "hu": "Hungarian", "el": "Greek", "ko": "Korean", "hi": "Hindi"}
+
+# What each kind does, said once for the app's Attention page and the lesson file ({src}, {tgt}: language names).
+KIND_EXPLAIN = {
+    "enc_self": "Each {src} token (row) mixes in information from every {src} token (column), in both directions.",
+    "dec_self": "Each {tgt} position (row) looks only at itself and earlier positions (columns): later ones are "
+                "masked, since at generation time they do not exist yet. Row i is the step that predicts output "
+                "token i+1.",
+    "cross": "Each {tgt} position (row) looks at the {src} source (columns). Row i is the step that predicts "
+             "output token i+1.",
+}
+
+
+def kind_labels(langs: dict) -> dict[str, str]:
+    """The attention kinds' names with the model's languages (``langs["src"]``, ``langs["tgt"]``: "DE", "EN"),
+    as the app's select boxes and the lesson file's offer them."""
+    s, t = langs["src"], langs["tgt"]
+    return {"enc_self": f"Encoder self-attention ({s} → {s})", "dec_self": f"Decoder masked self-attention ({t} → {t})",
+            "cross": f"Cross-attention ({t} queries → {s} keys)"}

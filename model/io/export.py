@@ -6,6 +6,12 @@ Schema "attention-atlas-trace/1" (documented in docs/formats.md): model metadata
 and ids (the target is the decoder input: the start token, then the output), the attention probabilities
 of enc_self, dec_self and cross as [layer][head][query][key], and every decoding step's top-k candidates.
 The app's "trace as JSON" download writes the same content for the sentence on screen.
+
+    python -m model.export SENTENCE [SENTENCE ...] --html lesson.html
+
+writes the lesson file instead: one HTML page with the app's figures for every sentence, that opens offline
+(docs/lesson.md). The page is drawn by viz/lesson.py, which this room may not import; the command line
+model/export.py hands it in as `render_html`.
 """
 from __future__ import annotations
 
@@ -80,14 +86,16 @@ def to_json(d: dict) -> str:
     return json.dumps(d, ensure_ascii=False, indent=1) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, render_html=None) -> int:
+    """The command line; `render_html(lesson, made_by) -> str` draws the lesson file (viz.lesson.lesson_html)."""
     from model.inference.translator import Translator
     from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("sentence", help="the source sentence")
+    ap.add_argument("sentence", nargs="+", help="the source sentence (several with --html)")
     ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
     ap.add_argument("--out", help="write the JSON here (default: standard output)")
+    ap.add_argument("--html", metavar="FILE", help="write the lesson file (one offline HTML page) for the sentences")
     ap.add_argument("--top-k", type=int, default=5, help="candidates kept per decoding step (default 5)")
     ap.add_argument("--max-len", type=int, default=0, help="maximum output length (0 = automatic)")
     args = ap.parse_args(argv)
@@ -95,22 +103,42 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--top-k must be at least 1")
     if args.max_len < 0:
         ap.error("--max-len must be 0 (automatic) or more")
+    if len(args.sentence) > 1 and not args.html:
+        ap.error(f"{len(args.sentence)} sentences given: the JSON holds one sentence; "
+                 "write several into a lesson file with --html FILE")
+    if args.html and args.out:
+        ap.error("--out writes the JSON and --html the lesson file: give one of them")
+    if args.html and render_html is None:
+        ap.error("--html needs the figures of viz/: run it as python -m model.export")
+    if args.html and not Path(args.html).resolve().parent.is_dir():
+        ap.error(f"--html {args.html}: the folder {Path(args.html).resolve().parent} does not exist")
     try:
         translator = Translator.from_checkpoint(args.checkpoint)
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    translation = translator.trace(args.sentence, max_len=args.max_len or None, top_k=args.top_k)
-    if not translation.source.tokens:
-        print("error: the sentence has no words the tokenizer can read", file=sys.stderr)
+    translations = [translator.trace(s, max_len=args.max_len or None, top_k=args.top_k) for s in args.sentence]
+    empty = [n for n, t in enumerate(translations, 1) if not t.source.tokens]
+    if empty:
+        which = "the sentence has" if len(translations) == 1 else f"sentence {empty[0]} has"
+        print(f"error: {which} no words the tokenizer can read", file=sys.stderr)
         return 2
-    text = to_json(trace_dict(translator, translation, Path(args.checkpoint).name))
+    name = Path(args.checkpoint).name
+    if args.html:
+        from model.io.lesson import lesson_data
+
+        page = render_html(lesson_data(translator, [(t, None) for t in translations], name),
+                           "with python -m model.export")
+        Path(args.html).write_text(page, encoding="utf-8")
+        print(f"wrote {args.html}: {len(translations)} sentence{'s' if len(translations) != 1 else ''}, "
+              f"{len(page.encode('utf-8')):,} bytes", file=sys.stderr)
+        return 0
+    text = to_json(trace_dict(translator, translations[0], name))
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
