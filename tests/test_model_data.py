@@ -271,10 +271,12 @@ def test_train_reports_missing_data(tmp_path, capsys):
 
 
 def test_lr_schedule():
-    assert train_cli.lr_at(5, 1e-3, 10) == pytest.approx(5e-4)
-    assert train_cli.lr_at(10, 1e-3, 10) == pytest.approx(1e-3)
-    assert train_cli.lr_at(40, 1e-3, 10) == pytest.approx(5e-4)
-    assert train_cli.lr_at(0, 1e-3, 10) == pytest.approx(1e-4)
+    from model.training.loop import lr_at
+
+    assert lr_at(5, 1e-3, 10) == pytest.approx(5e-4)
+    assert lr_at(10, 1e-3, 10) == pytest.approx(1e-3)
+    assert lr_at(40, 1e-3, 10) == pytest.approx(5e-4)
+    assert lr_at(0, 1e-3, 10) == pytest.approx(1e-4)
 
 
 @pytest.mark.parametrize("tie", ["--tie-weights", "--no-tie"])
@@ -303,13 +305,14 @@ def test_every_config_field_has_a_flag_with_the_configs_default():
 
     from model.nn.config import ModelConfig
     from model.text.vocab import Vocab
+    from model.training.options import FROM_DATA, config_from_args
 
     base = ["--data-dir", "d", "--out", "o"]
     args = train_cli.parse_args(base)
     sv, tv = Vocab.build([["a", "b"]], 1), Vocab.build([["c"]], 1)
-    assert train_cli.config_from_args(args, sv, tv) == ModelConfig(len(sv), len(tv), pad_idx=sv.pad_idx)
+    assert config_from_args(args, sv, tv) == ModelConfig(len(sv), len(tv), pad_idx=sv.pad_idx)
     for f in dataclasses.fields(ModelConfig):
-        if f.name in train_cli.FROM_DATA:
+        if f.name in FROM_DATA:
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(f.default, bool):  # --X / --no-X, whichever the default is (later flags win)

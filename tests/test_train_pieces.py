@@ -16,6 +16,7 @@ from model.text.tokenize import clean_text, tokenize
 from model.text.vocab import SPECIALS, UNK, Vocab
 from model.training import train as train_cli
 from model.training.film import load_film
+from model.training.vocabularies import encode_pairs
 from test_film import write_corpus
 from test_model_data import synthetic_corpus, train_args
 
@@ -141,7 +142,7 @@ def test_word_level_training_is_unchanged(corpus, tmp_path):
     assert sv.itos == Vocab.build((tokenize(de, "de") for de, _ in pairs), 1).itos  # spaCy words, as before
     assert tv.itos == Vocab.build((tokenize(en, "en") for _, en in pairs), 1).itos
     assert "pieces" not in json.loads((out / "metrics.json").read_text(encoding="utf-8"))["training"]
-    assert train_cli.encode_pairs(["Ein Hund läuft."], ["A dog runs."], sv, tv, 32) == [
+    assert encode_pairs(["Ein Hund läuft."], ["A dog runs."], sv, tv, 32) == [
         (sv.encode(["Ein", "Hund", "läuft", "."]) + [sv.eos_idx], tv.encode(["A", "dog", "runs", "."]))]
 
 
