@@ -93,95 +93,137 @@ def search(
         raise ValueError(f"{len(max_lens)} max_len values for {b} sentences")
     if record and (b != 1 or beam_size != 1):
         raise ValueError("only greedy decoding of one sentence (beam_size 1) can be recorded")
-    pad = model.cfg.pad_idx
-    banned_list = sorted({bos, pad})
+    banned_list = sorted({bos, model.cfg.pad_idx})
     prefix = list(prefix or [])
     if any(tok in banned_list for tok in prefix):
         raise ValueError("a forced prefix cannot hold <bos> or <pad>: the model never generates them")
-    device = src.device
-    banned = torch.tensor(banned_list, device=device)
-    src_mask = make_src_mask(src, pad, use_src_padding_mask)  # (b, 1, 1, s)
+    banned = torch.tensor(banned_list, device=src.device)
+    src_mask = make_src_mask(src, model.cfg.pad_idx, use_src_padding_mask)  # (b, 1, 1, s)
     trace = Trace() if record else None
     memory = model.encode(src, src_mask, head_mask, trace)  # (b, s, d); the encoder runs once
     if record and draft is not None:
         return [checked_greedy(model, draft, memory, src_mask, bos, eos, max_lens[0], prefix, top_k, head_mask,
                                banned, trace)]
-    cache = model.new_cache()
-    active = list(range(b))  # the unfinished sentences, in row order; each has the same number of rows
-    ys = torch.full((b, 1), bos, dtype=torch.long, device=device)  # (n, t) the live hypotheses
-    scores = torch.zeros(b, device=device)  # (n,) their summed log-probabilities
-    ended: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]  # (normalised score, ids)
-    results: list[Decoded | None] = [None] * b
+    beams = _Beams(list(range(b)), torch.full((b, 1), bos, dtype=torch.long, device=src.device),
+                   torch.zeros(b, device=src.device), src_mask, model.new_cache(), [[] for _ in range(b)], [None] * b)
     steps: list[Step] = []
-    rows_mask = src_mask  # (n, 1, 1, s): each row's source mask
     for t in range(1, max(max_lens, default=0) + 1):
-        n, groups = ys.shape[0], len(active)
-        rows_per = n // groups
         # `memory` is read only at t = 1 (when n == b); afterwards the cache holds the cross-attention keys/values.
-        log_probs = allowed_log_probs(decode_step(model, memory, rows_mask, ys[:, -1:], cache, head_mask), banned)
-        V = log_probs.shape[-1]
-        total = scores[:, None] + log_probs  # (n, V)
-        if t <= len(prefix):  # forced: one candidate per row (a prefix keeps one row per sentence)
-            tok = prefix[t - 1]
-            cand_s, cand_tok = total[:, tok : tok + 1], torch.full((n, 1), tok, device=device)
-            cand_row = torch.arange(n, device=device)[:, None]
-        else:
-            flat = total.view(groups, rows_per * V)  # rows are grouped by sentence
-            cand_s, flat_i = flat.topk(min(2 * beam_size, flat.shape[1]), dim=-1)  # (groups, c), best first
-            cand_row = flat_i // V + torch.arange(groups, device=device)[:, None] * rows_per
-            cand_tok = flat_i % V
+        log_probs = allowed_log_probs(decode_step(model, memory, beams.rows_mask, beams.ys[:, -1:], beams.cache,
+                                                  head_mask), banned)  # (n, V)
+        forced = prefix[t - 1] if t <= len(prefix) else None
+        cand_s, cand_row, cand_tok = _candidates(beams.scores[:, None] + log_probs, len(beams.active), beam_size,
+                                                 forced)
         if record:
-            probs = log_probs[0].exp()
-            top_p, top_i = probs.topk(min(top_k, V))
-            chosen = int(cand_tok[0, 0])
-            steps.append(Step(prefix=ys[0].tolist(), top_ids=top_i.tolist(), top_probs=top_p.tolist(), chosen=chosen,
-                              chosen_prob=float(probs[chosen]), forced=t <= len(prefix)))
-        keep_rows, keep_tok, keep_s, still = [], [], [], []
-        for g, (c_s, c_row, c_tok) in enumerate(zip(cand_s.tolist(), cand_row.tolist(), cand_tok.tolist())):
-            j = active[g]
-            live = []  # (score, row, token), best first
-            for s_, row, tok in zip(c_s, c_row, c_tok):
-                if s_ == float("-inf"):
-                    break  # a banned token: so is every later candidate
-                if tok == eos:
-                    ended[j].append((s_ / length_penalty(t, alpha), ys[row, 1:].tolist()))
-                else:
-                    live.append((s_, row, tok))
-                if len(live) == beam_size:
-                    break
-            best_ended = max((e[0] for e in ended[j]), default=float("-inf"))
-            best_live = live[0][0] / length_penalty(max_lens[j], alpha) if live else float("-inf")
-            if not live or best_live <= best_ended or t >= max_lens[j]:
-                # At max_len a cut-off hypothesis competes too (normalised by its own length): a complete
-                # but improbable translation should not beat a far likelier one that ran out of steps.
-                at_limit = live[:1] if t >= max_lens[j] else []
-                cut = [(s_ / length_penalty(t, alpha), ys[row, 1:].tolist() + [tok]) for s_, row, tok in at_limit]
-                options = [(e[0], e[1], True) for e in ended[j]] + [(c[0], c[1], False) for c in cut]
-                best = max(options, key=lambda o: o[0], default=(0.0, ys[c_row[0], 1:].tolist(), False))
-                results[j] = Decoded(best[1], best[2])
-                continue
-            still.append(j)
-            while len(live) < (1 if t <= len(prefix) else beam_size):  # a tiny vocabulary ran out of candidates:
-                live.append((float("-inf"), live[0][1], live[0][2]))  # a dead row keeps the groups the same size
-            for s_, row, tok in live:
-                keep_rows.append(row)
-                keep_tok.append(tok)
-                keep_s.append(s_)
-        if not still:
+            steps.append(_recorded_step(beams.ys[0], log_probs[0], int(cand_tok[0, 0]), top_k, forced is not None))
+        kept = _settle(beams, t, cand_s, cand_row, cand_tok, max_lens, 1 if forced is not None else beam_size,
+                       beam_size, alpha, eos)
+        if not kept[3]:
             break
-        if keep_rows != list(range(n)):  # greedy without a finished sentence keeps every row in place
-            rows = torch.tensor(keep_rows, device=device)
-            reorder_cache(cache, rows)
-            rows_mask, ys = rows_mask.index_select(0, rows), ys.index_select(0, rows)
-        ys = torch.cat([ys, torch.tensor(keep_tok, device=device)[:, None]], dim=1)
-        scores = torch.tensor(keep_s, device=device)
-        active = still
-    for j in range(b):  # max_len 0
-        if results[j] is None:
-            results[j] = Decoded([], False)
+        _advance(beams, *kept)
+    results = [Decoded([], False) if r is None else r for r in beams.results]  # None: max_len 0
     if record:
         _attach_record(model, memory, src_mask, bos, head_mask, trace, results[0], steps)
     return results
+
+
+@dataclass
+class _Beams:
+    """A batched search between steps: every unfinished sentence's live hypotheses, ended ones, results."""
+
+    active: list[int]  # the unfinished sentences, in row order; each has the same number of rows
+    ys: torch.Tensor  # (n, t) the live hypotheses
+    scores: torch.Tensor  # (n,) their summed log-probabilities
+    rows_mask: torch.Tensor  # (n, 1, 1, s): each row's source mask
+    cache: dict  # the decoder's keys and values, one row per live hypothesis
+    ended: list[list[tuple[float, list[int]]]]  # per sentence: (normalised score, ids)
+    results: list[Decoded | None]  # per sentence, once it stopped
+
+
+def _candidates(total: torch.Tensor, groups: int, beam_size: int, forced: int | None):
+    """(n, V) summed log-probabilities -> (score, row, token), each (groups, c), best first per sentence.
+
+    A forced token is one candidate per row (a prefix keeps one row per sentence); otherwise each sentence's
+    2 x beam_size best over all its rows, so that <eos> candidates leave enough live ones to fill the beam.
+    """
+    n, V = total.shape
+    if forced is not None:
+        rows = torch.arange(n, device=total.device)[:, None]
+        return total[:, forced : forced + 1], rows, torch.full((n, 1), forced, device=total.device)
+    rows_per = n // groups
+    flat = total.view(groups, rows_per * V)  # rows are grouped by sentence
+    cand_s, flat_i = flat.topk(min(2 * beam_size, flat.shape[1]), dim=-1)  # (groups, c), best first
+    cand_row = flat_i // V + torch.arange(groups, device=total.device)[:, None] * rows_per
+    return cand_s, cand_row, flat_i % V
+
+
+def _recorded_step(prefix_ids: torch.Tensor, log_probs: torch.Tensor, chosen: int, top_k: int, forced: bool) -> Step:
+    """The Step a recorded search reports: the distribution (V,) the choice was made from and its top_k."""
+    probs = log_probs.exp()
+    top_p, top_i = probs.topk(min(top_k, probs.shape[-1]))
+    return Step(prefix=prefix_ids.tolist(), top_ids=top_i.tolist(), top_probs=top_p.tolist(), chosen=chosen,
+                chosen_prob=float(probs[chosen]), forced=forced)
+
+
+def _settle(beams: _Beams, t: int, cand_s, cand_row, cand_tok, max_lens: list[int], rows_wanted: int,
+            beam_size: int, alpha: float, eos: int) -> tuple[list[int], list[int], list[float], list[int]]:
+    """Each unfinished sentence's candidates at step t: <eos> ones end a hypothesis, the best others stay live,
+    and a sentence that can no longer improve gets its result. Returns the rows, tokens and scores that go on
+    (rows_wanted per sentence) and the sentences still going."""
+    keep_rows, keep_tok, keep_s, still = [], [], [], []
+    for g, (c_s, c_row, c_tok) in enumerate(zip(cand_s.tolist(), cand_row.tolist(), cand_tok.tolist())):
+        j = beams.active[g]
+        live = []  # (score, row, token), best first
+        for s_, row, tok in zip(c_s, c_row, c_tok):
+            if s_ == float("-inf"):
+                break  # a banned token: so is every later candidate
+            if tok == eos:
+                beams.ended[j].append((s_ / length_penalty(t, alpha), beams.ys[row, 1:].tolist()))
+            else:
+                live.append((s_, row, tok))
+            if len(live) == beam_size:
+                break
+        done = _result_if_stopped(beams, j, t, live, c_row, max_lens[j], alpha)
+        if done is not None:
+            beams.results[j] = done
+            continue
+        still.append(j)
+        while len(live) < rows_wanted:  # a tiny vocabulary ran out of candidates:
+            live.append((float("-inf"), live[0][1], live[0][2]))  # a dead row keeps the groups the same size
+        for s_, row, tok in live:
+            keep_rows.append(row)
+            keep_tok.append(tok)
+            keep_s.append(s_)
+    return keep_rows, keep_tok, keep_s, still
+
+
+def _result_if_stopped(beams: _Beams, j: int, t: int, live: list, c_row: list[int], max_len: int,
+                       alpha: float) -> Decoded | None:
+    """Sentence j's result when no live hypothesis can beat its best ended one, or at its max_len; else None."""
+    ended = beams.ended[j]
+    best_ended = max((e[0] for e in ended), default=float("-inf"))
+    best_live = live[0][0] / length_penalty(max_len, alpha) if live else float("-inf")
+    if live and best_live > best_ended and t < max_len:
+        return None
+    # At max_len a cut-off hypothesis competes too (normalised by its own length): a complete
+    # but improbable translation should not beat a far likelier one that ran out of steps.
+    at_limit = live[:1] if t >= max_len else []
+    cut = [(s_ / length_penalty(t, alpha), beams.ys[row, 1:].tolist() + [tok]) for s_, row, tok in at_limit]
+    options = [(e[0], e[1], True) for e in ended] + [(c[0], c[1], False) for c in cut]
+    best = max(options, key=lambda o: o[0], default=(0.0, beams.ys[c_row[0], 1:].tolist(), False))
+    return Decoded(best[1], best[2])
+
+
+def _advance(beams: _Beams, keep_rows: list[int], keep_tok: list[int], keep_s: list[float], still: list[int]) -> None:
+    """The kept rows (reordered, the cache with them) each grow by their token; the stopped sentences leave."""
+    device = beams.ys.device
+    if keep_rows != list(range(beams.ys.shape[0])):  # greedy without a finished sentence keeps every row in place
+        rows = torch.tensor(keep_rows, device=device)
+        reorder_cache(beams.cache, rows)
+        beams.rows_mask, beams.ys = beams.rows_mask.index_select(0, rows), beams.ys.index_select(0, rows)
+    beams.ys = torch.cat([beams.ys, torch.tensor(keep_tok, device=device)[:, None]], dim=1)
+    beams.scores = torch.tensor(keep_s, device=device)
+    beams.active = still
 
 
 def _attach_record(model, memory, src_mask, bos, head_mask, trace: Trace, res: Decoded, steps: list[Step]) -> None:
