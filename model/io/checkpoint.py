@@ -133,6 +133,24 @@ def _fail(path: Path, what: str, fix: str) -> CheckpointError:
 def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, dict]:
     """(model in eval mode, source vocab, target vocab, metrics) from a checkpoint folder."""
     folder = Path(folder)
+    cfg = _read_config(folder)
+    src_vocab, tgt_vocab = _read_vocabularies(folder, cfg)
+    state = _read_weights(folder)
+    model = EncoderDecoder(cfg)
+    _check_weights(folder, model, state)
+    load_weights_into(model, state)
+    model.eval()
+    metrics = {}
+    if (folder / METRICS).is_file():
+        try:
+            metrics = json.loads((folder / METRICS).read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise _fail(folder / METRICS, f"is not valid JSON ({e})", "Restore it from the training output.") from e
+    return model, src_vocab, tgt_vocab, metrics
+
+
+def _read_config(folder: Path) -> ModelConfig:
+    """The folder's config, once the folder and the files every checkpoint needs are there."""
     retrain = "Train one with `python -m model.train --data-dir DIR --out FOLDER` or choose another checkpoint folder."
     if not folder.is_dir():
         raise _fail(folder, "checkpoint folder does not exist", retrain)
@@ -149,6 +167,11 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
             raise _fail(folder / name,
                         f"file is missing from the checkpoint folder (config.json says tokenizer {cfg.tokenizer!r})",
                         "Copy it from where the model came from, or import the model again.")
+    return cfg
+
+
+def _read_vocabularies(folder: Path, cfg: ModelConfig) -> tuple[Vocab, Vocab]:
+    """(source, target) vocabularies, checked against the config's sizes and special ids."""
     vocabs = []
     for name, size, side in ((SRC_VOCAB, cfg.src_vocab_size, "src"), (TGT_VOCAB, cfg.tgt_vocab_size, "tgt")):
         try:
@@ -172,6 +195,11 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     if disagree:
         raise _fail(folder / CONFIG, "disagrees with vocab.tgt.json (" + "; ".join(disagree) + ")",
                     "The vocabulary and the config come from different models; copy both from the same one.")
+    return vocabs[0], vocabs[1]
+
+
+def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The folder's weights file as stored tensors."""
     try:
         state = load_file(str(folder / WEIGHTS))  # safetensors: raw tensors, nothing executed
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
@@ -181,8 +209,12 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
             "(pickles are never loaded)",
             "Restore the file from the repository (git checkout) or retrain.",
         ) from e
-    model = EncoderDecoder(cfg)
-    links = aliases(cfg)
+    return state
+
+
+def _check_weights(folder: Path, model: EncoderDecoder, state: dict[str, torch.Tensor]) -> None:
+    """Stored tensors must be exactly the model's (a shared one once, dropped here if stored twice) and finite."""
+    links = aliases(model.cfg)
     for k in links:
         state.pop(k, None)
     expected = {k: v for k, v in model.state_dict().items() if k not in links}
@@ -204,12 +236,3 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     if bad:
         raise _fail(folder / WEIGHTS, f"holds NaN or infinite values ({', '.join(bad[:3])})",
                     "Restore the file or retrain.")
-    load_weights_into(model, state)
-    model.eval()
-    metrics = {}
-    if (folder / METRICS).is_file():
-        try:
-            metrics = json.loads((folder / METRICS).read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise _fail(folder / METRICS, f"is not valid JSON ({e})", "Restore it from the training output.") from e
-    return model, vocabs[0], vocabs[1], metrics
