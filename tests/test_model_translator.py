@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.inference.translator import LONGER_EXAMPLE, Source, Translator, replace_unknown
+from model.inference.translator import LONGER_EXAMPLE, Source, Translator
+from model.inference.unknown import replace_unknown
 from model.nn.config import ModelConfig
 from model.nn.transformer import EncoderDecoder
 from model.text.tokenize import tokenize
