@@ -9,6 +9,7 @@ import pytest
 
 from tests.hover_support import cell_hover
 from viz.lab import (
+    cell_text,
     contrast_figure,
     head_effect_grid,
     lens_figure,
@@ -144,3 +145,8 @@ def test_contrast_has_signed_and_relevance_panels_over_the_source():
     assert "relevance" in rel.hovertemplate
     with pytest.raises(ValueError, match="source tokens"):
         contrast_figure(np.zeros(2), np.zeros(3), ["a", "b", "c"], "x", "y")
+
+
+def test_a_cell_that_rounds_to_zero_has_no_sign():
+    assert cell_text(-1e-4, "+.2f") == "0.00" and cell_text(0.0, "+.2f") == "0.00"
+    assert cell_text(-0.126, "+.2f") == "-0.13" and cell_text(float("nan"), "+.2f") == "n/a"

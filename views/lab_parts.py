@@ -18,6 +18,7 @@ from views.widgets import chart, fig_config
 from viz.heads import head_name
 from viz.lab import head_effect_grid, position_effect_figure, token_bars_figure
 from viz.layout import PAGE_WIDTH_PX
+from viz.text import escape_token
 
 
 def scored_tokens(ctx: Context) -> tuple[str, ...]:
@@ -42,6 +43,11 @@ def _what(tokens: tuple[str, ...], token: int | None) -> str:
     return "the whole translation" if token is None else f"output token {token + 1}, “{md_escape(tokens[token])}”"
 
 
+def _plain(tokens: tuple[str, ...], token: int | None) -> str:
+    """The same for a figure's title (Plotly text: the token escaped for it)."""
+    return "the whole translation" if token is None else f"output token {token + 1}, “{escape_token(tokens[token])}”"
+
+
 def knockout(ctx: Context, kind: str, layer: int, head: int) -> None:
     """Every head switched off alone: the change of log p; a grid per kind and the chosen head's per-token bars."""
     if not ctx.present:
@@ -54,7 +60,7 @@ def knockout(ctx: Context, kind: str, layer: int, head: int) -> None:
     ko = knockout_of(ctx.key, ctx.text, tokens)
     values = service.knockout_effect(ko, token)  # kind -> (L, h) nats
     what = _what(tokens, token)
-    plain = "the whole translation" if token is None else f"output token {token + 1}"
+    plain = _plain(tokens, token)
     chart(st, cached(head_effect_grid, values, "Δ log p (nats)", chosen=(kind, layer, head),
                      title=f"One head off: the change of log p({plain})"),
           width="stretch", config=fig_config(ctx, f"whatif_knockout_{'all' if token is None else token + 1}"),
@@ -102,7 +108,7 @@ def patching(ctx: Context, text_b: str) -> None:
     pa = patching_of(ctx.key, ctx.text, text_b, tokens)
     effect = service.patch_effect(pa, token)
     what = _what(tokens, token)
-    plain = "the whole translation" if token is None else f"output token {token + 1}"
+    plain = _plain(tokens, token)
     clean = float(pa.clean_log_probs.sum() if token is None else pa.clean_log_probs[token])
     corrupt = float(pa.corrupt_log_probs.sum() if token is None else pa.corrupt_log_probs[token])
     if abs(clean - corrupt) < pa.min_gap:

@@ -16,9 +16,9 @@ import plotly.graph_objects as go
 from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, grid_layout
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
-from viz.layout import styled_figure
+from viz.layout import styled_figure, top_margin
 from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
-from viz.text import escape_token, escape_tokens, fmt_prob
+from viz.text import escape_token, escape_tokens, fmt_prob, title_lines
 from viz.theme import fit_height, theme
 from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis
 
@@ -36,6 +36,14 @@ def sign_colours() -> tuple[str, str]:
     """(negative, positive) colours: the two ends of the theme's diverging scale."""
     scale = resolve_scale(SIGNED_SCALE)
     return scale[0][1], scale[-1][1]
+
+
+def cell_text(value: float, fmt: str) -> str:
+    """A cell's number: "n/a" for NaN, and a value that rounds to zero without a sign ("0.00", never "-0.00")."""
+    if not np.isfinite(value):
+        return "n/a"
+    text = format(value, fmt)
+    return text if any(c in "123456789" for c in text) else format(0.0, fmt.lstrip("+"))
 
 
 def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], kind: str, *,
@@ -87,7 +95,7 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
                         zeroline=False, tickfont=dict(size=tick), range=[0.5, n_h + 0.5]),
                    dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="layer" if first else ""),
                         showgrid=False, zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5]))
-        text = [[format(v, fmt) if np.isfinite(v) else "n/a" for v in row] for row in z]
+        text = [[cell_text(v, fmt) for v in row] for row in z]
         data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
                          text=text, texttemplate="%{text}", textfont=dict(size=max(11, tick - 2)), xaxis=x_ref,
                          yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2, name=GROUP_NAMES[kind],
@@ -140,37 +148,38 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
     """Two layer × position panels, one above the other: the encoder's residual stream ``enc`` (L, s) over the
     source positions and the decoder's ``dec`` (L, t) over the decoder positions, one diverging colour axis
     ``zmin``..``zmax`` (values beyond it saturate; hover gives them exactly). NaN cells are left empty."""
-    src, tgt = resolve_languages(None, None)
+    src, tgt = (escape_token(x) for x in resolve_languages(None, None))
     tick = theme().tick
-    panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels),
-               f"source position ({escape_token(src)})"),
-              ("decoder", np.asarray(dec, dtype=np.float64), list(dec_labels),
-               f"decoder input position ({escape_token(tgt)})")]
-    data, axes, titles, heights = [], {}, [], []
-    for p, (side, z, labels, x_title) in enumerate(panels):
+    panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels), f"{src}, source"),
+              ("decoder", np.asarray(dec, dtype=np.float64), list(dec_labels), f"{tgt}, decoder input")]
+    data, axes, titles, panel_px = [], {}, [], []
+    for p, (side, z, labels, where) in enumerate(panels):
         n_layers, n = z.shape
         if len(labels) != n:
             raise ValueError(f"{side}: {n} positions but {len(labels)} labels")
         x_ref, y_ref = cell_axes(p)
-        xs = cell_names(labels)
         ys = list(range(1, n_layers + 1))
         x_ticks = axis_ticks(labels, n, angle=-45, axis_px=plot_width_px(width_px))
-        axes[p] = (dict(**x_ticks, **token_axis(labels), title=dict(text=f"{x_title} →"), showgrid=False,
-                        zeroline=False),
+        axes[p] = (dict(**x_ticks, **token_axis(labels), showgrid=False, zeroline=False),
                    dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="layer"), showgrid=False,
                         zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5]))
-        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
-                         xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=1, ygap=1, name=f"{side} residual stream",
+        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=cell_names(labels), y=ys,
+                         coloraxis="coloraxis", xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=1, ygap=1,
+                         name=f"{side} residual stream",
                          hovertemplate=f"{side} residual stream after layer %{{y}}, at %{{x}}<br>{value_label}: "
                                        f"%{{z:{SIGNED_D3}}}<extra></extra>"))
-        titles.append(f"{side}: the residual stream after each layer, patched at one position")
-        heights.append(40 * n_layers + label_px(labels))
-    height = fit_height(sum(heights) + 200)
+        titles.append(f"{side} ({where}): the residual stream after each layer, patched at one position")
+        panel_px.append(max(90, 36 * n_layers))
+    # Pixels: the gap holds the upper panel's rotated labels and the lower panel's title; the domains are shares
+    # of the plot area (the figure less its margins), so the gap is set as its share of that.
+    gap = label_px(panels[0][2]) + 45
+    plot = panel_px[0] + gap + panel_px[1]
+    top, bottom = top_margin(title_lines(title)) + 20, label_px(panels[1][2]) + 20
     coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
                      colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
-    v_space = min(0.45, (label_px(panels[0][2]) + 50) / max(height, 1))
-    return grid_figure(data, axes, 2, 1, 0.0, v_space, cell_titles=titles, title_font=max(15, theme().base),
-                       style=dict(title=title, height=height, subplot_titles=True), coloraxis=coloraxis)
+    return grid_figure(data, axes, 2, 1, 0.0, gap / plot, cell_titles=titles, title_font=max(15, theme().base),
+                       style=dict(title=title, height=fit_height(top + plot + bottom), subplot_titles=True),
+                       coloraxis=coloraxis)
 
 
 def lens_figure(top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray, chosen_probs: np.ndarray,

@@ -1,0 +1,237 @@
+"""AppTest of the what-if lab: the What if page (minimal pair, head knockout, activation patching) and the
+Decoding page's logit lens and "why A and not B", on the tiny demo model, its untrained twin and a toy; what the
+figures show is what model/analysis computed, links restore every choice, and a pair that cannot be patched says
+why."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.app_support import array, demo_checkpoints, run_app, visible_text
+from tests.test_app_truth import toy_key  # noqa: F401  (a fixture)
+from tests.tiny_checkpoint import GERMAN
+
+A = GERMAN[3]  # "Ein Hund läuft im Schnee."
+B = "Zwei Hunde spielen im Schnee."  # as many tokens as A
+LONGER = "Ein Hund läuft nicht im Schnee."  # one token more
+LAB_FIGURES = ["pair_fig", "pair_diff_fig", "knockout_fig", "knockout_bars", "patch_heads_fig", "patch_pos_fig"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    with demo_checkpoints(tmp_path_factory, "ckpts_lab") as root:
+        yield root
+
+
+@pytest.fixture(scope="module")
+def model(checkpoints):
+    from model import service
+
+    return service.load(str(checkpoints / "demo"))
+
+
+def figures(at) -> dict[str, dict]:
+    """Chart key -> its Plotly JSON."""
+    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+
+
+def query(at) -> dict[str, str]:
+    return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+
+def scored(model, text: str) -> list[str]:
+    from model import service
+
+    return [s.chosen_token for s in service.trace(model, text).steps]
+
+
+def test_the_what_if_page_draws_every_part_and_its_numbers_are_the_models(checkpoints, model):
+    from model import service
+
+    at = run_app(view="What if", text=A, pair=B, kind="cross", layer=2, head=3)
+    assert not at.exception, [e.value for e in at.exception]
+    figs = figures(at)
+    assert [k for k in LAB_FIGURES if k in figs] == LAB_FIGURES
+    tokens = scored(model, A)
+    ko = service.knockout(model, A, tokens)
+    grid = figs["knockout_fig"]["data"]
+    assert [t["name"] for t in grid] == ["encoder self-attention", "decoder self-attention", "cross-attention"]
+    for trace, kind in zip(grid, ("enc_self", "dec_self", "cross")):
+        assert np.allclose(array(trace["z"]), ko.delta[kind].sum(-1), atol=1e-5)  # the whole translation
+        assert "layer %{y}, head %{x}" in trace["hovertemplate"] and "%{z:+.3f}" in trace["hovertemplate"]
+    bars = figs["knockout_bars"]["data"][0]
+    assert np.allclose(array(bars["y"]), ko.delta["cross"][1, 2], atol=1e-5)  # the chosen head, every token
+    pa = service.patching(model, A, B, tokens)
+    heads = figs["patch_heads_fig"]["data"]
+    effect = service.patch_effect(pa)
+    assert np.allclose(array(heads[2]["z"]), effect["cross"], atol=1e-5, equal_nan=True)
+    positions = figs["patch_pos_fig"]["data"]
+    assert np.allclose(array(positions[0]["z"]), effect["enc_resid"], atol=1e-5, equal_nan=True)
+    said = visible_text(at)
+    assert "teacher-forced on the translation shown in the header" in said
+    assert f"log p = {pa.clean_log_probs.sum():.3f} in A's run and {pa.corrupt_log_probs.sum():.3f} in B's" in said
+    assert query(at)["pair"] == B
+
+
+def test_the_minimal_pair_marks_changed_tokens_and_its_difference_is_b_minus_a(checkpoints, model):
+    from model import service
+
+    at = run_app(view="What if", text=A, pair=B, kind="enc_self", layer=1, head=2)
+    assert not at.exception
+    lines = [m.value for m in at.markdown if m.value.startswith(("**A**", "**B**"))]
+    assert ":orange-background[**Zwei**]" in lines[1] and ":orange-background[**Ein**]" in lines[0]
+    assert "Schnee" in lines[1] and ":orange-background[**Schnee**]" not in lines[1]  # unchanged: not marked
+    diff = figures(at)["pair_diff_fig"]["data"][0]
+    ta, tb = service.trace(model, A).trace, service.trace(model, B).trace
+    expected = tb.probs("enc_self")[0, 1] - ta.probs("enc_self")[0, 1]  # same length: every token aligned
+    assert np.allclose(array(diff["z"]), expected, atol=1e-5)
+    assert diff["y"][0] == "Ein→Zwei (0)" and "A: query 0, key 0 · B: query 0, key 0" in str(diff["customdata"])
+
+
+def test_a_pair_of_another_length_is_compared_but_not_patched_and_the_page_says_why(checkpoints):
+    at = run_app(view="What if", text=A, pair=LONGER)
+    assert not at.exception
+    figs = figures(at)
+    assert "pair_diff_fig" in figs and "knockout_fig" in figs and "patch_heads_fig" not in figs
+    warning = " ".join(w.value for w in at.warning)
+    assert "same number of tokens" in warning and "A reads 7" in warning and "B reads 8" in warning
+    assert "inserted or deleted tokens have no partner" in visible_text(at)
+    diff = figures(at)["pair_diff_fig"]["data"][0]
+    assert "nicht" not in " ".join(diff["y"])  # the inserted token has no partner
+
+
+def test_without_sentence_b_the_page_starts_from_a_and_asks_for_a_change(checkpoints):
+    at = run_app(view="What if", text=A)
+    assert not at.exception
+    assert query(at)["pair"] == A and at.text_input(key="pair").value == A
+    said = visible_text(at)
+    assert "A and B are the same sentence" in said and "Patching needs a sentence B that differs" in said
+    assert "knockout_fig" in figures(at)  # knockout needs sentence A only
+
+
+def test_the_measured_token_and_the_head_come_from_the_link_and_go_back_into_it(checkpoints, model):
+    from model import service
+
+    params = dict(view="What if", text=A, pair=B, lab_token=2, kind="dec_self", layer=2, head=4)
+    at = run_app(**params)
+    assert not at.exception
+    assert at.selectbox(key="lab_token").value == 2
+    assert {k: query(at).get(k) for k in params} == {k: str(v) for k, v in params.items()}
+    figs = figures(at)
+    ko = service.knockout(model, A, scored(model, A))
+    assert np.allclose(array(figs["knockout_fig"]["data"][1]["z"]), ko.delta["dec_self"][..., 1], atol=1e-5)
+    assert np.allclose(array(figs["knockout_bars"]["data"][0]["y"]), ko.delta["dec_self"][1, 3], atol=1e-5)
+    tok = scored(model, A)[1]
+    assert f"output token 2, “{tok}”" in figs["knockout_fig"]["layout"]["title"]["text"].replace("<br>", " ")
+
+
+def test_an_example_pair_sets_both_sentences(checkpoints):
+    from views.whatif import EXAMPLE_PAIRS
+
+    at = run_app(view="What if", text=A)
+    label = next(iter(EXAMPLE_PAIRS))
+    at.selectbox(key="lab_example").set_value(label).run()
+    assert not at.exception
+    assert (query(at)["text"], query(at)["pair"]) == EXAMPLE_PAIRS[label]
+    assert at.selectbox(key="lab_example").value == label
+
+
+@pytest.mark.parametrize("part", ["minimal pair", "head knockout", "patching"])
+def test_presenter_mode_shows_one_part(checkpoints, part):
+    at = run_app(view="What if", text=A, pair=B, present=1, focus=part)
+    assert not at.exception
+    keys = set(figures(at))
+    wanted = {"minimal pair": {"pair_fig", "pair_diff_fig"}, "head knockout": {"knockout_fig", "knockout_bars"},
+              "patching": {"patch_heads_fig", "patch_pos_fig"}}[part]
+    assert keys == wanted
+
+
+def test_the_lens_last_layer_is_the_models_own_distribution(checkpoints, model):
+    from model import service
+
+    at = run_app(view="Decoding", text=A, dec_step=2)
+    assert not at.exception, [e.value for e in at.exception]
+    lens = figures(at)["lens_fig"]["data"]
+    tokens = scored(model, A)
+    own = np.exp(service.teacher_forced(model, A, tokens[:-1]).log_probs[1])  # (V,) the generator at step 2
+    top = np.sort(own)[::-1][:5]
+    assert np.allclose(array(lens[0]["z"])[-1], top, atol=1e-5)
+    assert lens[0]["text"][-1][0] == tokens[1]  # greedy: the top candidate is the token chosen
+    assert "is the top candidate from layer" in visible_text(at)
+
+
+def test_why_a_not_b_defaults_to_the_chosen_token_against_the_runner_up_and_restores_from_a_link(checkpoints, model):
+    from model import service
+
+    at = run_app(view="Decoding", text=A, dec_step=2)
+    step = service.trace(model, A).steps[1]
+    assert at.selectbox(key="why_a").value == step.chosen_token
+    assert at.selectbox(key="why_b").value == next(t for t in step.top_tokens if t != step.chosen_token)
+    a, b = step.top_tokens[2], step.top_tokens[1]
+    at = run_app(view="Decoding", text=A, dec_step=2, why_a=a, why_b=b)
+    assert not at.exception
+    assert (query(at)["why_a"], query(at)["why_b"]) == (a, b)
+    res = service.contrast(model, A, scored(model, A), 1, b, a)
+    figs = figures(at)
+    assert np.allclose(array(figs["why_fig"]["data"][0]["y"]), res.input_x_grad, atol=1e-5)
+    assert np.allclose(array(figs["why_heads_fig"]["data"][2]["z"]), res.heads["cross"], atol=1e-5)
+    assert f"= {res.log_prob_diff:+.3f} nats" in visible_text(at)
+
+
+def test_after_forcing_a_candidate_why_compares_it_with_the_models_own_choice(checkpoints, model):
+    from model import service
+
+    greedy = service.trace(model, A).steps[1]
+    other = next(t for t in greedy.top_tokens if t != greedy.chosen_token)
+    at = run_app(view="Decoding", text=A, prefix=f"{greedy.prefix_tokens[1]} {other}", dec_step=2)
+    assert not at.exception
+    assert at.selectbox(key="why_a").value == other and at.selectbox(key="why_b").value == greedy.chosen_token
+    assert "was not the model's own choice" in visible_text(at)  # the lens: the last layer ranks it lower
+
+
+def test_the_same_token_twice_asks_for_two(checkpoints, model):
+    from model import service
+
+    tok = service.trace(model, A).steps[1].chosen_token
+    at = run_app(view="Decoding", text=A, dec_step=2, why_a=tok, why_b=tok)
+    assert not at.exception
+    assert any("Choose two different candidates" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("ckpt", ["demo:untrained", "toy"])
+@pytest.mark.parametrize("view", ["What if", "Decoding"])
+def test_the_lab_works_on_the_twin_and_a_toy(checkpoints, toy_key, ckpt, view):  # noqa: F811
+    key = toy_key if ckpt == "toy" else ckpt
+    text, pair = ("3 1 4 1 5", "3 1 4 1 6") if ckpt == "toy" else (A, B)
+    at = run_app(view=view, text=text, pair=pair, ckpt=key, max_len=8)
+    assert not at.exception, [e.value for e in at.exception]
+    figs = figures(at)
+    wanted = LAB_FIGURES if view == "What if" else ["lens_fig"]
+    assert all(k in figs for k in wanted), (sorted(figs), wanted)
+    if ckpt == "toy" and view == "What if":
+        assert "IN" in visible_text(at) and "German" not in visible_text(at)
+
+
+@pytest.mark.checkpoint
+@pytest.mark.parametrize("model_name", ["multi30k-de-en", "multi30k-de-en-words"])
+def test_the_lab_works_on_the_shipped_models_and_every_example_pair_can_be_patched(model_name):
+    from pathlib import Path
+
+    from model import service
+    from tests.app_support import serving
+    from views.whatif import EXAMPLE_PAIRS
+
+    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    shipped = service.load(str(root / model_name))
+    for a, b in EXAMPLE_PAIRS.values():  # the page's promise: each example pair runs through patching
+        assert len(service.trace(shipped, a).source.tokens) == len(service.trace(shipped, b).source.tokens), (a, b)
+    a, b = EXAMPLE_PAIRS["one adjective (brauner → schwarzer)"]
+    with serving(root, model_name):
+        at = run_app(view="What if", text=a, pair=b)
+        assert not at.exception, [e.value for e in at.exception]
+        assert set(LAB_FIGURES) <= set(figures(at))
+        at = run_app(view="Decoding", text=a, dec_step=2)
+        assert not at.exception
+        assert {"lens_fig", "why_fig", "why_heads_fig"} <= set(figures(at))
