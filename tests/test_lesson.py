@@ -23,7 +23,7 @@ from viz.decoding import candidates_figure
 from viz.figure_pack import FigurePack, apply, diff, figure_dict
 from viz.kinds import KIND_NAMES, using_languages
 from viz.layout import PAGE_WIDTH_PX
-from viz.lesson import KINDS, formula_gap, lesson_pack
+from viz.lesson import KINDS, formula_gap, lesson_pack, readable
 from viz.lesson_page import page_data
 from viz.text import escape_tokens
 
@@ -117,6 +117,10 @@ def test_diff_and_apply():
     assert [["layout", "gone"]] in ops and [["layout", "title", "text"], "b"] in ops
     assert apply(json.loads(json.dumps(a)), ops) == b
     assert diff(a, a) == []
+
+
+def test_the_sentence_selector_reads_pieces_as_text():
+    assert readable(["▁Ein", "▁Hund", "."]) == "Ein Hund." and readable(["Ein", "Hund", "."]) == "Ein Hund ."
 
 
 def test_formula_gap():

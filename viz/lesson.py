@@ -45,6 +45,13 @@ def languages(model: dict) -> dict:
             "tgt_name": LANGUAGE_NAMES.get(tgt.lower(), tgt)}
 
 
+def readable(tokens: list[str]) -> str:
+    """The sentence as text for the sentence selector: SentencePiece pieces joined at their "▁" marks."""
+    if any(t.startswith("▁") for t in tokens):
+        return "".join(tokens).replace("▁", " ").strip()
+    return " ".join(tokens)
+
+
 def formula_gap(pe: np.ndarray, recorded: np.ndarray) -> float:
     """Largest |difference| between the formula's encoding ``pe`` (n, d) and the one the model added (s, d),
     over the positions both have."""
@@ -136,7 +143,8 @@ def sentence_meta(s: dict, pe: np.ndarray, langs: dict) -> dict:
               "forced": st["forced"]} for st in s["steps"]]
     table = decoding_table([{"step": k, "prefix": st["prefix"], "chosen": st["chosen_token"],
                              "prob": st["chosen_prob"]} for k, st in enumerate(s["steps"], 1)])
-    return {"source": " ".join(s["source_tokens"]), "translation": s["translation"], "decoding": s["decoding"],
+    return {"source": " ".join(s["source_tokens"]), "label": readable(s["source_tokens"]),
+            "translation": s["translation"], "decoding": s["decoding"],
             "finished": s["finished"], "n_source": len(s["source_tokens"]), "unknown": unknown,
             "dropped": len(s.get("dropped", [])), "steps": steps,
             "table": table.to_html(index=False, border=0, classes="steps", escape=True),

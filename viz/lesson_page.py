@@ -197,7 +197,7 @@ function start() {
   $("side-src").textContent = "source (" + L.src_name + ", encoder input)";
   $("side-tgt").textContent = "target (" + L.tgt_name + ", decoder input)";
   $("emb-text").textContent = D.emb_text;
-  options($("sentence"), range(S.length), S.map((s, i) => (i + 1) + ". " + s.source), 0);
+  options($("sentence"), range(S.length), S.map((s, i) => (i + 1) + ". " + s.label), 0);
   options($("kind"), Object.keys(D.texts.kinds), Object.values(D.texts.kinds), state.kind);
   $("pe-ref").max = D.pe_positions - 1;
   $("sentence").onchange = e => { state.sentence = +e.target.value; drawSentence(); };

@@ -51,7 +51,8 @@ def lesson_sentence(translation: Translation, decoding: str | None = None) -> di
     src = translation.source
     return {
         "source_tokens": list(src.tokens), "unknown": [bool(u) for u in src.unknown], "dropped": list(src.dropped),
-        "translation": translation.text, "decoding": decoding or translation.decoding,
+        "translation": translation.text,
+        "decoding": decoding or ("greedy decoding" if translation.decoding == "greedy" else translation.decoding),
         "finished": bool(translation.finished),
         "src_tokens": list(st.src_tokens), "tgt_tokens": list(st.tgt_tokens),
         "probs": {kind: st.probs(kind) for kind in KINDS},  # kind -> (L, h, i, j)
