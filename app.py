@@ -25,6 +25,8 @@ _warm = warmup.start()  # the browser starts on Plotly's code while this run loa
 from model.service import file_stem, untrained_summary
 from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
 from views.lesson import lesson_html
+from views.note import field as note_field
+from views.note import pin as pin_note
 from views.state import (
     COMPARE,
     COMPARE_VIEWS,
@@ -103,6 +105,7 @@ with st.sidebar:
               help="Viridis instead of light blues for attention weights and probabilities (small weights stay "
                    "visible on a washed-out projector; readable in greyscale and for colour-blind viewers), "
                    "purple–orange for signed values.")
+    note_field()
     choices = checkpoint_choices()
     if ss["ckpt"] not in choices:
         choices.append(ss["ckpt"])  # keep the URL's choice visible, even if it turns out broken
@@ -136,6 +139,7 @@ with st.sidebar:
              help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
                   "model, the sentence, the decoding, the view, kind, layer and head.")
 
+pin_note(ss["present"])  # the lecturer's note, on every view (also when the page stops below)
 if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views import lens
+from views import lens, quiz
 from views.figcache import cached
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
@@ -47,9 +47,9 @@ def render(ctx: Context) -> None:
     if not steps:
         st.info("Nothing to decode.")
         return
-    show = sections(ctx, ["this step", "where it came from", "logit lens", "why A and not B", "all steps",
-                          "greedy and beam"])
-    if show("this step"):
+    show = sections(ctx, quiz.parts(ctx, ["this step", "where it came from", "logit lens", "why A and not B",
+                                          "all steps", "greedy and beam"]))
+    if show("this step") or show("quiz"):  # the quiz is this step, asked before it is shown
         _step(ctx, steps)
     if show("where it came from"):
         _attribution(ctx, steps)
@@ -68,7 +68,7 @@ def _step(ctx: Context, steps: list) -> None:
     n = len(steps)
     ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
     # Presenter mode: the step, layer and head in one row above the two figures, what the decoder read below them.
-    top = st.columns([2, 1, 1], vertical_alignment="bottom") if ctx.present else None
+    top = st.columns([1.7, 1, 1.25, 1.35], vertical_alignment="bottom") if ctx.present else None
     slider = dict(format="step %d", label_visibility="collapsed") if top else {}
     step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", persist_state="session",
                                              **slider) if n > 1 else 1
@@ -76,10 +76,14 @@ def _step(ctx: Context, steps: list) -> None:
     read = f"**Step {step_no} of {n}.** The decoder has read: **{md_escape(' '.join(step.prefix_tokens))}**"
     if not ctx.present:
         st.markdown(read)
-    left, right = st.columns(2)
+    quizzed = 0  # presenter mode's quiz: the height its lines take above the charts
     if top:
         layer, head = _layer_head(cfg, top[1], top[2])
-    with left, below_controls(rows=2):
+        quizzed = quiz.ask(ctx, top[3], step, step_no, _candidates(step), layer, head)
+        if quizzed is None:
+            return  # the room is asked first: the charts wait for the reveal
+    left, right = st.columns(2)
+    with left, below_controls(rows=2, extra_px=quizzed):
         labels, probs, chosen_idx = _candidates(step)
         title = "next-token candidates" if top else f"step {step_no}: next-token candidates"  # the slider says it
         chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=title),
@@ -95,7 +99,7 @@ def _step(ctx: Context, steps: list) -> None:
             for tok, tid in zip(step.top_tokens, step.top_ids):
                 st.button(md_escape(tok), key=f"force_{step_no}_{tid}", disabled=tid == step.chosen,
                           on_click=_force, args=(list(step.prefix_tokens[1:]) + [tok],), width="content")
-    with right, below_controls(rows=2):
+    with right, below_controls(rows=2, extra_px=quizzed):
         if not top:
             layer, head = _layer_head(cfg)
         _cross_figure(ctx, step, step_no, layer, head, "step_cross")

@@ -81,6 +81,14 @@ def dump_ints(v) -> str:
     return ",".join(str(x) for x in v)
 
 
+NOTE_CHARS = 200  # a lecturer's note is a line on the projector, not a text
+
+
+def parse_note(s: str) -> str:
+    """A lecturer's note: one line (runs of spaces and line breaks become one space), at most NOTE_CHARS long."""
+    return " ".join(s.split())[:NOTE_CHARS]
+
+
 def params(examples_default: str, views: list[str], kinds, max_steps: int, compare=("off",),
            second_text: str = "") -> dict[str, Param]:
     """The app's URL schema: parameter -> (default, parser, writer)."""
@@ -139,6 +147,12 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "film_probe": Param(1, _int_in(1, 64)),
         "film_frame": Param(0, _int_in(0, 10_000)),  # 0: the last frame
         "toy_task": Param("copy", _choice(("copy", "reverse", "sort"))),
+        # Presenter mode's quiz on the Decoding page (views/quiz.py): the question asked before the step is shown,
+        # the seed of the options' order, whether the answer is shown; the lecturer's note shown on every view
+        "quiz": Param("off", _choice(("off", "next", "looks"))),
+        "quiz_seed": Param(1, _int_in(0, 9999)),
+        "reveal": Param(False, _bool, _dump_bool, needed=lambda state: state.get("quiz", "off") != "off"),
+        "note": Param("", parse_note),
     }
 
 
@@ -161,6 +175,11 @@ def _history_navigation() -> bool | None:
 
     ctx = get_script_run_ctx()
     return getattr(ctx, "is_history_navigation", None) if ctx is not None else None
+
+
+def from_history() -> bool:
+    """True when the browser's Back or Forward button started this run (the state came from the URL)."""
+    return bool(_history_navigation())
 
 
 def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]) -> bool:
