@@ -50,7 +50,7 @@ class Question:
         named = [f"{self.options[i]} ({fmt_prob(self.values[i])})" for i in self.tied[:MAX_NAMED]]
         more = len(self.tied) - len(named)
         listed = ", ".join(named[:-1]) + " and " + named[-1] if more == 0 else ", ".join(named) + f" and {more} more"
-        return f"Nearly tied: {listed} are within {round((1 - TIE_RATIO) * 100)} % of the largest."
+        return f"Nearly tied (within {round((1 - TIE_RATIO) * 100)} %): {listed}."
 
 
 def shuffled(n: int, seed: int, step: int) -> list[int]:
