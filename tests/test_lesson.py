@@ -128,6 +128,13 @@ def test_formula_gap():
     assert formula_gap(pe, pe[:3] + 0.25) == 0.25 and formula_gap(pe, pe[:0]) == 0.0
 
 
+def test_an_untrained_model_is_not_called_learned(lesson):
+    page = cli.render_html({"model": dict(lesson["model"], trained=False), "sentences": lesson["sentences"][:1]}, "")
+    data = page_data(page)
+    assert "randomly initialised (untrained)" in data["emb_text"] and "untrained: random weights" in data["facts"]
+    assert "learned" in page_data(cli.render_html(lesson, ""))["emb_text"]
+
+
 def test_a_markup_token_stays_text(lesson):
     odd = dict(lesson["sentences"][0], translation="</script><script>alert(1)</script>")
     page = cli.render_html({"model": lesson["model"], "sentences": [odd]}, "")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from model import service
-from views.state import load_model, trace_sentence
+from views.state import is_twin, load_model, trace_sentence
 from viz.lesson import lesson_html as _page
 
 
@@ -15,4 +15,6 @@ def lesson_html(key: str, text: str, max_len: int, prefix: tuple[str, ...], deco
     if model is None:
         raise service.CheckpointError(error)
     translation = trace_sentence(key, text, max_len, prefix)
-    return _page(service.lesson_data(model, [(translation, decoding or None)], key), "with the app's download button")
+    lesson = service.lesson_data(model, [(translation, decoding or None)], key)
+    lesson["model"]["trained"] = not is_twin(key)  # the untrained twin's pages say so; so does its lesson
+    return _page(lesson, "with the app's download button")

@@ -3,7 +3,7 @@
 ``lesson_html(lesson)`` takes plain data (model/io/lesson.py gathers it from traced translations):
 
     lesson = {"model": {"name", "src_lang", "tgt_lang", "parameters", "d_model", "n_heads", "n_encoder_layers",
-                        "n_decoder_layers", "max_len", "pe_layout", "test_bleu"},
+                        "n_decoder_layers", "max_len", "pe_layout", "test_bleu", "trained" (optional, True)},
               "sentences": [{"source_tokens", "unknown", "dropped", "translation", "decoding", "finished",
                              "src_tokens", "tgt_tokens",
                              "probs": {kind: (L, h, i, j)}, "masks": {kind: (L, i, j) bool, True = may attend},

@@ -239,13 +239,20 @@ def plotly_js_name() -> str:
     return f"plotly.js v{found.group(1)}" if found else "plotly.js"
 
 
+def table_words(model: dict) -> str:
+    """What the embedding table is, true of this model (as the app's Embeddings page says it)."""
+    return "learned" if model.get("trained", True) else "randomly initialised (untrained)"
+
+
 def facts_line(model: dict, langs: dict) -> str:
     """The model, as the app's Overview states it: name, languages, size and its measured test BLEU."""
     line = (f"{model['name']} · {langs['src_name']} → {langs['tgt_name']} · {model['parameters']:,} parameters · "
             f"d_model {model['d_model']}, {model['n_heads']} heads, {model['n_encoder_layers']} + "
             f"{model['n_decoder_layers']} layers")
     bleu = model.get("test_bleu")
-    if bleu:
+    if not model.get("trained", True):
+        line += " · untrained: random weights"
+    elif bleu:
         line += f" · BLEU {bleu['greedy']:.2f} on {bleu['split']} (greedy)"
     return line
 
@@ -256,7 +263,8 @@ def page_html(pack: dict, sentences: list[dict], model: dict, langs: dict, texts
     data = {"pack": pack, "sentences": sentences, "model": {"name": model["name"]}, "langs": langs, "texts": texts,
             "facts": facts_line(model, langs), "pe_positions": len([k for k in pack["names"]
                                                                       if k.startswith("pe/similarity/")]),
-            "emb_text": f"Each token id selects one row of a learned {d}-dimensional table. The row is multiplied by "
+            "emb_text": f"Each token id selects one row of a {table_words(model)} {d}-dimensional table. The row is "
+                        "multiplied by "
                         f"√d_model = {d ** 0.5:.1f}, so that it is not drowned by the positional encoding (values "
                         "in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.",
             "footer": (f"Made {made_by + ' ' if made_by else ''}by Attention Atlas. This file needs no network and no "
