@@ -61,9 +61,12 @@ def totals(results: dict) -> dict:
             for mode, per_view in results.items()}
 
 
-def commit() -> str:
+def commit(root: Path) -> str:
+    """The commit checked: HEAD of the repository, or what a `git archive` copy's COMMIT file says."""
+    if (root / "COMMIT").is_file():
+        return (root / "COMMIT").read_text().strip()
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -76,7 +79,11 @@ def main() -> int:
     ap.add_argument("--views", nargs="*", default=list(VIEWS), choices=list(VIEWS))
     ap.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
     ap.add_argument("--out", default="axe", help="the result file's name in benchmarks/results/ (without .json)")
+    ap.add_argument("--app-root", default=str(ROOT),
+                    help="the checkout whose `streamlit run app.py` is checked (e.g. an older commit, unpacked with "
+                         "`git archive`), with this script's axe run")
     args = ap.parse_args()
+    bs.ROOT = Path(args.app_root).resolve()  # start_server runs `streamlit run app.py` there
     missing = bs.chromium_missing()
     if missing:
         print(missing, file=sys.stderr)
@@ -93,7 +100,7 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{args.out}.json"
     path.write_text(json.dumps({"command": "python benchmarks/bench_axe.py " + " ".join(sys.argv[1:]),
-                                "commit": commit(), "checkpoint_dir": args.checkpoint_dir, "model": args.model,
+                                "commit": commit(bs.ROOT), "checkpoint_dir": args.checkpoint_dir, "model": args.model,
                                 "tags": TAGS, "machine": machine(), "totals": tot, "results": results},
                                indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path.relative_to(ROOT)}")

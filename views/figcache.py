@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io
 
+from viz.alt import describe
 from viz.kinds import languages
 from viz.theme import theme
 from viz.transport import browser_json
@@ -98,11 +99,14 @@ def _prebuilt(figure, revision: str):
     collector: keeping it as well tripled the memory of the cache. The JSON is the one that a chart draws once
     (`viz.transport.browser_json`), with `revision` as its datarevision: a name for the content."""
     if isinstance(figure, go.Figure):
+        # Its text alternative (views.widgets.chart shows it), read from the figure's data before that is dropped.
+        alt = describe(figure)
         layout = figure.layout
         kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
         kept.json = browser_json(figure, revision)
         light = _Prebuilt(layout={"template": {}})  # an empty template: plotly would deep-copy its default into it
         light._atlas_dict = kept
+        light._atlas_alt = alt
         return light
     if isinstance(figure, dict):  # a builder that returns several figures by name
         return {name: _prebuilt(value, f"{revision}:{name}") for name, value in figure.items()}

@@ -243,9 +243,10 @@ def _train(ctx: Context, task: str, box) -> None:
         def report(step: int, loss: float, cross: np.ndarray) -> None:
             losses.append((step, loss))
             status.markdown(f"Training **{task}**: step {step} of up to {service.TOY_STEPS}, loss {loss:.3f}")
+            # details=False: a slot holds one element, and these charts are replaced at every report
             chart(loss_slot, toy_loss_figure(losses, service.TOY_STEPS), width="stretch",
-                             key=f"toy_loss_{step}")
-            chart(attn_slot, _toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}")
+                             key=f"toy_loss_{step}", details=False)
+            chart(attn_slot, _toy_cross(cross, task, step), width="stretch", key=f"toy_cross_{step}", details=False)
 
         run = service.train_toy(task, callback=report, every=REDRAW_EVERY, target=1.0, threads=1)
     key = keep_toy(task, run.model)

@@ -1,6 +1,7 @@
 """Controls and captions shared by several views, bound to URL state."""
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 
@@ -8,24 +9,51 @@ import streamlit as st
 
 from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels, restore_state, sync_url
+from views.text import md_escape
 from viz.kinds import languages, using_languages
 from viz.theme import Theme, using_theme
 
 # The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
 # was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
 # the width Streamlit measures and hands Plotly is the one Plotly measured for its first draw (a fraction of a pixel
-# apart was a change, and a second full draw: viz.transport.browser_json).
+# apart was a change, and a second full draw: viz.transport.browser_json). Captions: Streamlit draws them in the text
+# colour at 60 % opacity (3.9:1 on white, below WCAG AA's 4.5:1 for text of this size; axe-core flagged every one,
+# docs/accessibility.md); at 75 % they read 6.1:1 on the page and 5.7:1 on the sidebar, and still look quieter than
+# the text around them. Focus: one ring that shows on every control reached by the keyboard (Streamlit marks
+# some only by a faint change of their border, select boxes and text areas among them).
 PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
               "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;} "
-              "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);}</style>")
+              "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);} "
+              ".stApp [data-testid='stCaptionContainer'] {opacity: 0.75;} "
+              "html .stApp :focus-visible {outline: 3px solid #1d4ed8; outline-offset: 2px;}</style>")
 
 
-def chart(where, figure, **kwargs) -> None:
+def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     """`where.plotly_chart(figure, **kwargs)` for the app's figures (`where`: st or a container).
 
     The figures carry their own look (`viz.look`), so Streamlit's theme is off: with it, every chart was drawn
-    twice in full each time it appeared (see `viz.transport.browser_json`)."""
-    where.plotly_chart(drawable(figure), theme=None, **kwargs)
+    twice in full each time it appeared (see `viz.transport.browser_json`). The chart's accessible name is its
+    text alternative's summary (`viz.alt`, read from the figure's data); below it, "Text description and
+    numbers" opens the whole description and the numbers as a table (not in presenter mode, which fits one
+    screen; not with ``details=False``, for a chart drawn into an `st.empty` slot again and again)."""
+    shown = drawable(figure)
+    alt = getattr(shown, "_atlas_alt", None)
+    where.plotly_chart(shown, theme=None, alt=alt.summary if alt is not None else None, **kwargs)
+    if alt is not None and details and not st.session_state.get("present"):
+        described(where, alt, kwargs.get("key"))
+
+
+def described(where, alt, key: str | None) -> None:
+    """The text alternative `alt` in an expander, drawn only while it is open (its content can be a large table).
+    The expander's key follows the chart's, so it stays open when the chart shows another layer or head."""
+    name = f"alt_{key}" if key else "alt_" + hashlib.blake2b(alt.summary.encode(), digest_size=8).hexdigest()
+    box = where.expander("Text description and numbers", key=name, on_change="rerun")
+    if not box.open:
+        return
+    box.markdown("\n".join(f"- {md_escape(line)}" for line in alt.details))
+    for table in alt.tables:
+        box.markdown(f"**{md_escape(table.caption)}**")
+        box.table(table.frame())
 
 
 def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True,

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.alt import grid_alt, plain, with_alt
 from viz.heatmap import as_mask, facet_heatmaps, heatmap
 from viz.kinds import KIND_NAMES, axis_titles
 from viz.layout import PAGE_WIDTH_PX, styled_figure, title_wrap_chars
@@ -230,5 +231,7 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
             title=dict(text=weight_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
             **weight_colorbar_ticks(zmax))))
     title = _layer_title(kind, None, "every layer × head")
-    return styled_figure(data, layout, title, height=190 + 115 * n_layers, subplot_titles=True,
-                         margin=dict(l=45, b=45), wrap_chars=title_wrap_chars(title, PAGE_WIDTH_PX))
+    fig = styled_figure(data, layout, title, height=190 + 115 * n_layers, subplot_titles=True,
+                        margin=dict(l=45, b=45), wrap_chars=title_wrap_chars(title, PAGE_WIDTH_PX))
+    # One heatmap with gaps: read cell by cell it would mix the thumbnails, so it says what each one shows.
+    return with_alt(fig, grid_alt(probs, plain(title)))
