@@ -9,9 +9,11 @@ Rooms (paper vocabulary, "Attention Is All You Need"):
 - text/         vocab, tokenize (spaCy blank + Moses), pieces (SentencePiece), language (the target-language hint)
 - inference/    decode (greedy, recorded, batched, forced, beam), draft (int8 guesser), translator (text in,
                 translation and trace out), runtime (process-wide torch settings)
-- analysis/     experiments (numbers the pages state), the head report (analyze: measures, importance, pruning),
-                attribution, patch (knockout and activation patching), lens (logit lens, contrast)
-- training/     data, train, evaluate, film (the training film), toy (digit tasks trained live), distributed
+- analysis/     experiments (numbers the pages state); the head report (analyze drives sentences, measures,
+                importance, pruning; report is its file format); attribution (+ attribution_rules, faithfulness);
+                patch (knockout and activation patching), lens (logit lens, contrast), pairs (minimal pairs)
+- training/     data, train (the order of steps: options, vocabularies, loop, finish), evaluate, film (the
+                training film), toy (digit tasks trained live), distributed
 - io/           checkpoint (the folder format), import_marian (opus-mt into that format), export (trace JSON)
 - translate.py, train.py, evaluate.py, analyze.py, attribution.py, patch.py, export.py, import_marian.py:
                 the command lines, `python -m model.<name>`

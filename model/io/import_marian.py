@@ -314,7 +314,8 @@ def import_marian(src: str, out: str | Path, force: bool = False, src_lang: str 
         raise ImportRefused(f"the imported model disagrees with transformers (max |Δ log p| = {diff:.2e} > {AGREE}); "
                             "not written")
     card = {
-        "source": hub_id or str(Path(src).resolve()),
+        # a local folder by its name only: a checkpoint may be shipped, and must not hold this machine's paths
+        "source": hub_id or f"local folder {Path(src).resolve().name}",
         "hub_id": hub_id,
         "licence": licence(folder) or "unknown: the source has no model card (README.md) with a license field",
         "parameters": int(sum(parameter_counts(model).values())),
