@@ -36,7 +36,9 @@ def test_mask_figure_two_colours_and_labels():
     assert cell_hover(fig.data[0], 0, 1) == "query: &lt;s&gt; (0)<br>key: the (1)<br>masked"
     assert cell_hover(fig.data[0], 4, 1) == "query: the (4)<br>key: the (1)<br>may attend"  # the two "the" apart
     assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
-    assert fig.layout.annotations[0].text == "grey = masked: 15 of 36 cells"
+    assert fig.layout.annotations[0].text == "grey × = masked: 15 of 36 cells"
+    crosses = fig.data[1]  # an "x" on each masked cell: grey is not the only sign
+    assert crosses.mode == "markers" and len(crosses.x) == 15 and (crosses.x[0], crosses.y[0]) == ("the (1)", "&lt;s&gt; (0)")
 
 
 def test_narrow_figures_wrap_their_titles_to_fit():

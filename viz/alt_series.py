@@ -82,7 +82,7 @@ def _xy(t) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def line_part(fig: go.Figure, t, tables: dict[bytes, Table]) -> Part | None:
+def line_part(fig: go.Figure, t, tables: dict[tuple, Part]) -> Part | None:
     """A line: where it starts and ends, its lowest and highest points, and the period of a wave. Lines with the
     same x values add a column to one table (the first such line's part carries it)."""
     x, y = _xy(t)
@@ -106,18 +106,18 @@ def line_part(fig: go.Figure, t, tables: dict[bytes, Table]) -> Part | None:
         shape = f"runs from {at(0)} to {at(len(ys) - 1)}; lowest {at(lo)}, highest {at(hi)}"
     head = f"{panel}: " if panel else ""
     summary = f"{head}{name} {shape}."
-    key = x.tobytes()
-    table = None
-    if key in tables:  # a column of the table the first line with these x values made
-        old = tables[key]
-        tables[key] = Table(old.caption, old.index_name, old.rows, old.columns + (name,),
+    key = (panel, x.tobytes())
+    if key in tables:  # one more column of the table that the first line with these x values carries
+        first = tables[key]
+        old = first.table
+        first.table = Table(old.caption, old.index_name, old.rows, old.columns + (name,),
                             np.column_stack([old.values, y[: len(old.rows)]]), None, old.total_rows)
-    else:
-        kept = cut_rows(len(x), 4)
-        steps = tuple(fmt_number(v, x_whole) for v in x[:kept])
-        table = tables[key] = Table(caption(f"{head}{name} by {x_name}", kept, len(x)), x_name, steps, (name,),
-                                    y[:kept, None], None, len(x))
-    return Part(summary, [summary], table)
+        return Part(summary, [summary])
+    kept = cut_rows(len(x), 4)
+    steps = tuple(fmt_number(v, x_whole) for v in x[:kept])
+    part = tables[key] = Part(summary, [summary], Table(caption(f"{head}{name} by {x_name}", kept, len(x)), x_name,
+                                                         steps, (name,), y[:kept, None], None, len(x)))
+    return part
 
 
 def wave_period(x: np.ndarray, y: np.ndarray) -> float | None:

@@ -30,7 +30,7 @@ def trace_parts(fig: go.Figure) -> list[Part]:
 
     masks = {_axes(t): t for t in fig.data if t.type == "heatmap" and t.name == MASK_TRACE_NAME}
     parts: list[Part] = []
-    lines: dict[bytes, Table] = {}
+    lines: dict[tuple, Part] = {}  # a panel's lines with the same x values share the first one's table
     for t in fig.data:
         name = t.name or ""
         if name.startswith(MASK_TRACE_NAME):

@@ -22,11 +22,14 @@ VALUE_TEXT = "0.000"  # the widest value a bar is labelled with (fmt_prob)
 
 
 def bar_marker(n: int, highlight: int) -> dict:
-    """Bar colours of the theme in force: bar ``highlight`` stands out. Each bar is outlined in its own colour,
-    so a weight of 0.002 still shows as a sliver (the look's white outline would hide it)."""
+    """Bar colours of the theme in force: bar ``highlight`` stands out, by its colour and by a hatch (colour alone
+    is lost in greyscale and to some colour-vision deficiencies). Each bar is outlined in its own colour, so a
+    weight of 0.002 still shows as a sliver (the look's white outline would hide it)."""
     t = theme()
     colours = [t.highlight_colour if i == highlight else t.bar_colour for i in range(n)]
-    return dict(color=colours, line=dict(color=colours, width=1))
+    hatch = dict(shape=["/" if i == highlight else "" for i in range(n)], fillmode="overlay", fgcolor="#ffffff",
+                 size=10, solidity=0.25)
+    return dict(color=colours, line=dict(color=colours, width=1), pattern=hatch)
 
 
 def candidates_figure(tokens: Sequence[str], probs: Sequence[float], chosen_index: int = 0,

@@ -14,7 +14,7 @@ from viz.decoding import bar_marker
 from viz.heatmap import cell_axes, grid_figure
 from viz.kinds import KIND_NAMES
 from viz.layout import style
-from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
+from viz.scales import PROB_SCALE, SIGNED_SCALE, line_dash, resolve_scale
 from viz.theme import theme
 
 KIND_ORDER = tuple(KIND_NAMES)  # viz knows no model: its one list of the kinds is KIND_NAMES
@@ -187,12 +187,13 @@ def pruning_figure(curves: Mapping[str, Sequence[tuple[int, float]]], totals: Ma
     x = share of the group's heads switched off. A dashed line marks ``baseline − drop``.
     """
     fig = go.Figure()
-    for group in [g for g in (*KIND_ORDER, "all") if g in curves]:
+    for i, group in enumerate(g for g in (*KIND_ORDER, "all") if g in curves):
         pts = sorted(curves[group])
         n = max(totals[group], 1)
         fig.add_trace(go.Scatter(
             x=[100.0 * k / n for k, _ in pts], y=[b for _, b in pts], mode="lines+markers",
-            name=GROUP_NAMES[group], line=dict(color=LINE_COLOURS[group], width=3 if group == "all" else 2),
+            name=GROUP_NAMES[group], line=dict(color=LINE_COLOURS[group], width=3 if group == "all" else 2,
+                                               dash=line_dash(i)),
             customdata=[f"{k} of {n}" for k, _ in pts],
             hovertemplate=f"{GROUP_NAMES[group]}<br>%{{customdata}} heads off<br>BLEU %{{y:.2f}}<extra></extra>"))
     fig.add_hline(y=baseline - drop, line=dict(dash="dash", color="#888"),

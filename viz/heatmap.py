@@ -110,15 +110,23 @@ def heatmap_traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_na
             colorscale=[[0, MASK_COLOUR], [1, MASK_COLOUR]], zmin=0, zmax=1, hoverongaps=False,
             hovertemplate=f"{where}<br>masked<extra></extra>",
         ))
-        if (~m).sum() <= MAX_MASK_MARKERS and max(n_rows, n_cols) <= 30:
-            yy, xx = np.nonzero(~m)
-            traces.append(dict(
-                type="scatter", x=_at(xs, xx), y=_at(ys, yy), mode="markers",
+        crosses = mask_crosses(m, xs, ys)
+        if crosses is not None:
+            traces.append(crosses)
+    return traces
+
+
+def mask_crosses(m: np.ndarray, xs, ys) -> dict | None:
+    """An "x" on every masked cell of ``m`` (i, j) (False = masked), so that grey is not the only sign of a masked
+    cell; None when there are too many cells to mark (see MAX_MASK_MARKERS) or none."""
+    n_rows, n_cols = m.shape
+    if not (~m).any() or (~m).sum() > MAX_MASK_MARKERS or max(n_rows, n_cols) > 30:
+        return None
+    yy, xx = np.nonzero(~m)
+    return dict(type="scatter", x=_at(xs, xx), y=_at(ys, yy), mode="markers",
                 name=MASK_TRACE_NAME + " (x)", showlegend=False, hoverinfo="skip",
                 marker=dict(symbol="x-thin", size=9 if max(n_rows, n_cols) <= 15 else 6,
-                            line=dict(width=1.5, color="#555555")),
-            ))
-    return traces
+                            line=dict(width=1.5, color="#555555")))
 
 
 def _cells(tokens, n: int, word: str, var: str) -> tuple[list[str] | np.ndarray, str]:

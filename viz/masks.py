@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.heatmap import as_mask, check_tokens
+from viz.heatmap import as_mask, check_tokens, mask_crosses
 from viz.kinds import axis_titles
 from viz.layout import styled_figure, title_wrap_chars
 from viz.text import title_lines
@@ -25,7 +25,8 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
                 title: str = "attention mask", kind: str | None = None, *,
                 src_lang: str | None = None, tgt_lang: str | None = None,
                 width_px: int | None = None) -> go.Figure:
-    """Two-colour map of ``mask`` (i, j) bool (or broadcastable): blue = may attend, grey = masked.
+    """Two-colour map of ``mask`` (i, j) bool (or broadcastable): blue = may attend, grey = masked, and marked with an
+    "x" as in every heatmap (up to 30 tokens a side), so colour is not the only sign.
 
     z is 1.0 where allowed and 0.0 where masked. There is no colour bar (two colours need none, and in a column
     of the page its labels were cut off): the note above the plot says grey = masked and counts the masked cells,
@@ -55,13 +56,15 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
     lines, angle = title_lines(title, wrap), x_ticks["tickangle"]
     height = heatmap_height(n_q, key_tokens, lines, angle)
     n_masked = int((~m).sum())
+    crosses = mask_crosses(m, k_names, q_names)
     layout = dict(
         xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens)),
         yaxis=dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
                    **axis_ticks(query_tokens, n_q, reverse=True,
                                 axis_px=plot_rows_px(height, key_tokens, lines, angle))),
-        annotations=[dict(text=f"grey = masked: {n_masked:,} of {m.size:,} cells", showarrow=False, xref="paper",
+        annotations=[dict(text=f"grey{' ×' if crosses else ''} = masked: {n_masked:,} of {m.size:,} cells",
+                          showarrow=False, xref="paper",
                           yref="paper", x=1.0, y=1.02, xanchor="right", yanchor="bottom",
                           font=dict(size=14, color="#555555"))],
     )
-    return styled_figure([trace], layout, title, height=height, wrap_chars=wrap)
+    return styled_figure([trace] + ([crosses] if crosses else []), layout, title, height=height, wrap_chars=wrap)

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from viz.heatmap import heatmap
 from viz.layout import style, styled_figure
-from viz.scales import SIGNED_SCALE, resolve_scale
+from viz.scales import SIGNED_SCALE, line_dash, resolve_scale
 from viz.theme import fit_height, theme
 
 
@@ -52,11 +52,11 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
         raise ValueError(f"dims {bad} are outside 0..{pe.shape[1] - 1} (d_model = {pe.shape[1]})")
     x = np.arange(pe.shape[0], dtype=np.int32)
     fig = go.Figure()
-    for d in dims:
+    for n, d in enumerate(dims):
         sine = d < (pe.shape[1] + 1) // 2 if layout == "sin_then_cos" else d % 2 == 0
         wave = "sin" if sine else "cos"
         fig.add_trace(go.Scatter(
-            x=x, y=pe[:, d], mode="lines", name=f"dim {d} ({wave})", line=dict(width=2.5),
+            x=x, y=pe[:, d], mode="lines", name=f"dim {d} ({wave})", line=dict(width=2.5, dash=line_dash(n)),
             hovertemplate=(f"dim {d} ({wave})<br>position %{{x}}<br>value %{{y:.3f}}"
                            "<extra></extra>")))
     fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=theme().tick))

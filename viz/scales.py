@@ -13,6 +13,15 @@ from viz.theme import theme
 PROB_SCALE = "prob"
 SIGNED_SCALE = "signed"
 
+# The lines of one figure differ by dash as well as by colour, and the legend shows both: a reader who cannot tell
+# the colours apart (greyscale, a washed-out projector, a colour-vision deficiency) can still match line and name.
+LINE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def line_dash(i: int) -> str:
+    """The dash of a figure's ``i``-th line (0-based), repeating after six."""
+    return LINE_DASHES[i % len(LINE_DASHES)]
+
 
 def resolve_scale(colorscale):
     """A role (PROB_SCALE, SIGNED_SCALE) or a plotly scale name -> the scale as [position, colour] pairs.

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.layout import PAGE_WIDTH_PX, style, text_px
+from viz.scales import line_dash
 from viz.theme import theme
 
 TRAIN_COLOUR, VAL_COLOUR, NOW_COLOUR = "#1f77b4", "#ff7f0e", "#d62728"
@@ -95,7 +96,8 @@ def loss_figure(steps: Sequence[int], train_loss: np.ndarray, val_loss: np.ndarr
              line=dict(color=TRAIN_COLOUR), customdata=steps_a[ok],
              hovertemplate="step %{customdata:,}<br>train loss %{y:.3f}<extra></extra>"),
         dict(type="scatter", x=x, y=np.asarray(val_loss, dtype=np.float64), mode="lines+markers",
-             name="validation loss" + (f" ({val_on})" if val_on else ""), line=dict(color=VAL_COLOUR),
+             name="validation loss" + (f" ({val_on})" if val_on else ""),
+             line=dict(color=VAL_COLOUR, dash=line_dash(1)),
              customdata=steps_a, hovertemplate="step %{customdata:,}<br>validation loss %{y:.3f}<extra></extra>"),
     ]
     y_axis = dict(title=dict(text=_y_title("loss (nats per token)", "loss (nats)")), tickfont=dict(size=theme().tick))
@@ -108,7 +110,8 @@ def entropy_figure(steps: Sequence[int], entropy: np.ndarray, now: int, *, kind_
     x, axis = step_positions(steps)
     e = np.asarray(entropy, dtype=np.float64)
     traces = [dict(type="scatter", x=x, y=e[:, layer], mode="lines+markers", name=f"layer {layer + 1}",
-                   line=dict(color=LAYER_COLOURS[layer % len(LAYER_COLOURS)]), customdata=np.asarray(steps),
+                   line=dict(color=LAYER_COLOURS[layer % len(LAYER_COLOURS)], dash=line_dash(layer)),
+                   customdata=np.asarray(steps),
                    hovertemplate=(f"layer {layer + 1}<br>step %{{customdata:,}}<br>mean entropy "
                                   "%{y:.3f} nats<extra></extra>"))
               for layer in range(e.shape[1])]
