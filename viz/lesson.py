@@ -19,12 +19,14 @@ selector changes. Shape letters: see :mod:`viz`.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
 from viz.embeddings import embedding_stages_figure, scaling_figure
-from viz.figure_pack import FigurePack
+from viz.figure_pack import FigurePack, figure_dict
 from viz.kinds import KIND_EXPLAIN, KIND_NAMES, LANGUAGE_NAMES, kind_labels, using_languages
 from viz.layout import PAGE_WIDTH_PX
 from viz.lesson_page import page_html
@@ -123,11 +125,22 @@ def positional_figures(pack: FigurePack, model: dict) -> np.ndarray:
     """The Positional encoding page at its defaults; returns the (PE_POSITIONS, d) encoding drawn."""
     n, d = min(PE_POSITIONS, model["max_len"]), model["d_model"]
     pe = sinusoidal_encoding(n, d, model["pe_layout"])  # (n, d) the formula, in this model's layout
-    pack.add("pe/waves", waves_figure(pe, [i for i in PE_DIMS if i < d] or [0], model["pe_layout"]))
-    pack.add("pe/matrix", pe_heatmap(pe))
-    for ref in range(n):
-        _add(pack, f"pe/similarity/{ref}", position_similarity_figure(pe, ref_position=ref), "pe/similarity/0", "")
+    for name, fig, group in _positional_dicts(n, d, model["pe_layout"]):
+        _add(pack, name, fig, group, "")
     return pe
+
+
+@lru_cache(maxsize=4)
+def _positional_dicts(n: int, d: int, layout: str) -> tuple[tuple[str, dict, str], ...]:
+    """(name, figure dict, group) of the Positional encoding figures: the same for every sentence of a model, so
+    the app's download builds them once per model shape (the pack only reads the dicts, never changes them).
+    Built in the default theme, as every lesson figure is (the theme is the only other input)."""
+    pe = sinusoidal_encoding(n, d, layout)
+    figs = [("pe/waves", waves_figure(pe, [i for i in PE_DIMS if i < d] or [0], layout), "pe/waves"),
+            ("pe/matrix", pe_heatmap(pe), "pe/matrix")]
+    figs += [(f"pe/similarity/{ref}", position_similarity_figure(pe, ref_position=ref), "pe/similarity/0")
+             for ref in range(n)]
+    return tuple((name, figure_dict(fig), group) for name, fig, group in figs)
 
 
 def _add(pack: FigurePack, name: str, fig, group: str, root: str) -> None:
