@@ -48,9 +48,16 @@ SHOTS = {  # file name -> query parameters
                                "text2": "Den Mann beißt der Hund.", "kind": "cross", "layer": 2,
                                "focus": "all heads of the layer"},
     "side_by_side_models": {"view": "Decoding", "compare": "model", "ckpt2": "multi30k-de-en:untrained", "dec_step": 2},
+    # presenter mode's quiz: the question as the room sees it (with a lecturer's note), then its answer revealed
+    "presenter_quiz": {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "next", "dec_step": 3,
+                       "note": "Hands up: which word comes next? Then ask where the step looks."},
+    "presenter_quiz_reveal": {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "looks", "dec_step": 3,
+                              "reveal": 1},
 }
 STRIP = {"view": "Training", "kind": "cross", "film_probe": 1}  # + layer (the last) and film_frame
-SCREEN = {"presenter_attention": (1280, 720), "presenter_heads_contrast": (1280, 720)}  # the screen only
+SCREEN = {name: (1280, 720) for name in ("presenter_attention", "presenter_heads_contrast", "presenter_quiz",
+                                         "presenter_quiz_reveal")}  # the screen only
+WAIT_FOR = {"presenter_quiz": ".st-key-quiz_reveal button"}  # pages with no chart: what shows they are drawn
 
 
 def main() -> int:
@@ -84,7 +91,10 @@ def main() -> int:
                 page = bs.new_page(browser, width=width, height=height)
                 url = server.link(**{"text": SENTENCE, **params})
                 bs.open_app(page, url)
-                bs.wait_charts(page)
+                if name in WAIT_FOR:
+                    page.wait_for_selector(WAIT_FOR[name])
+                else:
+                    bs.wait_charts(page)
                 if page.locator(bs.EXCEPTION).count():
                     raise SystemExit(f"{name}: the app showed an exception")
                 if name in SCREEN:

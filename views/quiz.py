@@ -19,9 +19,9 @@ from viz.quiz import Question, looks_at, next_word
 from viz.text import fmt_prob
 
 ASK = {"off": "no quiz", "next": "quiz: next word", "looks": "quiz: where it looks"}
-# What the answer's row takes above the step's charts (px at presenter mode's type: up to two lines of text beside
-# its button, and the gap); the charts get the rest of the screen.
-REVEALED_PX = 80
+# What the answer takes above the step's charts, at presenter mode's type: a line of text (and the gap above it);
+# about this many characters fill a line at 1280 px. The charts get the rest of the screen.
+LINE_PX, GAP_PX, LINE_CHARS = 34, 13, 95
 
 
 def parts(ctx: Context, names: list[str]) -> list[str]:
@@ -86,10 +86,6 @@ def _reveal(pick_key: str, options: list[str]) -> None:
     ss["reveal"] = True
 
 
-def _hide() -> None:
-    st.session_state["reveal"] = False
-
-
 def _shuffle() -> None:
     ss = st.session_state
     ss["quiz_seed"] = (int(ss.get("quiz_seed", 1)) + 1) % 10_000
@@ -98,7 +94,7 @@ def _shuffle() -> None:
 
 def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, head: int) -> int | None:
     """Draw the question set in the row's `where` column: None while the room is asked (the charts wait), else the
-    height its line takes above the step's charts (0: no quiz)."""
+    height the answer takes above the step's charts (0: no quiz). Moving the step, or Back, asks again."""
     ss = st.session_state
     selector(where)
     if ss.get("quiz", "off") == "off":
@@ -106,12 +102,11 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
     _hide_if_another_question(ctx, step_no)
     q = question(ctx, step, step_no, candidates, layer, head)
     pick_key = f"quiz_pick_{q.kind}_{step_no}_{ss.get('quiz_seed', 1)}"
-    if ss.get("reveal"):  # one line, so the charts keep the screen: the slider above says the step
-        row = st.columns([7, 1], vertical_alignment="center")
+    if ss.get("reveal"):  # text only, so the charts keep the screen; the slider above says the step
         said = ss.get("_quiz_said")
-        row[0].markdown(answer_text(ctx, step, q, layer, head, said[1] if said and said[0] == pick_key else None))
-        row[1].button("Hide", on_click=_hide, key="quiz_hide", help="Ask again: the answer and the charts go")
-        return REVEALED_PX
+        text = answer_text(ctx, step, q, layer, head, said[1] if said and said[0] == pick_key else None)
+        st.markdown(text)
+        return GAP_PX + LINE_PX * -(-len(text.replace("\\", "").replace("**", "")) // LINE_CHARS)
     asked = (f"Which {_noun(ctx.langs['tgt_name'])} comes next?" if q.kind == "next" else
              f"Which {_noun(ctx.langs['src_name'])} will this step look at most?")
     st.markdown(f"**Step {step_no} of {len(ctx.result.steps)}: {md_escape(asked)}** The decoder has read "
