@@ -51,4 +51,6 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
 - heads: head_grid_figure, offset_pattern_figure, pruning_figure (the Heads page's report card)
 - training: loss_figure, entropy_figure, toy_loss_figure (the Training page's curves)
 - tables: matrix_csv, heads_csv, candidates_csv (matrices as CSV text)
+- quiz: Question, next_word, looks_at, shuffled, nearly_tied (presenter mode's quiz questions from a
+  step's numbers; no plotly)
 """
