@@ -22,7 +22,10 @@ MARGINS_JS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart
   .map(gd => {
     const box = gd.getBoundingClientRect(), size = gd._fullLayout._size, asked = gd._fullLayout.margin;
     let reachLeft = 0, reachBottom = 0;
-    for (const el of gd.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text')) {
+    // every axis of every panel (a row of panels in one figure: x2tick, g-x2title, ...)
+    const axes = ".xaxislayer-above text, .yaxislayer-above text, "
+      + "[class^='g-x'][class$='title'] text, [class^='g-y'][class$='title'] text";
+    for (const el of gd.querySelectorAll(axes)) {
       const r = el.getBoundingClientRect();
       if (r.width === 0) continue;
       reachLeft = Math.max(reachLeft, size.l - (r.left - box.left));

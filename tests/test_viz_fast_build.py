@@ -16,7 +16,7 @@ from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.compare import Side, side_by_side_figure
 from viz.decoding import attribution_figure, candidates_figure, step_cross_attention_figure
 from viz.embeddings import embedding_heatmap, embedding_stages_figure, scaling_figure, vocab_map_figure
-from viz.head import dropout_figure, head_pipeline_figures, matrix_figure, probs_figure
+from viz.head import dropout_figure, head_pipeline_figures, head_pipeline_rows, matrix_figure, probs_figure
 from viz.heads import head_grid_figure
 from viz.heatmap import facet_heatmaps, heatmap
 from viz.layout import validating
@@ -81,6 +81,9 @@ def _builders():
         "one head, every step": lambda: head_pipeline_figures(q, kk, vv, scores, _mask(), probs[0, 0],
                                                               probs[0, 0] @ vv, Q, K, "cross",
                                                               scaled_scores=scores),
+        "one head, a figure per row": lambda: head_pipeline_rows(q, kk, vv, None, _mask(), probs[0, 0],
+                                                                 probs[0, 0] @ vv, Q, K, "cross",
+                                                                 dropout_probs=probs[0, 0] * 1.1),
         "head report grid": lambda: head_grid_figure({kind: RNG.random((3, 4)) for kind in roles}, roles,
                                                      "entropy (nats)", chosen=("cross", 1, 2), title="heads"),
         "padding mask": lambda: mask_figure(_mask(), Q, K, "padding mask", kind="cross", width_px=500),

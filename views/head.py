@@ -8,7 +8,7 @@ from model.service import dropout_sample, max_abs_diff
 from views.figcache import cached
 from views.state import Context
 from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
-from viz.head import head_pipeline_figures, score_keys_labelled
+from viz.head import head_pipeline_rows, score_keys_labelled
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
     "Q": "Queries: the layer input times W_Q, this head's slice (one row per query token).",
@@ -45,32 +45,38 @@ def render(ctx: Context) -> None:
     # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
     dropped, _ = dropout_sample(a["probs"][head], p, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
-    figs = cached(head_pipeline_figures, a["q"][head], a["k"][head], a["v"][head], None,
+    rows = cached(head_pipeline_rows, a["q"][head], a["k"][head], a["v"][head], None,
                   mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
                   dropout_probs=dropped,
                   scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
     if not ctx.present:
         _checks(ctx, a, layer, head)
-    titles = numbered_steps(set(figs))
-    # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output.
+    titles = numbered_steps({name for steps in rows for name in steps})
+    # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output. Each row
+    # is one figure, its panels under the steps' titles (one chart per row: a first visit draws four, not eight).
     show = sections(ctx, ROW_NAMES)
-    for row_name, row in zip(ROW_NAMES, ORDER):
+    for row_name, (names, fig) in zip(ROW_NAMES, rows.items()):
         if not show(row_name):
             continue
-        names = [n for n in row if n in figs]
-        for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
-            with col:
-                if not ctx.present:
-                    st.markdown(f"**{titles[name]}**")
-                chart(st, figs[name], width="stretch",
-                      config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{name}"),
-                      key=f"head_{name}")
-                if ctx.present:  # the step's explanation under its figure, which keeps the screen's height
-                    st.caption(titles[name])
+        if not ctx.present:
+            _step_titles(names, titles, "markdown")
+        chart(st, fig, width="stretch", key=f"head_{names[0]}",
+              config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{'-'.join(names)}"))
+        if ctx.present:  # the steps' explanations under their figure, which keeps the screen's height
+            _step_titles(names, titles, "caption")
         if row_name == "scores":
             st.caption(keys_note(score_keys_labelled(q_tokens, k_tokens), len(k_tokens)))
     if ctx.present:
         _checks(ctx, a, layer, head)
+
+
+def _step_titles(names: tuple[str, ...], titles: dict[str, str], how: str) -> None:
+    """The numbered titles of a row's steps, each above (or in presenter mode under) its panel of the row's figure."""
+    for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
+        if how == "markdown":
+            col.markdown(f"**{titles[name]}**")
+        else:
+            col.caption(titles[name])
 
 
 def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:

@@ -43,7 +43,8 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
   vocab_map_figure, nearest_neighbours
 - positional: sinusoidal_encoding, waves_figure, pe_heatmap, position_similarity_figure
 - head: matrix_figure, vectors_figure, probs_figure, dropout_figure, with_row_sums,
-  head_pipeline_figures
+  head_pipeline_figures, head_pipeline_rows (one figure per row of the Inside-one-head page)
+- panels: panel_row (built figures side by side as one figure: one chart instead of several)
 - masks: mask_figure (of a mask the model recorded; viz builds no masks from tokens)
 - decoding: candidates_figure, step_cross_attention_figure, decoding_table
 - architecture: parameter_table, architecture_figure

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from viz.heatmap import as_mask, heatmap
 from viz.kinds import axis_titles, kind_sides
 from viz.layout import FIGURE_WIDTH_PX, PAGE_WIDTH_PX, enforce_min_font
+from viz.panels import panel_row
 from viz.scales import PROB_SCALE, SIGNED_SCALE
 from viz.text import fmt_prob
 from viz.theme import theme
@@ -228,3 +229,23 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     figs["output"] = vectors_figure(out, query_tokens, q_side, "query",
                                     "output = weights · V, one row per query")
     return figs
+
+
+# The steps of one head in reading order, row by row, as the Inside-one-head page lays them out.
+PIPELINE_ROWS = (("Q", "K", "V"), ("scores", "scaled", "masked"), ("softmax", "dropout"), ("output",))
+
+
+def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:
+    """:func:`head_pipeline_figures` (same arguments) as ONE figure per row of the page: {steps of the row: figure}.
+
+    Rows in PIPELINE_ROWS' order, each with the steps that exist (no "masked" without a mask, no "dropout" without
+    dropout weights); the panels of a row side by side across the page (:func:`viz.panels.panel_row`), each as
+    wide as the page's column it had as a figure of its own.
+    """
+    figs = head_pipeline_figures(*args, **kwargs)
+    rows = {}
+    for row in PIPELINE_ROWS:
+        steps = tuple(name for name in row if name in figs)
+        if steps:
+            rows[steps] = figs[steps[0]] if len(steps) == 1 else panel_row([figs[name] for name in steps])
+    return rows

@@ -1,0 +1,104 @@
+"""Tests for viz.panels: built figures side by side as one figure, each panel drawn as its own figure drew it."""
+import json
+
+import numpy as np
+import pytest
+
+from viz.head import PIPELINE_ROWS, head_pipeline_figures, head_pipeline_rows
+from viz.masks import mask_figure
+from viz.panels import panel_row
+from viz.theme import PRESENTER_THEME, using_theme
+from viz.transport import browser_json
+
+EN = ["<s>", "the", "dog", "the", "."]
+DE = ["der", "Hund", "<b>", ".", "</s>"]
+
+
+def _head(kind="cross"):
+    rng = np.random.default_rng(0)
+    q_tokens, k_tokens = (EN, DE) if kind == "cross" else (EN, EN)
+    q = rng.normal(size=(len(q_tokens), 8)).astype(np.float32)
+    k, v = (rng.normal(size=(len(k_tokens), 8)).astype(np.float32) for _ in range(2))
+    mask = np.tril(np.ones((len(q_tokens), len(k_tokens)), bool)) if kind == "dec_self" else None
+    scores = np.where(mask if mask is not None else True, q @ k.T / np.sqrt(8), -np.inf)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    return (q, k, v, None, mask, probs, probs @ v, q_tokens, k_tokens, kind), dict(dropout_probs=probs * 1.1)
+
+
+def _sent(fig) -> dict:
+    return json.loads(browser_json(fig, "test"))
+
+
+@pytest.mark.parametrize("kind", ["cross", "dec_self"])
+def test_each_row_holds_its_steps_traces_unchanged(kind):
+    args, kwargs = _head(kind)
+    figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
+    assert [steps for steps in rows] == [tuple(n for n in row if n in figs) for row in PIPELINE_ROWS]
+    for steps, fig in rows.items():
+        merged = _sent(fig)["data"]
+        alone = [t for name in steps for t in _sent(figs[name])["data"]]
+        assert len(merged) == len(alone)
+        for a, b in zip(merged, alone):  # the same values, hover, colour range: only axes and colour bar placed
+            drop = {"xaxis", "yaxis", "colorbar"}
+            assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
+
+
+def test_panels_sit_left_to_right_without_overlapping_and_every_reference_exists():
+    args, kwargs = _head("dec_self")
+    for steps, fig in head_pipeline_rows(*args, **kwargs).items():
+        if len(steps) == 1:
+            continue  # a row of one step is that step's own figure
+        sent = _sent(fig)
+        layout = sent["layout"]
+        for t in sent["data"]:
+            assert "xaxis" + t["xaxis"][1:] in layout and "yaxis" + t["yaxis"][1:] in layout, t["xaxis"]
+        heat = [t for t in sent["data"] if t["type"] == "heatmap" and t.get("showscale") is not False]
+        domains = [layout["xaxis" + t["xaxis"][1:]]["domain"] for t in heat]
+        assert len(domains) == len(steps)
+        for (a0, a1), (b0, b1) in zip(domains, domains[1:]):
+            assert 0 <= a0 < a1 < b0 < b1 <= 1
+        for t, (x0, x1) in zip(heat, domains):  # each colour bar right of its panel, before the next one
+            assert x1 < t["colorbar"]["x"]
+        for t, nxt in zip(heat, domains[1:]):
+            assert t["colorbar"]["x"] < nxt[0]
+        for shape in layout.get("shapes", []):
+            assert shape["xref"].split()[0].replace("x", "xaxis", 1) in layout
+
+
+def test_titles_go_above_their_panels_and_shared_rows_are_named_once():
+    args, kwargs = _head("cross")
+    figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
+    qkv = _sent(rows[("Q", "K", "V")])["layout"]
+    notes = [a["text"] for a in qkv["annotations"]]
+    for name in ("Q", "K", "V"):
+        assert figs[name].layout.title.text in notes
+    # Q's rows are the queries (EN), K's the keys (DE): both named; V shares K's rows and names none.
+    assert qkv["yaxis"].get("showticklabels") is not False and "EN" in qkv["yaxis"]["title"]["text"]
+    assert "DE" in qkv["yaxis2"]["title"]["text"]
+    assert qkv["yaxis3"]["showticklabels"] is False and "text" not in qkv["yaxis3"].get("title", {})
+
+
+def test_a_mask_note_moves_with_its_panel():
+    m = np.tril(np.ones((5, 5), bool))
+    one = mask_figure(m, EN, EN, "mask", kind="dec_self")
+    row = _sent(panel_row([one, one]))["layout"]
+    notes = [a for a in row["annotations"] if "= masked:" in a["text"]]
+    assert len(notes) == 2 and notes[0]["x"] < row["xaxis2"]["domain"][0] < notes[1]["x"] <= 1.0
+
+
+def test_presenter_mode_keeps_its_fonts_in_a_row():
+    args, kwargs = _head("cross")
+    with using_theme(PRESENTER_THEME):
+        rows = head_pipeline_rows(*args, **kwargs)
+        sizes = [a["font"]["size"] for fig in rows.values() for a in _sent(fig)["layout"].get("annotations", [])
+                 if "font" in a]
+    assert sizes and min(sizes) >= PRESENTER_THEME.min_font
+
+
+def test_shares_must_match_the_figures():
+    one = mask_figure(np.ones((2, 2), bool), EN[:2], EN[:2])
+    with pytest.raises(ValueError, match="2 shares for 3 figures"):
+        panel_row([one, one, one], [1, 2])
+    with pytest.raises(ValueError, match="at least one"):
+        panel_row([])

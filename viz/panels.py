@@ -1,0 +1,161 @@
+"""Several built figures side by side as ONE figure: one chart for a row of panels instead of one chart each.
+
+A page's first visit costs the browser a fixed amount per chart (Streamlit's element, Plotly's setup of a plot,
+its own layout pass), so a row of panels drawn as one figure is drawn in about half the time of the same panels
+as separate charts (benchmarks/profile_first_visit.py). :func:`panel_row` keeps every panel exactly as its own
+builder made it: the same traces (values, hover text, colour range and colour bar), the same axes and tick labels,
+the same notes and lines; only the axes get new names and each panel a share of the width. Its title becomes a
+note centred above it, as in a grid of facets (:func:`viz.heatmap.grid_figure`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure
+from viz.theme import theme
+
+# A vertical colour bar beside a panel takes its padding and thickness plus its tick labels (measured in Chromium:
+# 66-74 px for the bars of the head and mask figures at 14 px ticks, 4 px right of the plot); the next panel starts
+# after it. Per tick font pixel, room for about three characters of a label such as "−40" or "0.8".
+COLORBAR_BASE_PX, COLORBAR_PER_TICK_PX = 46, 3
+GAP_PX = 24  # between two panels whose y axis shows no labels
+RIGHT_PX = 20  # the figure's right margin after the last panel's colour bar
+_AXIS = re.compile(r"^([xy])(\d*)( domain)?$")
+
+
+def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, *,
+              width_px: int = PAGE_WIDTH_PX) -> go.Figure:
+    """ONE figure with ``figs`` (built by viz/, each with its own axes) side by side, left to right.
+
+    ``shares``: each panel's part of the width (equal by default), for a figure ``width_px`` wide (the width the
+    page gives it: gaps for tick labels and colour bars are that many pixels). A panel keeps its own height of
+    plot (rows stay as tall as in its own figure, top-aligned). A panel whose rows are the previous panel's rows
+    (the same y labels) shows no y tick labels and no y title: the panel on its left names them.
+    """
+    if not figs:
+        raise ValueError("panel_row needs at least one figure")
+    n = len(figs)
+    shares = [1 / n] * n if shares is None else [float(s) for s in shares]
+    if len(shares) != n:
+        raise ValueError(f"got {len(shares)} shares for {n} figures")
+    total = sum(shares)
+    layouts = [f._layout for f in figs]
+    own_rows = [i == 0 or _rows(figs[i]) != _rows(figs[i - 1]) for i in range(n)]
+    bar = COLORBAR_BASE_PX + COLORBAR_PER_TICK_PX * max(theme().tick, theme().min_font)
+    bars = [bar if _has_colorbar(f) else 0 for f in figs]
+    lefts = [lay["margin"]["l"] if own_rows[i] else GAP_PX for i, lay in enumerate(layouts)]
+    tops = [lay["margin"]["t"] for lay in layouts]
+    bottoms = [lay["margin"]["b"] for lay in layouts]
+    # each panel's plot height (450 px: plotly's own figure height, for a figure that sets none)
+    plots = [(lay.get("height") or 450) - t - b for lay, t, b in zip(layouts, tops, bottoms)]
+    left, right = lefts[0], bars[-1] + RIGHT_PX
+    plot_w = width_px - left - right
+    # What is not plot (the labels of a panel that names its rows, a colour bar) comes off first; the panels'
+    # plots share the rest by their shares.
+    inner = plot_w - sum(lefts[1:]) - sum(bars[:-1])
+    top, bottom, plot_h = max(tops), max(bottoms), max(plots)
+    data, layout, notes, shapes = [], {}, [], []
+    cursor, offset = 0.0, 0
+    for i, fig in enumerate(figs):
+        x0 = cursor + (lefts[i] if i else 0)
+        x1 = x0 + shares[i] / total * inner
+        cursor = x1 + bars[i]
+        x_dom = [max(0.0, x0 / plot_w), min(1.0, x1 / plot_w)]
+        y_dom = [1.0 - plots[i] / plot_h, 1.0]
+        names = _axis_names(fig, offset)
+        offset += _axis_count(fig)
+        _place_axes(layouts[i], names, x_dom, y_dom, own_rows[i], layout)
+        data += _place_traces(fig, names, x_dom, y_dom, 4 / plot_w)
+        shapes += [_place_ref(s, names, x_dom, y_dom) for s in layouts[i].get("shapes", ())]
+        notes += [_place_ref(a, names, x_dom, y_dom) for a in layouts[i].get("annotations", ())]
+        title = (layouts[i].get("title") or {}).get("text")
+        if title:  # hanging from the figure's top as in its own figure, above any note at the top of its plot
+            lines = title.count("<br>") + 1
+            notes.append(dict(text=title, x=sum(x_dom) / 2, y=y_dom[1], xref="paper", yref="paper", xanchor="center",
+                              yanchor="bottom", yshift=top - TITLE_PAD_PX - lines * TITLE_LINE_PX, showarrow=False,
+                              font=dict(size=theme().title)))
+    first = layouts[0]
+    layout.update(margin=dict(first["margin"], l=left, r=right, t=top, b=bottom), height=top + plot_h + bottom,
+                  font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
+                  annotations=notes or None, shapes=shapes or None)
+    return enforce_min_font(figure(data, {k: v for k, v in layout.items() if v is not None}))
+
+
+def _rows(fig: go.Figure):
+    """The y categories of a figure's first trace (its rows), to tell whether two panels share their rows."""
+    y = fig._data[0].get("y") if fig._data else None
+    return None if y is None else tuple(str(v) for v in y)
+
+
+def _has_colorbar(fig: go.Figure) -> bool:
+    return any(t.get("colorbar") is not None and t.get("showscale", True) is not False for t in fig._data)
+
+
+def _axis_names(fig: go.Figure, offset: int) -> dict[str, str]:
+    """The panel's axis references ("x", "x2", "y") -> their names in the row, numbered after ``offset``."""
+    names = {}
+    for key in fig._layout:
+        m = re.fullmatch(r"([xy])axis(\d*)", key)
+        if m:
+            names[m[1] + m[2]] = _ref(m[1], offset + int(m[2] or 1))
+    for letter in "xy":
+        names.setdefault(letter, _ref(letter, offset + 1))
+    return names
+
+
+def _ref(letter: str, number: int) -> str:
+    return letter if number == 1 else f"{letter}{number}"
+
+
+def _axis_count(fig: go.Figure) -> int:
+    return max([1] + [int(k[5:] or 1) for k in fig._layout if re.fullmatch(r"[xy]axis\d*", k)])
+
+
+def _scaled(domain, into: list[float]) -> list[float]:
+    d0, d1 = domain or (0.0, 1.0)
+    return [into[0] + d0 * (into[1] - into[0]), into[0] + d1 * (into[1] - into[0])]
+
+
+def _place_axes(layout: dict, names: dict, x_dom: list[float], y_dom: list[float], own_rows: bool, out: dict) -> None:
+    for ref, new in names.items():
+        axis = copy.deepcopy(layout.get(ref[0] + "axis" + ref[1:], {}))
+        axis["domain"] = _scaled(axis.get("domain"), x_dom if ref[0] == "x" else y_dom)
+        anchor = axis.get("anchor", "y" if ref[0] == "x" else "x")
+        axis["anchor"] = names.get(anchor, anchor)  # "free" stays free
+        if ref[0] == "y" and not own_rows:
+            axis["showticklabels"] = False
+            axis.pop("title", None)
+        out[new[0] + "axis" + new[1:]] = axis
+
+
+def _place_traces(fig: go.Figure, names: dict, x_dom: list[float], y_dom: list[float], pad: float) -> list[dict]:
+    out = []
+    for trace in fig._data:
+        t = copy.copy(trace)
+        t["xaxis"], t["yaxis"] = names[t.get("xaxis") or "x"], names[t.get("yaxis") or "y"]
+        if t.get("colorbar") is not None:  # beside its panel, as tall as the panel's plot
+            t["colorbar"] = dict(t["colorbar"], x=x_dom[1] + pad, xanchor="left", xref="paper",
+                                 len=y_dom[1] - y_dom[0], lenmode="fraction", y=y_dom[1], yanchor="top")
+        out.append(t)
+    return out
+
+
+def _place_ref(item: dict, names: dict, x_dom: list[float], y_dom: list[float]) -> dict:
+    """A shape or note of a panel with its references renamed; where it is placed on the paper, on the panel's."""
+    item = copy.deepcopy(item)
+    for letter, dom in (("x", x_dom), ("y", y_dom)):
+        ref = item.get(letter + "ref", "paper")
+        if ref == "paper":
+            for key in (letter, letter + "0", letter + "1"):
+                if isinstance(item.get(key), (int, float)):
+                    item[key] = dom[0] + item[key] * (dom[1] - dom[0])
+            continue
+        m = _AXIS.match(ref)
+        if m:
+            item[letter + "ref"] = names.get(m[1] + m[2], m[1] + m[2]) + (m[3] or "")
+    return item
