@@ -68,7 +68,7 @@ def test_the_what_if_page_draws_every_part_and_its_numbers_are_the_models(checkp
     effect = service.patch_effect(pa)
     assert np.allclose(array(heads[2]["z"]), effect["cross"], atol=1e-5, equal_nan=True)
     positions = figs["patch_pos_fig"]["data"]
-    assert np.allclose(array(positions[0]["z"]), effect["enc_resid"], atol=1e-5, equal_nan=True)
+    assert np.allclose(array(positions[0]["z"]), effect["enc_resid"].T, atol=1e-5, equal_nan=True)  # (s, L)
     said = visible_text(at)
     assert "teacher-forced on the translation shown in the header" in said
     assert f"log p = {pa.clean_log_probs.sum():.3f} in A's run and {pa.corrupt_log_probs.sum():.3f} in B's" in said
@@ -138,14 +138,24 @@ def test_an_example_pair_sets_both_sentences(checkpoints):
     assert at.selectbox(key="lab_example").value == label
 
 
-@pytest.mark.parametrize("part", ["minimal pair", "head knockout", "patching"])
+PARTS = {"A and B": {"pair_fig"}, "B − A": {"pair_diff_fig"}, "knockout": {"knockout_fig"},
+         "one head off": {"knockout_bars"}, "patching: heads": {"patch_heads_fig"},
+         "patching: positions": {"patch_pos_fig"}}
+
+
+@pytest.mark.parametrize("part", list(PARTS))
 def test_presenter_mode_shows_one_part(checkpoints, part):
     at = run_app(view="What if", text=A, pair=B, present=1, focus=part)
     assert not at.exception
-    keys = set(figures(at))
-    wanted = {"minimal pair": {"pair_fig", "pair_diff_fig"}, "head knockout": {"knockout_fig", "knockout_bars"},
-              "patching": {"patch_heads_fig", "patch_pos_fig"}}[part]
-    assert keys == wanted
+    assert list(at.radio(key="focus").options) == list(PARTS)
+    assert set(figures(at)) == PARTS[part]
+
+
+def test_presenter_mode_shows_why_a_not_b_beside_its_heads(checkpoints):
+    at = run_app(view="Decoding", text=A, present=1, focus="why A and not B", dec_step=2)
+    assert not at.exception
+    assert set(figures(at)) == {"why_fig", "why_heads_fig"}
+    assert at.selectbox(key="why_a").format_func(at.selectbox(key="why_a").value).startswith("A: ")
 
 
 def test_the_lens_last_layer_is_the_models_own_distribution(checkpoints, model):

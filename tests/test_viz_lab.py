@@ -41,6 +41,7 @@ def _builders():
                                                           mask=mask, where=[["A 1, 2 · B 1, 2"] * 5] * 4,
                                                           title="B − A", width_px=900),
         "head grid": lambda: head_effect_grid(_heads(), "Δ log p (nats)", chosen=("cross", 1, 2), title="knockout"),
+        "head grid, no values": lambda: head_effect_grid(_heads(), "x", cell_values=False),
         "token bars": lambda: token_bars_figure(rng.normal(size=len(TGT)), TGT, "Δ log p (nats)", highlight=2,
                                                 title="one head", width_px=900),
         "positions": lambda: position_effect_figure(enc, dec, SRC, ["<bos>"] + TGT[:-1], "restored", title="p",
@@ -119,8 +120,9 @@ def test_token_bars_take_the_signed_colours_and_hover_gives_token_position_and_v
 def test_position_grid_names_the_stream_layer_and_position():
     enc, dec = np.zeros((3, 2)), np.ones((2, 3))
     fig = position_effect_figure(enc, dec, ["Hund", "<eos>"], ["<bos>", "A", "dog"], "restored")
-    assert list(fig.data[0].x) == ["Hund (0)", "&lt;eos&gt; (1)"] and list(fig.data[1].y) == [1, 2]
-    assert "encoder residual stream after layer %{y}, at %{x}" in fig.data[0].hovertemplate
+    assert list(fig.data[0].y) == ["Hund (0)", "&lt;eos&gt; (1)"] and list(fig.data[1].x) == [1, 2]
+    assert np.asarray(fig.data[0].z).shape == (2, 3)  # positions down, layers across
+    assert "encoder residual stream after layer %{x}, at %{y}" in fig.data[0].hovertemplate
     assert fig.layout.coloraxis.cmin == -1 and fig.layout.coloraxis.cmax == 1
     with pytest.raises(ValueError, match="2 positions but 3 labels"):
         position_effect_figure(enc, dec, ["a", "b", "c"], ["<bos>", "A", "dog"], "restored")

@@ -20,21 +20,24 @@ from viz.lab import head_effect_grid, position_effect_figure, token_bars_figure
 from viz.layout import PAGE_WIDTH_PX
 from viz.text import escape_token
 
+RESTORED = "share restored"
+
 
 def scored_tokens(ctx: Context) -> tuple[str, ...]:
     """The tokens the lab is teacher-forced on: the decoding shown, step by step (the end token included)."""
     return tuple(s.chosen_token for s in ctx.result.steps or [])
 
 
-def measured_on(tokens: tuple[str, ...]) -> int | None:
+def measured_on(tokens: tuple[str, ...], compact: bool = False) -> int | None:
     """The "Measured on" box (URL `lab_token`): None for the whole translation, else a 0-based token index."""
     ss = st.session_state
     ss["lab_token"] = min(max(int(ss.get("lab_token", 0)), 0), len(tokens))
     n = st.selectbox("Measured on", list(range(len(tokens) + 1)), key="lab_token", persist_state="session",
-                     format_func=lambda i: "the whole translation (sum of log p)" if i == 0 else
-                     f"output token {i}: {tokens[i - 1]}",
-                     help="Which log-probability the grids show: of the whole translation shown in the header (the "
-                          "sum over its tokens), or of one of its tokens.")
+                     label_visibility="collapsed" if compact else "visible",
+                     format_func=lambda i: "the whole translation" + ("" if compact else " (sum of log p)") if i == 0
+                     else f"output token {i}: {tokens[i - 1]}",
+                     help="Which log-probability the knockout and patching grids show: of the whole translation shown "
+                          "in the header (the sum over its tokens), or of one of its tokens.")
     return None if n == 0 else n - 1
 
 
@@ -48,55 +51,59 @@ def _plain(tokens: tuple[str, ...], token: int | None) -> str:
     return "the whole translation" if token is None else f"output token {token + 1}, “{escape_token(tokens[token])}”"
 
 
-def knockout(ctx: Context, kind: str, layer: int, head: int) -> None:
-    """Every head switched off alone: the change of log p; a grid per kind and the chosen head's per-token bars."""
+def _tag(token: int | None) -> str:
+    return "all" if token is None else f"token{token + 1}"
+
+
+def knockout(ctx: Context, tokens: tuple[str, ...], token: int | None, kind: str, layer: int, head: int,
+             show) -> None:
+    """Every head switched off alone: the change of log p; a grid per kind ("knockout") and the chosen head's
+    per-token bars ("one head off")."""
+    if not (show("knockout") or show("one head off")):
+        return
     if not ctx.present:
         st.markdown("#### Head knockout on sentence A")
-    tokens = scored_tokens(ctx)
     if not tokens:
         st.info("The translation is empty: there is nothing to score.")
         return
-    token = measured_on(tokens)
     ko = knockout_of(ctx.key, ctx.text, tokens)
     values = service.knockout_effect(ko, token)  # kind -> (L, h) nats
-    what = _what(tokens, token)
-    plain = _plain(tokens, token)
-    chart(st, cached(head_effect_grid, values, "Δ log p (nats)", chosen=(kind, layer, head),
-                     title=f"One head off: the change of log p({plain})"),
-          width="stretch", config=fig_config(ctx, f"whatif_knockout_{'all' if token is None else token + 1}"),
-          key="knockout_fig")
-    chosen = ko.delta[kind][layer, head]  # (T,) nats
-    chart(st, cached(token_bars_figure, chosen, list(ko.tgt_tokens), "Δ log p (nats)", highlight=token,
-                     title=f"{head_name(kind, layer, head)} off: each output token's log p",
-                     width_px=PAGE_WIDTH_PX),
-          width="stretch", config=fig_config(ctx, f"whatif_knockout_{kind}_L{layer + 1}_H{head + 1}"),
-          key="knockout_bars")
+    if show("knockout"):
+        chart(st, cached(head_effect_grid, values, "Δ log p (nats)", chosen=(kind, layer, head),
+                         title=f"One head off: the change of log p({_plain(tokens, token)})"),
+              width="stretch", config=fig_config(ctx, f"whatif_knockout_{_tag(token)}"), key="knockout_fig")
+    if show("one head off"):
+        chart(st, cached(token_bars_figure, ko.delta[kind][layer, head], list(ko.tgt_tokens), "Δ log p (nats)",
+                         highlight=token, title=f"{head_name(kind, layer, head)} off: each output token's log p",
+                         width_px=PAGE_WIDTH_PX),
+              width="stretch", config=fig_config(ctx, f"whatif_knockout_{kind}_L{layer + 1}_H{head + 1}"),
+              key="knockout_bars")
     if ctx.present:
         return
     top = service.strongest(values, 3)
     total = float(ko.log_probs.sum() if token is None else ko.log_probs[token])
     st.caption(f"Each head of every kind is switched off alone (its output before W_O set to 0), all others on, "
                f"teacher-forced on the translation shown in the header ({md_escape(ctx.shows)}). Measured on "
-               f"{what}: log p = {total:.3f} with every head on. Negative: the head helped (its loss lowers log p). "
-               "Largest changes: " + "; ".join(f"{head_name(k, l, h)} {v:+.3f}" for k, l, h, v in top)
+               f"{_what(tokens, token)}: log p = {total:.3f} with every head on. Negative: the head helped (without "
+               "it the token is less probable). Largest changes: "
+               + "; ".join(f"{head_name(k, l, h)} {v:+.3f}" for k, l, h, v in top)
                + ". The outlined cell is the head chosen above; the bars show its change on every output token. "
                "All heads are computed in a few batched passes, one batch row per head.")
 
 
-def patching(ctx: Context, text_b: str) -> None:
+def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: str, show) -> None:
     """Patching A (clean) → B (corrupted): how much of A's log p one component restores in B's run."""
+    if not (show("patching: heads") or show("patching: positions")):
+        return
     ss = st.session_state
     if not ctx.present:
         st.markdown("#### Activation patching: A (clean) → B (corrupted)")
-    tokens = scored_tokens(ctx)
-    if not tokens:
-        st.info("The translation is empty: there is nothing to score.")
-        return
     b = traced_decoding(ctx.key, text_b, ss["decoding"], ss["beam"], ctx.max_len) if text_b.strip() else None
     src_a = ctx.result.source.axis_tokens
     src_b = b.result.source.axis_tokens if b is not None and b.result.source.tokens else None
-    if src_b is None or src_a == src_b:
-        st.info("Patching needs a sentence B that differs from A: change a word of B above (or choose a pair).")
+    if not tokens or src_b is None or src_a == src_b:
+        st.info("Patching needs a sentence B that differs from A (and a translation to score): change a word of B "
+                "above, or choose a pair.")
         return
     if not service.same_length(src_a, src_b):
         st.warning(f"Activation patching copies position j of A's run into position j of B's, so it needs sentences "
@@ -104,42 +111,34 @@ def patching(ctx: Context, text_b: str) -> None:
                    f"{md_escape(' '.join(src_a))}; B reads {len(src_b)}: {md_escape(' '.join(src_b))}. Only "
                    "same-length edits are patched here: replace a word by one the tokenizer reads as as many tokens.")
         return
-    token = measured_on(tokens) if ctx.present else _token_of(tokens)
     pa = patching_of(ctx.key, ctx.text, text_b, tokens)
-    effect = service.patch_effect(pa, token)
-    what = _what(tokens, token)
-    plain = _plain(tokens, token)
     clean = float(pa.clean_log_probs.sum() if token is None else pa.clean_log_probs[token])
     corrupt = float(pa.corrupt_log_probs.sum() if token is None else pa.corrupt_log_probs[token])
     if abs(clean - corrupt) < pa.min_gap:
-        st.info(f"Changing A into B did not change log p of {what} ({clean:.3f} in both runs): there is nothing to "
-                "restore, so no component's share can be measured. Measure another token (the box above).")
+        st.info(f"Changing A into B did not change log p of {_what(tokens, token)} ({clean:.3f} in both runs): "
+                "there is nothing to restore, so no component's share can be measured. Measure another token.")
         return
-    label = "share restored"
+    effect = service.patch_effect(pa, token)
     heads = {k: effect[k] for k in KINDS}
-    chart(st, cached(head_effect_grid, heads, label, zmin=-1.0, zmax=1.0,
-                     title=f"One head's output from A, in B's run: share of log p({plain}) restored"),
-          width="stretch", config=fig_config(ctx, f"whatif_patching_heads_{'all' if token is None else token + 1}"),
-          key="patch_heads_fig")
-    labels = service.pair_labels(src_a, src_b, [(j, j) for j in range(len(src_a))])
-    chart(st, cached(position_effect_figure, effect["enc_resid"], effect["dec_resid"], labels,
-                     ctx.result.decoder_input[: len(tokens)], label,
-                     title=f"One position of the residual stream from A: share of log p({plain}) restored",
-                     width_px=PAGE_WIDTH_PX),
-          width="stretch", config=fig_config(ctx, f"whatif_patching_positions_{'all' if token is None else token + 1}"),
-          key="patch_pos_fig")
+    plain = _plain(tokens, token)
+    if show("patching: heads"):
+        chart(st, cached(head_effect_grid, heads, RESTORED, zmin=-1.0, zmax=1.0,
+                         title=f"One head's output from A, in B's run: share of log p({plain}) restored"),
+              width="stretch", config=fig_config(ctx, f"whatif_patching_heads_{_tag(token)}"), key="patch_heads_fig")
+    if show("patching: positions"):
+        labels = service.pair_labels(src_a, src_b, [(j, j) for j in range(len(src_a))])
+        chart(st, cached(position_effect_figure, effect["enc_resid"], effect["dec_resid"], labels,
+                         ctx.result.decoder_input[: len(tokens)], RESTORED,
+                         title=f"One position of the residual stream from A: share of log p({plain}) restored",
+                         width_px=PAGE_WIDTH_PX),
+              width="stretch", config=fig_config(ctx, f"whatif_patching_positions_{_tag(token)}"),
+              key="patch_pos_fig")
     if not ctx.present:
         top = service.strongest(heads, 3)
         st.caption(f"Clean: A, with the translation shown in the header ({md_escape(ctx.shows)}); corrupted: B, scored "
-                   f"on the same tokens. Measured on {what}: log p = {clean:.3f} in A's run and {corrupt:.3f} in "
-                   f"B's. Each cell runs B with one component copied from A's run: a head's output (before W_O) at "
-                   "every position, or the residual stream after a layer at one position (position j of A into "
-                   "position j of B). 0 = nothing of the gap restored, 1 = all of it; values beyond ±1 are "
+                   f"on the same tokens. Measured on {_what(tokens, token)}: log p = {clean:.3f} in A's run and "
+                   f"{corrupt:.3f} in B's. Each cell runs B with one component copied from A's run: a head's output "
+                   "(before W_O) at every position, or the residual stream after a layer at one position (position j "
+                   "of A into position j of B). 0 = nothing of the gap restored, 1 = all of it; values beyond ±1 are "
                    "drawn at ±1 (the hover gives them). Empty cells: undefined. Heads that restore most: "
                    + "; ".join(f"{head_name(k, l, h)} {v:+.2f}" for k, l, h, v in top) + ".")
-
-
-def _token_of(tokens: tuple[str, ...]) -> int | None:
-    """The knockout part's "Measured on" choice (drawn there: one box for both parts outside presenter mode)."""
-    n = min(max(int(st.session_state.get("lab_token", 0)), 0), len(tokens))
-    return None if n == 0 else n - 1

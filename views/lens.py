@@ -75,23 +75,28 @@ def render_contrast(ctx: Context) -> None:
     if ss.get("why_b") not in options:
         ss["why_b"] = b0
     c1, c2, _ = st.columns([1, 1, 2])
-    a = c1.selectbox("A (why this token…)", options, key="why_a", persist_state="session",
+    vis = "collapsed" if ctx.present else "visible"  # presenter mode: the options say which is which
+    a = c1.selectbox("A (why this token…)", options, key="why_a", persist_state="session", label_visibility=vis,
+                     format_func=(lambda t: f"A: {t}") if ctx.present else str,
                      help="A candidate of this step; by default the token chosen (or the one you forced).")
-    b = c2.selectbox("B (…and not this one)", options, key="why_b", persist_state="session",
+    b = c2.selectbox("B (…and not this one)", options, key="why_b", persist_state="session", label_visibility=vis,
+                     format_func=(lambda t: f"B: {t}") if ctx.present else str,
                      help="Another candidate; by default the best other one (after a forced token: the model's own "
                           "choice).")
     if a == b:
         st.info("Choose two different candidates: A against itself is 0 everywhere.")
         return
     res = contrast(ctx.key, ctx.text, tokens, step_no - 1, a, b)
-    chart(st, cached(contrast_figure, res.input_x_grad, res.relevance, res.src_tokens, a, b,
+    # Presenter mode: the two figures side by side, so that both fit the screen below the controls.
+    left, right = st.columns(2) if ctx.present else (st.container(), st.container())
+    chart(left, cached(contrast_figure, res.input_x_grad, res.relevance, res.src_tokens, a, b,
                      title=f"step {step_no}: which source words push towards “{escape_token(a)}” rather than "
                            f"“{escape_token(b)}”",
-                     width_px=PAGE_WIDTH_PX),
+                     width_px=PAGE_WIDTH_PX // 2 if ctx.present else PAGE_WIDTH_PX),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_why-A-not-B"), key="why_fig")
-    chart(st, cached(head_effect_grid, res.heads, "Δ (log p(A) − log p(B))",
+    chart(right, cached(head_effect_grid, res.heads, "Δ (log p(A) − log p(B))",
                      title=f"step {step_no}: one head off, the change of log p({escape_token(a)}) − "
-                           f"log p({escape_token(b)})"),
+                           f"log p({escape_token(b)})", cell_values=not ctx.present),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_why-A-not-B_heads"), key="why_heads_fig")
     if ctx.present:
         return

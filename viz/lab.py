@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, grid_layout
+from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, grid_layout
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
-from viz.layout import styled_figure, top_margin
+from viz.layout import styled_figure, text_px, top_margin
 from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
-from viz.text import escape_token, escape_tokens, fmt_prob, title_lines
+from viz.text import cut_token, escape_token, escape_tokens, fmt_prob, title_lines
 from viz.theme import fit_height, theme
 from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis
 
@@ -70,8 +70,9 @@ def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labe
 
 def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt: str = "+.2f",
                      zmin: float | None = None, zmax: float | None = None, chosen: tuple[str, int, int] | None = None,
-                     title: str | None = None) -> go.Figure:
-    """One layer × head panel per attention kind, ``values[kind]`` (L, h), the value written in each cell.
+                     title: str | None = None, cell_values: bool = True) -> go.Figure:
+    """One layer × head panel per attention kind, ``values[kind]`` (L, h), the value written in each cell (unless
+    ``cell_values`` is False: a narrow figure in large type has no room for them; hover still gives them).
 
     One diverging colour axis for all panels, ``zmin``..``zmax`` (default ± the largest |value|), 0 white.
     NaN cells are left empty ("n/a"). ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
@@ -95,12 +96,14 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
                         zeroline=False, tickfont=dict(size=tick), range=[0.5, n_h + 0.5]),
                    dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="layer" if first else ""),
                         showgrid=False, zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5]))
-        text = [[cell_text(v, fmt) for v in row] for row in z]
-        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
-                         text=text, texttemplate="%{text}", textfont=dict(size=max(11, tick - 2)), xaxis=x_ref,
-                         yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2, name=GROUP_NAMES[kind],
-                         hovertemplate=f"{GROUP_NAMES[kind]} layer %{{y}}, head %{{x}}<br>{value_label}: "
-                                       f"%{{z:{SIGNED_D3}}}<extra></extra>"))
+        cells = dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
+                     xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2, name=GROUP_NAMES[kind],
+                     hovertemplate=f"{GROUP_NAMES[kind]} layer %{{y}}, head %{{x}}<br>{value_label}: "
+                                   f"%{{z:{SIGNED_D3}}}<extra></extra>")
+        if cell_values:
+            cells.update(text=[[cell_text(v, fmt) for v in row] for row in z], texttemplate="%{text}",
+                         textfont=dict(size=max(11, tick - 2)))
+        data.append(cells)
         if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
             l, h = chosen[1] + 1, chosen[2] + 1
             shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
@@ -109,9 +112,11 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
     coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
                      colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
     return grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
-                       cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),
+                       # presenter mode's large type: the short names, or neighbouring titles run into each other
+                       cell_titles=[(SHORT_KINDS if theme().min_font else GROUP_NAMES)[k] for k in kinds],
+                       title_font=max(15, theme().base),
                        style=dict(title=title, height=rows * (60 + 48 * n_layers) + 140, subplot_titles=True),
-                       coloraxis=coloraxis, shapes=shapes)
+                       coloraxis=coloraxis, **({"shapes": shapes} if shapes else {}))
 
 
 def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: str, *, highlight: int | None = None,
@@ -145,41 +150,43 @@ def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: st
 def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequence[str], dec_labels: Sequence[str],
                            value_label: str, *, zmin: float = -1.0, zmax: float = 1.0, title: str | None = None,
                            width_px: int | None = None) -> go.Figure:
-    """Two layer × position panels, one above the other: the encoder's residual stream ``enc`` (L, s) over the
-    source positions and the decoder's ``dec`` (L, t) over the decoder positions, one diverging colour axis
+    """Two position × layer panels side by side: the encoder's residual stream ``enc`` (L, s) at each source
+    position (left) and the decoder's ``dec`` (L, t) at each decoder position (right). Positions run down the y
+    axis as tokens do in the attention maps (their labels read upright), layers along x; one diverging colour axis
     ``zmin``..``zmax`` (values beyond it saturate; hover gives them exactly). NaN cells are left empty."""
     src, tgt = (escape_token(x) for x in resolve_languages(None, None))
     tick = theme().tick
-    panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels), f"{src}, source"),
-              ("decoder", np.asarray(dec, dtype=np.float64), list(dec_labels), f"{tgt}, decoder input")]
-    data, axes, titles, panel_px = [], {}, [], []
-    for p, (side, z, labels, where) in enumerate(panels):
+    panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels), f"source position ({src})"),
+              ("decoder", np.asarray(dec, dtype=np.float64), list(dec_labels), f"decoder input position ({tgt})")]
+    n_rows = max(z.shape[1] for _, z, _, _ in panels)
+    height = fit_height(top_margin(title_lines(title)) + 20 + 110 + max(220, 26 * n_rows))
+    rows_px = height - top_margin(title_lines(title)) - 20 - 110  # the plots' height (the rest: title, layer axis)
+    data, axes = [], {}
+    for p, (side, z, labels, _) in enumerate(panels):
         n_layers, n = z.shape
         if len(labels) != n:
             raise ValueError(f"{side}: {n} positions but {len(labels)} labels")
         x_ref, y_ref = cell_axes(p)
-        ys = list(range(1, n_layers + 1))
-        x_ticks = axis_ticks(labels, n, angle=-45, axis_px=plot_width_px(width_px))
-        axes[p] = (dict(**x_ticks, **token_axis(labels), showgrid=False, zeroline=False),
-                   dict(tickvals=ys, ticktext=[str(l) for l in ys], title=dict(text="layer"), showgrid=False,
-                        zeroline=False, tickfont=dict(size=tick), range=[n_layers + 0.5, 0.5]))
-        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=cell_names(labels), y=ys,
+        xs = list(range(1, n_layers + 1))
+        axes[p] = (dict(tickvals=xs, ticktext=[str(l) for l in xs], title=dict(text="after layer"), showgrid=False,
+                        zeroline=False, tickfont=dict(size=tick), range=[0.5, n_layers + 0.5]),
+                   dict(**axis_ticks(labels, n, reverse=True, axis_px=rows_px), **token_axis(labels),
+                        showgrid=False, zeroline=False))  # the panel's title names the positions
+        data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan).T, x=xs, y=cell_names(labels),
                          coloraxis="coloraxis", xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=1, ygap=1,
                          name=f"{side} residual stream",
-                         hovertemplate=f"{side} residual stream after layer %{{y}}, at %{{x}}<br>{value_label}: "
+                         hovertemplate=f"{side} residual stream after layer %{{x}}, at %{{y}}<br>{value_label}: "
                                        f"%{{z:{SIGNED_D3}}}<extra></extra>"))
-        titles.append(f"{side} ({where}): the residual stream after each layer, patched at one position")
-        panel_px.append(max(90, 36 * n_layers))
-    # Pixels: the gap holds the upper panel's rotated labels and the lower panel's title; the domains are shares
-    # of the plot area (the figure less its margins), so the gap is set as its share of that.
-    gap = label_px(panels[0][2]) + 45
-    plot = panel_px[0] + gap + panel_px[1]
-    top, bottom = top_margin(title_lines(title)) + 20, label_px(panels[1][2]) + 20
     coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
                      colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
-    return grid_figure(data, axes, 2, 1, 0.0, gap / plot, cell_titles=titles, title_font=max(15, theme().base),
-                       style=dict(title=title, height=fit_height(top + plot + bottom), subplot_titles=True),
-                       coloraxis=coloraxis)
+    # The right panel's row labels stand between the two: the gap is as wide as they are (no axis title there: the
+    # panels' titles name the positions).
+    longest = max((text_px(t, tick) for t in escape_tokens([cut_token(x, theme().max_label_chars)
+                                                            for x in dec_labels])), default=20)
+    gap = min(0.4, (longest + 30) / max(1, (width_px or 700) * theme().width_scale))
+    return grid_figure(data, axes, 1, 2, gap, 0.0, cell_titles=[f"{side}: {where} ↓" for side, _, _, where in panels],
+                       title_font=max(15, theme().base),
+                       style=dict(title=title, height=height, subplot_titles=True), coloraxis=coloraxis)
 
 
 def lens_figure(top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray, chosen_probs: np.ndarray,
@@ -258,5 +265,6 @@ def contrast_figure(input_x_grad: np.ndarray, relevance: np.ndarray, src_tokens:
     height = fit_height(520 + label_px(src_tokens) // 2)
     return grid_figure(data, axes, 2, 1, 0.0, 0.16, showlegend=False,
                        cell_titles=[f"input × gradient of {diff} (positive: towards {a})",
-                                    f"relevance (Chefer et al.) of {diff}, sums to 1"],
+                                    f"relevance (Chefer et al.) of {diff}, sums to 1"] if not theme().min_font
+                       else ["input × gradient (nats)", "relevance (share)"],  # presenter: the title says the rest
                        title_font=max(15, theme().base), style=dict(title=title, height=height, subplot_titles=True))
