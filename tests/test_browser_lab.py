@@ -157,3 +157,7 @@ def test_typing_sentence_b_redraws_the_pair(page, app_server):
     wait_new_run(page, before)
     assert_drawn(page, WHAT_IF)
     assert query(page)["pair"] == B
+    before = runs(page)
+    page.go_back(wait_until="commit")  # Back: sentence B as it was
+    wait_new_run(page, before)
+    assert query(page)["pair"] == A and widget(page, "pair").locator("input").input_value() == A

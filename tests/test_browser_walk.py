@@ -86,6 +86,8 @@ CHANGES = [
      lambda pg: selectbox_value(pg, "pad_layer") == "2"),
     ("Decoding", lambda pg: nudge_slider(pg, "dec_step", 1), "dec_step", "2",
      lambda pg: slider_value(pg, "dec_step") == "2"),
+    ("What if", lambda pg: select_index(pg, "lab_token", 1), "lab_token", "1",
+     lambda pg: selectbox_value(pg, "lab_token").startswith("output token 1")),
     ("Heads", lambda pg: select_index(pg, "heads_measure", 1), "heads_measure", "ablation_loss_increase",
      lambda pg: selectbox_value(pg, "heads_measure").startswith("loss increase")),
     ("Training", lambda pg: click_radio(pg, "toy_task", 1), "toy_task", "reverse",
