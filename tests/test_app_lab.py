@@ -143,6 +143,14 @@ PARTS = {"A and B": {"pair_fig"}, "B − A": {"pair_diff_fig"}, "knockout": {"kn
          "patching: positions": {"patch_pos_fig"}}
 
 
+def test_swapping_makes_b_the_clean_sentence(checkpoints):
+    at = run_app(view="What if", text=A, pair=B)
+    at.button(key="lab_swap").click().run()
+    assert not at.exception
+    assert (query(at)["text"], query(at)["pair"]) == (B, A)
+    assert "log p = " in visible_text(at)  # patching runs the other way round
+
+
 @pytest.mark.parametrize("part", list(PARTS))
 def test_presenter_mode_shows_one_part(checkpoints, part):
     at = run_app(view="What if", text=A, pair=B, present=1, focus=part)

@@ -50,6 +50,12 @@ def _use_example() -> None:
         _new_pair(*chosen)
 
 
+def _swap() -> None:
+    """A becomes B and B becomes A (patching then runs the other way round)."""
+    ss = st.session_state
+    _new_pair(ss["pair"], ss["text"])
+
+
 def render(ctx: Context) -> None:
     ss = st.session_state
     if not (ss.get("pair") or "").strip():
@@ -85,13 +91,15 @@ def _sentence_b(ctx: Context) -> None:
     """Sentence B's box and the example pairs (URL `pair`; an example sets `text` and `pair`)."""
     ss = st.session_state
     ss["lab_example"] = next((k for k, v in EXAMPLE_PAIRS.items() if v == (ctx.text, ss["pair"])), "")
-    c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([6, 4, 2], vertical_alignment="bottom")
     c1.text_input(f"Sentence B (A changed; {ctx.langs['src_name']})", key="pair", persist_state="session",
                   max_chars=2000, help="Edit one word (or anything) of sentence A; Enter applies it. Activation "
                                        "patching needs A and B to have the same number of tokens.")
     c2.selectbox("…or a pair that teaches something", [""] + list(EXAMPLE_PAIRS), key="lab_example",
                  on_change=_use_example, format_func=lambda k: k or "choose a pair",
                  help="Sets sentence A in the sidebar and sentence B here.")
+    c3.button("Swap A and B", on_click=_swap, key="lab_swap", width="stretch",
+              help="B becomes the sidebar's sentence (clean, its translation scored) and A the changed one.")
 
 
 def side_b(ctx: Context, text_b: str):
