@@ -47,10 +47,12 @@ CHARTS_DRAWN_JS = """sel => [...document.querySelectorAll(sel)].every(c => {
 })"""
 
 
-# The page's own stylesheet is drawn: the app writes it with st.markdown(unsafe_allow_html=True), whose code Streamlit
-# loads only when a page first needs it, so on a busy machine a fresh page can show its text for a second or more
-# before the stylesheet applies (and axe would judge the unstyled text).
-STYLED_JS = """() => !!document.querySelector("[data-testid='stMain'] [data-testid='stElementContainer'] style")"""
+# The page's own stylesheet is drawn and no element is a placeholder any more: Streamlit loads the code of an element
+# (a table; st.markdown with unsafe_allow_html=True, which writes the app's stylesheet) only when a page first needs
+# it, so on a busy machine a fresh page can show its text for a second or more before the stylesheet applies (axe
+# would judge the unstyled text), and a table is a grey skeleton until its code has arrived.
+STYLED_JS = """() => !!document.querySelector("[data-testid='stMain'] [data-testid='stElementContainer'] style")
+    && !document.querySelector("[data-testid='stSkeleton']")"""  # an element whose code is still on its way
 # Resolves once the page has not changed for `ms` milliseconds (the run counter's script counts the changes).
 QUIET_JS = """ms => new Promise(done => {
     let last = window.__atlasChanges, since = performance.now();

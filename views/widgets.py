@@ -20,12 +20,14 @@ from viz.theme import Theme, using_theme
 # colour at 60 % opacity (3.9:1 on white, below WCAG AA's 4.5:1 for text of this size; axe-core flagged every one,
 # docs/accessibility.md); at 75 % they read 6.1:1 on the page and 5.7:1 on the sidebar, and still look quieter than
 # the text around them. Focus: one ring that shows on every control reached by the keyboard (Streamlit marks
-# some only by a faint change of their border, select boxes and text areas among them).
+# some only by a faint change of their border, select boxes and text areas among them; Plotly's toolbar buttons by
+# a 1 px line).
 PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
               "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;} "
               "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);} "
               ".stApp [data-testid='stCaptionContainer'] {opacity: 0.75;} "
-              "html .stApp :focus-visible {outline: 3px solid #1d4ed8; outline-offset: 2px;}</style>")
+              "html .stApp :focus-visible, html .stApp .js-plotly-plot .plotly .modebar-btn:focus-visible "
+              "{outline: 3px solid #1d4ed8; outline-offset: 2px;}</style>")
 
 
 def chart(where, figure, *, details: bool = True, **kwargs) -> None:
