@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import browser_support as bs  # noqa: E402
 
 SENTENCE = "Ein brauner Hund rennt dem schwarzen Hund hinterher."
+LAB_PAIR = {"text": "Ein brauner Hund rennt im Schnee.", "pair": "Ein schwarzer Hund rennt im Schnee."}
 SHOTS = {  # file name -> query parameters
     "overview": {"view": "Overview"},
     "embeddings": {"view": "Embeddings"},
@@ -53,10 +54,19 @@ SHOTS = {  # file name -> query parameters
                        "note": "Hands up: which word comes next? Then ask where the step looks."},
     "presenter_quiz_reveal": {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "looks", "dec_step": 3,
                               "reveal": 1},
+    # the what-if lab: the whole page, then each experiment as a projector shows it
+    "what_if": {"view": "What if", **LAB_PAIR, "kind": "cross", "layer": 2, "head": 1},
+    "what_if_pair": {"view": "What if", **LAB_PAIR, "present": 1, "focus": "A and B", "kind": "cross", "layer": 2},
+    "what_if_knockout": {"view": "What if", **LAB_PAIR, "present": 1, "focus": "knockout"},
+    "what_if_patching": {"view": "What if", **LAB_PAIR, "present": 1, "focus": "patching: positions"},
+    "decoding_lens": {"view": "Decoding", "text": LAB_PAIR["text"], "dec_step": 2, "present": 1, "focus": "logit lens"},
+    "decoding_why": {"view": "Decoding", "text": LAB_PAIR["text"], "dec_step": 2, "present": 1,
+                     "focus": "why A and not B"},
 }
 STRIP = {"view": "Training", "kind": "cross", "film_probe": 1}  # + layer (the last) and film_frame
 SCREEN = {name: (1280, 720) for name in ("presenter_attention", "presenter_heads_contrast", "presenter_quiz",
-                                         "presenter_quiz_reveal")}  # the screen only
+                                         "presenter_quiz_reveal", "what_if_pair", "what_if_knockout",
+                                         "what_if_patching", "decoding_lens", "decoding_why")}  # the screen only
 WAIT_FOR = {"presenter_quiz": ".st-key-quiz_reveal button"}  # pages with no chart: what shows they are drawn
 
 

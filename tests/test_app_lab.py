@@ -245,7 +245,7 @@ def test_the_lab_works_on_the_shipped_models_and_every_example_pair_can_be_patch
     shipped = service.load(str(root / model_name))
     for a, b in EXAMPLE_PAIRS.values():  # the page's promise: each example pair runs through patching
         assert len(service.trace(shipped, a).source.tokens) == len(service.trace(shipped, b).source.tokens), (a, b)
-    a, b = EXAMPLE_PAIRS["one adjective (brauner → schwarzer)"]
+    a, b = EXAMPLE_PAIRS["an adjective (brown → black)"]
     with serving(root, model_name):
         at = run_app(view="What if", text=a, pair=b)
         assert not at.exception, [e.value for e in at.exception]

@@ -34,8 +34,7 @@ def measured_on(tokens: tuple[str, ...], compact: bool = False) -> int | None:
     ss["lab_token"] = min(max(int(ss.get("lab_token", 0)), 0), len(tokens))
     n = st.selectbox("Measured on", list(range(len(tokens) + 1)), key="lab_token", persist_state="session",
                      label_visibility="collapsed" if compact else "visible",
-                     format_func=lambda i: "the whole translation" + ("" if compact else " (sum of log p)") if i == 0
-                     else f"output token {i}: {tokens[i - 1]}",
+                     format_func=lambda i: "the whole translation" if i == 0 else f"output token {i}: {tokens[i - 1]}",
                      help="Which log-probability the knockout and patching grids show: of the whole translation shown "
                           "in the header (the sum over its tokens), or of one of its tokens.")
     return None if n == 0 else n - 1

@@ -24,14 +24,14 @@ from viz.theme import TEXT_LINE_PX, below_controls
 
 # Pairs that teach something, each with the same number of tokens for the shipped model, so patching runs too.
 # What the model does with them is computed on the page, never promised here.
+# The labels say what changes (short enough for the box); whether the model notices is for the page to show.
 EXAMPLE_PAIRS = {
     "singular → plural": ("Ein Mann spielt Gitarre.", "Zwei Männer spielen Gitarre."),
-    "der → das (another noun, another gender)": ("Der Junge spielt Fußball.", "Das Mädchen spielt Fußball."),
-    "den → der (the article's case alone says who does what)": ("Die Frau sieht den Hund.",
-                                                                "Die Frau sieht der Hund."),
-    "word order (the roles swapped)": ("Der Mann hält das Kind.", "Das Kind hält den Mann."),
-    "a negation (ein → kein)": ("Ein Mann fährt ein Fahrrad.", "Ein Mann fährt kein Fahrrad."),
-    "one adjective (brauner → schwarzer)": ("Ein brauner Hund rennt im Schnee.", "Ein schwarzer Hund rennt im Schnee."),
+    "der → das (gender)": ("Der Junge spielt Fußball.", "Das Mädchen spielt Fußball."),
+    "den → der (case: who sees whom)": ("Die Frau sieht den Hund.", "Die Frau sieht der Hund."),
+    "word order (roles swapped)": ("Der Mann hält das Kind.", "Das Kind hält den Mann."),
+    "negation (ein → kein)": ("Ein Mann fährt ein Fahrrad.", "Ein Mann fährt kein Fahrrad."),
+    "an adjective (brown → black)": ("Ein brauner Hund rennt im Schnee.", "Ein schwarzer Hund rennt im Schnee."),
 }
 # The page's parts (presenter mode shows one at a time): a figure each, the minimal pair's lines with the first.
 PARTS = ["A and B", "B − A", "knockout", "one head off", "patching: heads", "patching: positions"]
@@ -78,7 +78,10 @@ def _controls(ctx: Context, tokens: tuple[str, ...]) -> tuple[str, int, int, int
     """One row: the head the pair's attention and the one-head bars show (kind, layer, head: shared with the
     Attention page), and the log-probability the grids measure; (kind, 0-based layer, 0-based head, token index
     or None for the whole translation)."""
-    heads, measured = st.columns([5, 2], vertical_alignment="bottom")
+    if ctx.present:  # one row of boxes without labels: the screen keeps its height for the figure
+        heads, measured = st.columns([5, 2], vertical_alignment="bottom")
+    else:  # the Attention page's row, then the token box, wide enough for a long token
+        heads, (measured, _) = st.container(), st.columns([2, 3])
     with heads:
         kind, layer, head = kind_layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_decoder_layers, ctx.cfg.n_heads,
                                             compact=ctx.present)
