@@ -20,7 +20,7 @@ from viz.head import dropout_figure, head_pipeline_figures, head_pipeline_rows, 
 from viz.heads import head_grid_figure
 from viz.heatmap import facet_heatmaps, heatmap
 from viz.layout import validating
-from viz.look import look, under
+from viz.look import baked_look, under
 from viz.masks import mask_figure
 from viz.positional import position_similarity_figure, waves_figure
 from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
@@ -181,7 +181,7 @@ def _decoded(value):
 def _template_applied(sent: dict) -> dict:
     """What plotly.js resolves from plotly's JSON of a figure for the parts the look writes into the figure: the
     template's layout under the layout (axes under each axis), its trace entries under the traces."""
-    tl, layout = look()["layout"], dict(sent["layout"])
+    tl, layout = baked_look()["layout"], dict(sent["layout"])
     layout.pop("template")
     for key, value in tl.items():
         if key.endswith("defaults") or key in ("xaxis", "yaxis"):
@@ -192,7 +192,7 @@ def _template_applied(sent: dict) -> dict:
     for key in ("annotations", "shapes"):
         if key in layout:
             layout[key] = [under(tl[key[:-1] + "defaults"], a) for a in layout[key]]
-    data = [under(look()["data"].get(t.get("type", "scatter"), [{}])[0], t) for t in sent["data"]]
+    data = [under(baked_look()["data"].get(t.get("type", "scatter"), [{}])[0], t) for t in sent["data"]]
     return {"data": data, "layout": layout}
 
 
