@@ -12,6 +12,9 @@ apart two colours are (ΔE*ab, CIE 1976; about 2 is just noticeable, above 20 tw
   ends apart, so the sign stays readable;
 - the highlighted bar and the others, may-attend and masked, stay apart; besides, the highlighted bar is hatched,
   masked cells carry an "x", and the lines of one figure differ by dash.
+
+The text inside the charts (SVG, which axe-core leaves undecided) is checked here too: every font colour the app's
+chart look writes reaches WCAG AA's 4.5:1 on the chart's background.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from plotly.colors import hex_to_rgb, sample_colorscale
 from viz.decoding import bar_marker, candidates_figure
 from viz.heads import pruning_figure
 from viz.heatmap import MASK_COLOUR
+from viz.look import baked_look
 from viz.masks import ALLOWED_COLOUR, MASKED_COLOUR, mask_figure
 from viz.positional import sinusoidal_encoding, waves_figure
 from viz.scales import resolve_scale
@@ -135,3 +139,32 @@ def test_lines_of_one_figure_differ_by_dash():
     for fig in figs:
         dashes = _dashes(fig)
         assert len(dashes) > 1 and len(set(dashes)) == len(dashes), (fig.layout.title.text, dashes)
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours."""
+    def luminance(colour: str) -> float:
+        c = np.asarray(_rgb(colour)) / 255.0
+        c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        return float(c @ [0.2126, 0.7152, 0.0722])
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _font_colours(value, path=""):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == "color" and path.endswith("font") and isinstance(v, str):
+                yield path, v
+            else:
+                yield from _font_colours(v, f"{path}.{k}" if path else k)
+
+
+def test_chart_text_reaches_aa_contrast():
+    layout = baked_look()["layout"]
+    colours = dict(_font_colours(layout))
+    assert "font" in colours and "xaxis.tickfont" in colours and "hoverlabel.font" in colours
+    for path, colour in colours.items():
+        background = layout["hoverlabel"]["bgcolor"] if path.startswith("hoverlabel") else layout["paper_bgcolor"]
+        assert contrast(colour, background) >= 4.5, f"{path}: {colour} on {background}"
+    assert contrast("#808495", "#ffffff") < 4.5  # Streamlit's own chart grey, which the look darkens
