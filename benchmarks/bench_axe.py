@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -99,7 +100,9 @@ def main() -> int:
         print(f"{mode}: " + ", ".join(f"{counts[i]} {i}" for i in IMPACTS) + " elements over every view")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{args.out}.json"
-    path.write_text(json.dumps({"command": "python benchmarks/bench_axe.py " + " ".join(sys.argv[1:]),
+    # a checkout elsewhere is named by its commit, not by this machine's folder
+    argv = [f"<checkout of {commit(bs.ROOT)}>" if a == args.app_root and bs.ROOT != ROOT else a for a in sys.argv[1:]]
+    path.write_text(json.dumps({"command": "python benchmarks/bench_axe.py " + shlex.join(argv),
                                 "commit": commit(bs.ROOT), "checkpoint_dir": args.checkpoint_dir, "model": args.model,
                                 "tags": TAGS, "machine": machine(), "totals": tot, "results": results},
                                indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -38,7 +38,8 @@ def test_mask_figure_two_colours_and_labels():
     assert fig.layout.xaxis.type == fig.layout.yaxis.type == "category"
     assert fig.layout.annotations[0].text == "grey × = masked: 15 of 36 cells"
     crosses = fig.data[1]  # an "x" on each masked cell: grey is not the only sign
-    assert crosses.mode == "markers" and len(crosses.x) == 15 and (crosses.x[0], crosses.y[0]) == ("the (1)", "&lt;s&gt; (0)")
+    assert crosses.mode == "markers" and len(crosses.x) == 15
+    assert (crosses.x[0], crosses.y[0]) == ("the (1)", "&lt;s&gt; (0)")  # key, query
 
 
 def test_narrow_figures_wrap_their_titles_to_fit():
