@@ -150,6 +150,44 @@ def listing(items: Sequence[str], limit: int = 6) -> str:
 
 # ----------------------------------------------------------------------------- figures
 
+class Raw:
+    """Attribute access to a figure's raw dicts (``fig._data``, ``fig._layout``, which viz.transport reads too):
+    Plotly's own property access cost several times more than building the text. A missing key reads None, a
+    missing or plain-string ``title`` reads as a title dict, ``raw[key]`` a missing dict as an empty one."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict):
+        self._d = d
+
+    def __getattr__(self, key: str):
+        return self._wrap(self._d.get(key), key)
+
+    def __getitem__(self, key: str) -> "Raw":
+        return Raw(self._d.get(key) or {})
+
+    def __iter__(self):
+        return iter(self._d)
+
+    @staticmethod
+    def _wrap(value, key: str = ""):
+        if key == "title" and not isinstance(value, dict):
+            value = {"text": value}
+        if isinstance(value, dict):
+            return Raw(value)
+        if isinstance(value, (list, tuple)) and value and isinstance(value[0], dict):
+            return [Raw(v) for v in value]
+        return value
+
+
+class FigureView:
+    """A figure's traces and layout as :class:`Raw` (what the readers of viz.alt_traces take)."""
+
+    def __init__(self, fig: go.Figure):
+        self.data = [Raw(t) for t in fig._data]
+        self.layout = Raw(fig._layout)
+
+
 def with_alt(fig: go.Figure, alt: Alt) -> go.Figure:
     """Attach ``alt`` to ``fig`` (kept with the figure in the app's figure cache); returns ``fig``."""
     fig._atlas_alt = alt
@@ -164,6 +202,7 @@ def describe(fig: go.Figure) -> Alt:
         return attached
     from viz.alt_traces import trace_parts  # the per-trace readers need the text helpers above
 
+    fig = FigureView(fig)
     title = plain(fig.layout.title.text) or "Figure"
     parts = trace_parts(fig)
     notes = [n for n in figure_notes(fig) if n]
@@ -179,7 +218,7 @@ def describe(fig: go.Figure) -> Alt:
     return Alt(clip_summary(summary), tuple(details), tuple(p.table for p in parts if p.table is not None))
 
 
-def figure_notes(fig: go.Figure) -> list[str]:
+def figure_notes(fig: FigureView) -> list[str]:
     """The figure's annotations that are not panel or axis titles (those are read with their panels)."""
     out = []
     for a in fig.layout.annotations or ():

@@ -3,9 +3,8 @@ and boxes, each turning the arrays Plotly draws into a :class:`viz.alt.Part`."""
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 
-from viz.alt import MAX_DETAIL_ROWS, Part, Table, fmt_number, is_whole, listing, plain
+from viz.alt import MAX_DETAIL_ROWS, FigureView, Part, Table, fmt_number, is_whole, listing, plain
 from viz.alt_traces import axis_title, caption, cut_rows, labels, layout_axis, panel_name, ticks_cover
 
 
@@ -21,7 +20,7 @@ def highlighted(marker) -> int | None:
     return int(np.flatnonzero(np.asarray(colours, dtype=str) == odd)[0])
 
 
-def bar_part(fig: go.Figure, t) -> Part | None:
+def bar_part(fig: FigureView, t) -> Part | None:
     """A set of bars: every category and its value, the three largest in the summary, the highlighted one."""
     across = t.orientation == "h"
     cats, vals = (t.y, t.x) if across else (t.x, t.y)
@@ -82,7 +81,7 @@ def _xy(t) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def line_part(fig: go.Figure, t, tables: dict[tuple, Part]) -> Part | None:
+def line_part(fig: FigureView, t, tables: dict[tuple, Part]) -> Part | None:
     """A line: where it starts and ends, its lowest and highest points, and the period of a wave. Lines with the
     same x values add a column to one table (the first such line's part carries it)."""
     x, y = _xy(t)
@@ -135,7 +134,7 @@ def wave_period(x: np.ndarray, y: np.ndarray) -> float | None:
     return float(2 * gaps.mean())
 
 
-def dots_part(fig: go.Figure, t) -> Part | None:
+def dots_part(fig: FigureView, t) -> Part | None:
     """A set of dots: how many, and the labelled ones (text drawn beside them) with their coordinates."""
     x, y = _xy(t)
     if not len(y):

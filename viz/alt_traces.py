@@ -6,12 +6,12 @@ Shape letters (see :mod:`viz`): ``i`` rows (queries), ``j`` columns (keys).
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 
 from viz.alt import (
     MAX_DETAIL_ROWS,
     MAX_TABLE_CELLS,
     TOP_K,
+    FigureView,
     Part,
     Table,
     axis_name,
@@ -23,7 +23,7 @@ from viz.alt import (
 from viz.heatmap import MASK_TRACE_NAME
 
 
-def trace_parts(fig: go.Figure) -> list[Part]:
+def trace_parts(fig: FigureView) -> list[Part]:
     """One part per heatmap panel, set of bars, line, set of dots and box of ``fig``, in drawing order. Lines that
     share their x values share one table."""
     from viz.alt_series import bar_part, box_part, dots_part, line_part  # they use the axis helpers below
@@ -58,12 +58,12 @@ def _axes(t) -> tuple[str, str]:
     return t.xaxis or "x", t.yaxis or "y"
 
 
-def layout_axis(fig: go.Figure, ref: str):
+def layout_axis(fig: FigureView, ref: str):
     """The layout axis of a trace's axis reference ("x2" -> layout.xaxis2)."""
     return fig.layout[ref[0] + "axis" + ref[1:]]
 
 
-def axis_title(fig: go.Figure, ref: str) -> str:
+def axis_title(fig: FigureView, ref: str) -> str:
     """The axis title of ``ref``, or (facets title only their outer axes) of the first axis of its letter that has
     one."""
     own = axis_name(layout_axis(fig, ref).title.text)
@@ -109,7 +109,7 @@ def ticks_cover(axis, values) -> bool:
     return bool(named) and all(float(v) in named for v in values)
 
 
-def panel_name(fig: go.Figure, xref: str, yref: str) -> str:
+def panel_name(fig: FigureView, xref: str, yref: str) -> str:
     """The panel's title: the annotation centred above its plot area, with the row title beside it (a grid of
     layers × heads names both)."""
     x_dom = list(layout_axis(fig, xref).domain or (0, 1))
@@ -138,7 +138,7 @@ def caption(what: str, kept: int, total: int) -> str:
 
 # ----------------------------------------------------------------------------- heatmaps
 
-def heatmap_part(fig: go.Figure, t, mask_trace=None) -> Part | None:
+def heatmap_part(fig: FigureView, t, mask_trace=None) -> Part | None:
     """A heatmap panel: size, range, the largest cell, and per row the TOP_K largest columns (by absolute value
     when values are signed), or every column with the words written in its cells (a head's role); a two-valued map
     with a state per cell (a mask) says per row which columns are in which state; a grid over two continuous axes
