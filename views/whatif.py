@@ -15,7 +15,7 @@ from views import lab_parts
 from views.figcache import cached
 from views.state import Context, traced_decoding
 from views.text import md_escape
-from views.widgets import chart, fig_config, kind_layer_head, sections
+from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
 from viz.compare import Side, side_by_side_figure
 from viz.heads import head_name
 from viz.lab import pair_difference_figure
@@ -65,6 +65,7 @@ def render(ctx: Context) -> None:
         st.caption("Change the sentence, switch a head off, or copy one part of the model's computation from sentence "
                    "A into sentence B, and measure what changes. A is the sentence in the sidebar; B is typed below.")
         _sentence_b(ctx)
+        shows_caption(ctx)  # which decoding A's figures show, and the knockout and patching are forced on
     text_b = ss["pair"]
     tokens = lab_parts.scored_tokens(ctx)
     kind, layer, head, token = _controls(ctx, tokens)
