@@ -21,7 +21,7 @@ from viz.heads import head_grid_figure
 from viz.heatmap import facet_heatmaps, heatmap
 from viz.layout import validating
 from viz.look import baked_look, under
-from viz.masks import mask_figure
+from viz.masks import causal_figure, mask_figure, padding_figure
 from viz.positional import position_similarity_figure, waves_figure
 from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
 from viz.transport import browser_json, figure_json
@@ -88,6 +88,10 @@ def _builders():
                                                      "entropy (nats)", chosen=("cross", 1, 2), title="heads"),
         "padding mask": lambda: mask_figure(_mask(), Q, K, "padding mask", kind="cross", width_px=500),
         "causal mask": lambda: mask_figure(_causal(), Q, Q, "causal mask", kind="dec_self"),
+        "padding part": lambda: padding_figure(probs[0, 0][:, :5], _mask()[:, :5], Q, title="mask on",
+                                               mask_title="mask"),
+        "causal part": lambda: causal_figure(_causal(), probs[0, 1][:, :5], probs[0, 2][:, :5], np.ones((5, 5), bool),
+                                             Q, mask_title="mask", on_title="with", off_title="without"),
         "scaling": lambda: scaling_figure(emb, emb * 5.7, 32, K, width_px=900),
         "vocabulary map": lambda: vocab_map_figure(RNG.standard_normal((300, 2)).astype(np.float32),
                                                    [f"w{i}" for i in range(300)], [3, 7], n_dots=50),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from viz.head import PIPELINE_ROWS, head_pipeline_figures, head_pipeline_rows
-from viz.masks import mask_figure
+from viz.masks import causal_figure, mask_figure
 from viz.panels import panel_row
 from viz.theme import PRESENTER_THEME, using_theme
 from viz.transport import browser_json
@@ -102,3 +102,15 @@ def test_shares_must_match_the_figures():
         panel_row([one, one, one], [1, 2])
     with pytest.raises(ValueError, match="at least one"):
         panel_row([])
+
+
+def test_the_causal_part_is_one_figure_of_the_mask_and_both_passes():
+    m = np.tril(np.ones((5, 5), bool))
+    on, off = np.tril(np.full((5, 5), 0.2, np.float32)), np.full((5, 5), 0.2, np.float32)
+    sent = _sent(causal_figure(m, on, off, np.ones((5, 5), bool), EN, mask_title="the mask", on_title="with",
+                               off_title="without"))
+    titles = [a["text"] for a in sent["layout"]["annotations"]]
+    assert {"the mask", "with", "without"} <= set(titles)
+    values = [t for t in sent["data"] if t["type"] == "heatmap" and t.get("name") not in ("masked",)]
+    assert [t["xaxis"] for t in values] == ["x", "x2", "x3"]
+    assert values[2]["z"] == off.tolist()  # the pass without the mask: every cell, nothing hidden

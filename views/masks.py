@@ -12,9 +12,7 @@ from views.figcache import cached
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
 from views.widgets import chart, fig_config, layer_head, sections
-from viz.attention import attention_figure
-from viz.layout import PAGE_WIDTH_PX
-from viz.masks import mask_figure
+from viz.masks import causal_figure, padding_figure
 from viz.theme import TEXT_LINE_PX, below_controls
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
@@ -40,18 +38,15 @@ def _padding(ctx: Context) -> None:
     probs, mask = rec["probs"][head], rec["mask"]  # (s, s) with pad rows and columns; the mask the model used
     pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
     toks = tr.src_tokens
-    c1, c2 = st.columns([3, 2])
     # Presenter mode: below the header's two lines of caption, the part and the row of the toggle, layer and head.
+    # The attention and the mask are one figure: one chart to draw on a first visit, not two.
     with below_controls(rows=2, extra_px=TEXT_LINE_PX):
-        chart(c1, cached(attention_figure, probs, toks, toks, "enc_self", mask=mask,
+        chart(st, cached(padding_figure, probs, mask, toks,
                          title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
-                               + ("on" if use_mask else "OFF"), width_px=int(PAGE_WIDTH_PX * 0.6)),
-                  width="stretch",
-                  config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"),
-                  key="pad_attn")
-        chart(c2, cached(mask_figure, mask, toks, toks, title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
-                         kind="enc_self", width_px=int(PAGE_WIDTH_PX * 0.4)),
-                  width="stretch", config=fig_config(ctx, "masks_padding-mask"), key="pad_mask")
+                               + ("on" if use_mask else "OFF"),
+                         mask_title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)"),
+              width="stretch", key="pad_attn",
+              config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"))
     if ctx.present:
         st.caption(partner)
     leak = weight_on_keys(probs, ~pads, pads)
@@ -93,29 +88,17 @@ def _causal(ctx: Context) -> None:
     t = on.tgt_tokens
     layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal", ctx.present)
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
-    # Presenter mode: the mask and both heatmaps in one row below layer and head, the explanation under them.
-    c1, c2, c3 = st.columns(3) if ctx.present else (*st.columns([2, 3]), None)
-    third = PAGE_WIDTH_PX // 3 if ctx.present else None  # the width each figure gets in presenter mode's row
+    # The mask and both heatmaps as one figure of three panels (presenter mode: below layer and head), the
+    # explanation under it.
     with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # as the padding part's
-        chart(c1, cached(mask_figure, rec_on["mask"], t, t,
-                         title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)", kind="dec_self",
-                         width_px=third or int(PAGE_WIDTH_PX * 0.4)),
-                  width="stretch", config=fig_config(ctx, "masks_causal-mask"), key="causal_mask")
-        explain = st if ctx.present else c2
-        if not ctx.present:
-            c2, c3 = st.columns(2)
-        chart(c2, cached(attention_figure, rec_on["probs"][head], t, t, "dec_self", mask=rec_on["mask"],
-                         title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                         width_px=third or PAGE_WIDTH_PX // 2),
-                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-on"),
-                  key="causal_on")
-        chart(c3, cached(attention_figure, rec_off["probs"][head], t, t, "dec_self", mask=rec_off["mask"],
-                         title="without it: the upper triangle may fill", width_px=third or PAGE_WIDTH_PX // 2),
-                  width="stretch", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}_mask-off"),
-                  key="causal_off")
-    explain.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
-                     "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
-                     "the cell right of the diagonal holds that very token.")
+        chart(st, cached(causal_figure, rec_on["mask"], rec_on["probs"][head], rec_off["probs"][head], rec_off["mask"],
+                         t, mask_title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
+                         on_title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                         off_title="without it: the upper triangle may fill"),
+              width="stretch", key="causal", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}"))
+    st.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
+                "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
+                "the cell right of the diagonal holds that very token.")
     if ctx.present:
         st.caption(forced)
     df = pd.DataFrame(exp.rows)

@@ -11,9 +11,11 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.attention import attention_figure
 from viz.heatmap import as_mask, check_tokens, mask_crosses
 from viz.kinds import axis_titles
-from viz.layout import styled_figure, title_wrap_chars
+from viz.layout import PAGE_WIDTH_PX, styled_figure, title_wrap_chars
+from viz.panels import panel_row
 from viz.text import title_lines
 from viz.token_axes import axis_ticks, cell_names, heatmap_height, plot_rows_px, plot_width_px, token_axis
 
@@ -68,3 +70,28 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
                           font=dict(size=14, color="#555555"))],
     )
     return styled_figure([trace] + ([crosses] if crosses else []), layout, title, height=height, wrap_chars=wrap)
+
+
+def padding_figure(probs: np.ndarray, mask: np.ndarray, tokens: Sequence[str], *, title: str, mask_title: str,
+                   src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
+    """The Masks page's padding part as ONE figure: one encoder head's ``probs`` (s, s) in the padded batch
+    (three fifths of the page) beside the ``mask`` (s, s) the model used (two fifths), both over ``tokens``."""
+    langs = dict(src_lang=src_lang, tgt_lang=tgt_lang)
+    return panel_row([attention_figure(probs, tokens, tokens, "enc_self", mask=mask, title=title,
+                                       width_px=int(PAGE_WIDTH_PX * 0.6), **langs),
+                      mask_figure(mask, tokens, tokens, title=mask_title, kind="enc_self",
+                                  width_px=int(PAGE_WIDTH_PX * 0.4), **langs)], [3, 2])
+
+
+def causal_figure(mask: np.ndarray, probs_on: np.ndarray, probs_off: np.ndarray, mask_off: np.ndarray,
+                  tokens: Sequence[str], *, mask_title: str, on_title: str, off_title: str,
+                  src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
+    """The Masks page's causal part as ONE figure of three panels over ``tokens`` (t): the causal ``mask`` (t, t)
+    the model used, one decoder head's ``probs_on`` with it, and ``probs_off`` from the pass without it (whose
+    recorded mask is ``mask_off``)."""
+    third, langs = PAGE_WIDTH_PX // 3, dict(src_lang=src_lang, tgt_lang=tgt_lang)
+    return panel_row([mask_figure(mask, tokens, tokens, title=mask_title, kind="dec_self", width_px=third, **langs),
+                      attention_figure(probs_on, tokens, tokens, "dec_self", mask=mask, title=on_title,
+                                       width_px=third, **langs),
+                      attention_figure(probs_off, tokens, tokens, "dec_self", mask=mask_off, title=off_title,
+                                       width_px=third, **langs)])

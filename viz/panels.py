@@ -17,7 +17,7 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure
-from viz.theme import theme
+from viz.theme import fit_height, theme
 
 # A vertical colour bar beside a panel takes its padding and thickness plus its tick labels (measured in Chromium:
 # 66-74 px for the bars of the head and mask figures at 14 px ticks, 4 px right of the plot); the next panel starts
@@ -58,7 +58,9 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     # What is not plot (the labels of a panel that names its rows, a colour bar) comes off first; the panels'
     # plots share the rest by their shares.
     inner = plot_w - sum(lefts[1:]) - sum(bars[:-1])
-    top, bottom, plot_h = max(tops), max(bottoms), max(plots)
+    top, bottom = max(tops), max(bottoms)
+    # no taller than a presenter figure may be (each panel is; their largest margins together can be more)
+    plot_h = fit_height(top + max(plots) + bottom) - top - bottom
     data, layout, notes, shapes = [], {}, [], []
     cursor, offset = 0.0, 0
     for i, fig in enumerate(figs):
@@ -66,7 +68,7 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
         x1 = x0 + shares[i] / total * inner
         cursor = x1 + bars[i]
         x_dom = [max(0.0, x0 / plot_w), min(1.0, x1 / plot_w)]
-        y_dom = [1.0 - plots[i] / plot_h, 1.0]
+        y_dom = [max(0.0, 1.0 - plots[i] / max(plots)), 1.0]
         names = _axis_names(fig, offset)
         offset += _axis_count(fig)
         _place_axes(layouts[i], names, x_dom, y_dom, own_rows[i], layout)
