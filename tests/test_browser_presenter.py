@@ -236,8 +236,13 @@ def test_presenter_mode_draws_no_colour_bar_beside_bars(chromium, figures_server
         pg.context.close()
 
 
-FILLS_JS = """key => [...document.querySelectorAll(`.st-key-${key} .bars path`)]
-  .map(p => getComputedStyle(p).fill)"""
+# A hatched bar (the highlighted one: colour is not its only mark) is filled with a pattern whose background is its
+# colour.
+FILLS_JS = """key => [...document.querySelectorAll(`.st-key-${key} .bars path`)].map(p => {
+  const fill = getComputedStyle(p).fill, id = fill.match(/url\\("?(#[^")]+)"?\\)/);
+  const back = id && document.querySelector(`${id[1]} rect`);
+  return back ? getComputedStyle(back).fill : fill;
+})"""
 
 
 def test_high_contrast_bars_stand_out_against_the_plot(chromium, figures_server):
