@@ -24,7 +24,7 @@ nav {position: sticky; top: 0; z-index: 10; background: #f0f2f6; border-bottom: 
   padding: 8px 20px; display: flex; flex-wrap: wrap; gap: 6px 18px; align-items: center;}
 nav a {color: #1a5fb4; text-decoration: none;} nav a:hover {text-decoration: underline;}
 h1 {font-size: 1.9rem; margin: 18px 0 4px;} h2 {margin: 34px 0 6px; border-top: 1px solid #e6e8ee; padding-top: 18px;}
-.gray {color: #808495;} .caption {color: #6b6f80; font-size: 0.92rem;}
+.gray {color: #5f6270;} .caption {color: #6b6f80; font-size: 0.92rem;}
 .source {font-size: 1.25rem; font-weight: 600;} .translation {font-size: 1.6rem; font-weight: 600;}
 .controls {display: flex; flex-wrap: wrap; gap: 8px 18px; align-items: end; margin: 10px 0;}
 label {font-size: 0.9rem; display: flex; flex-direction: column; gap: 2px;}
