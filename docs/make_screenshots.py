@@ -55,7 +55,7 @@ SHOTS = {  # file name -> query parameters
     "presenter_quiz_reveal": {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "looks", "dec_step": 3,
                               "reveal": 1},
     # the what-if lab: the whole page, then each experiment as a projector shows it
-    "what_if": {"view": "What if", **LAB_PAIR, "kind": "cross", "layer": 2, "head": 1},
+    "what_if": {"view": "What if", **LAB_PAIR, "kind": "cross", "layer": 2, "head": 1, "lab_patch": 1},
     "what_if_pair": {"view": "What if", **LAB_PAIR, "present": 1, "focus": "A and B", "kind": "cross", "layer": 2},
     "what_if_knockout": {"view": "What if", **LAB_PAIR, "present": 1, "focus": "knockout"},
     "what_if_patching": {"view": "What if", **LAB_PAIR, "present": 1, "focus": "patching: positions"},

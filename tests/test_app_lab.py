@@ -50,7 +50,7 @@ def scored(model, text: str) -> list[str]:
 def test_the_what_if_page_draws_every_part_and_its_numbers_are_the_models(checkpoints, model):
     from model import service
 
-    at = run_app(view="What if", text=A, pair=B, kind="cross", layer=2, head=3)
+    at = run_app(view="What if", text=A, pair=B, kind="cross", layer=2, head=3, lab_patch=1)
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
     assert [k for k in LAB_FIGURES if k in figs] == LAB_FIGURES
@@ -136,6 +136,7 @@ def test_an_example_pair_sets_both_sentences(checkpoints):
     assert not at.exception
     assert (query(at)["text"], query(at)["pair"]) == EXAMPLE_PAIRS[label]
     assert at.selectbox(key="lab_example").value == label
+    assert query(at)["lab_patch"] == "1"  # an example pair is there to be patched
 
 
 PARTS = {"A and B": {"pair_fig"}, "B − A": {"pair_diff_fig"}, "knockout": {"knockout_fig"},
@@ -144,11 +145,21 @@ PARTS = {"A and B": {"pair_fig"}, "B − A": {"pair_diff_fig"}, "knockout": {"kn
 
 
 def test_swapping_makes_b_the_clean_sentence(checkpoints):
-    at = run_app(view="What if", text=A, pair=B)
+    at = run_app(view="What if", text=A, pair=B, lab_patch=1)
     at.button(key="lab_swap").click().run()
     assert not at.exception
     assert (query(at)["text"], query(at)["pair"]) == (B, A)
-    assert "log p = " in visible_text(at)  # patching runs the other way round
+    assert "in A's run and" in visible_text(at)  # patching runs the other way round
+
+
+def test_patching_runs_when_asked_for_and_the_switch_is_in_the_link(checkpoints):
+    at = run_app(view="What if", text=A, pair=B)
+    assert not at.exception
+    assert "patch_heads_fig" not in figures(at) and at.toggle(key="lab_patch").value is False
+    assert "knockout_fig" in figures(at)
+    at.toggle(key="lab_patch").set_value(True).run()
+    assert not at.exception
+    assert {"patch_heads_fig", "patch_pos_fig"} <= set(figures(at)) and query(at)["lab_patch"] == "1"
 
 
 @pytest.mark.parametrize("part", list(PARTS))
@@ -223,7 +234,7 @@ def test_the_same_token_twice_asks_for_two(checkpoints, model):
 def test_the_lab_works_on_the_twin_and_a_toy(checkpoints, toy_key, ckpt, view):  # noqa: F811
     key = toy_key if ckpt == "toy" else ckpt
     text, pair = ("3 1 4 1 5", "3 1 4 1 6") if ckpt == "toy" else (A, B)
-    at = run_app(view=view, text=text, pair=pair, ckpt=key, max_len=8)
+    at = run_app(view=view, text=text, pair=pair, ckpt=key, max_len=8, lab_patch=1)
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
     wanted = LAB_FIGURES if view == "What if" else ["lens_fig"]
@@ -247,7 +258,7 @@ def test_the_lab_works_on_the_shipped_models_and_every_example_pair_can_be_patch
         assert len(service.trace(shipped, a).source.tokens) == len(service.trace(shipped, b).source.tokens), (a, b)
     a, b = EXAMPLE_PAIRS["an adjective (brown → black)"]
     with serving(root, model_name):
-        at = run_app(view="What if", text=a, pair=b)
+        at = run_app(view="What if", text=a, pair=b, lab_patch=1)
         assert not at.exception, [e.value for e in at.exception]
         assert set(LAB_FIGURES) <= set(figures(at))
         at = run_app(view="Decoding", text=a, dec_step=2)

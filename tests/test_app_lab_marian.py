@@ -12,7 +12,7 @@ def keys(at) -> set[str]:
 
 
 def test_the_what_if_page_and_the_lens_work_on_an_imported_model(marian_root):  # noqa: F811
-    at = run_app(view="What if", text=TEXT, pair=PAIR, max_len=6)
+    at = run_app(view="What if", text=TEXT, pair=PAIR, max_len=6, lab_patch=1)
     assert not at.exception, [e.value for e in at.exception]
     assert {"pair_fig", "pair_diff_fig", "knockout_fig", "knockout_bars"} <= keys(at)
     said = visible_text(at)

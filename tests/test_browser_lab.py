@@ -67,7 +67,7 @@ def assert_drawn(pg, keys: list[str]) -> None:
 
 @pytest.mark.browser
 def test_every_what_if_figure_draws_and_its_hover_names_the_head_or_position_and_value(page, app_server):
-    open_app(page, app_server.link(view="What if", text=A, pair=B, kind="cross", layer=2, head=3))
+    open_app(page, app_server.link(view="What if", text=A, pair=B, kind="cross", layer=2, head=3, lab_patch=1))
     assert_drawn(page, WHAT_IF)
     text, value = hover(page, "pair_diff_fig", 0, 1, 2)
     assert "query: " in text and "key: " in text and f"weight B − A: {value:+.3f}" in text
@@ -105,11 +105,11 @@ def shown(pg, keys: list[str]) -> dict:
 @pytest.mark.parametrize("view", ["What if", "Decoding"])
 def test_a_copied_link_restores_the_lab_figures(page, app_server, chromium, view):
     if view == "What if":
-        open_app(page, app_server.link(view=view, text=A, pair=B))
+        open_app(page, app_server.link(view=view, text=A, pair=B, lab_patch=1))
         wait_charts(page)
         select_option(page, "head", "3")
         select_option(page, "lab_token", next(o for o in options(page, "lab_token") if o.startswith("output token 2")))
-        keys, expected = WHAT_IF, {"head": "3", "lab_token": "2", "pair": B}
+        keys, expected = WHAT_IF, {"head": "3", "lab_token": "2", "pair": B, "lab_patch": "1"}
     else:
         open_app(page, app_server.link(view=view, text=A, dec_step=2))
         wait_charts(page)
@@ -155,9 +155,21 @@ def test_typing_sentence_b_redraws_the_pair(page, app_server):
     field.fill(B)
     field.press("Enter")
     wait_new_run(page, before)
-    assert_drawn(page, WHAT_IF)
+    assert_drawn(page, WHAT_IF[:4])  # patching runs when asked for
     assert query(page)["pair"] == B
     before = runs(page)
     page.go_back(wait_until="commit")  # Back: sentence B as it was
     wait_new_run(page, before)
     assert query(page)["pair"] == A and widget(page, "pair").locator("input").input_value() == A
+
+
+@pytest.mark.browser
+def test_the_patching_switch_draws_the_patching_figures(page, app_server):
+    open_app(page, app_server.link(view="What if", text=A, pair=B))
+    wait_charts(page)
+    assert page.locator(".st-key-patch_heads_fig").count() == 0
+    before = runs(page)
+    widget(page, "lab_patch").locator("label").click()
+    wait_new_run(page, before)
+    assert_drawn(page, WHAT_IF)
+    assert query(page)["lab_patch"] == "1"

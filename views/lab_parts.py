@@ -110,6 +110,8 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
                    f"{md_escape(' '.join(src_a))}; B reads {len(src_b)}: {md_escape(' '.join(src_b))}. Only "
                    "same-length edits are patched here: replace a word by one the tokenizer reads as as many tokens.")
         return
+    if not ctx.present and not _asked():  # presenter mode: choosing a patching part is the request
+        return
     pa = patching_of(ctx.key, ctx.text, text_b, tokens)
     clean = float(pa.clean_log_probs.sum() if token is None else pa.clean_log_probs[token])
     corrupt = float(pa.corrupt_log_probs.sum() if token is None else pa.corrupt_log_probs[token])
@@ -141,3 +143,16 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
                    "of A into position j of B). 0 = nothing of the gap restored, 1 = all of it; values beyond ±1 are "
                    "drawn at ±1 (the hover gives them). Empty cells: undefined. Heads that restore most: "
                    + "; ".join(f"{head_name(k, l, h)} {v:+.2f}" for k, l, h, v in top) + ".")
+
+
+def _asked() -> bool:
+    """The "Run activation patching" switch (URL `lab_patch`). Patching is the heaviest computation of the page (a
+    batch row for every head and for every layer and position of both residual streams), so it runs when asked for,
+    as the Decoding page's beam search does; choosing an example pair asks for it."""
+    on = st.toggle("Run activation patching", key="lab_patch", persist_state="session",
+                   help="Runs B once for every head and for every layer and position of the residual streams, with "
+                        "that one component copied from A's run (a few batched passes).")
+    if not on:
+        st.caption("Switch it on to see which heads and which positions carry the change from A to B: how much of "
+                   "the gap in log p each one restores when copied from A's run into B's.")
+    return on

@@ -132,6 +132,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # (0: the whole translation; n: output token n); Decoding's "why A and not B" ("": the page's default pair)
         "pair": Param("", str),
         "lab_token": Param(0, _int_in(0, max_steps + 1)),
+        "lab_patch": Param(False, _bool, _dump_bool),  # What if: run activation patching
         "why_a": Param("", str),
         "why_b": Param("", str),
         # Embeddings, Positional encoding

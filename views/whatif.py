@@ -48,6 +48,7 @@ def _use_example() -> None:
     chosen = EXAMPLE_PAIRS.get(st.session_state.get("lab_example") or "")
     if chosen:
         _new_pair(*chosen)
+        st.session_state["lab_patch"] = True  # the examples are there to be patched
 
 
 def _swap() -> None:
