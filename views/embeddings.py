@@ -50,6 +50,43 @@ def _neighbours(key: str, side: str, ids: tuple[int, ...], specials: tuple[int, 
     return nearest_neighbours(lut, itos, list(ids), k=5, exclude_idx=specials)
 
 
+def _stages(emb: dict, tokens: list[str]):
+    return cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens)
+
+
+def _scaling_chart(emb: dict, d_model: int, tokens: list[str]):
+    return cached(scaling_figure, emb["token"], emb["scaled"], d_model, tokens)
+
+
+def _vocab_map(ctx: Context, side: str, tokens: list[str]):
+    """(the vocabulary map with this sentence's entries, the map's entries, their vocabulary ids, the specials)."""
+    # Specials are left out of the map (Marian's <pad> is the last id, so not only a leading block).
+    specials = tuple(ctx.facts[f"{side}_specials"])
+    words, row, index = _vocab_index(ctx.key, side, specials)
+    ids = sorted({index[t] for t in tokens if t in index and index[t] not in specials})
+    _, itos = vocab_embeddings(ctx.key, side)
+    fig = cached(vocab_map_figure, _pca(ctx.key, side, specials), words, [row[i] for i in ids], [itos[i] for i in ids],
+                 title=f"{len(words):,} {table_words(ctx.key)} embeddings, first two principal components",
+                 n_dots=VOCAB_DOTS)
+    return fig, words, ids, specials
+
+
+STATE = ("emb_side",)  # the session's choices prepare gets
+
+
+def prepare(ctx: Context, state: dict) -> None:
+    """Build the figures and the neighbour table a first visit will show, for the session's side `state`, without
+    drawing anything (views/prefetch.py runs it in the background while another page is on screen)."""
+    side = "tgt" if state.get("emb_side") == "tgt" else "src"
+    tr = ctx.result.trace
+    emb, tokens = (tr.src_embed, tr.src_tokens) if side == "src" else (tr.tgt_embed, tr.tgt_tokens)
+    _stages(emb, tokens)
+    _scaling_chart(emb, ctx.cfg.d_model, tokens)
+    _, _, ids, specials = _vocab_map(ctx, side, tokens)
+    if ids:
+        _neighbours(ctx.key, side, tuple(ids), specials)
+
+
 def render(ctx: Context) -> None:
     res = ctx.result
     if not ctx.present:  # presenter mode: the controls and the figure (the screen's height goes to the figure)
@@ -77,8 +114,7 @@ def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
         st.write(f"Each token id selects one row of a {table_words(ctx.key)} {cfg.d_model}-dimensional table. The row "
                  f"is multiplied by √d_model = {scale:.1f}, so that it is not drowned by the positional encoding "
                  "(values in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.")
-    chart(st, cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens),
-              width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
+    chart(st, _stages(emb, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
     csv_button("Token vectors (CSV)", lambda: matrix_csv(emb["token"], tokens, dims, "token"), ctx,
@@ -91,7 +127,7 @@ def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
 def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     cfg = ctx.cfg
     above = st.container()  # the numbers: above the figure, in presenter mode below it (the figure keeps the screen)
-    chart(st, cached(scaling_figure, emb["token"], emb["scaled"], cfg.d_model, tokens), width="stretch",
+    chart(st, _scaling_chart(emb, cfg.d_model, tokens), width="stretch",
           config=fig_config(ctx, f"embeddings_{side}_scaling"))
     c1, c2, c3 = (st if ctx.present else above).columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
@@ -106,17 +142,9 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
 def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     if not ctx.present:
         st.markdown("#### The whole vocabulary")
-    # Specials are left out of the map (Marian's <pad> is the last id, so not only a leading block).
-    specials = tuple(ctx.facts[f"{side}_specials"])
-    words, row, index = _vocab_index(ctx.key, side, specials)
-    ids = sorted({index[t] for t in tokens if t in index and index[t] not in specials})
-    _, itos = vocab_embeddings(ctx.key, side)
-    coords = _pca(ctx.key, side, specials)
+    fig, words, ids, specials = _vocab_map(ctx, side, tokens)
     unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "digits" if is_toy(ctx.key) else "words"
-    chart(st, cached(vocab_map_figure, coords, words, [row[i] for i in ids], [itos[i] for i in ids],
-                     title=f"{len(words):,} {table_words(ctx.key)} embeddings, first two principal components",
-                     n_dots=VOCAB_DOTS),
-              width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
+    chart(st, fig, width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     n_dots = min(VOCAB_DOTS, len(words))
     order = {"words": "which are the most frequent in the training data (the vocabulary is built most frequent first; "
                       "hover names them)",

@@ -131,6 +131,7 @@ class FigureCache:
         self.max_items = max_items
         self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        self._building: dict = {}  # key -> an Event set when the thread building that figure is done
         self.hits = self.misses = 0
 
     def get(self, builder: Callable, *args, **kwargs):
@@ -138,20 +139,34 @@ class FigureCache:
             key = (builder.__module__, builder.__qualname__, theme(), languages(), _key(args), _key(kwargs))
         except _Unhashable:
             return builder(*args, **kwargs)  # an argument we cannot compare: build every time, never guess
-        with self._lock:
-            if key in self._items:
+        for _ in range(2):  # once more if the other builder failed or its figure was evicted already
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    return self._items[key]
+                other = self._building.get(key)
+                if other is None:
+                    done = self._building[key] = threading.Event()
+                    break
+            # Another thread (a session, or views/prefetch.py preparing this page) is building this very figure:
+            # wait for it rather than build it a second time beside it.
+            other.wait(timeout=60)
+        else:
+            return _prebuilt(builder(*args, **kwargs), _revision(key))
+        try:  # outside the lock: other figures are built meanwhile
+            figure = _prebuilt(builder(*args, **kwargs), _revision(key))
+            with self._lock:
+                self.misses += 1
+                self._items[key] = figure
                 self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
-        # Outside the lock: two sessions may each build it once.
-        figure = _prebuilt(builder(*args, **kwargs), _revision(key))
-        with self._lock:
-            self.misses += 1
-            self._items[key] = figure
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
-        return figure
+                while len(self._items) > self.max_items:
+                    self._items.popitem(last=False)
+            return figure
+        finally:
+            with self._lock:
+                self._building.pop(key, None)
+            done.set()
 
     def clear(self) -> None:
         with self._lock:

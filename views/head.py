@@ -41,14 +41,7 @@ def render(ctx: Context) -> None:
     shows_caption(ctx, kind)
     a = tr.attn[kind][layer]
     q_tokens, k_tokens = tr.axes(kind)
-    p = cfg.attn_dropout
-    # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
-    dropped, _ = dropout_sample(a["probs"][head], p, seed=0)
-    mask = a["mask"]  # (i, j) the mask the model used
-    rows = cached(head_pipeline_rows, a["q"][head], a["k"][head], a["v"][head], None,
-                  mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
-                  dropout_probs=dropped,
-                  scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
+    rows = _rows(ctx, kind, layer, head)
     if not ctx.present:
         _checks(ctx, a, layer, head)
     titles = numbered_steps({name for steps in rows for name in steps})
@@ -68,6 +61,33 @@ def render(ctx: Context) -> None:
             st.caption(keys_note(score_keys_labelled(q_tokens, k_tokens), len(k_tokens)))
     if ctx.present:
         _checks(ctx, a, layer, head)
+
+
+def _rows(ctx: Context, kind: str, layer: int, head: int) -> dict:
+    """The page's figures, one per row of steps, for one head (0-based layer and head)."""
+    tr = ctx.result.trace
+    a = tr.attn[kind][layer]
+    q_tokens, k_tokens = tr.axes(kind)
+    # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
+    dropped, _ = dropout_sample(a["probs"][head], ctx.cfg.attn_dropout, seed=0)
+    mask = a["mask"]  # (i, j) the mask the model used
+    return cached(head_pipeline_rows, a["q"][head], a["k"][head], a["v"][head], None,
+                  mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
+                  dropout_probs=dropped,
+                  scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
+
+
+STATE = ("kind", "layer", "head")  # the choices of the session the page's figures depend on (prepare gets them)
+
+
+def prepare(ctx: Context, state: dict) -> None:
+    """Build the figures a first visit will show, with the session's choices `state`, without drawing anything
+    (views/prefetch.py runs it in the background while another page is on screen)."""
+    cfg = ctx.cfg
+    kind = state["kind"] if state.get("kind") in ctx.result.trace.attn else "enc_self"
+    n_layers = cfg.n_encoder_layers if kind == "enc_self" else cfg.n_decoder_layers
+    _rows(ctx, kind, min(max(int(state.get("layer") or 1), 1), n_layers) - 1,
+          min(max(int(state.get("head") or 1), 1), cfg.n_heads) - 1)
 
 
 def _step_titles(names: tuple[str, ...], titles: dict[str, str], how: str) -> None:

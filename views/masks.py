@@ -26,26 +26,18 @@ def _padding(ctx: Context) -> None:
                  "are still **queries** (rows) and compute attention of their own, which is simply never used.")
     row = st.columns([2, 1, 1, 2], vertical_alignment="center") if ctx.present else None  # presenter: one row
     use_mask = (row[0] if row else st).toggle("Padding mask on", key="pad_on", persist_state="session")
-    on = padded_batch(ctx.key, ctx.text, True)
-    demo = on if use_mask else padded_batch(ctx.key, ctx.text, False)
+    on, demo = _padding_data(ctx, use_mask)
     tr = demo["trace"]
     partner = ("Batched with: " + md_escape(" ".join(demo["partner_tokens"]))
                + " · Encoder side: the same for every decoding.")
     if not ctx.present:  # presenter mode: below the figures
         st.caption(partner)
     layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad", ctx.present, row[1:3] if row else None)
-    rec = tr.attn["enc_self"][layer]
-    probs, mask = rec["probs"][head], rec["mask"]  # (s, s) with pad rows and columns; the mask the model used
+    probs = tr.attn["enc_self"][layer]["probs"][head]  # (s, s) with pad rows and columns
     pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
-    toks = tr.src_tokens
     # Presenter mode: below the header's two lines of caption, the part and the row of the toggle, layer and head.
-    # The attention and the mask are one figure: one chart to draw on a first visit, not two.
     with below_controls(rows=2, extra_px=TEXT_LINE_PX):
-        chart(st, cached(padding_figure, probs, mask, toks,
-                         title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
-                               + ("on" if use_mask else "OFF"),
-                         mask_title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)"),
-              width="stretch", key="pad_attn",
+        chart(st, _padding_chart(demo, layer, head, use_mask), width="stretch", key="pad_attn",
               config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"))
     if ctx.present:
         st.caption(partner)
@@ -80,22 +72,16 @@ def _causal(ctx: Context) -> None:
     if not ctx.result.raw_tokens:
         st.info("The translation is empty, so there is no decoder sequence to mask.")
         return
-    tokens, ended, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens), ctx.result.finished)
-    on, off, exp = causal_experiment(ctx.key, ctx.text, tokens, reference, ended)
+    reference, on, off, exp = _causal_data(ctx)
     forced = f"Teacher-forced on {md_escape(reference)}."
     if not ctx.present:
         st.caption(forced)
-    t = on.tgt_tokens
     layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal", ctx.present)
-    rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
-    # The mask and both heatmaps as one figure of three panels (presenter mode: below layer and head), the
+    # The mask and both heatmaps are one figure of three panels (presenter mode: below layer and head), the
     # explanation under it.
     with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # as the padding part's
-        chart(st, cached(causal_figure, rec_on["mask"], rec_on["probs"][head], rec_off["probs"][head], rec_off["mask"],
-                         t, mask_title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
-                         on_title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                         off_title="without it: the upper triangle may fill"),
-              width="stretch", key="causal", config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}"))
+        chart(st, _causal_chart(on, off, layer, head), width="stretch", key="causal",
+              config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}"))
     st.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                 "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                 "the cell right of the diagonal holds that very token.")
@@ -113,6 +99,60 @@ def _causal(ctx: Context) -> None:
     st.caption(md_escape(exp.summary()) + " A model trained without the mask could learn to copy the next input "
                "token (its training loss would look excellent) and then fail at generation, where no later tokens "
                "exist.")
+
+
+def _padding_data(ctx: Context, use_mask: bool) -> tuple[dict, dict]:
+    """(the padded batch with the mask on, the one shown: with the mask on or off)."""
+    on = padded_batch(ctx.key, ctx.text, True)
+    return on, on if use_mask else padded_batch(ctx.key, ctx.text, False)
+
+
+def _padding_chart(demo: dict, layer: int, head: int, use_mask: bool):
+    """One encoder head's weights in the padded batch beside the mask the model used: one figure, one chart to draw
+    on a first visit (0-based layer and head)."""
+    rec = demo["trace"].attn["enc_self"][layer]  # (s, s) with pad rows and columns; the mask the model used
+    return cached(padding_figure, rec["probs"][head], rec["mask"], demo["trace"].src_tokens,
+                  title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
+                        + ("on" if use_mask else "OFF"),
+                  mask_title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)")
+
+
+def _causal_data(ctx: Context):
+    """(what the decoder is teacher-forced on, the trace with the causal mask, the one without, the comparison)."""
+    tokens, ended, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens), ctx.result.finished)
+    return (reference, *causal_experiment(ctx.key, ctx.text, tokens, reference, ended))
+
+
+def _causal_chart(on, off, layer: int, head: int):
+    """The causal mask the model used, one decoder head with it and without it: one figure (0-based layer, head)."""
+    rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
+    return cached(causal_figure, rec_on["mask"], rec_on["probs"][head], rec_off["probs"][head], rec_off["mask"],
+                  on.tgt_tokens, mask_title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
+                  on_title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                  off_title="without it: the upper triangle may fill")
+
+
+STATE = ("pad_on", "pad_layer", "pad_head", "causal_layer", "causal_head")  # the session's choices prepare gets
+RUNS_MODEL = True  # preparing this page runs the model (views/prefetch.py prepares it for a student going in order)
+
+
+def prepare(ctx: Context, state: dict) -> None:
+    """Run what a first visit will show (the padded batch, the teacher-forced passes) and build its figures, with
+    the session's choices `state`, without drawing anything (views/prefetch.py runs it in the background)."""
+    cfg = ctx.cfg
+    use_mask = state.get("pad_on") is not False
+    _, demo = _padding_data(ctx, use_mask)
+    _padding_chart(demo, _index(state.get("pad_layer"), cfg.n_encoder_layers),
+                   _index(state.get("pad_head"), cfg.n_heads), use_mask)
+    if ctx.result.raw_tokens:
+        _, on, off, _ = _causal_data(ctx)
+        _causal_chart(on, off, _index(state.get("causal_layer"), cfg.n_decoder_layers),
+                      _index(state.get("causal_head"), cfg.n_heads))
+
+
+def _index(value, n: int) -> int:
+    """A 1-based choice of the session, kept within 1..n as the page's select box keeps it, as a 0-based index."""
+    return min(max(int(value or 1), 1), n) - 1
 
 
 def render(ctx: Context) -> None:

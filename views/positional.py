@@ -54,6 +54,21 @@ def render(ctx: Context) -> None:
         st.caption(check)
 
 
+STATE = ("pe_positions", "pe_dims", "pe_ref")  # the session's choices prepare gets
+
+
+def prepare(ctx: Context, state: dict) -> None:
+    """Build the three figures a first visit will show, for the session's choices `state`, without drawing anything
+    (views/prefetch.py runs it in the background while another page is on screen). They do not depend on the
+    sentence: after the first visit with these choices they are kept."""
+    d, layout = ctx.cfg.d_model, getattr(ctx.cfg, "pe_layout", "interleaved")
+    n = min(max(int(state.get("pe_positions") or 10), 10), min(256, ctx.cfg.max_len))
+    pe = sinusoidal_encoding(n, d, layout)
+    cached(waves_figure, pe, [i for i in state.get("pe_dims") or () if 0 <= i < d] or [0], layout)
+    cached(pe_heatmap, pe)
+    cached(position_similarity_figure, pe, ref_position=min(max(int(state.get("pe_ref") or 0), 0), n - 1))
+
+
 def _explanation(layout: str, d: int) -> str:
     if layout == "sin_then_cos":  # Marian's table: the same waves, sines first, then their cosines
         formula = ("PE[pos, i] = sin(pos / 10000^(2i/d)) for i < d/2 and PE[pos, d/2 + i] = cos(pos / 10000^(2i/d)) "

@@ -177,3 +177,6 @@ def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme,
     with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
         render(ctx)
     sync_url()  # a fragment run does not reach the end of app.py
+    from views import prefetch  # here, not at the top: the pages it prepares import this module
+
+    prefetch.next_page(ctx, theme)  # the next page's first visit: its data and figures, in the background
