@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -83,20 +84,34 @@ LAYER_HEAD_DONE_JS = """a => {""" + REDRAWN_JS + """
 # After a page switch or an attention-kind change: the run has finished, the page holds the expected number of
 # charts and tables (leftovers of the previous view marked stale do not count), every chart finished a plot
 # after the input and is not drawing, and every table's canvas has its size.
+# A page can hold other than what was learned when what it shows depends on the sentence (a part drawn only for
+# some sentences): then, once the run has finished, every chart it holds is drawn after the input and the page
+# has not changed for QUIET_FRAMES frames, it is done when it last changed (window.__atlasOtherContent says so).
+QUIET_FRAMES = 10
 ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
-  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) return false;
+  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) { window.__atlasStill = null; return false; }
   const live = el => !el.closest("[data-stale='true']");
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
-  if (charts.length !== a.charts) return false;
-  if (!charts.every(gd => drawn(gd) && fresh(gd) && gd._fullLayout && !gd._fullLayout._replotting)) return false;
   const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
-  if (tables.length !== a.tables) return false;
   const sized = t => {
     const c = [...t.querySelectorAll('canvas')];
     return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
   };
-  if (!tables.every(sized)) return false;
-  return performance.now() - window.__atlasT0;
+  const ready = charts.every(gd => drawn(gd) && fresh(gd) && gd._fullLayout && !gd._fullLayout._replotting)
+                && tables.every(sized);
+  if (charts.length === a.charts && tables.length === a.tables) {
+    if (!ready) return false;
+    window.__atlasOtherContent = false;
+    return performance.now() - window.__atlasT0;
+  }
+  const s = window.__atlasStill, now = performance.now();
+  if (!ready || !s || s.changes !== window.__atlasChanges) {
+    window.__atlasStill = {changes: window.__atlasChanges, since: now, frames: 0};
+    return false;
+  }
+  if (++s.frames < """ + str(QUIET_FRAMES) + """) return false;
+  window.__atlasOtherContent = {charts: charts.length, tables: tables.length};
+  return s.since - window.__atlasT0;
 }"""
 
 # What the page holds once it has settled: the charts (all drawn) and tables (canvases sized), once the page
@@ -250,7 +265,12 @@ def _wait_all_redrawn(page, args: dict, what: str, timeout: float) -> float:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        return page.wait_for_function(ALL_REDRAWN_JS, arg=args, polling="raf", timeout=timeout).json_value() / 1000
+        seconds = page.wait_for_function(ALL_REDRAWN_JS, arg=args, polling="raf", timeout=timeout).json_value() / 1000
+        other = page.evaluate("() => window.__atlasOtherContent")
+        if other:
+            print(f"note: {what}: the page held {other}, not the {args['charts']} chart(s) and {args['tables']} "
+                  "table(s) learned; timed until it last changed", file=sys.stderr)
+        return seconds
     except PlaywrightTimeout:
         state = page.evaluate(PAGE_STATE_JS, args["gen"])
         raise RuntimeError(f"{what}: the page was not drawn as expected ({args}) within {timeout / 1000:.0f} s; "
