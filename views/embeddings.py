@@ -155,6 +155,8 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
                "dimensions are listed below.")
     if ids:
-        st.dataframe(_neighbours(ctx.key, side, tuple(ids), specials), hide_index=True, width="stretch")
+        # An HTML table, drawn with the page (an st.dataframe is a canvas grid the browser lays out after it), and
+        # every cell shown whole
+        st.table(_neighbours(ctx.key, side, tuple(ids), specials).set_index("token"))
     else:
         st.info("None of this sentence's words is in the vocabulary.")
