@@ -56,7 +56,7 @@ def test_heatmaps_are_drawn_with_the_margins_they_asked_for(margins_page, view):
     assert labelled, f"{view} drew no heatmap with axis labels"
     for c in charts:
         # plotly pushed nothing: the labels fit in the margins the figure set
-        assert (c["usedL"], c["usedB"]) == (c["askedL"], c["askedB"]), c
+        assert (c["usedL"], c["usedB"]) == (c["askedL"], c["askedB"]), str(c)
     for c in labelled:
         # the labels really reach into the margins, and the estimate is not much larger than what they take
         assert 0 < c["reachLeft"] <= c["usedL"] <= c["reachLeft"] + max(40, 0.25 * c["reachLeft"]), c

@@ -8,6 +8,7 @@ aligned rows or columns of a minimal pair.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -46,6 +47,20 @@ def cell_text(value: float, fmt: str) -> str:
     return text if any(c in "123456789" for c in text) else format(0.0, fmt.lstrip("+"))
 
 
+def _margins_held(build):
+    """The margins set from the labels (viz.layout.label_margins) hold the lab figures' labels; plotly's own
+    push of a few pixels more (its automargin) would only make the browser draw each figure twice."""
+    @functools.wraps(build)
+    def held(*args, **kwargs) -> go.Figure:
+        fig = build(*args, **kwargs)
+        for name, axis in fig._layout.items():  # the raw layout, as viz.transport reads it
+            if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+                axis["automargin"] = False
+        return fig
+    return held
+
+
+@_margins_held
 def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], kind: str, *,
                            mask: np.ndarray | None = None, where: Sequence[Sequence[str]] | None = None,
                            title: str | None = None, width_px: int | None = None) -> go.Figure:
@@ -68,6 +83,7 @@ def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labe
     return fig
 
 
+@_margins_held
 def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt: str = "+.2f",
                      zmin: float | None = None, zmax: float | None = None, chosen: tuple[str, int, int] | None = None,
                      title: str | None = None, cell_values: bool = True) -> go.Figure:
@@ -119,6 +135,7 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
                        coloraxis=coloraxis, **({"shapes": shapes} if shapes else {}))
 
 
+@_margins_held
 def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: str, *, highlight: int | None = None,
                       axis_title: str = "output token", title: str | None = None,
                       width_px: int | None = None) -> go.Figure:
@@ -147,6 +164,7 @@ def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: st
     return styled_figure([bar], layout, title, height=fit_height(360 + label_px(tokens) // 2))
 
 
+@_margins_held
 def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequence[str], dec_labels: Sequence[str],
                            value_label: str, *, zmin: float = -1.0, zmax: float = 1.0, title: str | None = None,
                            width_px: int | None = None) -> go.Figure:
@@ -189,6 +207,7 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
                        style=dict(title=title, height=height, subplot_titles=True), coloraxis=coloraxis)
 
 
+@_margins_held
 def lens_figure(top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray, chosen_probs: np.ndarray,
                 chosen_ranks: Sequence[int], chosen_token: str, *, title: str | None = None) -> go.Figure:
     """The logit lens at one step: left, each decoder layer's top-k candidates (L, k) as cells coloured by their
@@ -231,6 +250,7 @@ def lens_figure(top_tokens: Sequence[Sequence[str]], top_probs: np.ndarray, chos
                        style=dict(title=title, height=height, subplot_titles=True))
 
 
+@_margins_held
 def contrast_figure(input_x_grad: np.ndarray, relevance: np.ndarray, src_tokens: Sequence[str], target: str,
                     foil: str, *, title: str | None = None, width_px: int | None = None) -> go.Figure:
     """Why ``target`` and not ``foil``, over the source tokens: above, input × gradient of log p(A) − log p(B)
