@@ -137,7 +137,7 @@ def measure(bs, context, server, work: list[tuple[str, str]], rounds: int,
             times[part].append(seconds(got, PAGE_PARTS[part]))
         times[CLICKED].append(clicked)
         keys = [k for p in PAGE_PARTS if p[0] == "Decoding" for k in PAGE_PARTS[p]]
-        got = visit(bs, context, server.link(view="Decoding", text=a3, dec_step=2), keys)
+        got = visit(bs, context, server.link(view="Decoding", text=a3, dec_step=2, dec_lens=1, dec_why=1), keys)
         for part in (("Decoding", "logit lens"), ("Decoding", "why A and not B")):
             times[part].append(seconds(got, PAGE_PARTS[part]))
         keys = [k for p in PAGE_PARTS if p[0] == "What if" for k in PAGE_PARTS[p]] + list(PATCHING)

@@ -177,10 +177,22 @@ def test_presenter_mode_shows_why_a_not_b_beside_its_heads(checkpoints):
     assert at.selectbox(key="why_a").format_func(at.selectbox(key="why_a").value).startswith("A: ")
 
 
+def test_the_lens_and_why_run_when_asked_for_and_their_switches_are_in_the_link(checkpoints):
+    at = run_app(view="Decoding", text=A, dec_step=2)
+    assert not at.exception
+    assert not {"lens_fig", "why_fig", "why_heads_fig"} & set(figures(at))
+    assert at.toggle(key="dec_lens").value is False and at.toggle(key="dec_why").value is False
+    at.toggle(key="dec_lens").set_value(True).run()
+    assert not at.exception
+    assert "lens_fig" in figures(at) and "why_fig" not in figures(at) and query(at)["dec_lens"] == "1"
+    at.toggle(key="dec_why").set_value(True).run()
+    assert {"lens_fig", "why_fig", "why_heads_fig"} <= set(figures(at)) and query(at)["dec_why"] == "1"
+
+
 def test_the_lens_last_layer_is_the_models_own_distribution(checkpoints, model):
     from model import service
 
-    at = run_app(view="Decoding", text=A, dec_step=2)
+    at = run_app(view="Decoding", text=A, dec_step=2, dec_lens=1)
     assert not at.exception, [e.value for e in at.exception]
     lens = figures(at)["lens_fig"]["data"]
     tokens = scored(model, A)
@@ -194,12 +206,12 @@ def test_the_lens_last_layer_is_the_models_own_distribution(checkpoints, model):
 def test_why_a_not_b_defaults_to_the_chosen_token_against_the_runner_up_and_restores_from_a_link(checkpoints, model):
     from model import service
 
-    at = run_app(view="Decoding", text=A, dec_step=2)
+    at = run_app(view="Decoding", text=A, dec_step=2, dec_why=1)
     step = service.trace(model, A).steps[1]
     assert at.selectbox(key="why_a").value == step.chosen_token
     assert at.selectbox(key="why_b").value == next(t for t in step.top_tokens if t != step.chosen_token)
     a, b = step.top_tokens[2], step.top_tokens[1]
-    at = run_app(view="Decoding", text=A, dec_step=2, why_a=a, why_b=b)
+    at = run_app(view="Decoding", text=A, dec_step=2, why_a=a, why_b=b, dec_why=1)
     assert not at.exception
     assert (query(at)["why_a"], query(at)["why_b"]) == (a, b)
     res = service.contrast(model, A, scored(model, A), 1, b, a)
@@ -214,7 +226,8 @@ def test_after_forcing_a_candidate_why_compares_it_with_the_models_own_choice(ch
 
     greedy = service.trace(model, A).steps[1]
     other = next(t for t in greedy.top_tokens if t != greedy.chosen_token)
-    at = run_app(view="Decoding", text=A, prefix=f"{greedy.prefix_tokens[1]} {other}", dec_step=2)
+    at = run_app(view="Decoding", text=A, prefix=f"{greedy.prefix_tokens[1]} {other}", dec_step=2, dec_lens=1,
+                 dec_why=1)
     assert not at.exception
     assert at.selectbox(key="why_a").value == other and at.selectbox(key="why_b").value == greedy.chosen_token
     assert "was not the model's own choice" in visible_text(at)  # the lens: the last layer ranks it lower
@@ -224,7 +237,7 @@ def test_the_same_token_twice_asks_for_two(checkpoints, model):
     from model import service
 
     tok = service.trace(model, A).steps[1].chosen_token
-    at = run_app(view="Decoding", text=A, dec_step=2, why_a=tok, why_b=tok)
+    at = run_app(view="Decoding", text=A, dec_step=2, why_a=tok, why_b=tok, dec_why=1)
     assert not at.exception
     assert any("Choose two different candidates" in i.value for i in at.info)
 
@@ -234,7 +247,7 @@ def test_the_same_token_twice_asks_for_two(checkpoints, model):
 def test_the_lab_works_on_the_twin_and_a_toy(checkpoints, toy_key, ckpt, view):  # noqa: F811
     key = toy_key if ckpt == "toy" else ckpt
     text, pair = ("3 1 4 1 5", "3 1 4 1 6") if ckpt == "toy" else (A, B)
-    at = run_app(view=view, text=text, pair=pair, ckpt=key, max_len=8, lab_patch=1)
+    at = run_app(view=view, text=text, pair=pair, ckpt=key, max_len=8, lab_patch=1, dec_lens=1)
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
     wanted = LAB_FIGURES if view == "What if" else ["lens_fig"]
@@ -261,6 +274,6 @@ def test_the_lab_works_on_the_shipped_models_and_every_example_pair_can_be_patch
         at = run_app(view="What if", text=a, pair=b, lab_patch=1)
         assert not at.exception, [e.value for e in at.exception]
         assert set(LAB_FIGURES) <= set(figures(at))
-        at = run_app(view="Decoding", text=a, dec_step=2)
+        at = run_app(view="Decoding", text=a, dec_step=2, dec_lens=1, dec_why=1)
         assert not at.exception
         assert {"lens_fig", "why_fig", "why_heads_fig"} <= set(figures(at))

@@ -18,6 +18,6 @@ def test_the_what_if_page_and_the_lens_work_on_an_imported_model(marian_root):  
     said = visible_text(at)
     assert "French" in said and "German" not in said
     assert "patch_heads_fig" in keys(at) or "same number of tokens" in said
-    at = run_app(view="Decoding", text=TEXT, max_len=6, dec_step=1)
+    at = run_app(view="Decoding", text=TEXT, max_len=6, dec_step=1, dec_lens=1, dec_why=1)
     assert not at.exception, [e.value for e in at.exception]
     assert {"lens_fig", "why_fig", "why_heads_fig"} <= keys(at)

@@ -85,7 +85,7 @@ def test_every_what_if_figure_draws_and_its_hover_names_the_head_or_position_and
 
 @pytest.mark.browser
 def test_the_lens_and_why_figures_draw_and_their_hover_names_layer_token_and_value(page, app_server):
-    open_app(page, app_server.link(view="Decoding", text=A, dec_step=2))
+    open_app(page, app_server.link(view="Decoding", text=A, dec_step=2, dec_lens=1, dec_why=1))
     assert_drawn(page, DECODING)
     text, value = hover(page, "lens_fig", 0, 1, 0)  # layer 2, rank 1
     assert "layer 2, rank 1" in text and "token: " in text and f"probability {value:.3f}" in text
@@ -111,11 +111,11 @@ def test_a_copied_link_restores_the_lab_figures(page, app_server, chromium, view
         select_option(page, "lab_token", next(o for o in options(page, "lab_token") if o.startswith("output token 2")))
         keys, expected = WHAT_IF, {"head": "3", "lab_token": "2", "pair": B, "lab_patch": "1"}
     else:
-        open_app(page, app_server.link(view=view, text=A, dec_step=2))
+        open_app(page, app_server.link(view=view, text=A, dec_step=2, dec_lens=1, dec_why=1))
         wait_charts(page)
         first = query(page)["why_b"]
         select_option(page, "why_b", next(o for o in options(page, "why_b") if o not in (first, query(page)["why_a"])))
-        keys, expected = DECODING, {"dec_step": "2"}
+        keys, expected = DECODING, {"dec_step": "2", "dec_lens": "1", "dec_why": "1"}
     wait_charts(page)
     link = page.url
     assert {k: query(page).get(k) for k in expected} == expected

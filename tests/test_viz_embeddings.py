@@ -20,7 +20,9 @@ def test_embedding_heatmap_tokens_by_dimensions():
     m = np.random.default_rng(0).normal(size=(5, 16))
     fig = embedding_heatmap(m, TOKENS)
     z = np.asarray(fig.data[0].z)
-    assert z.shape == (5, 16) and z.dtype == np.float32
+    # sent as the hover shows it: three decimals (".3f"), short in the JSON
+    np.testing.assert_array_equal(z, np.round(m.astype(np.float32).astype(np.float64), 3))
+    assert fig.data[0].hovertemplate.endswith("%{z:.3f}<extra></extra>")
     assert list(fig.layout.yaxis.ticktext) == ["der", "Hund", "&lt;b&gt;", "der", "."]
     assert list(fig.layout.yaxis.tickvals) == list(range(5))
     assert fig.data[0].zmin == -fig.data[0].zmax
@@ -104,3 +106,16 @@ def test_nearest_neighbours_on_constructed_matrix():
     assert not any(df.loc[0, c].startswith("king") for c in ["neighbour 1", "neighbour 2"])
     excl = nearest_neighbours(m, vocab, [0], k=1, exclude_idx=[1])
     assert excl.loc[0, "neighbour 1"] == "car (0.50)"
+
+
+def test_the_values_sent_as_shown_hover_the_same_text_in_less_json():
+    from viz.heatmap import as_shown_values, heatmap
+    from viz.transport import browser_json
+
+    m = np.random.default_rng(3).normal(size=(9, 256)).astype(np.float32) * 3
+    shown = as_shown_values(m, ".3f")
+    assert [f"{v:.3f}" for v in shown.ravel()] == [f"{v:.3f}" for v in m.astype(np.float64).ravel()]
+    assert as_shown_values(m, ".2%") is m  # a format that is not fixed decimals: every digit
+    full, short = (len(browser_json(heatmap(m, None, None, row_title="r", col_title="c", fmt=".3f", as_shown=a), "a"))
+                   for a in (False, True))
+    assert short < 0.7 * full, (short, full)

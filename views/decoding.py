@@ -53,14 +53,27 @@ def render(ctx: Context) -> None:
         _step(ctx, steps)
     if show("where it came from"):
         _attribution(ctx, steps)
-    if show("logit lens"):
+    if show("logit lens") and _asked(ctx, "dec_lens", "Logit lens: in which decoder layer does this step commit "
+                                     "to its token?", "Reads each decoder layer's output at this step as if it "
+                                     "were the last; switch it on to run the model again for it."):
         lens.render_lens(ctx)
-    if show("why A and not B"):
+    if show("why A and not B") and _asked(ctx, "dec_why", "Why A and not B: which source words and heads decide "
+                                          "between two candidates of this step?", "Compares two candidates with "
+                                          "gradients and by switching off each head in turn; switch it on to run it."):
         lens.render_contrast(ctx)
     if show("all steps"):
         _all_steps(steps)
     if show("greedy and beam"):
         _greedy_and_beam(ctx)
+
+
+def _asked(ctx: Context, key: str, label: str, what: str) -> bool:
+    """Whether to draw a part that runs the model again at the chosen step: when its switch (in the URL) is on, or
+    in presenter mode, whose part chooser picked it. A first visit of the page does not pay for parts nobody opened."""
+    if ctx.present or st.toggle(label, key=key, persist_state="session"):
+        return True
+    st.caption(what)
+    return False
 
 
 def _step(ctx: Context, steps: list) -> None:
@@ -219,7 +232,7 @@ def _all_steps(steps: list) -> None:
     st.markdown("#### All steps")
     rows = [{"step": i + 1, "prefix": " ".join(s.prefix_tokens), "chosen": s.chosen_token, "prob": s.chosen_prob}
             for i, s in enumerate(steps)]
-    st.dataframe(decoding_table(rows), hide_index=True, width="stretch")
+    st.table(decoding_table(rows), hide_index=True, height="content" if len(rows) <= 10 else 400)
 
 
 def _greedy_and_beam(ctx: Context) -> None:

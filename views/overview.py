@@ -33,23 +33,22 @@ def _tokens(ctx: Context) -> None:
     with left:
         st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
         ids = res.source.ids[:-1]
-        st.dataframe(pd.DataFrame({
+        st.table(pd.DataFrame({
             "position": range(len(res.source.tokens)),
             "token": res.source.tokens,
             "id": ids,
             "known": ["unknown" if u else "✓" for u in res.source.unknown],
-        }), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
+        }), hide_index=True, height=_height(len(ids)))
     with right:
         st.markdown("**Output tokens** (one per decoding step)")
         shows_caption(ctx)
         probs = [s.chosen_prob for s in res.steps[: len(res.raw_tokens)]]
-        st.dataframe(pd.DataFrame({
+        st.table(pd.DataFrame({
             "step": range(1, len(res.raw_tokens) + 1),
             "token": res.raw_tokens,
             "shown as": res.tokens,
-            "probability": probs,
-        }), hide_index=True, width="stretch", height=min(400, 38 + 35 * max(1, len(probs))),
-            column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")})
+            "probability": [f"{p:.3f}" for p in probs],
+        }), hide_index=True, height=_height(len(probs)))
         if res.tokens != res.raw_tokens:
             st.caption("Some `<unk>` outputs were replaced by a source word the model could not read (unknown to its "
                        "vocabulary, or a number), each copied at most once, the one that step's cross-attention "
@@ -58,6 +57,16 @@ def _tokens(ctx: Context) -> None:
             st.caption("`<unk>` stays visible where no unreadable source word was left to copy.")
     st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
               help=f"Tokenize, encode, decode ({ctx.shows}) with every step recorded, and the full trace.")
+
+
+def _height(rows: int) -> int | str:
+    """A table's height: whole up to ten rows, then scrolling at 400 px. Tables are HTML drawn with the page (an
+    st.dataframe is a canvas grid whose 1.3 MB of code a session's first page would wait for)."""
+    return "content" if rows <= 10 else 400
+
+
+def _bleu(value) -> str:
+    return "" if value is None else f"{float(value):.2f}"
 
 
 def _architecture(ctx: Context) -> None:
@@ -69,7 +78,7 @@ def _architecture(ctx: Context) -> None:
                   width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
         counts = {NAMES.get(k, k).format(**ctx.langs): v for k, v in ctx.facts["parameters"].items()}
-        st.dataframe(parameter_table(counts), hide_index=True, width="stretch")
+        st.table(parameter_table(counts), hide_index=True)
         st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
                    f"{'pre' if cfg.norm_first else 'post'}-norm, "
                    f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
@@ -78,10 +87,10 @@ def _architecture(ctx: Context) -> None:
         metrics = ctx.facts["metrics"]
         test = metrics.get("test", {})
         if test:
-            rows = [{"decoding": k, "sacreBLEU": v.get("sacrebleu"),
-                     "BLEU lowercased, spaCy tokens": v.get("bleu_lower_spacy_tokens")}
+            rows = [{"decoding": k, "sacreBLEU": _bleu(v.get("sacrebleu")),
+                     "BLEU lowercased, spaCy tokens": _bleu(v.get("bleu_lower_spacy_tokens"))}
                     for k, v in test.items() if isinstance(v, dict)]
             st.markdown(f"**Measured quality** on {test.get('split', 'test')}")
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+            st.table(pd.DataFrame(rows), hide_index=True)
         elif metrics.get("note"):
             st.caption(metrics["note"])

@@ -128,6 +128,8 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "dec_layer": Param(0, _int_in(0, 64)),  # 0: the last decoder layer
         "dec_head": Param(0, _int_in(0, 64)),  # 0: mean of the heads
         "dec_beam": Param(False, _bool, _dump_bool),  # run beam search beside the greedy output
+        "dec_lens": Param(False, _bool, _dump_bool),  # the logit lens at the chosen step
+        "dec_why": Param(False, _bool, _dump_bool),  # why A and not B at the chosen step
         # What if: sentence B of the minimal pair ("": A's own text, to edit), the token the grids measure
         # (0: the whole translation; n: output token n); Decoding's "why A and not B" ("": the page's default pair)
         "pair": Param("", str),

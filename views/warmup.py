@@ -1,10 +1,11 @@
-"""The browser starts on Plotly's and the table's code while the server's first run is still loading the model.
+"""The browser starts on Plotly's code while the server's first run is still loading the model.
 
-A session's first run draws an empty chart and an empty table off-screen (Streamlit loads Plotly's 4.6 MB and the
-table's 1.3 MB script only when a page first holds a chart or a table, and Chromium takes a while to compile
-Plotly's) before the run imports torch and loads the model, so the two overlap. They are removed when the run ends
-(`done`): a page never shows them. On a warm server a first run can end before the browser has drawn them; then
-the page's own charts ask for the same code as soon, and there was nothing to overlap.
+A session's first run draws an empty chart off-screen (Streamlit loads Plotly's 4.6 MB script only when a page
+first holds a chart, and Chromium takes a while to compile it) before the run imports torch and loads the model,
+so the two overlap. It is removed when the run ends (`done`): a page never shows it. On a warm server a first run
+can end before the browser has drawn it; then the page's own charts ask for the same code as soon, and there was
+nothing to overlap. The app's tables are HTML (st.table), so no page waits for the 1.3 MB code of st.dataframe's
+canvas grid.
 
 This module imports only Streamlit, so that app.py can call it before its other imports.
 """
@@ -14,7 +15,7 @@ import streamlit as st
 
 
 def start():
-    """Draw the off-screen chart and table on a session's first run; returns the placeholder for `done`."""
+    """Draw the off-screen chart on a session's first run; returns the placeholder for `done`."""
     placeholder = st.empty()
     if "atlas_warm" not in st.session_state:
         st.session_state["atlas_warm"] = True
@@ -23,7 +24,6 @@ def start():
                         "overflow: hidden;}</style>", unsafe_allow_html=True)
             st.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"height": 40}},
                             config={"staticPlot": True}, key="atlas-warm-chart")
-            st.dataframe({"": []}, key="atlas-warm-table", hide_index=True)
     return placeholder
 
 

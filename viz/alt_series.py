@@ -155,12 +155,19 @@ def dots_part(fig: FigureView, t) -> Part | None:
 
 
 def box_part(t) -> Part | None:
-    """A box plot: the lowest, quartiles and highest of its values."""
+    """A box plot: the lowest, quartiles and highest of its values, or the five numbers it was drawn from."""
+    name = plain(t.name) or "values"
+    if t.q1 is not None:  # drawn from its five numbers (computed where the figure was built)
+        q = [float(np.ravel(v)[0]) for v in (t.lowerfence, t.q1, t.median, t.q3, t.upperfence)]
+        text = (f"{name}: whiskers from {fmt_number(q[0])} to {fmt_number(q[4])} (the furthest values within 1.5 "
+                f"interquartile ranges), middle half {fmt_number(q[1])} to {fmt_number(q[3])}, median "
+                f"{fmt_number(q[2])}.")
+        return Part(text, [text])
     y = np.asarray(t.y if t.y is not None else (), dtype=np.float64).reshape(-1)
     y = y[np.isfinite(y)]
     if not len(y):
         return None
     q = np.percentile(y, [0, 25, 50, 75, 100])
-    text = (f"{plain(t.name) or 'values'}: {len(y):,} values from {fmt_number(q[0])} to {fmt_number(q[4])}, "
+    text = (f"{name}: {len(y):,} values from {fmt_number(q[0])} to {fmt_number(q[4])}, "
             f"middle half {fmt_number(q[1])} to {fmt_number(q[3])}, median {fmt_number(q[2])}.")
     return Part(text, [text])

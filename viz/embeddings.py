@@ -6,6 +6,7 @@ sentence works the same with ``t``), ``V`` vocabulary size, ``d`` = d_model.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -37,7 +38,7 @@ def embedding_heatmap(matrix: np.ndarray, tokens: Sequence[str],
     lim = _sym_limit(m)
     return heatmap(m, tokens, None, row_title="token ↓", col_title="embedding dimension →",
                    zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE, title=title,
-                   value_name="value", row_name="token", col_name="dim", fmt=".3f")
+                   value_name="value", row_name="token", col_name="dim", fmt=".3f", as_shown=True)
 
 
 def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
@@ -57,10 +58,8 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
     factor = float(np.sqrt(d_model))
     # Two plots side by side, as make_subplots(column_widths=[0.4, 0.6], horizontal_spacing=0.1) places them.
     left, right = [0.0, 0.36], [0.46, 1.0]
-    data = [dict(type="box", y=arr.ravel(), name=name, marker=dict(color=colour), boxpoints=False, showlegend=False,
-                 xaxis="x", yaxis="y")
-            for arr, name, colour in ((a, "token embedding", "#7f7f7f"),
-                                      (b, f"× √{d_model} = × {factor:.1f}", "#1f77b4"))]
+    data = [box_of(arr, name, colour) for arr, name, colour in ((a, "token embedding", "#7f7f7f"),
+                                                               (b, f"× √{d_model} = × {factor:.1f}", "#1f77b4"))]
     xs = np.arange(a.shape[0], dtype=np.int32)
     labels = escape_tokens(tokens) if tokens is not None else [str(i) for i in xs]
     for arr, name, colour in ((a, "before", "#7f7f7f"), (b, "after", "#1f77b4")):
@@ -85,6 +84,23 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
                          subplot_titles=True)
 
 
+def box_of(values: np.ndarray, name: str, colour: str) -> dict:
+    """A box of all ``values`` drawn from its five numbers, computed here as Plotly computes them from the values
+    (quartiles by its default linear method, NumPy's "hazen"; whiskers to the furthest values within 1.5
+    interquartile ranges of the box). The browser gets five numbers instead of every value (s × d of them), which
+    it would otherwise receive, sort and measure on a page's first visit."""
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    v = v[np.isfinite(v)]
+    if not v.size:
+        v = np.zeros(1)
+    q1, med, q3 = np.percentile(v, [25, 50, 75], method="hazen").tolist()
+    low, high = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    fences = [min(q1, float(v[v >= low].min())), max(q3, float(v[v <= high].max()))]
+    return dict(type="box", x=[name], name=name, q1=[q1], median=[med], q3=[q3], lowerfence=fences[:1],
+                upperfence=fences[1:], marker=dict(color=colour), boxpoints=False, showlegend=False, xaxis="x",
+                yaxis="y")
+
+
 def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positional: np.ndarray,
                             total: np.ndarray, tokens: Sequence[str],
                             shared_scale: bool = True) -> go.Figure:
@@ -103,7 +119,7 @@ def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positiona
     return facet_heatmaps(np.stack(stages), titles, tokens, None, row_title="token ↓",
                           col_title="dimension →", zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE,
                           value_name="value", row_name="token", col_name="dim", max_cols=4,
-                          fmt=".3f", shared_scale=shared_scale,
+                          fmt=".3f", shared_scale=shared_scale, as_shown=True,
                           title="From token to layer input")
 
 
@@ -161,8 +177,12 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
             hovertemplate="%{z:.0f} vocabulary entries here<extra></extra>"))
     n = min(n_dots, len(c))
     if n:
+        # Positions to 1/5,000 of the map's span (a fraction of a pixel): the hover names the entry, not its
+        # coordinates, and the browser gets a third of the text of every float32 digit.
+        span = float(np.ptp(c[:n])) or 1.0
+        at = np.round(c[:n].astype(np.float64), max(0, math.ceil(math.log10(5000 / span))))
         data.append(dict(
-            type="scatter", x=c[:n, 0], y=c[:n, 1], mode="markers", name=f"first {n:,} entries",
+            type="scatter", x=at[:, 0], y=at[:, 1], mode="markers", name=f"first {n:,} entries",
             marker=dict(size=4, color="rgba(60,60,60,0.45)"),
             text=escape_tokens(vocab_tokens[:n]), hovertemplate="%{text}<extra></extra>"))
     if len(idx):

@@ -14,6 +14,7 @@ column/key tokens)``, the order of the axes of ``z``.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import numpy as np
@@ -79,13 +80,14 @@ def check_tokens(z: np.ndarray, row_tokens, col_tokens, what: str = "z") -> None
         )
 
 
-def heatmap_traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt):
+def heatmap_traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt, as_shown=False):
     """Value heatmap trace plus optional mask overlay traces for one panel.
 
     A token axis is a category axis (:func:`token_axis`) whose categories are the hover labels ``"tok (pos)"``:
     unique, so repeated tokens never merge, and hover reads them (``%{x}``, ``%{y}``) with no label per cell.
     Chromium drew a 30-token heatmap 2–2.5× faster than with two labels per cell as customdata, and its
     JSON is half the size. A numbered axis (no tokens) stays numeric; its hover says ``"dim 17"`` as before.
+    ``as_shown``: the values go to the browser as the hover shows them (:func:`as_shown_values`).
     """
     z = np.asarray(z, dtype=np.float32)
     n_rows, n_cols = z.shape
@@ -96,6 +98,8 @@ def heatmap_traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_na
     shown = z.copy()
     if m is not None:
         shown[~m] = np.nan  # each cell hovers in exactly one trace
+    if as_shown:
+        shown = as_shown_values(shown, fmt)
     # Plain dicts: the figure validates them once when it is built (a go.Heatmap here would validate
     # them twice, and incremental updates of a built figure cost ~5× more than building it in one go).
     value = dict(
@@ -142,13 +146,22 @@ def _at(coords, idx: np.ndarray):
     return [coords[i] for i in idx] if isinstance(coords, list) else idx.astype(np.int32)
 
 
+def as_shown_values(z: np.ndarray, fmt: str) -> np.ndarray:
+    """``z`` rounded to the decimals of its hover format ``fmt`` (".3f"), as float64: the browser gets "0.841" where
+    float32 text is "0.841470957", half the JSON, and the hover shows the very same number. For figures a reader
+    reads through the hover and the colour only (a change under half a unit of the last decimal is no colour a
+    screen shows); a figure whose numbers are compared elsewhere keeps every digit. Another format: ``z`` as is."""
+    digits = re.fullmatch(r"\.(\d)f", fmt)
+    return np.round(z.astype(np.float64), int(digits.group(1))) if digits else z
+
+
 def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequence[str] | None,
             *, row_title: str, col_title: str, mask: np.ndarray | None = None,
             zmin: float | None = 0.0, zmax: float | None = 1.0, colorscale=PROB_SCALE,
             title: str | None = None, value_name: str = "weight",
             row_name: str = "query", col_name: str = "key", fmt: str = PROB_D3,
             colorbar_title: str | None = None, colorbar: dict | None = None,
-            width_px: int | None = None) -> go.Figure:
+            width_px: int | None = None, as_shown: bool = False) -> go.Figure:
     """One heatmap of ``z`` (i, j): rows = row (query) tokens top to bottom, columns = key tokens.
 
     Everything after the token lists is keyword-only, so an old positional call
@@ -167,7 +180,7 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
         raise ValueError(f"heatmap expects a 2-D (i, j) array, got shape {z.shape}")
     check_tokens(z, row_tokens, col_tokens)
     n_rows, n_cols = z.shape
-    traces = heatmap_traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt)
+    traces = heatmap_traces(z, mask, row_tokens, col_tokens, row_name, col_name, value_name, fmt, as_shown)
     traces[0].update(zmin=zmin, zmax=zmax, colorscale=resolve_scale(colorscale),
                      colorbar=dict(title=dict(text=colorbar_title or value_name),
                                    tickfont=dict(size=theme().tick), **(colorbar or {})))
@@ -250,7 +263,7 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
                    row_name: str = "query", col_name: str = "key", max_cols: int = 4,
                    fmt: str = PROB_D3, shared_scale: bool = True,
                    colorbar_title: str | None = None, colorbar: dict | None = None,
-                   width_px: int | None = None) -> go.Figure:
+                   width_px: int | None = None, as_shown: bool = False) -> go.Figure:
     """ONE figure with h heatmap panels of ``zs`` (h, i, j), up to ``max_cols`` per row.
 
     All panels share one colour axis (``layout.coloraxis``, one colourbar) with
@@ -289,7 +302,7 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
         r, c = p // cols + 1, p % cols + 1
         x_ref, y_ref = cell_axes(p)
         for t, tr in enumerate(heatmap_traces(zs[p], mask, row_tokens, col_tokens, row_name, col_name,
-                                       value_name, fmt)):
+                                              value_name, fmt, as_shown)):
             if t == 0:
                 if shared_scale:
                     tr.update(coloraxis="coloraxis", zmin=zmin, zmax=zmax)

@@ -70,7 +70,7 @@ def pe_heatmap(pe: np.ndarray, title: str = "Positional encoding matrix"
     pe = np.asarray(pe, dtype=np.float32)
     fig = heatmap(pe, None, None, row_title="position ↓", col_title="dimension →", zmin=-1.0,
                   zmax=1.0, colorscale=SIGNED_SCALE, title=title, value_name="value",
-                  row_name="position", col_name="dim", fmt=".3f")
+                  row_name="position", col_name="dim", fmt=".3f", as_shown=True)
     return fig.update_layout(height=fit_height(min(900, max(380, 120 + 6 * pe.shape[0]))))
 
 
