@@ -289,11 +289,11 @@ def main() -> int:
     results = {} if args.draws_only else walks(bs, views, args.variants, args.runs, ckpt_dir, args.model, env,
                                                 sentences)
     draws = {name: draw_times(page_figures(VARIANTS[name], views, ckpt_dir, args.model, sentences[1]), args.draws)
-             for name in args.variants}
+             for name in args.variants} if args.draws > 0 else {}
     report(views, results, draws)
     path = write_results(args.out, {"benchmark": "profile_first_visit", "model": args.model, "runs": args.runs,
                                     "machine": machine(), "views": results, "figures": draws})
-    print(f"\nwrote {path.relative_to(ROOT)}")
+    print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 
 

@@ -145,14 +145,20 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
 
 
 def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: str, title: str = "") -> None:
+    what = "mean of heads" if head == 0 else f"head {head}"
+    chart(st, _cross_chart(ctx, step, step_no, layer, head, title), width="stretch",
+          config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
+
+
+def _cross_chart(ctx: Context, step, step_no: int, layer: int, head: int, title: str = ""):
+    """Where step `step_no` looked in the source: one decoder layer's cross-attention, one head or their mean
+    (1-based layer; head 0 = mean of heads)."""
     cross = step.cross[layer - 1]  # (h, s) this step's query over the source
     weights = cross.mean(0) if head == 0 else cross[head - 1]
     what = "mean of heads" if head == 0 else f"head {head}"
     which = "" if ctx.present and not title else f"step {step_no}: "  # presenter mode: the slider says the step
-    chart(st, cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
-                     title=title + which + f"cross-attention, layer {layer}, {what}",
-                     width_px=PAGE_WIDTH_PX // 2),
-              width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
+    return cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
+                  title=title + which + f"cross-attention, layer {layer}, {what}", width_px=PAGE_WIDTH_PX // 2)
 
 
 def _side_by_side(ctx: Context) -> None:
@@ -203,17 +209,8 @@ def _attribution(ctx: Context, steps: list) -> None:
     step = steps[step_no - 1]
     if not ctx.present:  # the figure's title says it
         st.markdown(f"#### Where step {step_no}'s **{md_escape(step.chosen_token)}** came from")
-    # Token step_no - 1 (0-based) is the one chosen at step step_no; the result holds that row only.
-    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), step_no - 1)
-    methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]
-    shares = [res.matrices[m][0] for m in methods]
-    signed = res.signed.get("input_x_grad")
-    notes = [[(f"signed: {signed[0, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
-              for j in range(len(res.src_tokens))] for m in methods]
-    chart(st, cached(attribution_figure, shares, [ATTRIBUTION_ROWS[m] for m in methods], res.src_tokens,
-                     f"step {step_no}: attribution of “{step.chosen_token}”", hover_notes=notes,
-                     width_px=PAGE_WIDTH_PX),
-              width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_attribution"), key="attribution")
+    res, methods, fig = _attribution_chart(ctx, steps, step_no)
+    chart(st, fig, width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_attribution"), key="attribution")
     if not ctx.present:
         st.caption("Each row sums to 1 over the source tokens, so the methods can be compared cell by cell; the step "
                    "slider above chooses the token. Computed by teacher-forcing the model along the decoding shown "
@@ -221,6 +218,42 @@ def _attribution(ctx: Context, steps: list) -> None:
                    + " ".join(f"**{ATTRIBUTION_ROWS[m]}**: {md_escape(_definition(res, m))}" for m in methods)
                    + " How faithful each method is on a model (removing the top-ranked word vs a random one): "
                      "`python -m model.attribution --checkpoint DIR`.")
+
+
+def _attribution_chart(ctx: Context, steps: list, step_no: int):
+    """(the attribution of step `step_no`'s token, its methods, the figure): one row per method."""
+    step = steps[step_no - 1]
+    # Token step_no - 1 (0-based) is the one chosen at step step_no; the result holds that row only.
+    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), step_no - 1)
+    methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]
+    shares = [res.matrices[m][0] for m in methods]
+    signed = res.signed.get("input_x_grad")
+    notes = [[(f"signed: {signed[0, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
+              for j in range(len(res.src_tokens))] for m in methods]
+    return res, methods, cached(attribution_figure, shares, [ATTRIBUTION_ROWS[m] for m in methods], res.src_tokens,
+                                f"step {step_no}: attribution of “{step.chosen_token}”", hover_notes=notes,
+                                width_px=PAGE_WIDTH_PX)
+
+
+STATE = ("dec_step", "dec_layer", "dec_head")  # the session's choices the page's figures depend on (prepare gets them)
+RUNS_MODEL = True  # the attribution runs the model (views/prefetch.py prepares it for a student going in order)
+
+
+def prepare(ctx: Context, state: dict) -> None:
+    """Build what a first visit of the page shows (the step's candidates, where it looked, the attribution of its
+    token), with the session's choices `state`, without drawing anything (views/prefetch.py runs it in the
+    background while the page before it is on screen)."""
+    steps, cfg = ctx.result.steps or [], ctx.cfg
+    if not steps:
+        return
+    step_no = min(max(int(state.get("dec_step") or 1), 1), len(steps))
+    step = steps[step_no - 1]
+    labels, probs, chosen_idx = _candidates(step)
+    cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates")
+    layer = int(state.get("dec_layer") or 0)
+    layer = layer if 1 <= layer <= cfg.n_decoder_layers else cfg.n_decoder_layers  # as _layer_head reads it
+    _cross_chart(ctx, step, step_no, layer, min(max(int(state.get("dec_head") or 0), 0), cfg.n_heads))
+    _attribution_chart(ctx, steps, step_no)
 
 
 def _definition(res, method: str) -> str:

@@ -1,6 +1,8 @@
 """Inside one head: Q, K, V, the scores, scaling, mask, softmax, dropout and the weighted sum of V."""
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import streamlit as st
 
@@ -91,12 +93,17 @@ def prepare(ctx: Context, state: dict) -> None:
 
 
 def _step_titles(names: tuple[str, ...], titles: dict[str, str], how: str) -> None:
-    """The numbered titles of a row's steps, each above (or in presenter mode under) its panel of the row's figure."""
+    """The numbered titles of a row's steps, each above (or in presenter mode under) its panel of the row's figure.
+
+    Above: one Markdown element whose grid has a column per panel (columns of Streamlit elements were seven
+    elements a row for the browser to lay out on a first visit); under, in presenter mode: captions in columns."""
+    if how == "markdown":
+        cells = "".join(f"<div><strong>{html.escape(titles[name])}</strong></div>" for name in names)
+        st.markdown(f"<div style='display: grid; grid-template-columns: repeat({len(names)}, 1fr); gap: 1rem;'>"
+                    f"{cells}</div>", unsafe_allow_html=True)
+        return
     for col, name in zip(st.columns(len(names)) if len(names) > 1 else [st.container()], names):
-        if how == "markdown":
-            col.markdown(f"**{titles[name]}**")
-        else:
-            col.caption(titles[name])
+        col.caption(titles[name])
 
 
 def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:

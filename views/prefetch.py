@@ -26,12 +26,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import streamlit as st
 
-from views import embeddings, head, masks, positional
+from views import decoding, embeddings, head, masks, positional
 from views.state import VIEWS, Context
 from viz.kinds import using_languages
 from viz.theme import Theme, using_theme
 
-PAGES = {"Embeddings": embeddings, "Positional encoding": positional, "Inside one head": head, "Masks": masks}
+PAGES = {"Embeddings": embeddings, "Positional encoding": positional, "Inside one head": head, "Masks": masks,
+         "Decoding": decoding}
 MAX_REMEMBERED = 256  # preparations remembered as done (a key of a few strings each)
 
 _log = logging.getLogger(__name__)

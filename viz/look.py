@@ -119,7 +119,11 @@ def _category_axes(traces: list) -> set[str]:
     names = set()
     for trace in traces:
         if trace.get("type") in _ORIENTED:
-            horizontal = trace.get("orientation", "h" if "x" in trace and "y" not in trace else "v") == "h"
+            # A box from its numbers (q1, median, q3) stands at its positions x, or y: vertical when given x;
+            # one from its samples stands along the axis its samples are not on.
+            stats = "q1" in trace
+            flat = ("y" in trace and "x" not in trace) if stats else ("x" in trace and "y" not in trace)
+            horizontal = trace.get("orientation", "h" if flat else "v") == "h"
             ref = trace.get("yaxis", "y") if horizontal else trace.get("xaxis", "x")
             names.add(ref[0] + "axis" + ref[1:])
     return names
