@@ -52,6 +52,7 @@ from common import (
     distinct_sentences,
     machine,
     server_preflight,
+    shown_path,
     summary,
     table,
     verdict,
@@ -240,7 +241,7 @@ def main() -> int:
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("app" if args.mode == "normal" else f"app_{args.mode}", {
-        "benchmark": "app", "mode": args.mode, "checkpoint_dir": str(ckpt_dir), "model": args.model,
+        "benchmark": "app", "mode": args.mode, "checkpoint_dir": shown_path(ckpt_dir), "model": args.model,
         "repeats": args.repeats,
         "torch_threads": args.torch_threads or 1, "machine": machine(),
         "cold_start": {"runs": colds, **cold}, "new_sentence": {"seconds": sentence_s, **sent},

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, add_server_args, distinct_sentences, machine, summary, table, write_results
+from common import ROOT, add_server_args, distinct_sentences, machine, shown_path, summary, table, write_results
 
 sys.path.insert(0, str(ROOT / "deploy"))
 from classroom_client import Session, shows_sentence, squash
@@ -290,7 +290,8 @@ def main() -> int:
         print("\nWARNING: " + "; ".join(dead))
     name = "classroom" if args.processes == 1 else f"classroom_{args.processes}proc"
     path = write_results(name, {
-        "benchmark": "classroom", "processes": args.processes, "checkpoint_dir": str(ckpt_dir), "model": args.model,
+        "benchmark": "classroom", "processes": args.processes, "checkpoint_dir": shown_path(ckpt_dir),
+        "model": args.model,
         "torch_threads": threads, "seconds": args.seconds, "every_s": args.every, "jitter": args.jitter,
         "proxy": "nginx, cookie-sticky (deploy/nginx.conf.template)" if args.processes > 1 else None,
         "client": "benchmarks/classroom_client.py (Streamlit websocket protocol, no browser)",

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from common import ROOT, add_server_args, distinct_sentences, machine, table, write_results
+from common import ROOT, add_server_args, distinct_sentences, machine, shown_path, table, write_results
 
 sys.path.insert(0, str(ROOT / "deploy"))
 import browser_support as bs  # noqa: E402
@@ -371,7 +371,7 @@ def main() -> int:
     print()
     report(crowd, faults)
     path = write_results("crowd", {
-        "benchmark": "crowd", "checkpoint_dir": str(ckpt), "model": args.model, "torch_threads": 1,
+        "benchmark": "crowd", "checkpoint_dir": shown_path(ckpt), "model": args.model, "torch_threads": 1,
         "link": {"view": "Attention", "text": sentence}, "timeout_s": args.timeout, "rounds": args.rounds,
         "client": "Chromium pages (tests/crowd_support.py; the fault class: Playwright pages typing sentences)",
         "proxy": "nginx, cookie-sticky (deploy/nginx.conf.template)",

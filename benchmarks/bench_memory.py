@@ -19,7 +19,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, verdict, write_results
+from common import (
+    ROOT,
+    add_server_args,
+    distinct_sentences,
+    machine,
+    server_preflight,
+    shown_path,
+    table,
+    verdict,
+    write_results,
+)
 
 TARGETS = {"rss_mb": 600.0, "growth_last_100_mb": 50.0}
 
@@ -108,7 +118,7 @@ def main() -> int:
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("memory", {
-        "benchmark": "memory", "checkpoint_dir": str(ckpt_dir), "model": args.model, "sentences": n,
+        "benchmark": "memory", "checkpoint_dir": shown_path(ckpt_dir), "model": args.model, "sentences": n,
         "torch_threads": args.torch_threads or 1, "machine": machine(), "seconds": time.perf_counter() - t_start,
         "rss_mb_idle": idle_mb, "rss_mb_first_page": first_mb, "rss_mb_after_each": samples,
         "rss_mb_final": samples[-1], "rss_mb_peak": max(samples), "growth_window": window, "growth_mb": growth,

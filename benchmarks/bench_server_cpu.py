@@ -41,7 +41,17 @@ from app_walk import (
     views_of,
 )
 from bench_memory import descendants
-from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, verdict, write_results
+from common import (
+    ROOT,
+    add_server_args,
+    distinct_sentences,
+    machine,
+    server_preflight,
+    shown_path,
+    table,
+    verdict,
+    write_results,
+)
 
 TARGETS = {"cpu_s_per_action": 0.1}
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -264,7 +274,7 @@ def main() -> int:
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     path = write_results("server_cpu", {
-        "benchmark": "server_cpu", "checkpoint_dir": str(ckpt_dir), "model": args.model, "repeats": args.repeats,
+        "benchmark": "server_cpu", "checkpoint_dir": shown_path(ckpt_dir), "model": args.model, "repeats": args.repeats,
         "settle_ms": args.settle_ms, "tail_ms": args.tail_ms, "clock_ticks_per_s": TICKS,
         "torch_threads": args.torch_threads or 1,
         "machine": machine(), "server_cpu_total_s": total_cpu,

@@ -80,6 +80,13 @@ def verdict(value: float, limit: float) -> str:
     return "ok" if value <= limit else "MISSED"
 
 
+def shown_path(path) -> str:
+    """A path as a result file records it: relative to the repository when inside it (a result names no machine's
+    folder), else as given."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
+
+
 def write_results(name: str, data: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"

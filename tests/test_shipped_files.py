@@ -1,5 +1,6 @@
-"""Shipped files hold no machine's absolute path: a checkpoint folder or a doc written on one machine must not
-show another user where that machine kept its files (and the Heads page shows what the reports hold)."""
+"""Shipped files hold no machine's absolute path: a checkpoint folder, a doc or a benchmark's result written on one
+machine must not show another user where that machine kept its files (and the Heads page shows what the reports
+hold)."""
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ def text_files(folder: Path):
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in TEXT)
 
 
-@pytest.mark.parametrize("folder, pattern", [("checkpoints", ANY_ABSOLUTE), ("docs", MACHINE_PATH)],
-                         ids=["checkpoints", "docs"])
+@pytest.mark.parametrize("folder, pattern", [("checkpoints", ANY_ABSOLUTE), ("docs", MACHINE_PATH),
+                                             ("benchmarks/results", ANY_ABSOLUTE)],
+                         ids=["checkpoints", "docs", "benchmark results"])
 def test_no_machine_path_in_shipped_files(folder, pattern):
     files = text_files(ROOT / folder)
     assert files, f"nothing to check under {folder}/"
