@@ -29,7 +29,16 @@ import tempfile
 from pathlib import Path
 
 from bench_patch import corrupted
-from common import ROOT, add_server_args, distinct_sentences, machine, open_translator, server_preflight, table
+from common import (
+    ROOT,
+    add_server_args,
+    distinct_sentences,
+    machine,
+    open_translator,
+    server_preflight,
+    shown_path,
+    table,
+)
 
 PAGE_PARTS = {  # (view, part) -> the chart keys it draws, for the parts drawn when a page opens
     ("Attention", "the whole page"): ("heads_fig", "head_fig", "overview_fig"),
@@ -196,11 +205,10 @@ def main() -> int:
     print(f"load average (1, 5, 15 min): {info.get('loadavg_1_5_15')}; {info['cpus']} CPUs")
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    where = lambda p: str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)  # noqa: E731
-    out.write_text(json.dumps({"model": args.model, "checkpoint_dir": where(Path(args.checkpoint_dir).resolve()),
+    out.write_text(json.dumps({"model": args.model, "checkpoint_dir": shown_path(args.checkpoint_dir),
                                "rounds": args.rounds, "limit": args.limit, "results": results, "machine": info},
                               indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {where(out)}")
+    print(f"wrote {shown_path(out)}")
     return 0 if all(r["within_limit"] for r in results.values()) else 1
 
 

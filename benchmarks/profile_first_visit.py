@@ -31,7 +31,16 @@ from pathlib import Path
 
 from app_walk import INPUT_CLOCK_JS, new_sentence, page_switch, settle_view, views_of
 from bench_floor import SKIP
-from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, write_results
+from common import (
+    ROOT,
+    add_server_args,
+    distinct_sentences,
+    machine,
+    server_preflight,
+    shown_path,
+    table,
+    write_results,
+)
 
 VARIANTS = {"app": "app.py", "floor": "benchmarks/floor_app.py"}
 SAVE_TRACES: Path | None = None  # --save-traces DIR
@@ -293,7 +302,7 @@ def main() -> int:
     report(views, results, draws)
     path = write_results(args.out, {"benchmark": "profile_first_visit", "model": args.model, "runs": args.runs,
                                     "machine": machine(), "views": results, "figures": draws})
-    print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    print(f"\nwrote {shown_path(path)}")
     return 0
 
 

@@ -79,7 +79,7 @@ def _asked(ctx: Context, key: str, label: str, what: str) -> bool:
 def _step(ctx: Context, steps: list) -> None:
     ss, cfg = st.session_state, ctx.cfg
     n = len(steps)
-    ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
+    ss["dec_step"] = _step_no(ss.get("dec_step"), n)
     # Presenter mode: the step, layer and head in one row above the two figures, what the decoder read below them.
     top = st.columns([1.7, 1, 1.25, 1.35], vertical_alignment="bottom") if ctx.present else None
     slider = dict(format="step %d", label_visibility="collapsed") if top else {}
@@ -131,9 +131,7 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
     columns of ``container``, or in ``container`` and ``beside``."""
     ss = st.session_state
     layers = cfg.n_decoder_layers
-    if not 1 <= int(ss.get("dec_layer", 0)) <= layers:
-        ss["dec_layer"] = layers  # 0 in the URL: the last layer
-    ss["dec_head"] = min(max(int(ss.get("dec_head", 0)), 0), cfg.n_heads)
+    ss["dec_layer"], ss["dec_head"] = _dec_layer_head(cfg, ss.get("dec_layer"), ss.get("dec_head"))
     c1, c2 = (container, beside) if beside is not None else container.columns(2)
     compact = beside is not None  # presenter mode's row: no labels above the boxes, the options say what they are
     vis = "collapsed" if compact else "visible"
@@ -144,10 +142,26 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
     return layer, head
 
 
+def _step_no(value, n: int) -> int:
+    """The session's step choice (1-based, None: not made) kept within 1..n, as the step slider keeps it."""
+    return min(max(int(value or 1), 1), n)
+
+
+def _dec_layer_head(cfg, layer, head) -> tuple[int, int]:
+    """The session's decoder layer and head choices as the page reads them: a layer outside 1..n (0 in the URL, or
+    none) is the last layer; the head is kept within 0 (mean of heads)..n_heads."""
+    layers = cfg.n_decoder_layers
+    layer = int(layer or 0)
+    return (layer if 1 <= layer <= layers else layers), min(max(int(head or 0), 0), cfg.n_heads)
+
+
 def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: str, title: str = "") -> None:
-    what = "mean of heads" if head == 0 else f"head {head}"
     chart(st, _cross_chart(ctx, step, step_no, layer, head, title), width="stretch",
-          config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{what}"), key=key)
+          config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{_head_words(head)}"), key=key)
+
+
+def _head_words(head: int) -> str:
+    return "mean of heads" if head == 0 else f"head {head}"
 
 
 def _cross_chart(ctx: Context, step, step_no: int, layer: int, head: int, title: str = ""):
@@ -155,10 +169,10 @@ def _cross_chart(ctx: Context, step, step_no: int, layer: int, head: int, title:
     (1-based layer; head 0 = mean of heads)."""
     cross = step.cross[layer - 1]  # (h, s) this step's query over the source
     weights = cross.mean(0) if head == 0 else cross[head - 1]
-    what = "mean of heads" if head == 0 else f"head {head}"
     which = "" if ctx.present and not title else f"step {step_no}: "  # presenter mode: the slider says the step
     return cached(step_cross_attention_figure, weights, ctx.result.source.axis_tokens,
-                  title=title + which + f"cross-attention, layer {layer}, {what}", width_px=PAGE_WIDTH_PX // 2)
+                  title=title + which + f"cross-attention, layer {layer}, {_head_words(head)}",
+                  width_px=PAGE_WIDTH_PX // 2)
 
 
 def _side_by_side(ctx: Context) -> None:
@@ -168,7 +182,7 @@ def _side_by_side(ctx: Context) -> None:
     if n == 0:
         st.info("Neither side wrote anything to decode.")
         return
-    ss["dec_step"] = min(max(int(ss.get("dec_step", 1)), 1), n)
+    ss["dec_step"] = _step_no(ss.get("dec_step"), n)
     c0, c1 = st.columns(2)  # the layer and head boxes need half the page at 1280 px ("mean of heads")
     step_no = c0.slider("Step", 1, n, key="dec_step", persist_state="session") if n > 1 else 1
     layer, head = _layer_head(ctx.cfg if ctx.cfg.n_decoder_layers <= ctx.other.cfg.n_decoder_layers else ctx.other.cfg,
@@ -204,8 +218,7 @@ ATTRIBUTION_ROWS = {"cross_attention": "cross-attention (last layer, mean of hea
 def _attribution(ctx: Context, steps: list) -> None:
     """Which source words the chosen step's token came from, by each attribution method."""
     ss = st.session_state
-    n = len(steps)
-    step_no = min(max(int(ss.get("dec_step", 1)), 1), n)
+    step_no = _step_no(ss.get("dec_step"), len(steps))
     step = steps[step_no - 1]
     if not ctx.present:  # the figure's title says it
         st.markdown(f"#### Where step {step_no}'s **{md_escape(step.chosen_token)}** came from")
@@ -243,16 +256,14 @@ def prepare(ctx: Context, state: dict) -> None:
     """Build what a first visit of the page shows (the step's candidates, where it looked, the attribution of its
     token), with the session's choices `state`, without drawing anything (views/prefetch.py runs it in the
     background while the page before it is on screen)."""
-    steps, cfg = ctx.result.steps or [], ctx.cfg
+    steps = ctx.result.steps or []
     if not steps:
         return
-    step_no = min(max(int(state.get("dec_step") or 1), 1), len(steps))
+    step_no = _step_no(state.get("dec_step"), len(steps))
     step = steps[step_no - 1]
     labels, probs, chosen_idx = _candidates(step)
     cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates")
-    layer = int(state.get("dec_layer") or 0)
-    layer = layer if 1 <= layer <= cfg.n_decoder_layers else cfg.n_decoder_layers  # as _layer_head reads it
-    _cross_chart(ctx, step, step_no, layer, min(max(int(state.get("dec_head") or 0), 0), cfg.n_heads))
+    _cross_chart(ctx, step, step_no, *_dec_layer_head(ctx.cfg, state.get("dec_layer"), state.get("dec_head")))
     _attribution_chart(ctx, steps, step_no)
 
 
