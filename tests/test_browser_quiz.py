@@ -59,6 +59,8 @@ def test_a_quiz_link_asks_then_reveals_on_one_screen_and_back_asks_again(chromiu
         assert pg.locator(MAIN_CHART).count() == 0 and "Next:" not in main_text(pg)  # nothing gives it away
         assert "reveal" not in query(pg)
         pick = widget(pg, "quiz_pick_next_2_3")
+        # the reveal button can be on the page a frame before the choices' radio is: wait for its options
+        pick.locator("[data-testid='stRadioOption']").first.wait_for()
         options = [t.strip() for t in pick.locator("[data-testid='stRadioOption']").all_inner_texts()]
         assert len(options) >= 2
         click(pg, "quiz_pick_next_2_3", options[0])  # the room's guess
