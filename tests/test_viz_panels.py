@@ -4,7 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from viz.head import PIPELINE_ROWS, head_pipeline_figures, head_pipeline_rows
+from viz.head import PIPELINE_ROWS, head_pipeline_figures, head_pipeline_rows, matrix_figure
+from viz.heatmap import MASK_TRACE_NAME
 from viz.masks import causal_figure, mask_figure
 from viz.panels import panel_row
 from viz.theme import PRESENTER_THEME, using_theme
@@ -30,6 +31,11 @@ def _sent(fig) -> dict:
     return json.loads(browser_json(fig, "test"))
 
 
+def _coloured(trace: dict) -> bool:
+    """A panel's value trace (not the grey cover of masked cells)."""
+    return trace["type"] == "heatmap" and trace.get("name") != MASK_TRACE_NAME
+
+
 @pytest.mark.parametrize("kind", ["cross", "dec_self"])
 def test_each_row_holds_its_steps_traces_unchanged(kind):
     args, kwargs = _head(kind)
@@ -39,9 +45,26 @@ def test_each_row_holds_its_steps_traces_unchanged(kind):
         merged = _sent(fig)["data"]
         alone = [t for name in steps for t in _sent(figs[name])["data"]]
         assert len(merged) == len(alone)
-        for a, b in zip(merged, alone):  # the same values, hover, colour range: only axes and colour bar placed
-            drop = {"xaxis", "yaxis", "colorbar"}
+        for a, b in zip(merged, alone):  # the same values and hover: only axes, colour bar and colour range change
+            drop = {"xaxis", "yaxis", "colorbar", "zmin", "zmax", "showscale"}
             assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
+
+
+@pytest.mark.parametrize("kind", ["cross", "dec_self"])
+def test_a_row_is_one_colour_scale_with_one_colour_bar(kind):
+    args, kwargs = _head(kind)
+    figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
+    for steps, fig in rows.items():
+        alone = [next(t for t in _sent(figs[name])["data"] if _coloured(t)) for name in steps]
+        merged = [t for t in _sent(fig)["data"] if _coloured(t)]
+        assert len(merged) == len(steps)
+        lo, hi = min(t["zmin"] for t in alone), max(t["zmax"] for t in alone)
+        assert all((t["zmin"], t["zmax"]) == (lo, hi) for t in merged)  # one range: each panel's range inside it
+        shown = [t for t in merged if t.get("showscale") is not False]
+        assert shown == merged[-1:]  # one colour bar, the last panel's
+    qkv = [t for t in _sent(rows[("Q", "K", "V")])["data"] if _coloured(t)]
+    lim = max(float(np.abs(a).max()) for a in args[:3])
+    assert qkv[0]["zmin"] == pytest.approx(-lim) and qkv[0]["zmax"] == pytest.approx(lim)  # Q, K and V's largest
 
 
 def test_panels_sit_left_to_right_without_overlapping_and_every_reference_exists():
@@ -53,15 +76,12 @@ def test_panels_sit_left_to_right_without_overlapping_and_every_reference_exists
         layout = sent["layout"]
         for t in sent["data"]:
             assert "xaxis" + t["xaxis"][1:] in layout and "yaxis" + t["yaxis"][1:] in layout, t["xaxis"]
-        heat = [t for t in sent["data"] if t["type"] == "heatmap" and t.get("showscale") is not False]
+        heat = [t for t in sent["data"] if t["type"] == "heatmap" and _coloured(t)]
         domains = [layout["xaxis" + t["xaxis"][1:]]["domain"] for t in heat]
         assert len(domains) == len(steps)
         for (a0, a1), (b0, b1) in zip(domains, domains[1:]):
             assert 0 <= a0 < a1 < b0 < b1 <= 1
-        for t, (x0, x1) in zip(heat, domains):  # each colour bar right of its panel, before the next one
-            assert x1 < t["colorbar"]["x"]
-        for t, nxt in zip(heat, domains[1:]):
-            assert t["colorbar"]["x"] < nxt[0]
+        assert heat[-1].get("showscale") is not False and domains[-1][1] < heat[-1]["colorbar"]["x"]  # right of it
         for shape in layout.get("shapes", []):
             assert shape["xref"].split()[0].replace("x", "xaxis", 1) in layout
 
@@ -94,6 +114,15 @@ def test_presenter_mode_keeps_its_fonts_in_a_row():
         sizes = [a["font"]["size"] for fig in rows.values() for a in _sent(fig)["layout"].get("annotations", [])
                  if "font" in a]
     assert sizes and min(sizes) >= PRESENTER_THEME.min_font
+
+
+def test_panels_keep_their_own_colour_bars_unless_asked():
+    one = matrix_figure(np.eye(5, dtype=np.float32), EN, EN, "one", "row", "column")
+    two = matrix_figure(-3 * np.eye(5, dtype=np.float32), EN, EN, "two", "row", "column")
+    own = [t for t in _sent(panel_row([one, two]))["data"] if t.get("showscale") is not False]
+    shared = [t for t in _sent(panel_row([one, two], one_scale=True))["data"] if t.get("showscale") is not False]
+    assert [(t["zmin"], t["zmax"]) for t in own] == [(-1, 1), (-3, 3)]
+    assert [(t["zmin"], t["zmax"]) for t in shared] == [(-3, 3)]
 
 
 def test_shares_must_match_the_figures():

@@ -17,7 +17,9 @@ from viz.embeddings import (
 )
 from viz.tables import matrix_csv
 
-VOCAB_DOTS = 1000  # vocabulary entries drawn as named dots; the rest are counted into the grey density
+# Vocabulary entries drawn as named dots (the most frequent, for a vocabulary listed so); the rest are counted into
+# the grey density. Each hundred dots adds about 4 ms to the map's draw (benchmarks/bench_vocab_map.py).
+VOCAB_DOTS = 300
 
 
 def table_words(key: str) -> str:

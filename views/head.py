@@ -110,7 +110,8 @@ def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:
     """The head's sizes, and the recorded numbers checked against Q, K and V."""
     cfg = ctx.cfg
     st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
-               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}.")
+               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. Each row of figures has "
+               "one colour scale: a colour is the same number in every panel of the row.")
     check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))
     out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
     st.markdown(":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones "

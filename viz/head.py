@@ -240,12 +240,15 @@ def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:
 
     Rows in PIPELINE_ROWS' order, each with the steps that exist (no "masked" without a mask, no "dropout" without
     dropout weights); the panels of a row side by side across the page (:func:`viz.panels.panel_row`), each as
-    wide as the page's column it had as a figure of its own.
+    wide as the page's column it had as a figure of its own, on ONE colour scale per row with one colour bar: a
+    colour is the same number in Q, K and V, in the scores before and after scaling (the scaled ones, √d_k times
+    smaller, turn paler), and in the weights before and after dropout.
     """
     figs = head_pipeline_figures(*args, **kwargs)
     rows = {}
     for row in PIPELINE_ROWS:
         steps = tuple(name for name in row if name in figs)
         if steps:
-            rows[steps] = figs[steps[0]] if len(steps) == 1 else panel_row([figs[name] for name in steps])
+            panels = [figs[name] for name in steps]
+            rows[steps] = panels[0] if len(panels) == 1 else panel_row(panels, one_scale=True)
     return rows

@@ -88,10 +88,10 @@ def causal_figure(mask: np.ndarray, probs_on: np.ndarray, probs_off: np.ndarray,
                   src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
     """The Masks page's causal part as ONE figure of three panels over ``tokens`` (t): the causal ``mask`` (t, t)
     the model used, one decoder head's ``probs_on`` with it, and ``probs_off`` from the pass without it (whose
-    recorded mask is ``mask_off``)."""
+    recorded mask is ``mask_off``). The two passes' weights share one colour scale and one colour bar."""
     third, langs = PAGE_WIDTH_PX // 3, dict(src_lang=src_lang, tgt_lang=tgt_lang)
     return panel_row([mask_figure(mask, tokens, tokens, title=mask_title, kind="dec_self", width_px=third, **langs),
                       attention_figure(probs_on, tokens, tokens, "dec_self", mask=mask, title=on_title,
                                        width_px=third, **langs),
                       attention_figure(probs_off, tokens, tokens, "dec_self", mask=mask_off, title=off_title,
-                                       width_px=third, **langs)])
+                                       width_px=third, **langs)], one_scale=True)

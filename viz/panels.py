@@ -29,13 +29,15 @@ _AXIS = re.compile(r"^([xy])(\d*)( domain)?$")
 
 
 def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, *,
-              width_px: int = PAGE_WIDTH_PX) -> go.Figure:
+              width_px: int = PAGE_WIDTH_PX, one_scale: bool = False) -> go.Figure:
     """ONE figure with ``figs`` (built by viz/, each with its own axes) side by side, left to right.
 
     ``shares``: each panel's part of the width (equal by default), for a figure ``width_px`` wide (the width the
     page gives it: gaps for tick labels and colour bars are that many pixels). A panel keeps its own height of
     plot (rows stay as tall as in its own figure, top-aligned). A panel whose rows are the previous panel's rows
     (the same y labels) shows no y tick labels and no y title: the panel on its left names them.
+    ``one_scale``: the panels' colour scales become one (from the lowest bottom to the highest top of their
+    colour ranges), shown by one colour bar, the last panel's: a colour is the same number in every panel.
     """
     if not figs:
         raise ValueError("panel_row needs at least one figure")
@@ -48,6 +50,9 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     own_rows = [i == 0 or _rows(figs[i]) != _rows(figs[i - 1]) for i in range(n)]
     bar = COLORBAR_BASE_PX + COLORBAR_PER_TICK_PX * max(theme().tick, theme().min_font)
     bars = [bar if _has_colorbar(f) else 0 for f in figs]
+    if one_scale and any(bars):
+        last = max(i for i, b in enumerate(bars) if b)
+        bars = [bar if i == last else 0 for i in range(n)]
     lefts = [lay["margin"]["l"] if own_rows[i] else GAP_PX for i, lay in enumerate(layouts)]
     tops = [lay["margin"]["t"] for lay in layouts]
     bottoms = [lay["margin"]["b"] for lay in layouts]
@@ -81,6 +86,8 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
             notes.append(dict(text=title, x=sum(x_dom) / 2, y=y_dom[1], xref="paper", yref="paper", xanchor="center",
                               yanchor="bottom", yshift=top - TITLE_PAD_PX - lines * TITLE_LINE_PX, showarrow=False,
                               font=dict(size=theme().title)))
+    if one_scale:
+        _one_scale(data)
     first = layouts[0]
     layout.update(margin=dict(first["margin"], l=left, r=right, t=top, b=bottom), height=top + plot_h + bottom,
                   font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
@@ -95,7 +102,28 @@ def _rows(fig: go.Figure):
 
 
 def _has_colorbar(fig: go.Figure) -> bool:
-    return any(t.get("colorbar") is not None and t.get("showscale", True) is not False for t in fig._data)
+    return any(_scaled_trace(t) for t in fig._data)
+
+
+def _scaled_trace(trace) -> bool:
+    return trace.get("colorbar") is not None and trace.get("showscale", True) is not False
+
+
+def _one_scale(data: list) -> None:
+    """The colour traces of a row (each panel's, with a colour bar) on one range; only the last shows its bar (its
+    own tick labels dropped if the range grew: they were written for its own range)."""
+    scaled = [t for t in data if _scaled_trace(t)]
+    if not scaled:
+        return
+    lo, hi = min(t["zmin"] for t in scaled), max(t["zmax"] for t in scaled)
+    last = scaled[-1]
+    if (last["zmin"], last["zmax"]) != (lo, hi):
+        last["colorbar"] = {k: v for k, v in last["colorbar"].items() if k not in ("tickmode", "tickvals", "ticktext")}
+    for t in scaled:
+        t.update(zmin=lo, zmax=hi)
+        t.pop("zmid", None)
+    for t in scaled[:-1]:
+        t["showscale"] = False
 
 
 def _axis_names(fig: go.Figure, offset: int) -> dict[str, str]:
