@@ -128,13 +128,20 @@ with st.sidebar:
         elif ss["compare"] == "model":
             st.selectbox("Model B", choices + ([ss["ckpt2"]] if ss["ckpt2"] not in choices else []), key="ckpt2",
                          format_func=checkpoint_label)
-    with st.expander("Decoding options"):
-        st.radio("Decoding traced in the figures", ["greedy", "beam"], key="decoding", horizontal=True,
-                 on_change=_new_sentence,
-                 help="greedy: the most probable token at each step. beam: beam search's best translation, traced "
-                      "by running the decoder along its tokens (the attention it computed for that hypothesis).")
-        st.slider("Beam size", 2, 10, key="beam", disabled=ss["decoding"] != "beam", on_change=_new_sentence)
-        st.slider("Maximum output length (0 = automatic)", 0, MAX_DECODE_STEPS, key="max_len", on_change=_new_sentence)
+    # Its widgets are drawn only while it is open: a slider lays itself out again on every run, which makes the
+    # browser lay out the whole page once more while a new page is being drawn. Their values stay in the session.
+    options = st.expander("Decoding options", expanded=ss["decoding"] != "greedy" or bool(ss["max_len"]),
+                          key="decoding_options", on_change="rerun")
+    if options.open:
+        options.radio("Decoding traced in the figures", ["greedy", "beam"], key="decoding", horizontal=True,
+                      on_change=_new_sentence, persist_state="session",
+                      help="greedy: the most probable token at each step. beam: beam search's best translation, "
+                           "traced by running the decoder along its tokens (the attention it computed for that "
+                           "hypothesis).")
+        options.slider("Beam size", 2, 10, key="beam", disabled=ss["decoding"] != "beam", on_change=_new_sentence,
+                       persist_state="session")
+        options.slider("Maximum output length (0 = automatic)", 0, MAX_DECODE_STEPS, key="max_len",
+                       on_change=_new_sentence, persist_state="session")
     st.radio("Figures save as", ["png", "svg"], key="fig_format", horizontal=True, format_func=str.upper,
              help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
                   "model, the sentence, the decoding, the view, kind, layer and head.")

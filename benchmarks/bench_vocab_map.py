@@ -1,12 +1,13 @@
 """How long Chromium takes to draw the Embeddings page's vocabulary map: the previous design against the current one.
 
-    python benchmarks/bench_vocab_map.py [--repeats 7] [--model multi30k-de-en] [--big 58000]
+    python benchmarks/bench_vocab_map.py [--repeats 7] [--model multi30k-de-en] [--big 58000] [--dots 0 300 1000]
 
 Draws, with plotly.js in headless Debian Chromium (the flags of tests/browser_support.py, no GPU), each
 figure into a fresh div and waits two animation frames:
   webgl-all   the previous design: one WebGL scatter of every vocabulary entry, named on hover
-  density     viz.embeddings.vocab_map_figure: every entry counted into a grey density, the first
-              1,000 entries as named dots, the sentence's words on top
+  density, N dots
+              viz.embeddings.vocab_map_figure: every entry counted into a grey density, the first N entries
+              as named dots (the page draws views/embeddings.py's VOCAB_DOTS), the sentence's words on top
 for the shipped model's source vocabulary, and for a random `--big`-entry vocabulary (an opus-mt-size
 one). Results: benchmarks/results/vocab_map.json.
 """
@@ -51,6 +52,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--model", default="multi30k-de-en")
     ap.add_argument("--big", type=int, default=58_000, help="entries of the random large vocabulary")
+    ap.add_argument("--dots", type=int, nargs="+", default=[0, 300, 1000], help="named dots of the density designs")
     args = ap.parse_args()
 
     tr = open_translator(ROOT / "checkpoints" / args.model)
@@ -73,8 +75,8 @@ def main() -> int:
         page.set_content(page_html)
         for name, (coords, tokens) in cases.items():
             idx = list(range(5, 60, 5))  # eleven "sentence" words
-            figs = {"webgl-all": webgl_all(coords, tokens, idx),
-                    "density": vocab_map_figure(coords, tokens, idx)}
+            figs = {"webgl-all": webgl_all(coords, tokens, idx)}
+            figs |= {f"density, {n:,} dots": vocab_map_figure(coords, tokens, idx, n_dots=n) for n in args.dots}
             for design, fig in figs.items():
                 payload = json.loads(pio.to_json(fig))
                 page.evaluate(DRAW_JS, payload)  # warm-up: plotly.js compiles its code paths once
