@@ -13,8 +13,7 @@ bench_server_cpu.py measures it per action): one worker thread; one page ahead, 
 (not after a new sentence, a layer or a head, which cost enough themselves); a preparation that runs the model
 (a page with RUNS_MODEL) only when the page just opened had been prepared too, i.e. the student is going down
 the list; at most one task waiting (a newer one replaces it); each page prepared once per sentence and choices;
-nothing in presenter mode or side by side (their figures are built in another theme or layout); started
-START_AFTER_S after it is asked for, so that the browser draws the page just opened first. A preparation
+nothing in presenter mode or side by side (their figures are built in another theme or layout). A preparation
 that fails is dropped: the page computes as before. ATLAS_PREFETCH=0 in the server's environment turns it off.
 """
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -36,9 +34,6 @@ from viz.theme import Theme, using_theme
 PAGES = {"Embeddings": embeddings, "Positional encoding": positional, "Inside one head": head, "Masks": masks,
          "Decoding": decoding}
 MAX_REMEMBERED = 256  # preparations remembered as done (a key of a few strings each)
-# A preparation starts this long after it is asked for, at the end of a page's run: the browser is then drawing that
-# page, and on two cores the preparation's CPU competes with it; a student's next click comes seconds later.
-START_AFTER_S = 0.15
 
 _log = logging.getLogger(__name__)
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-prefetch")
@@ -91,7 +86,6 @@ def _key(view: str, ctx: Context, theme: Theme) -> tuple:
 
 def _prepare(page, ctx: Context, state: dict, theme: Theme, key) -> None:
     global _waiting
-    time.sleep(START_AFTER_S)
     with _lock:
         if _waiting is not None and _waiting[1] == key:
             _waiting = None  # started: a newer task no longer replaces it
