@@ -5,7 +5,9 @@ its own layout pass), so a row of panels drawn as one figure is drawn in about h
 as separate charts (benchmarks/profile_first_visit.py). :func:`panel_row` keeps every panel exactly as its own
 builder made it: the same traces (values, hover text, colour range and colour bar), the same axes and tick labels,
 the same notes and lines; only the axes get new names and each panel a share of the width. Its title becomes a
-note centred above it, as in a grid of facets (:func:`viz.heatmap.grid_figure`).
+note centred above it, as in a grid of facets (:func:`viz.heatmap.grid_figure`). With ``one_scale`` the panels'
+colour ranges become one and only the last panel keeps its colour bar: fewer bars to draw, and a colour that
+means the same number across the row.
 """
 
 from __future__ import annotations
