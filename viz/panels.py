@@ -51,10 +51,9 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     layouts = [f._layout for f in figs]
     own_rows = [i == 0 or _rows(figs[i]) != _rows(figs[i - 1]) for i in range(n)]
     bar = COLORBAR_BASE_PX + COLORBAR_PER_TICK_PX * max(theme().tick, theme().min_font)
+    # Room for each panel's own colour bar, also where one_scale hides it: the panels' titles are wrapped for
+    # their own figures' widths and would run into each other on a narrow screen (1280 px) without it.
     bars = [bar if _has_colorbar(f) else 0 for f in figs]
-    if one_scale and any(bars):
-        last = max(i for i, b in enumerate(bars) if b)
-        bars = [bar if i == last else 0 for i in range(n)]
     lefts = [lay["margin"]["l"] if own_rows[i] else GAP_PX for i, lay in enumerate(layouts)]
     tops = [lay["margin"]["t"] for lay in layouts]
     bottoms = [lay["margin"]["b"] for lay in layouts]
