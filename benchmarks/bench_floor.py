@@ -15,6 +15,9 @@ server and a freshly launched Chromium:
 The What if page is left out (--skip-views): its sentence B keeps the previous sentence, so what it holds after
 a new sentence is not what the walk learned.
 Times are measured in the page from the press to the frame where everything is drawn (benchmarks/app_walk.py).
+Both apps start from compiled bytecode, as a server does after its first start (benchmarks/common.py's
+compile_checkout; --from-source measures starts that compile the checkout's modules, which is every start where
+PYTHONDONTWRITEBYTECODE is set and no bytecode was written).
 Per measure it prints the median over the walks for the app and for the floor and their ratio; absolute times
 vary between machines, the ratio measured in one run much less. Writes benchmarks/results/floor.json.
 """
@@ -121,7 +124,9 @@ def main() -> int:
     if exceptions:
         print(f"\nWARNING: {exceptions} exception box(es) seen")
     path = write_results("floor", {"benchmark": "floor", "model": args.model, "walks": args.walks,
-                                   "machine": machine(), "rows": rows, "runs": walks, "targets": TARGETS,
+                                   "machine": machine(),
+                                   "bytecode": "from source" if args.from_source else "compiled first",
+                                   "rows": rows, "runs": walks, "targets": TARGETS,
                                    "exceptions_seen": exceptions})
     print(f"\nwrote {path.relative_to(ROOT)}")
     return 0

@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from viz.architecture import architecture_figure
 from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.compare import Side, side_by_side_figure
 from viz.decoding import attribution_figure, candidates_figure, step_cross_attention_figure
@@ -95,6 +96,7 @@ def _builders():
         "scaling": lambda: scaling_figure(emb, emb * 5.7, 32, K, width_px=900),
         "vocabulary map": lambda: vocab_map_figure(RNG.standard_normal((300, 2)).astype(np.float32),
                                                    [f"w{i}" for i in range(300)], [3, 7], n_dots=50),
+        "architecture": lambda: architecture_figure(3, 2, 256, 8, src_lang="French", tgt_lang="<i>Italian</i>"),
         "plain heatmap, numbered axes": lambda: heatmap(emb, None, None, row_title="r", col_title="c"),
         "facets without tokens": lambda: facet_heatmaps(np.stack([emb, -emb]), ["a", "b"], None, None,
                                                         row_title="r", col_title="c", shared_scale=False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz.layout import style
+from viz.layout import styled_figure
 from viz.text import escape_token, fmt_share
 
 
@@ -30,19 +30,19 @@ def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["component", "parameters", "share"])
 
 
-def _box(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, text: str,
-         colour: str) -> None:
-    """Rounded-looking labelled box in data coordinates."""
-    fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, fillcolor=colour,
-                  line=dict(color="#333333", width=1.5), layer="below")
-    fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=text, showarrow=False,
-                       font=dict(size=14, color="#111111"))
+def _box(x0: float, y0: float, x1: float, y1: float, text: str, colour: str) -> tuple[dict, dict]:
+    """A labelled box in data coordinates: (its shape, its label)."""
+    shape = {"type": "rect", "x0": x0, "y0": y0, "x1": x1, "y1": y1, "fillcolor": colour,
+             "line": {"color": "#333333", "width": 1.5}, "layer": "below"}
+    label = {"x": (x0 + x1) / 2, "y": (y0 + y1) / 2, "text": text, "showarrow": False,
+             "font": {"size": 14, "color": "#111111"}}
+    return shape, label
 
 
-def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None:
-    """Arrow from (x0, y0) to (x1, y1)."""
-    fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
-                       text="", showarrow=True, arrowhead=2, arrowwidth=1.8)
+def _arrow(x0: float, y0: float, x1: float, y1: float) -> dict:
+    """An arrow from (x0, y0) to (x1, y1), as an annotation."""
+    return {"x": x1, "y": y1, "ax": x0, "ay": y0, "xref": "x", "yref": "y", "axref": "x", "ayref": "y",
+            "text": "", "showarrow": True, "arrowhead": 2, "arrowwidth": 1.8}
 
 
 def architecture_figure(n_enc_layers: int, n_dec_layers: int, d_model: int, n_heads: int,
@@ -52,28 +52,26 @@ def architecture_figure(n_enc_layers: int, n_dec_layers: int, d_model: int, n_he
 
     Source (``src_lang``) flows up the left column, target (``tgt_lang``) up
     the right; both embeddings are scaled by √d_model; the cross-attention
-    arrow goes from the encoder output into the decoder.
+    arrow goes from the encoder output into the decoder. Built in one pass (a session's first page draws it:
+    plotly's add_shape / add_annotation validate the whole figure again at each call).
     """
     src, tgt = escape_token(src_lang), escape_token(tgt_lang)
-    fig = go.Figure()
     enc, dec = "#c6dbef", "#fdd0a2"
-    _box(fig, 0, 0, 4, 1.1, f"{src} tokens → embedding<br>× √d_model + positional enc.",
-         "#e5e5e5")
-    _box(fig, 0, 1.7, 4, 3.7, f"encoder layer × {n_enc_layers}<br>self-attention "
-         f"({n_heads} heads)<br>feed-forward", enc)
-    _box(fig, 6, 0, 10, 1.1, f"{tgt} tokens (shifted right)<br>→ embedding × √d_model<br>"
-         "+ positional enc.", "#e5e5e5")
-    _box(fig, 6, 1.7, 10, 3.7, f"decoder layer × {n_dec_layers}<br>masked self-attention<br>"
-         f"cross-attention · feed-forward", dec)
-    _box(fig, 6, 4.3, 10, 5.1, f"generator: linear + softmax<br>→ next {tgt} token", "#c7e9c0")
-    _arrow(fig, 2, 1.1, 2, 1.7)
-    _arrow(fig, 8, 1.1, 8, 1.7)
-    _arrow(fig, 8, 3.7, 8, 4.3)
-    _arrow(fig, 4, 2.7, 6, 2.7)
-    fig.add_annotation(x=5, y=2.9, text="memory", showarrow=False, font=dict(size=14))
-    for x, text in ((2, f"encoder: reads {src}"), (8, f"decoder: writes {tgt}")):
-        fig.add_annotation(x=x, y=-0.45, text=text, showarrow=False,
-                           font=dict(size=15, color="#333333"))
-    fig.update_xaxes(visible=False, range=[-0.3, 10.3])
-    fig.update_yaxes(visible=False, range=[-0.75, 5.4])
-    return style(fig, f"{title}<br>d_model = {d_model}, {n_heads} heads", height=500)
+    boxes = [
+        _box(0, 0, 4, 1.1, f"{src} tokens → embedding<br>× √d_model + positional enc.", "#e5e5e5"),
+        _box(0, 1.7, 4, 3.7, f"encoder layer × {n_enc_layers}<br>self-attention ({n_heads} heads)<br>feed-forward",
+             enc),
+        _box(6, 0, 10, 1.1, f"{tgt} tokens (shifted right)<br>→ embedding × √d_model<br>+ positional enc.",
+             "#e5e5e5"),
+        _box(6, 1.7, 10, 3.7, f"decoder layer × {n_dec_layers}<br>masked self-attention<br>"
+             "cross-attention · feed-forward", dec),
+        _box(6, 4.3, 10, 5.1, f"generator: linear + softmax<br>→ next {tgt} token", "#c7e9c0"),
+    ]
+    notes = [label for _, label in boxes]
+    notes += [_arrow(2, 1.1, 2, 1.7), _arrow(8, 1.1, 8, 1.7), _arrow(8, 3.7, 8, 4.3), _arrow(4, 2.7, 6, 2.7)]
+    notes.append({"x": 5, "y": 2.9, "text": "memory", "showarrow": False, "font": {"size": 14}})
+    notes += [{"x": x, "y": -0.45, "text": text, "showarrow": False, "font": {"size": 15, "color": "#333333"}}
+              for x, text in ((2, f"encoder: reads {src}"), (8, f"decoder: writes {tgt}"))]
+    layout = {"shapes": [shape for shape, _ in boxes], "annotations": notes,
+              "xaxis": {"visible": False, "range": [-0.3, 10.3]}, "yaxis": {"visible": False, "range": [-0.75, 5.4]}}
+    return styled_figure([], layout, f"{title}<br>d_model = {d_model}, {n_heads} heads", height=500)
