@@ -21,10 +21,8 @@ from views import warmup  # imports only Streamlit
 # statement instead waits until the other thread's import of the same module has finished.
 _warm = warmup.start()  # the browser starts on Plotly's code while this run loads the model (views/warmup.py)
 
-# The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file).
-from model.service import file_stem, untrained_summary
-from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
-from views.lesson import lesson_html
+# The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
+# ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).
 from views.note import field as note_field
 from views.note import pin as pin_note
 from views.state import (
@@ -39,6 +37,7 @@ from views.state import (
     checkpoint_label,
     init_state,
     is_twin,
+    languages_of,
     load_model,
     model_facts,
     sync_url,
@@ -55,11 +54,6 @@ from viz.theme import DEFAULT_THEME, PRESENTER_THEME
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
                    layout="wide")
 st.markdown(PAGE_STYLE, unsafe_allow_html=True)
-PAGES = {
-    "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
-    "Inside one head": head, "Masks": masks, "Decoding": decoding, "What if": whatif, "Heads": heads,
-    "Training": training,
-}
 init_state()
 ss = st.session_state
 # Presenter mode: the sidebar folds away (its arrow, top left, opens it: sentence and views stay reachable),
@@ -89,11 +83,9 @@ def _use_example() -> None:
         _new_sentence()
 
 
-# The model is loaded before the sidebar (cached; an error is only reported further down), so that the sidebar
-# can name the languages of the model that is open.
-model, error = load_model(ss["ckpt"])
-langs = model_facts(ss["ckpt"])["langs"] if model is not None else {"src": "source", "tgt": "target",
-                                                                          "src_name": "source", "tgt_name": "target"}
+# The sidebar names the languages of the model that is open, read from its config: on a session's first run it
+# goes out before torch is imported and the model loaded, and the browser draws it meanwhile.
+langs = languages_of(ss["ckpt"])
 with st.sidebar:
     st.title("Attention Atlas")
     st.caption(f"A Transformer, {langs['src_name']} → {langs['tgt_name']}, opened up.")
@@ -146,6 +138,17 @@ with st.sidebar:
              help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
                   "model, the sentence, the decoding, the view, kind, layer and head.")
 
+# torch (a second or more on a first run) and the pages' code
+from model.service import file_stem, untrained_summary
+from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
+from views.lesson import lesson_html
+
+PAGES = {
+    "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
+    "Inside one head": head, "Masks": masks, "Decoding": decoding, "What if": whatif, "Heads": heads,
+    "Training": training,
+}
+model, error = load_model(ss["ckpt"])  # cached; an error is reported below the note
 pin_note(ss["present"])  # the lecturer's note, on every view (also when the page stops below)
 if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")

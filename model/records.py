@@ -12,6 +12,16 @@ import numpy as np
 from model.nn.config import ModelConfig  # noqa: F401  (a page reads the config facts it shows from this record)
 from model.text.vocab import BOS, EOS
 
+# The app's example sentences, all from Multi30k's val: views/state.py shows these as EXAMPLES, and the trainer's film
+# (model/training/film.py) uses them as its first probes: one list.
+APP_EXAMPLES = [
+    "Ein brauner Hund rennt dem schwarzen Hund hinterher.",
+    "Ein Mann schläft in einem grünen Raum auf einem Sofa.",
+    "Ein Junge mit Kopfhörern sitzt auf den Schultern einer Frau.",
+    "Zwei Hunde spielen im hohen Gras mit einem orangen Spielzeug.",
+    "Ein kleines Kind steht allein auf einem zerklüfteten Felsen.",
+    "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
+]
 KINDS = ("enc_self", "dec_self", "cross")  # the attention kinds: encoder self, decoder (masked) self, cross
 MIN_GAP = 1e-4  # nats: a smaller clean-corrupt difference leaves a patching effect undefined (NaN)
 # The app's pages, in the sidebar's order (tests and benchmarks walk this list).

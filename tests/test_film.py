@@ -62,11 +62,11 @@ def test_schedule_is_log_spaced():
 
 
 def test_app_examples_are_the_pages_examples():
-    """One list: the app's example sentences are the film's first probes (views/state.py takes the film's)."""
+    """One list: the app's example sentences are the film's first probes (both take model.records')."""
     tree = ast.parse((ROOT / "views" / "state.py").read_text(encoding="utf-8"))
     found = [node.value for node in ast.walk(tree)
              if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EXAMPLES" for t in node.targets)]
-    assert len(found) == 1 and ast.unparse(found[0]) == "service.APP_EXAMPLES"
+    assert len(found) == 1 and ast.unparse(found[0]) == "records.APP_EXAMPLES"
     from model import service
 
     assert service.APP_EXAMPLES is APP_EXAMPLES

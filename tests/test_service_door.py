@@ -52,10 +52,29 @@ def test_every_page_and_app_import_without_torch_when_the_service_is_stubbed():
 
 
 def test_the_real_service_does_load_the_model_code():
-    """The check above could pass by importing nothing: without the stub, the same import does load torch."""
-    run = _run("import sys, views.state; print('torch' in sys.modules)")
+    """The check above could pass by importing nothing: without the stub, a page's import does load torch, and so
+    does views.state's first use of the model (it imports model.service then)."""
+    run = _run("import sys, views.attention; print('torch' in sys.modules)")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-1] == "True"
+    run = _run("import sys, views.state; a = 'torch' in sys.modules; views.state._service(); "
+               "print(a, 'torch' in sys.modules)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-2:] == ["False", "True"]
+
+
+def test_app_draws_its_sidebar_before_it_imports_torch():
+    """A session's first run sends the sidebar before torch's import (a second or more), so that the browser draws
+    it meanwhile: what app.py imports before its first `with st.sidebar:` loads no torch, with the real service."""
+    body = ast.parse((ROOT / "app.py").read_text()).body
+    first_sidebar = next(i for i, n in enumerate(body) if isinstance(n, ast.With) and "st.sidebar" in ast.unparse(n))
+    before = [n for n in body[:first_sidebar] if isinstance(n, (ast.Import, ast.ImportFrom))
+              and getattr(n, "module", None) != "__future__"]
+    after = [n for n in body[first_sidebar:] if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert len(before) > 5 and after  # the pages come after it
+    run = _run("\n".join(ast.unparse(n) for n in before) + "\nimport sys\nprint('torch' in sys.modules)")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[-1] == "False"
 
 
 def _model_imports(path: Path) -> set[str]:

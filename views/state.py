@@ -13,19 +13,33 @@ import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import streamlit as st
 
-from model import records, service
+from model import records
 from model.records import Attribution, ModelConfig, SentenceTrace, Translation
 from views import urlstate
 from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import kind_labels from here)
 
+if TYPE_CHECKING:
+    from model import service
+
 ROOT = Path(__file__).resolve().parent.parent
+_threads_set = False
 
 
-service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request; see model/inference/runtime.py
+def _service():
+    """model.service, imported on first use: it imports torch (a second or more), and a session's first run draws
+    the sidebar before that, so that the browser draws it while the server imports (app.py)."""
+    global _threads_set
+    from model import service
+
+    if not _threads_set:  # one torch and one BLAS thread per request; see model/inference/runtime.py
+        service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
+        _threads_set = True
+    return service
 
 
 def checkpoint_dir() -> Path:
@@ -40,7 +54,7 @@ def default_model() -> str:
 
 TWIN = ":untrained"  # suffix of a checkpoint key: same architecture, random weights
 
-EXAMPLES = service.APP_EXAMPLES  # from Multi30k's validation set; the trainer's film uses the same ones as probes
+EXAMPLES = records.APP_EXAMPLES  # from Multi30k's validation set; the trainer's film uses the same ones as probes
 
 VIEWS = list(records.VIEWS)
 KINDS = records.KINDS  # their names with the model's languages: kind_labels()
@@ -142,12 +156,12 @@ def is_twin(key: str) -> bool:
 
 @st.cache_resource(show_spinner="Loading the model…")
 def _load(folder: str) -> service.Model:
-    return service.load(folder)
+    return _service().load(folder)
 
 
 @st.cache_resource(show_spinner=False)
 def _twin(folder: str) -> service.Model:
-    return service.untrained_twin(_load(folder), seed=0)
+    return _service().untrained_twin(_load(folder), seed=0)
 
 
 def load_model(key: str) -> tuple[service.Model | None, str | None]:
@@ -165,6 +179,7 @@ def load_model(key: str) -> tuple[service.Model | None, str | None]:
                       "and toy models trained on the Training page). Choose one there.")
     name = key[: -len(TWIN)] if key.endswith(TWIN) else key
     folder = checkpoint_dir() / name
+    service = _service()
     try:
         return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
     except service.CheckpointError as e:
@@ -177,7 +192,7 @@ def load_model(key: str) -> tuple[service.Model | None, str | None]:
 def _model(key: str) -> service.Model:
     model, error = load_model(key)
     if model is None:
-        raise service.CheckpointError(error)
+        raise _service().CheckpointError(error)
     return model
 
 
@@ -187,30 +202,30 @@ def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = 
 
     A prefix ending in <eos> is a whole output (a beam hypothesis traced along its tokens).
     """
-    return service.trace(_model(key), text, max_len=max_len or None, prefix=list(prefix) or None)
+    return _service().trace(_model(key), text, max_len=max_len or None, prefix=list(prefix) or None)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
     """The trace the figures show, in `python -m model.export`'s JSON schema."""
-    return service.trace_json(_model(key), trace_sentence(key, text, max_len, prefix), key, decoding or None)
+    return _service().trace_json(_model(key), trace_sentence(key, text, max_len, prefix), key, decoding or None)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def wrong_language(key: str, text: str) -> bool:
     """Does the text look like the model's target language (a hint for a user who typed English)?"""
-    return service.looks_like_target_language(_model(key), text)
+    return _service().looks_like_target_language(_model(key), text)
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
-    return service.translate(_model(key), text, beam=beam, max_len=max_len or None)
+    return _service().translate(_model(key), text, beam=beam, max_len=max_len or None)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool) -> SentenceTrace:
     """SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens (causal mask on or off)."""
-    return service.teacher_forced(_model(key), text, list(tgt_tokens), causal)
+    return _service().teacher_forced(_model(key), text, list(tgt_tokens), causal)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -221,32 +236,32 @@ def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int) -> A
     decoding, so it explains the choice made at step row + 1. One token, not the whole decoding: the page shows
     one step, and each explained token costs the gradient methods a batch row of its own (the whole matrix
     was most of a first visit's server CPU)."""
-    return service.attribution(_model(key), text, list(tgt_tokens), rows=[row])
+    return _service().attribution(_model(key), text, list(tgt_tokens), rows=[row])
 
 
 # The what-if lab (the What if page, the Decoding page's lens and contrast): teacher-forced on the given tokens.
 @st.cache_resource(max_entries=32, show_spinner=False)
 def knockout(key: str, text: str, tgt_tokens: tuple[str, ...]) -> records.Knockout:
     """Each head alone switched off: the change of every token's log-probability (one batch row per head)."""
-    return service.knockout(_model(key), text, list(tgt_tokens))
+    return _service().knockout(_model(key), text, list(tgt_tokens))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def patching(key: str, clean: str, corrupt: str, tgt_tokens: tuple[str, ...]) -> records.Patching:
     """Activation patching clean -> corrupted (the same number of source tokens: the page checks first)."""
-    return service.patching(_model(key), clean, corrupt, list(tgt_tokens))
+    return _service().patching(_model(key), clean, corrupt, list(tgt_tokens))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def logit_lens(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, k: int) -> records.LogitLens:
     """Each decoder layer's output read through the final norm and the generator at 0-based `step`."""
-    return service.logit_lens(_model(key), text, list(tgt_tokens), step, k)
+    return _service().logit_lens(_model(key), text, list(tgt_tokens), step, k)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def contrast(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, target: str, foil: str) -> records.Contrast:
     """Why `target` and not `foil` at 0-based `step`: source attribution of the difference, and head knockout."""
-    return service.contrast(_model(key), text, list(tgt_tokens), step, foil, target)
+    return _service().contrast(_model(key), text, list(tgt_tokens), step, foil, target)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -257,15 +272,15 @@ def padded_batch(key: str, text: str, use_mask: bool) -> dict:
     usually no search at all); a decoding the translator does not accept as that is redone there."""
     model, alone = _model(key), trace_sentence(key, text, 0)
     try:
-        return service.padded_batch(model, text, use_mask, alone)
+        return _service().padded_batch(model, text, use_mask, alone)
     except ValueError:  # refused (a vocabulary naming a token twice cannot encode it back): decoded there instead
-        return service.padded_batch(model, text, use_mask)
+        return _service().padded_batch(model, text, use_mask)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str, ended: bool = True):
     """(trace with the causal mask, trace without it, the comparison) along reference_tokens (+ <eos> if ended)."""
-    return service.causal_experiment(_model(key), text, list(reference_tokens), reference, ended)
+    return _service().causal_experiment(_model(key), text, list(reference_tokens), reference, ended)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -273,14 +288,14 @@ def reference_tokens(key: str, text: str, fallback: tuple[str, ...],
                      finished: bool = True) -> tuple[tuple[str, ...], bool, str]:
     """(tokens to teacher-force, whether they ended at <eos>, what they are): see service.causal_reference;
     `fallback` is the model's own output, `finished` whether it ended at <eos>."""
-    tokens, ended, what = service.causal_reference(_model(key), text, list(fallback), finished)
+    tokens, ended, what = _service().causal_reference(_model(key), text, list(fallback), finished)
     return tuple(tokens), ended, what
 
 
 @st.cache_resource(max_entries=8, show_spinner="Projecting the vocabulary…")
 def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     """(V, d) learned embedding matrix of 'src' or 'tgt', and its tokens."""
-    return service.embedding_matrix(_model(key), side)
+    return _service().embedding_matrix(_model(key), side)
 
 
 def language_labels(key: str, src_lang: str, tgt_lang: str) -> dict:
@@ -291,10 +306,28 @@ def language_labels(key: str, src_lang: str, tgt_lang: str) -> dict:
     return {"src": src_lang.upper(), "tgt": tgt_lang.upper(), "src_name": name(src_lang), "tgt_name": name(tgt_lang)}
 
 
+NO_LANGUAGES = {"src": "source", "tgt": "target", "src_name": "source", "tgt_name": "target"}
+
+
+def languages_of(key: str) -> dict:
+    """language_labels of `key`'s model, read from its config.json without loading the model (a session's first run
+    draws the sidebar before torch is imported); NO_LANGUAGES where the folder or its config cannot be read. The
+    same labels as model_facts(key)["langs"]: a checkpoint's languages are its config's."""
+    if is_toy(key):
+        return language_labels(key, "", "")
+    if not offered(key):
+        return NO_LANGUAGES
+    try:
+        cfg = ModelConfig.load(checkpoint_dir() / key.removesuffix(TWIN) / "config.json")
+    except (OSError, ValueError, TypeError, UnicodeDecodeError):  # model loading says what is wrong with it
+        return NO_LANGUAGES
+    return language_labels(key, cfg.src_lang, cfg.tgt_lang)
+
+
 @st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run
 def model_facts(key: str) -> dict:
     """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
-    facts = service.facts(_model(key))
+    facts = _service().facts(_model(key))
     return facts | {"langs": language_labels(key, facts["src_lang"], facts["tgt_lang"])}
 
 
@@ -302,15 +335,15 @@ def model_facts(key: str) -> dict:
 def ablated(key: str, text: str, tokens: tuple[str, ...], off: tuple, max_len: int) -> tuple[str, float, float]:
     """(greedy translation with the heads off, log-prob of `tokens` with all heads, and with the heads off)."""
     model = _model(key)
-    new = service.translate(model, text, max_len=max_len or None, off_heads=off)
-    return new.text, service.score(model, text, list(tokens)), service.score(model, text, list(tokens), off)
+    new = _service().translate(model, text, max_len=max_len or None, off_heads=off)
+    return new.text, _service().score(model, text, list(tokens)), _service().score(model, text, list(tokens), off)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def val_translations(key: str, folder: str, off: tuple, n: int) -> tuple[list[str], list[str]]:
     """(greedy translations of the first n validation sentences with the heads off, their references)."""
-    src, ref = service.read_split(folder, "val")
-    return service.translate_batch(_model(key), src[:n], off_heads=off or None), ref[:n]
+    src, ref = _service().read_split(folder, "val")
+    return _service().translate_batch(_model(key), src[:n], off_heads=off or None), ref[:n]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
-from model.records import KINDS
+from model.records import APP_EXAMPLES, KINDS  # APP_EXAMPLES: the film's first probes (model.service re-exports it)
 from model.text.tokenize import detokenize, tokenize
 from model.text.vocab import BOS, EOS, Vocab
 from model.training.data import collate, token_batches
@@ -38,15 +38,6 @@ from model.training.data import collate, token_batches
 SCHEMA = "attention-atlas-film/1"
 JSON_NAME, ARRAYS_NAME = "film.json", "film.safetensors"
 FIRST_STEP = 25  # frames at 0, 25, 50, 100, 200, ... (doubling) and at every epoch's end
-# The app's example sentences, all from Multi30k's val (views/state.py shows these as EXAMPLES: one list).
-APP_EXAMPLES = [
-    "Ein brauner Hund rennt dem schwarzen Hund hinterher.",
-    "Ein Mann schläft in einem grünen Raum auf einem Sofa.",
-    "Ein Junge mit Kopfhörern sitzt auf den Schultern einer Frau.",
-    "Zwei Hunde spielen im hohen Gras mit einem orangen Spielzeug.",
-    "Ein kleines Kind steht allein auf einem zerklüfteten Felsen.",
-    "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
-]
 
 
 class FilmError(Exception):
