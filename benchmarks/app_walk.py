@@ -55,7 +55,16 @@ ARM_JS = """gen => {
 
 # A chart counts as drawn again when it finished a plot after the input (or, for a new element whose plots
 # are not seen, when it is there: no tag).
-REDRAWN_JS = """
+# Streamlit fetches the code of an element type on its first use and shows a grey skeleton in the element's place
+# until it has arrived and drawn: a page that still shows one (outside the stale leftovers) is not drawn yet.
+SKELETON = "[data-testid='stSkeleton'], [data-testid='stSkeletonElement']"
+LOADED_JS = """
+  const loaded = () => [...document.querySelectorAll(""" + json.dumps(SKELETON) + """)]
+    .every(el => el.closest("[data-stale='true']"));
+"""
+# Polled once an animation frame: true once no element of the page is waiting for its code.
+NOTHING_LOADING_JS = "() => {" + LOADED_JS + "  return loaded(); }"
+REDRAWN_JS = LOADED_JS + """
   const idle = !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']");
   const fresh = gd => (gd.__atlasPlotted || 0) > window.__atlasT0 || (gd.__atlasGen !== a.gen && !gd.__atlasTrapped);
   const drawn = gd => !!gd.querySelector('.main-svg');
@@ -66,7 +75,7 @@ NEW_SENTENCE_DONE_JS = """a => {""" + REDRAWN_JS + """
   const src = document.querySelector("[data-testid='stMain'] h4");
   if (!src || src.innerText === a.oldSource) return false;
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")];
-  if (charts.length === 0 || !charts.every(gd => drawn(gd) && fresh(gd))) return false;
+  if (charts.length === 0 || !charts.every(gd => drawn(gd) && fresh(gd)) || !loaded()) return false;
   return performance.now() - window.__atlasT0;
 }"""
 
@@ -98,7 +107,7 @@ ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
     return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
   };
   const ready = charts.every(gd => drawn(gd) && fresh(gd) && gd._fullLayout && !gd._fullLayout._replotting)
-                && tables.every(sized);
+                && tables.every(sized) && loaded();
   if (charts.length === a.charts && tables.length === a.tables) {
     if (!ready) return false;
     window.__atlasOtherContent = false;
@@ -117,7 +126,7 @@ ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
 # What the page holds once it has settled: the charts (all drawn) and tables (canvases sized), once the page
 # has not changed for `quietMs` (Streamlit loads some element types, st.dataframe among them, on first use:
 # a page can stay unchanged for a few frames while that code arrives), or null before.
-PAGE_CONTENT_JS = """quietMs => {
+PAGE_CONTENT_JS = """quietMs => {""" + LOADED_JS + """
   const now = performance.now(), q = window.__atlasSettle;
   if (!q || q.changes !== window.__atlasChanges) {
     window.__atlasSettle = {changes: window.__atlasChanges, since: now};
@@ -132,7 +141,7 @@ PAGE_CONTENT_JS = """quietMs => {
     const c = [...t.querySelectorAll('canvas')];
     return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
   };
-  if (!charts.every(drawn) || !tables.every(sized)) return null;
+  if (!charts.every(drawn) || !tables.every(sized) || !loaded()) return null;
   return {charts: charts.length, tables: tables.length};
 }"""
 
@@ -162,6 +171,7 @@ def cold_start(bs, chromium, ckpt_dir: Path, model: str, env: dict, log: Path) -
         if errors:
             raise RuntimeError("the app shows an error: " + " | ".join(errors))
         bs.wait_charts(page, timeout=120_000)
+        page.wait_for_function(NOTHING_LOADING_JS, polling="raf", timeout=120_000)
         done = time.perf_counter()
     except Exception:
         bs.stop_server(server)

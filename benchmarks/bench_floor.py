@@ -5,7 +5,8 @@
 The floor (benchmarks/floor_app.py) has the app's sidebar and draws on every view three ordinary Plotly figures
 of the app's sizes, built from nothing on every run. Walks alternate floor / app / floor / app …, each on a fresh
 server and a freshly launched Chromium:
-  cold start   browser launch + server start -> the Overview drawn (model load and first trace included)
+  cold start   browser launch + server start -> the Overview drawn (model load and first trace included): every
+               chart drawn and no element still waiting for its code (Streamlit's grey skeleton)
   learn        every view once with the link's sentence, to learn how many charts and tables each one holds
   new sentence on the Attention view, type a sentence not seen before and press Ctrl+Enter: until every chart
                is drawn again for it
@@ -30,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from app_walk import INPUT_CLOCK_JS, new_sentence, page_switch, settle_view, views_of
+from app_walk import INPUT_CLOCK_JS, NOTHING_LOADING_JS, new_sentence, page_switch, settle_view, views_of
 from common import ROOT, add_server_args, distinct_sentences, machine, server_preflight, table, write_results
 
 VARIANTS = {"floor": "benchmarks/floor_app.py", "app": "app.py"}
@@ -51,6 +52,7 @@ def walk(bs, playwright, script: str, ckpt_dir: Path, model: str, env: dict, sen
         server = bs.start_server(ckpt_dir, model, log, timeout=120, extra_env=env, script=script)
         bs.open_app(page, server.link(view="Overview"), timeout=120_000)
         bs.wait_charts(page, timeout=120_000)
+        page.wait_for_function(NOTHING_LOADING_JS, polling="raf", timeout=120_000)  # no element waits for its code
         cold = time.perf_counter() - t0
         page.evaluate(INPUT_CLOCK_JS)
         bs.widget(page, "view").locator("[data-testid='stRadioOption']").first.wait_for(timeout=60_000)

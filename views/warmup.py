@@ -2,10 +2,12 @@
 
 A session's first run draws an empty chart off-screen (Streamlit loads Plotly's 4.6 MB script only when a page
 first holds a chart, and Chromium takes a while to compile it) before the run imports torch and loads the model,
-so the two overlap. It is removed when the run ends (`done`): a page never shows it. On a warm server a first run
-can end before the browser has drawn it; then the page's own charts ask for the same code as soon, and there was
-nothing to overlap. The app's tables are HTML (st.table), so no page waits for the 1.3 MB code of st.dataframe's
-canvas grid.
+so the two overlap. Beside it go an empty table, a metric and a download button: the first page's element types
+whose code the sidebar does not fetch, which would otherwise show grey skeletons after the run until their code
+arrived. They are removed when the run ends (`done`) and hidden until then (`visibility: hidden` also keeps them
+out of screen readers and the tab order): a page never shows them. On a warm server a first run can end before the
+browser has drawn them; then the page's own elements ask for the same code as soon, and there was nothing to
+overlap. The app's tables are HTML (st.table), so no page waits for the 1.3 MB code of st.dataframe's canvas grid.
 
 This module imports only Streamlit, so that app.py can call it before its other imports.
 """
@@ -21,9 +23,12 @@ def start():
         st.session_state["atlas_warm"] = True
         with placeholder.container(key="atlas-warm"):
             st.markdown("<style>.st-key-atlas-warm {position: absolute; left: -10000px; width: 300px; height: 40px; "
-                        "overflow: hidden;}</style>", unsafe_allow_html=True)
+                        "overflow: hidden; visibility: hidden;}</style>", unsafe_allow_html=True)
             st.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"height": 40}},
                             config={"staticPlot": True}, key="atlas-warm-chart")
+            st.table({"warm-up": [0]})
+            st.metric("warm-up", 0, label_visibility="collapsed")
+            st.download_button("warm-up", b"", disabled=True, key="atlas-warm-download")
     return placeholder
 
 
