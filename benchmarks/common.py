@@ -115,15 +115,15 @@ def add_server_args(ap) -> None:
                          "a deployment's very first start does")
 
 
-def compile_checkout() -> bool:
+def compile_checkout(root: Path = ROOT) -> bool:
     """Write the bytecode of the checkout's Python files (__pycache__, ignored by git), as a server has it after its
     first start. Python writes it on import by itself, except where PYTHONDONTWRITEBYTECODE is set (as on the
     machine these benchmarks were written on): there every start would compile some 300 modules from source."""
     import compileall
 
-    folders = [ROOT / name for name in ("model", "views", "viz", "benchmarks")]
+    folders = [root / name for name in ("model", "views", "viz", "benchmarks")]
     done = [compileall.compile_dir(f, quiet=1) for f in folders]
-    return all(done) and bool(compileall.compile_file(ROOT / "app.py", quiet=1))
+    return all(done) and bool(compileall.compile_file(root / "app.py", quiet=1))
 
 
 def server_preflight(args):

@@ -89,3 +89,25 @@ def test_decoding_names_the_models_own_start_and_end_tokens(marian_root):
     assert not at.exception
     text = " ".join(m.value for m in at.markdown)
     assert "stops at `</s>`" in text and "`<pad>` is never generated" in text and "<bos>" not in text
+
+
+def test_the_sidebar_takes_the_languages_the_loaded_model_gives(marian_root):
+    """A first run draws the sidebar before the model loads, so the sidebar reads the languages from config.json
+    (languages_of): they must be the labels of the loaded model (model_facts), and a folder whose config cannot be
+    read gets neutral words, not the shipped model's languages."""
+    from views import state
+
+    at = run_app(view="Overview", text=TEXT)
+    assert not at.exception, at.exception
+    assert next(t for t in at.text_area if t.key == "text").label == "French sentence"
+    for key in ("tiny-marian", "tiny-marian:untrained"):
+        assert state.languages_of(key) == state.model_facts(key)["langs"]
+    broken = marian_root / "broken-config"
+    broken.mkdir()
+    try:
+        (broken / "config.json").write_text("{not json", encoding="utf-8")
+        assert state.languages_of("broken-config") == state.NO_LANGUAGES
+        assert state.languages_of("not-offered") == state.NO_LANGUAGES
+    finally:
+        (broken / "config.json").unlink()
+        broken.rmdir()
