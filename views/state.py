@@ -7,6 +7,7 @@ arrays and strings from here; they never see a tensor or a module.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -27,18 +28,15 @@ if TYPE_CHECKING:
     from model import service
 
 ROOT = Path(__file__).resolve().parent.parent
-_threads_set = False
 
 
+@functools.cache
 def _service():
     """model.service, imported on first use: it imports torch (a second or more), and a session's first run draws
     the sidebar before that, so that the browser draws it while the server imports (app.py)."""
-    global _threads_set
     from model import service
 
-    if not _threads_set:  # one torch and one BLAS thread per request; see model/inference/runtime.py
-        service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
-        _threads_set = True
+    service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request: model/inference/runtime.py
     return service
 
 
