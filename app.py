@@ -10,16 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy  # noqa: F401  (see below)
-import pandas  # noqa: F401
 import streamlit as st
 
-from views import warmup  # imports only Streamlit
+from views import pandas_gate, warmup  # these two import only Streamlit and the standard library
 
-# Plotly looks NumPy and pandas up in sys.modules (it never imports them): when a fresh server's first sessions
-# run at once, another session's thread can be halfway through importing them, and the warm-up chart below would
-# meet a half-made module ("partially initialized module 'pandas' has no attribute 'Series'"). An import
-# statement instead waits until the other thread's import of the same module has finished.
-_warm = warmup.start()  # the browser starts on Plotly's code while this run loads the model (views/warmup.py)
+# Plotly looks NumPy and pandas up in sys.modules (it never imports them): when a fresh server's first sessions run at
+# once, another session's thread can be halfway through importing them, and a chart would meet a half-made module
+# ("partially initialized module 'pandas' has no attribute 'Series'"). An import statement instead waits until the
+# other thread's import of the same module has finished: NumPy's is cheap and every run needs it. pandas is not
+# needed by a server's first page: that run goes without, pandas is imported once it has ended, and every other run
+# waits here until it is whole (views/pandas_gate.py).
+pandas_gate.enter()
+# The browser starts on Plotly's code while this run loads the model (views/warmup.py).
+_warm = warmup.start(tables=pandas_gate.ready())
 
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
 # ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).
@@ -65,6 +68,13 @@ if ss["present"]:
                 "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
                 "{font-size: 1.6rem; padding: 0.1rem 0;} "
                 "[data-testid='stVerticalBlock'] {gap: 0.6rem;}</style>", unsafe_allow_html=True)
+
+
+def _end() -> None:
+    """Every end of a run: the URL says what the user chose, the warm-up is gone, pandas may be imported."""
+    sync_url()
+    warmup.done(_warm)
+    pandas_gate.leave()
 
 
 def _new_sentence() -> None:
@@ -153,8 +163,7 @@ pin_note(ss["present"])  # the lecturer's note, on every view (also when the pag
 if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
-    sync_url()
-    warmup.done(_warm)
+    _end()
     st.stop()
 facts = model_facts(ss["ckpt"])
 
@@ -162,8 +171,7 @@ text = ss["text"] or ""
 if not text.strip():
     st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model "
             "translates it.")
-    sync_url()
-    warmup.done(_warm)
+    _end()
     st.stop()
 
 greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
@@ -171,8 +179,7 @@ source = greedy.source
 if not source.tokens:
     st.info("This text has no words the tokenizer can read (only control characters or spaces). "
             f"Type a {langs['src_name']} sentence.")
-    sync_url()
-    warmup.done(_warm)
+    _end()
     st.stop()
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
@@ -246,5 +253,4 @@ elif comparing:
     ctx = compare.with_side_b(ctx, ss)
 theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
 page_fragment(PAGES[ss["view"]].render, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
-sync_url()
-warmup.done(_warm)
+_end()

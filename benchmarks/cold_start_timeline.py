@@ -16,13 +16,12 @@ Prints one timeline per run and writes benchmarks/results/cold_start_timeline.js
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from app_walk import NOTHING_LOADING_JS, SKELETON
-from common import ROOT, compile_checkout, machine, write_results
+from common import ROOT, checkout_name, compile_checkout, machine, write_results
 
 sys.path.insert(0, str(ROOT / "tests"))
 CODE = (("PlotlyChart.", "Plotly's code arrived"), ("Table.", "the table's code arrived"),
@@ -77,14 +76,6 @@ def one_run(bs, chromium, ckpt_dir: Path, model: str, log: Path) -> dict:
         bs.stop_server(server)
     timeline = {k: round(v - server.started, 3) for k, v in sorted(events.items(), key=lambda kv: kv[1])}
     return {**timeline, "elements waiting for their code when every chart was drawn": waiting}
-
-
-def checkout_name(root: Path) -> str:
-    """How a result file names the served checkout: "." for this one, else its commit (a result names no folder)."""
-    if root.resolve() == ROOT:
-        return "."
-    run = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return f"another checkout, at commit {run.stdout.strip()}" if run.returncode == 0 else "another checkout"
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,14 @@ def compile_checkout(root: Path = ROOT) -> bool:
     folders = [root / name for name in ("model", "views", "viz", "benchmarks")]
     done = [compileall.compile_dir(f, quiet=1) for f in folders]
     return all(done) and bool(compileall.compile_file(root / "app.py", quiet=1))
+
+
+def checkout_name(root: Path) -> str:
+    """How a result file names the served checkout: "." for this one, else its commit (a result names no folder)."""
+    if root.resolve() == ROOT:
+        return "."
+    run = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"another checkout, at commit {run.stdout.strip()}" if run.returncode == 0 else "another checkout"
 
 
 def server_preflight(args):

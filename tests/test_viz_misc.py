@@ -147,18 +147,19 @@ def test_decoding_table():
 
 
 def test_parameter_table_shares():
-    df = parameter_table({"embeddings": 300, "encoder": 500, "decoder": 200})
-    assert df["component"].tolist() == ["embeddings", "encoder", "decoder", "total"]
-    assert df["parameters"].tolist() == ["300", "500", "200", "1,000"]
-    assert df["share"].tolist() == ["30.0 %", "50.0 %", "20.0 %", "100 %"]
+    rows = parameter_table({"embeddings": 300, "encoder": 500, "decoder": 200})
+    assert all(list(r) == ["component", "parameters", "share"] for r in rows)
+    assert [r["component"] for r in rows] == ["embeddings", "encoder", "decoder", "total"]
+    assert [r["parameters"] for r in rows] == ["300", "500", "200", "1,000"]
+    assert [r["share"] for r in rows] == ["30.0 %", "50.0 %", "20.0 %", "100 %"]
 
 
 def test_parameter_table_separators_and_small_shares():
     counts = {"encoder layers": 3_159_552, "decoder layers": 4_213_248, "final LayerNorm": 512,
               "empty": 0}
-    df = parameter_table(counts)
-    assert df["parameters"].tolist() == ["3,159,552", "4,213,248", "512", "0", "7,373,312"]
-    share = dict(zip(df["component"], df["share"]))
+    rows = parameter_table(counts)
+    assert [r["parameters"] for r in rows] == ["3,159,552", "4,213,248", "512", "0", "7,373,312"]
+    share = {r["component"]: r["share"] for r in rows}
     assert share["final LayerNorm"] == "0.0069 %" and share["empty"] == "0 %"
     for name, n in counts.items():  # a non-zero count never reads as zero
         assert (float(share[name].rstrip(" %")) > 0) == (n > 0)

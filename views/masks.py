@@ -4,7 +4,6 @@ Every mask drawn here is the one the model recorded in its trace, never one rebu
 """
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from model.service import weight_on_keys
@@ -87,6 +86,8 @@ def _causal(ctx: Context) -> None:
                 "the cell right of the diagonal holds that very token.")
     if ctx.present:
         st.caption(forced)
+    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
+
     df = pd.DataFrame(exp.rows)
     for c in ("p(ref), on", "p(ref), off", "weight on later"):
         df[c] = df[c].map(lambda v: f"{v:.3f}")

@@ -1,11 +1,11 @@
 """Overview: the source tokens, the translation, the architecture and its parameter counts."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from views.figcache import cached
 from views.state import Context
+from views.text import md_table
 from views.widgets import chart, fig_config, sections, shows_caption
 from viz.architecture import architecture_figure, parameter_table
 
@@ -33,22 +33,16 @@ def _tokens(ctx: Context) -> None:
     with left:
         st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
         ids = res.source.ids[:-1]
-        st.table(pd.DataFrame({
-            "position": range(len(res.source.tokens)),
-            "token": res.source.tokens,
-            "id": ids,
-            "known": ["unknown" if u else "✓" for u in res.source.unknown],
-        }), hide_index=True, height=_height(len(ids)))
+        _table([{"position": n, "token": t, "id": i, "known": "unknown" if u else "✓"}
+                for n, (t, i, u) in enumerate(zip(res.source.tokens, ids, res.source.unknown))],
+               right=("position", "id"))
     with right:
         st.markdown("**Output tokens** (one per decoding step)")
         shows_caption(ctx)
         probs = [s.chosen_prob for s in res.steps[: len(res.raw_tokens)]]
-        st.table(pd.DataFrame({
-            "step": range(1, len(res.raw_tokens) + 1),
-            "token": res.raw_tokens,
-            "shown as": res.tokens,
-            "probability": [f"{p:.3f}" for p in probs],
-        }), hide_index=True, height=_height(len(probs)))
+        _table([{"step": n, "token": raw, "shown as": shown, "probability": f"{p:.3f}"}
+                for n, (raw, shown, p) in enumerate(zip(res.raw_tokens, res.tokens, probs), 1)],
+               right=("step", "probability"))
         if res.tokens != res.raw_tokens:
             st.caption("Some `<unk>` outputs were replaced by a source word the model could not read (unknown to its "
                        "vocabulary, or a number), each copied at most once, the one that step's cross-attention "
@@ -59,10 +53,14 @@ def _tokens(ctx: Context) -> None:
               help=f"Tokenize, encode, decode ({ctx.shows}) with every step recorded, and the full trace.")
 
 
-def _height(rows: int) -> int | str:
-    """A table's height: whole up to ten rows, then scrolling at 400 px. Tables are HTML drawn with the page (an
-    st.dataframe is a canvas grid whose 1.3 MB of code a session's first page would wait for)."""
-    return "content" if rows <= 10 else 400
+def _table(rows: list[dict], right: tuple[str, ...] = ()) -> None:
+    """An HTML table drawn with the page: whole up to ten rows, then scrolling at 400 px. Markdown, because a
+    server's first page is this one and goes without pandas (views/pandas_gate.py), which st.table converts
+    through; an st.dataframe is a canvas grid whose 1.3 MB of code a session's first page would wait for."""
+    if len(rows) <= 10:
+        st.markdown(md_table(rows, right))
+    else:
+        st.container(height=400, border=False).markdown(md_table(rows, right))
 
 
 def _bleu(value) -> str:
@@ -78,7 +76,7 @@ def _architecture(ctx: Context) -> None:
                   width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
         counts = {NAMES.get(k, k).format(**ctx.langs): v for k, v in ctx.facts["parameters"].items()}
-        st.table(parameter_table(counts), hide_index=True)
+        _table(parameter_table(counts), right=("parameters", "share"))
         st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
                    f"{'pre' if cfg.norm_first else 'post'}-norm, "
                    f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
@@ -91,6 +89,6 @@ def _architecture(ctx: Context) -> None:
                      "BLEU lowercased, spaCy tokens": _bleu(v.get("bleu_lower_spacy_tokens"))}
                     for k, v in test.items() if isinstance(v, dict)]
             st.markdown(f"**Measured quality** on {test.get('split', 'test')}")
-            st.table(pd.DataFrame(rows), hide_index=True)
+            _table(rows, right=("sacreBLEU", "BLEU lowercased, spaCy tokens"))
         elif metrics.get("note"):
             st.caption(metrics["note"])

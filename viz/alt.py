@@ -20,11 +20,13 @@ import html
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # A table keeps at most this many cells (rows are cut, and the caption says so): the page's CSV buttons have
 # every number, and a table of a 100 × 256 matrix would take the browser seconds to lay out.
@@ -49,6 +51,7 @@ class Table:
 
     def frame(self) -> pd.DataFrame:
         """The table as text cells (numbers written as in the figures), one column per column label."""
+        import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
         values = np.asarray(self.values, dtype=np.float64)
         cells = np.empty(values.shape, dtype=object)
         for c in range(values.shape[1]):  # a column of counts is written without decimals

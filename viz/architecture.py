@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import plotly.graph_objects as go
 
 from viz.layout import styled_figure
 from viz.text import escape_token, fmt_share
 
 
-def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
-    """Parameter counts per component -> DataFrame with a share of the total.
+def parameter_table(counts: dict[str, int]) -> list[dict[str, str]]:
+    """Parameter counts per component -> table rows with a share of the total (no pandas: the server's first page
+    shows this table).
 
-    Columns (text, ready to display): ``component``, ``parameters`` with
+    Columns (keys; text, ready to display): ``component``, ``parameters`` with
     thousands separators ("1,234,567") and ``share`` of the total
     (:func:`viz.text.fmt_share`: "30.0 %", "0.0056 %"; never "0" for a
     non-zero count). Rows keep the dict's order and end with a ``total`` row.
@@ -27,7 +27,7 @@ def parameter_table(counts: dict[str, int]) -> pd.DataFrame:
             for name, n in counts.items()]
     rows.append({"component": "total", "parameters": f"{total:,}",
                  "share": "100 %" if total else "0 %"})
-    return pd.DataFrame(rows, columns=["component", "parameters", "share"])
+    return rows
 
 
 def _box(x0: float, y0: float, x1: float, y1: float, text: str, colour: str) -> tuple[dict, dict]:

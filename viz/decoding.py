@@ -5,10 +5,9 @@ Shape letters (see :mod:`viz`): ``s`` source positions (the keys of cross-attent
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from viz.heatmap import heatmap
@@ -17,6 +16,9 @@ from viz.layout import styled_figure, text_px, top_margin
 from viz.text import escape_token, escape_tokens, fmt_prob, title_lines
 from viz.theme import fit_height, theme
 from viz.token_axes import axis_ticks, label_px, plot_width_px
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 VALUE_TEXT = "0.000"  # the widest value a bar is labelled with (fmt_prob)
 
@@ -114,6 +116,7 @@ def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
     step, prefix, chosen, prob (text by :func:`viz.text.fmt_prob`, 3
     decimals, as in every figure). Text is plain, not escaped.
     """
+    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
     needed = ("step", "prefix", "chosen", "prob")
     rows = []
     for n, s in enumerate(steps):

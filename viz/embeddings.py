@@ -7,10 +7,9 @@ sentence works the same with ``t``), ``V`` vocabulary size, ``d`` = d_model.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from viz.heatmap import facet_heatmaps, heatmap
@@ -19,6 +18,9 @@ from viz.scales import SIGNED_SCALE
 from viz.text import escape_tokens
 from viz.theme import theme
 from viz.token_axes import axis_ticks, plot_width_px
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _sym_limit(*arrays: np.ndarray) -> float:
@@ -209,6 +211,7 @@ def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
     decimals), best first. The token itself and ``exclude_idx`` (e.g. padding
     and other special tokens) are never listed. Text is plain (not escaped).
     """
+    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
     m = np.asarray(matrix, dtype=np.float32)
     if m.shape[0] != len(vocab_tokens):
         raise ValueError(f"matrix has {m.shape[0]} rows but {len(vocab_tokens)} vocab tokens")
