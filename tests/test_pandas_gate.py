@@ -129,3 +129,4 @@ def test_the_servers_first_page_imports_no_pandas(tmp_path):
     view, imported, tables, ready = first.split()
     assert (view, imported, ready) == ("Overview", "False", "False") and int(tables) >= 3, out
     assert second == "True ['import start', 'import end']", out
+

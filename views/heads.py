@@ -16,7 +16,7 @@ from model import records, service
 from views import jobs
 from views.figcache import cached
 from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_model, teacher_forced
-from views.text import md_escape
+from views.text import md_escape, md_table
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from viz.attention import attention_figure
 from viz.heads import (
@@ -219,8 +219,7 @@ def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> N
         if "best_offset" in k["measures"]:
             rows.append({"measure": "best offset (argmax)", "value": f"{k['measures']['best_offset'][layer][head]:+d}"})
         # A Markdown table: it draws with the page (an st.dataframe is a canvas grid that takes longer to lay out)
-        st.markdown("| measure | value |\n|---|---|\n" + "\n".join(
-            f"| {md_escape(r['measure'])} | {r['value']} |" for r in rows))
+        st.markdown(md_table(rows, right=("value",)))
         st.button("Open this head in the Attention view", key="heads_to_attention", on_click=_open_attention,
                   help="Shows your sentence in the sidebar with this kind, layer and head chosen.")
     with c2:
