@@ -44,6 +44,7 @@ from common import (
     distinct_sentences,
     machine,
     server_preflight,
+    shown_path,
     table,
     write_results,
 )
@@ -164,7 +165,7 @@ def main() -> int:
                           "app": checkout_name(Path(args.app_root or ROOT)), "cold_only": args.cold_only,
                           "bytecode": "from source" if args.from_source else "compiled first",
                           "rows": rows, "runs": walks, "targets": TARGETS, "exceptions_seen": exceptions})
-    print(f"\nwrote {path.relative_to(ROOT)}")
+    print(f"\nwrote {shown_path(path)}")
     return 0
 
 
