@@ -13,7 +13,9 @@ trace (devtools.timeline). Per first visit it reports
   script / style+layout / paint / other / idle
                milliseconds of the renderer's main thread in that window, by the self time of its trace events:
                scripting (JavaScript, its compilation and garbage collection), style recalculation and layout,
-               paint / pre-paint / layerize / commit, the rest of busy time, and time the thread was idle
+               paint / pre-paint / layerize / commit, the rest of busy time (a task's own bookkeeping), and time
+               the thread was idle (no task at all); "of it forced": the style and layout a script forced by
+               measuring a box (Plotly measures text that way), part of style+layout
 and, for each variant, every chart of each view drawn alone: the JSON the browser gets for it (from an AppTest run
 of the same script, the figures its server sends), its size, and Chromium's time to draw it with plotly.js alone
 (Plotly.newPlot, as benchmarks/bench_draw.py draws). --draws-only skips the walks.
@@ -44,16 +46,21 @@ from common import (
 
 VARIANTS = {"app": "app.py", "floor": "benchmarks/floor_app.py"}
 SAVE_TRACES: Path | None = None  # --save-traces DIR
-CATEGORIES = "devtools.timeline,blink.user_timing"
+# "toplevel" records every task of the thread: React's scheduler runs its work in MessagePort tasks, whose
+# JavaScript devtools.timeline alone does not record (that time read as idle); the layouts they force are recorded.
+CATEGORIES = "devtools.timeline,blink.user_timing,toplevel"
 
 # A mark at the press puts it in the trace (the clock of the trace and of the network's websocket frames).
 PRESS_MARK_JS = "document.addEventListener('pointerdown', () => performance.mark('atlas-press'), true);"
 
-SCRIPT = {"FunctionCall", "EvaluateScript", "v8.compile", "v8.compileModule", "v8.evaluateModule", "TimerFire",
+SCRIPT = {"FunctionCall", "MessagePort::Accept", "EvaluateScript", "v8.compile", "v8.compileModule",
+          "v8.evaluateModule", "TimerFire",
           "FireAnimationFrame", "RunMicrotasks", "EventDispatch", "MinorGC", "MajorGC", "V8.GC_SCAVENGER",
           "v8.run", "v8.callFunction", "V8.Execute", "FireIdleCallback", "XHRReadyStateChange", "XHRLoad",
           "ResourceReceivedData", "v8.produceCache", "v8.parseOnBackground", "CpuProfiler::StartProfiling"}
-LAYOUT = {"UpdateLayoutTree", "RecalculateStyles", "Layout", "UpdateLayer", "UpdateLayerTree", "HitTest",
+LAYOUT = {"UpdateLayoutTree", "Document::UpdateStyleAndLayout", "LocalFrameView::UpdateStyleAndLayout",
+          "Blink.ForcedStyleAndLayout.UpdateTime", "RecalculateStyles", "Layout", "UpdateLayer", "UpdateLayerTree",
+          "HitTest",
           "ScheduleStyleRecalculation", "InvalidateLayout", "IntersectionObserverController::computeIntersections",
           "LocalFrameView::RunPostLifecycleSteps", "ResizeObserver::BroadcastObservations"}
 PAINT = {"Paint", "PaintSetup", "PaintImage", "PrePaint", "Layerize", "Commit", "CompositeLayers", "Decode Image",
@@ -88,7 +95,7 @@ def split(events: list[dict], t0: float, t1: float) -> dict:
     xs = sorted((e for e in events if e.get("ph") == "X" and e["pid"] == pid and e["tid"] == tid
                  and e["ts"] < t1 and e["ts"] + e.get("dur", 0) > t0), key=lambda e: (e["ts"], -e.get("dur", 0)))
     out = {"script": 0.0, "style+layout": 0.0, "paint": 0.0, "other": 0.0}
-    busy = 0.0
+    busy = forced = 0.0  # forced: style and layout that a script asked for (a box measured), part of style+layout
     stack: list[list] = []  # [end, kind, child time]
 
     def close(item):
@@ -104,10 +111,14 @@ def split(events: list[dict], t0: float, t1: float) -> dict:
             close(stack.pop())
         if not stack:
             busy += max(0.0, min(end, t1) - max(start, t0))
-        stack.append([start, end, kind_of(e["name"]), 0.0])
+        kind = kind_of(e["name"])
+        if kind == "style+layout" and stack and stack[-1][2] == "script":
+            forced += max(0.0, min(end, t1) - max(start, t0))
+        stack.append([start, end, kind, 0.0])
     while stack:
         close(stack.pop())
     out = {k: v / 1000 for k, v in out.items()}
+    out["forced layout"] = forced / 1000
     out["idle"] = max(0.0, (t1 - t0) - busy) / 1000
     return out
 
@@ -261,12 +272,13 @@ def walks(bs, views: list[str], variants: list[str], runs: int, ckpt_dir: Path, 
 
 
 def report(views: list[str], results: dict, draws: dict) -> None:
-    cols = ["total_ms", "last_msg_ms", "kb_in", "script_ms", "style+layout_ms", "paint_ms", "other_ms", "idle_ms"]
+    cols = ["total_ms", "last_msg_ms", "kb_in", "script_ms", "style+layout_ms", "forced layout_ms", "paint_ms",
+            "other_ms", "idle_ms"]
     rows = [[view, name, int(res[view]["charts"])] + [f"{res[view].get(c, float('nan')):.0f}" for c in cols]
             for view in views for name, res in results.items() if not name.endswith("_timelines")]
     if rows:
         print(table(rows, ["view", "variant", "charts", "total ms", "server done ms", "kB in", "script",
-                           "style+layout", "paint", "other", "idle"]))
+                           "style+layout", "of it forced", "paint", "other", "idle"]))
     print("\nEach chart drawn alone with plotly.js (ms, median of --draws) and its JSON (kB):")
     for name, per_view in draws.items():
         for view, charts in per_view.items():

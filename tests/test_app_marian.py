@@ -53,8 +53,9 @@ def test_axes_show_pieces_with_their_word_start_mark_and_kinds_name_the_language
     fig = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "head_fig" in c.proto.id)
     ticks = [t.replace("&lt;", "<").replace("&gt;", ">") for t in fig["layout"]["xaxis"]["ticktext"]]
     assert ticks == list(pieces)  # every piece, as the vocabulary spells it
-    assert "key (FR, source)" in fig["layout"]["xaxis"]["title"]["text"]
-    assert "query (EN, decoder input)" in fig["layout"]["yaxis"]["title"]["text"]
+    titles = {a.get("name"): a["text"] for a in fig["layout"]["annotations"]}  # axis titles as notes (viz/axis_notes)
+    assert "key (FR, source)" in titles["xaxis title"]
+    assert "query (EN, decoder input)" in titles["yaxis title"]
     box = next(s for s in at.selectbox if s.key == "kind")
     assert box.format_func("cross") == "Cross-attention (EN queries → FR keys)"
 

@@ -28,10 +28,16 @@ NEW_TEXT = "Ein Zebra frisst Äpfel im Schnee!"
 # Views that draw no chart for this model: no head report yet (the page offers to compute it), no training film.
 NO_CHARTS = {"Heads": "Compute the head report", "Training": "no film"}
 
-# The drawn Plotly figure of the one-head heatmap: its axes as Plotly holds them in the page.
+# The drawn Plotly figure of the one-head heatmap: its axes as Plotly holds them in the page, and each axis's title
+# as drawn (a note named after its axis: viz/axis_notes.py).
 HEAD_AXES_JS = """() => {
   const gd = document.querySelector(".st-key-head_fig .js-plotly-plot");
-  const ax = a => ({ticktext: [...(gd.layout[a].ticktext || [])], title: (gd.layout[a].title || {}).text || '',
+  const title = a => {
+    const i = (gd.layout.annotations || []).findIndex(n => n.name === `${a} title`);
+    const el = i >= 0 && gd.querySelector(`.annotation[data-index='${i}'] text`);
+    return el ? el.textContent : '';
+  };
+  const ax = a => ({ticktext: [...(gd.layout[a].ticktext || [])], title: title(a),
                     drawn: [...gd.querySelectorAll(`g.${a[0]}tick text`)].map(t => t.textContent)});
   return {x: ax('xaxis'), y: ax('yaxis')};
 }"""

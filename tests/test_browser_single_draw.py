@@ -8,6 +8,7 @@ figure drawn the app's way with the same figure drawn with Streamlit's theme.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -127,6 +128,10 @@ RESOLVED_JS = """key => {
 # compare the drawn text and weight), the template itself (written into the figure instead), the figure's name for
 # its content, and the trace ids Plotly makes up.
 EXPECTED_DIFFERENCES = {"layout.template", "layout.datarevision", "layout.title.text", "layout.title.font.weight"}
+# What viz/axis_notes.py changes on purpose: nothing has Plotly measure the tick labels, and the axis titles are notes
+# placed past them (each note is put back as its axis's title before comparing: same text, same font).
+NOTE_PATHS = re.compile(r"layout\.[xy]axis\d*\.(automargin|ticklabeloverflow|title\.standoff)"
+                        r"|data\[\d+\]\.colorbar\.ticklabeloverflow")
 # Plotly's own ids, and the tick spacing it computed while drawing (kept from an earlier draw in the chart drawn
 # twice); the ticks drawn are compared as text below.
 IGNORED_KEYS = {"uid", "dtick", "tick0"}
@@ -148,7 +153,7 @@ def differences(a, b, path: str = "") -> list[str]:
         out = []
         for k in sorted(set(a) | set(b)):
             sub = f"{path}.{k}" if path else k
-            if sub in EXPECTED_DIFFERENCES or k in IGNORED_KEYS:
+            if sub in EXPECTED_DIFFERENCES or k in IGNORED_KEYS or NOTE_PATHS.fullmatch(sub):
                 continue
             if k not in a or k not in b:
                 out.append(f"{sub}: {a.get(k, '(unset)')!r:.80} | {b.get(k, '(unset)')!r:.80}")
@@ -158,6 +163,30 @@ def differences(a, b, path: str = "") -> list[str]:
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
     return [] if a == b else [f"{path}: {a!r:.80} | {b!r:.80}"]
+
+
+def notes_as_titles(resolved: dict) -> dict:
+    """The resolved figure with each axis-title note (viz/axis_notes.py) put back as its axis's title."""
+    layout, kept = resolved["layout"], []
+    for note in layout.get("annotations") or []:
+        m = re.fullmatch(r"([xy]axis\d*) title", note.get("name") or "")
+        if m:
+            layout[m[1]]["title"] = {**(layout[m[1]].get("title") or {}), "text": note["text"], "font": note["font"]}
+        else:
+            kept.append(note)
+    layout["annotations"] = kept
+    return resolved
+
+
+def untitled_dropped(themed: dict, baked: dict) -> None:
+    """The title of every axis that shows none under the theme (no text: Plotly resolves it to its placeholder,
+    "Click to enter X axis title", drawn only in an editable chart) left out of both: the app's look sends no title
+    there, so Plotly resolves another default font for a title that is never drawn."""
+    for name, axis in themed["layout"].items():
+        text = (axis.get("title") or {}).get("text") or "" if isinstance(axis, dict) else ""
+        if re.fullmatch(r"[xy]axis\d*", name) and (not text or text.startswith("Click to enter")):
+            axis.pop("title", None)
+            baked["layout"].get(name, {}).pop("title", None)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +210,8 @@ def test_a_chart_looks_as_streamlits_theme_drew_it(look_page, name):
     themed = look_page.evaluate(RESOLVED_JS, f"theme_{name}")
     # the app's look writes Streamlit's grey chart text darker (contrast, viz.look.CHART_TEXT): compare with that done
     themed = json.loads(json.dumps(themed).replace(f'"{FADED_TEXT}"', f'"{CHART_TEXT}"'))
-    baked = look_page.evaluate(RESOLVED_JS, f"baked_{name}")
+    baked = notes_as_titles(look_page.evaluate(RESOLVED_JS, f"baked_{name}"))
+    untitled_dropped(themed, baked)
     assert themed["template"] is not None and baked["template"] is None  # the two ways, as meant
     found = differences(same_fonts({"layout": themed["layout"], "data": themed["data"]}),
                         same_fonts({"layout": baked["layout"], "data": baked["data"]}))

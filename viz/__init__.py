@@ -36,6 +36,7 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
   MASK_TRACE_NAME
 - transport: figure_json, browser_json (a built figure as JSON for the browser, without plotly's validation)
 - look: bake (the app's chart look written into a figure, so that Plotly draws it once)
+- axis_notes: place_titles (axis titles as notes past the tick labels, so that Plotly measures no label)
 - attention: attention_figure, heads_figure, overview_figure, row_sums, rows_sum_to_one,
   sink_key, robust_zmax, saturated_share, rescale_note; weight_zmax, weight_colorbar_title,
   weight_colorbar_ticks (the weights' colour bar, which compare shares)

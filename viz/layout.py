@@ -151,8 +151,9 @@ def label_margins(layout: dict, base: float) -> tuple[float, float]:
     Plotly finds out by drawing: with ``automargin`` (the template's) it draws the figure, measures the labels,
     and when they do not fit in the margins it draws everything again, which is half the drawing time of a
     heatmap in the browser. Margins set to this estimate beforehand leave nothing to push, so the figure is drawn
-    once; where the estimate is short, plotly still pushes (and draws twice), so no label is ever cut off.
-    tests/test_browser_margins.py checks the estimate against Chromium's own measurements.
+    once. The browser gets no automargin at all (viz/axis_notes.py: measuring the labels is itself a forced
+    layout of the page per label), so this estimate is what keeps every label in the figure:
+    tests/test_browser_margins.py checks it against Chromium's own measurements of the labels and titles.
     """
     left = bottom = 0.0
     for name, axis in layout.items():
@@ -162,22 +163,29 @@ def label_margins(layout: dict, base: float) -> tuple[float, float]:
         domain = axis.get("domain") or [0.0, 1.0]
         if not x and domain[0] > 0.01:  # a y axis not at the left edge pushes no margin (in a grid, every row's
             continue                    # x axis is counted: their labels are alike, and it errs on the safe side)
-        tick = (axis.get("tickfont") or {}).get("size") or base
         title = axis.get("title") or {}
         need = (15 + 1.3 * ((title.get("font") or {}).get("size") or base)) if title.get("text") else 0.0
-        if axis.get("showticklabels", True):
-            texts = axis.get("ticktext")
-            if texts is not None and len(texts):
-                widest = max(text_px(str(t), tick) for t in texts)
-                angle = math.radians(abs(axis.get("tickangle") or 0)) if x else 0.0
-                need += widest * math.sin(angle) + tick * math.cos(angle) if x else widest
-            else:  # plotly's own numbers: one line below, about four digits beside
-                need += 1.5 * tick if x else 2.6 * tick
+        need += tick_labels_px(axis, base, x)
         if x:
             bottom = max(bottom, need + 20)
         else:
             left = max(left, need + 16)
     return left, bottom
+
+
+def tick_labels_px(axis: dict, base: float, x: bool) -> float:
+    """How far an axis's tick labels reach from the axis, in pixels: down from an x axis (rotated labels
+    included), out from a y axis; 0 where it shows none. ``base``: the figure's font size, for labels that set
+    none."""
+    if not axis.get("showticklabels", True) or axis.get("visible") is False:
+        return 0.0
+    tick = (axis.get("tickfont") or {}).get("size") or base
+    texts = axis.get("ticktext")
+    if texts is not None and len(texts):
+        widest = max(text_px(str(t), tick) for t in texts)
+        angle = math.radians(abs(axis.get("tickangle") or 0)) if x else 0.0
+        return widest * math.sin(angle) + tick * math.cos(angle) if x else widest
+    return 1.5 * tick if x else 2.6 * tick  # plotly's own numbers: one line below, about four digits beside
 
 
 def fit_margins(margin: dict, layout: dict, height: int | None, width: int | None) -> None:

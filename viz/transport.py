@@ -19,6 +19,7 @@ import plotly.io as pio
 from _plotly_utils.utils import to_typed_array_spec
 
 from viz import look
+from viz.axis_notes import place_titles
 from viz.theme import theme
 
 # Keys whose arrays plotly never turns into typed arrays (_plotly_utils.utils.is_skipped_key).
@@ -72,10 +73,12 @@ def browser_json(fig: go.Figure, datarevision: str) -> str:
 
 
 def _finished(out: dict, datarevision: str) -> dict:
-    """The look written in, the theme's smallest font kept by what came with it (as by enforce_min_font), named."""
+    """The look written in, the theme's smallest font kept by what came with it (as by enforce_min_font), the axis
+    titles as notes (viz.axis_notes), named."""
     look.bake(out)
     if theme().min_font:
         _floor_sizes(out, theme().min_font)
+    place_titles(out)  # after the floor: the labels' reach is estimated at the sizes drawn
     out["layout"]["datarevision"] = datarevision
     return out
 
