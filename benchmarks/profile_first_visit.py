@@ -1,6 +1,7 @@
 """Where a page's first visit goes: the server's run, the bytes sent, and Chromium's scripting, layout and paint.
 
     python benchmarks/profile_first_visit.py [--views Masks "Inside one head"] [--variants app floor] [--runs 1]
+                                             [--app-root DIR] [--save-traces DIR] [--out NAME]
 
 For each variant (the app, and the floor of bench_floor.py: benchmarks/floor_app.py) on a fresh server and
 browser: every view once with the link's sentence (to learn what each holds), a new sentence typed on the
@@ -36,6 +37,8 @@ from bench_floor import SKIP
 from common import (
     ROOT,
     add_server_args,
+    checkout_name,
+    compile_checkout,
     distinct_sentences,
     machine,
     server_preflight,
@@ -296,6 +299,9 @@ def main() -> int:
     ap.add_argument("--draws-only", action="store_true", help="only the charts drawn alone, no walks")
     ap.add_argument("--out", default="profile_first_visit", help="result file name under benchmarks/results/")
     ap.add_argument("--save-traces", type=Path, default=None, help="write each first visit's trace into this folder")
+    ap.add_argument("--app-root", default=None,
+                    help="profile another checkout's app.py as the app (e.g. an older commit in a git worktree), "
+                         "compiled first like this one")
     args = ap.parse_args()
     global SAVE_TRACES
     SAVE_TRACES = args.save_traces
@@ -303,6 +309,12 @@ def main() -> int:
     if ready is None:
         return 2
     bs, ckpt_dir, env = ready
+    if args.app_root:
+        root = Path(args.app_root).resolve()
+        if not args.from_source and not compile_checkout(root):
+            print(f"compiling {root} failed (see above)", file=sys.stderr)
+            return 2
+        VARIANTS["app"] = str(root / "app.py")
     from model.records import VIEWS
 
     views = args.views or [v for v in VIEWS if v != "Attention" and v not in SKIP]
@@ -313,6 +325,7 @@ def main() -> int:
              for name in args.variants} if args.draws > 0 else {}
     report(views, results, draws)
     path = write_results(args.out, {"benchmark": "profile_first_visit", "model": args.model, "runs": args.runs,
+                                    "app": checkout_name(Path(args.app_root or ROOT)),
                                     "machine": machine(), "views": results, "figures": draws})
     print(f"\nwrote {shown_path(path)}")
     return 0
