@@ -38,9 +38,10 @@ from pathlib import Path
 from app_walk import INPUT_CLOCK_JS, NOTHING_LOADING_JS, new_sentence, page_switch, settle_view, views_of
 from common import (
     ROOT,
+    add_app_root_arg,
     add_server_args,
+    app_script,
     checkout_name,
-    compile_checkout,
     distinct_sentences,
     machine,
     server_preflight,
@@ -122,9 +123,7 @@ def main() -> int:
     ap.add_argument("--cold-only", action="store_true",
                     help="walk only as far as the cold start (more walks in the same time; the cold start varies "
                          "most); writes benchmarks/results/floor_cold.json")
-    ap.add_argument("--app-root", default=None,
-                    help="serve another checkout's app.py as the app (e.g. an older commit in a git worktree), "
-                         "compiled first like this one")
+    add_app_root_arg(ap)
     ap.add_argument("--results", default=None,
                     help="name of the results file in benchmarks/results/ (default: floor, or floor_cold)")
     args = ap.parse_args()
@@ -134,11 +133,9 @@ def main() -> int:
     bs, ckpt_dir, env = ready
     variants = dict(VARIANTS)
     if args.app_root:
-        root = Path(args.app_root).resolve()
-        if not args.from_source and not compile_checkout(root):
-            print(f"compiling {root} failed (see above)", file=sys.stderr)
+        variants["app"] = app_script(args)
+        if variants["app"] is None:
             return 2
-        variants["app"] = str(root / "app.py")
     from playwright.sync_api import sync_playwright
 
     sentences = distinct_sentences(2 * args.walks)

@@ -127,6 +127,23 @@ def compile_checkout(root: Path = ROOT) -> bool:
     return all(done) and bool(compileall.compile_file(root / "app.py", quiet=1))
 
 
+def add_app_root_arg(ap) -> None:
+    """--app-root DIR: run another checkout's app.py as the app (read back with :func:`app_script`)."""
+    ap.add_argument("--app-root", default=None,
+                    help="run another checkout's app.py as the app (e.g. an older commit in a git worktree), "
+                         "compiled first like this one")
+
+
+def app_script(args) -> str | None:
+    """The app.py of --app-root's checkout, its bytecode written first (unless --from-source); None, with the
+    reason printed, when compiling it failed."""
+    root = Path(args.app_root).resolve()
+    if not args.from_source and not compile_checkout(root):
+        print(f"compiling {root} failed (see above)", file=sys.stderr)
+        return None
+    return str(root / "app.py")
+
+
 def checkout_name(root: Path) -> str:
     """How a result file names the served checkout: "." for this one, else its commit (a result names no folder)."""
     if root.resolve() == ROOT:

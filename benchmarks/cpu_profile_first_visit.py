@@ -27,9 +27,10 @@ import profile_first_visit as pfv
 from app_walk import page_switch
 from common import (
     ROOT,
+    add_app_root_arg,
     add_server_args,
+    app_script,
     checkout_name,
-    compile_checkout,
     distinct_sentences,
     machine,
     server_preflight,
@@ -106,7 +107,7 @@ def main() -> int:
     ap.add_argument("--views", nargs="+", default=["Inside one head", "Embeddings", "Masks"])
     ap.add_argument("--variants", nargs="+", default=["app", "floor"], choices=list(pfv.VARIANTS))
     ap.add_argument("--runs", type=int, default=1, help="runs of each variant (medians are reported)")
-    ap.add_argument("--app-root", default=None, help="profile another checkout's app.py as the app, compiled first")
+    add_app_root_arg(ap)
     ap.add_argument("--out", default="cpu_profile_first_visit", help="result file name under benchmarks/results/")
     args = ap.parse_args()
     ready = server_preflight(args)
@@ -114,11 +115,9 @@ def main() -> int:
         return 2
     bs, ckpt_dir, env = ready
     if args.app_root:
-        root = Path(args.app_root).resolve()
-        if not args.from_source and not compile_checkout(root):
-            print(f"compiling {root} failed (see above)", file=sys.stderr)
+        pfv.VARIANTS["app"] = app_script(args)
+        if pfv.VARIANTS["app"] is None:
             return 2
-        pfv.VARIANTS["app"] = str(root / "app.py")
     from playwright.sync_api import sync_playwright
 
     pfv.traced_switch = profiled_switch  # the walk of profile_first_visit.py, each first visit profiled instead

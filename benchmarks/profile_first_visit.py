@@ -6,7 +6,7 @@
 For each variant (the app, and the floor of bench_floor.py: benchmarks/floor_app.py) on a fresh server and
 browser: every view once with the link's sentence (to learn what each holds), a new sentence typed on the
 Attention view, then each chosen view once, its first visit for that sentence, under Chromium's performance
-trace (devtools.timeline). Per first visit it reports
+trace (devtools.timeline, with every task of the page: toplevel). Per first visit it reports
   total        the press to the frame where every chart is drawn (benchmarks/app_walk.py's clock)
   server done  the press to the last websocket frame of the run as the network received it (the server's part,
                with the transfer; frames are timed by Chromium's network stack, not the busy page)
@@ -36,9 +36,10 @@ from app_walk import INPUT_CLOCK_JS, new_sentence, page_switch, settle_view, vie
 from bench_floor import SKIP
 from common import (
     ROOT,
+    add_app_root_arg,
     add_server_args,
+    app_script,
     checkout_name,
-    compile_checkout,
     distinct_sentences,
     machine,
     server_preflight,
@@ -299,9 +300,7 @@ def main() -> int:
     ap.add_argument("--draws-only", action="store_true", help="only the charts drawn alone, no walks")
     ap.add_argument("--out", default="profile_first_visit", help="result file name under benchmarks/results/")
     ap.add_argument("--save-traces", type=Path, default=None, help="write each first visit's trace into this folder")
-    ap.add_argument("--app-root", default=None,
-                    help="profile another checkout's app.py as the app (e.g. an older commit in a git worktree), "
-                         "compiled first like this one")
+    add_app_root_arg(ap)
     args = ap.parse_args()
     global SAVE_TRACES
     SAVE_TRACES = args.save_traces
@@ -310,11 +309,9 @@ def main() -> int:
         return 2
     bs, ckpt_dir, env = ready
     if args.app_root:
-        root = Path(args.app_root).resolve()
-        if not args.from_source and not compile_checkout(root):
-            print(f"compiling {root} failed (see above)", file=sys.stderr)
+        VARIANTS["app"] = app_script(args)
+        if VARIANTS["app"] is None:
             return 2
-        VARIANTS["app"] = str(root / "app.py")
     from model.records import VIEWS
 
     views = args.views or [v for v in VIEWS if v != "Attention" and v not in SKIP]
