@@ -64,6 +64,7 @@ def test_axes_on_the_far_sides_and_axes_without_labels():
 
 
 def test_notes_already_there_stay_first():
-    fig = {"data": [], "layout": {"annotations": [{"text": "mine"}], "xaxis": {"title": {"text": "x"}}}}
+    fig = {"data": [], "layout": {"annotations": [{"text": "mine"}], "xaxis": {"title": {"text": "x"}},
+                                  "yaxis": {"title": "y, as plotly's shorthand"}}}
     notes = place_titles(fig)["layout"]["annotations"]
-    assert [n["text"] for n in notes] == ["mine", "x"]
+    assert [n["text"] for n in notes] == ["mine", "x", "y, as plotly's shorthand"]

@@ -38,6 +38,8 @@ def place_titles(fig: dict) -> dict:
         axis["automargin"] = False
         axis.setdefault("ticklabeloverflow", "allow")
         title = axis.pop("title", None)
+        if isinstance(title, str):  # plotly's shorthand for {"text": ...}
+            title = {"text": title}
         if isinstance(title, dict) and title.get("text") and axis.get("visible", True) is not False:
             notes.append(_note(name, axis, title, layout, base))
     for trace in fig["data"]:
