@@ -43,7 +43,7 @@ from crowd_support import PAGE_DONE_JS, open_at_once  # noqa: E402
 DE_LINE = f"{bs.MAIN} h4"  # the first one is the "#### DE <tokens>" line above every view
 VIEW = ".st-key-view [data-testid='stRadioOption'][data-selected='true']"
 ENV = {"ATLAS_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}  # what deploy/serve.py gives each process
-# Installed after browser_support.RUN_COUNTER_JS (it wraps that WebSocket class): a log with Date.now() stamps.
+# Installed after browser_js.RUN_COUNTER_JS (it wraps that WebSocket class): a log with Date.now() stamps.
 LOG_JS = """
 window.__crowdLog = [];
 (() => {
@@ -167,8 +167,10 @@ async def type_sentence(page, text: str, timeout: float) -> int:
 
 async def open_student(browser, i: int, url: str, text: str, delay: float, timeout: float) -> Student:
     await asyncio.sleep(delay)
+    from browser_js import RUN_COUNTER_JS  # beside browser_support, in tests/
+
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    await context.add_init_script(bs.RUN_COUNTER_JS)
+    await context.add_init_script(RUN_COUNTER_JS)
     await context.add_init_script(LOG_JS)
     page = await context.new_page()
     await page.goto(link(url, text), timeout=timeout * 1000)

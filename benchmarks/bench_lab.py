@@ -90,8 +90,10 @@ def browser_context(bs, chromium):
     """One browser context for every visit: like a returning user's, it keeps Plotly's code in its cache, so a visit
     times the app, not the download of a 4.6 MB script."""
     context = chromium.new_context(viewport={"width": 1440, "height": 1000})
+    from browser_js import RUN_COUNTER_JS  # beside browser_support, in tests/
+
     context.set_default_timeout(120_000)
-    context.add_init_script(bs.RUN_COUNTER_JS)
+    context.add_init_script(RUN_COUNTER_JS)
     context.add_init_script(f"({CLOCK_JS})()")
     return context
 

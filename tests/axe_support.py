@@ -6,7 +6,8 @@ walk on the shipped model, written to benchmarks/results/axe.json). axe-core its
 """
 from __future__ import annotations
 
-from browser_support import CHART, LAID_OUT_JS, open_app
+from browser_js import LAID_OUT_JS
+from browser_support import CHART, open_app
 
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 IMPACTS = ("critical", "serious", "moderate", "minor")

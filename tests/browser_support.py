@@ -21,6 +21,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from browser_js import CHARTS_DRAWN_JS, LAID_OUT_JS, RUN_COUNTER_JS, SETTLED_JS
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -38,83 +40,6 @@ EXCEPTION = "[data-testid='stException']"
 MAIN = "[data-testid='stMain']"
 SIDEBAR = "[data-testid='stSidebar']"
 TRANSLATION = f"{MAIN} h3"  # the first one is the "### EN translation" line above every view
-
-# Installed in every page before the app's own scripts (context.add_init_script): counts the app's
-# finished script runs, so a wait can tell "a new run has finished" from "the previous run is still the
-# last one", including the very first run. The runs are counted in the messages the server sends (a
-# ForwardMsg with script_finished, field 6, other than FINISHED_EARLY_FOR_RERUN = 2), not from stApp's
-# data-test-script-state: on a busy machine React renders a short run's 'running' and 'notRunning' in
-# one commit, the page never shows 'running', and a counter of those switches misses the run.
-# __atlasChanges counts DOM changes, so a wait can also tell when the page has stopped changing.
-RUN_COUNTER_JS = """
-window.__atlasRuns = 0;
-window.__atlasChanges = 0;
-new MutationObserver(records => { window.__atlasChanges += records.length; })
-  .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
-window.__atlasQuietFor = key => {  // called once a frame: true when the page did not change for two frames
-  const q = window.__atlasQuiet;
-  if (!q || q.key !== key || q.changes !== window.__atlasChanges) {
-    window.__atlasQuiet = {key, changes: window.__atlasChanges, frames: 0};
-    return false;
-  }
-  return ++q.frames >= 2;
-};
-const finishedRun = bytes => {  // reads the top-level fields of one ForwardMsg
-  let i = 0;
-  const varint = () => {
-    let x = 0, shift = 0, c;
-    do { c = bytes[i++]; x += (c & 127) * 2 ** shift; shift += 7; } while (c & 128);
-    return x;
-  };
-  while (i < bytes.length) {
-    const tag = varint(), field = Math.floor(tag / 8), wire = tag % 8;
-    if (wire === 0) { const v = varint(); if (field === 6) return v !== 2; }
-    else if (wire === 2) { const n = varint(); i += n; }
-    else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else return false;
-  }
-  return false;
-};
-const PageSocket = window.WebSocket;
-window.WebSocket = class extends PageSocket {
-  constructor(...args) {
-    super(...args);
-    this.addEventListener('message', e => {
-      if (e.data instanceof ArrayBuffer && finishedRun(new Uint8Array(e.data))) window.__atlasRuns += 1;
-    });
-  }
-};
-"""
-
-# Polled once an animation frame: true once more than n runs have finished, the app is idle, and the
-# page has not changed for two frames in a row, so React has rendered what the finished run sent.
-SETTLED_JS = """([n, idle]) => {
-  if (!(window.__atlasRuns > n && document.querySelector(idle))) { window.__atlasQuiet = null; return false; }
-  return window.__atlasQuietFor(n);
-}"""
-
-# Every chart has drawn its SVG and Plotly is not in the middle of drawing it.
-CHARTS_DRAWN_JS = """sel => {
-  const charts = [...document.querySelectorAll(sel)];
-  return charts.length > 0 && charts.every(c => {
-    const gd = c.querySelector('.js-plotly-plot');
-    return gd && gd.querySelector('.main-svg') && gd._fullLayout && !gd._fullLayout._replotting;
-  });
-}"""
-
-# After a resize: every visible chart is drawn at its container's width (the app's charts all stretch),
-# none is drawing, and the page has not changed for two animation frames.
-LAID_OUT_JS = """sel => {
-  const fit = [...document.querySelectorAll(sel)].every(c => {
-    const gd = c.querySelector('.js-plotly-plot');
-    return c.clientWidth === 0 || (gd && gd._fullLayout && !gd._fullLayout._replotting
-                                   && Math.abs(gd._fullLayout.width - c.clientWidth) < 1);
-  });
-  if (!fit) { window.__atlasQuiet = null; return false; }
-  return window.__atlasQuietFor('layout');
-}"""
-
 
 # ----------------------------------------------------------------------------- server
 
@@ -243,9 +168,19 @@ def wait_new_run(page, before: int, timeout: float = 30_000) -> None:
     page.wait_for_function(SETTLED_JS, arg=[before, IDLE], timeout=timeout, polling="raf")
 
 
-def wait_charts(page, timeout: float = 30_000) -> int:
-    """Wait until every Plotly chart on the page has drawn its SVG; returns how many there are."""
-    page.wait_for_function(CHARTS_DRAWN_JS, arg=CHART, timeout=timeout, polling="raf")
+def wait_charts(page, timeout: float = 30_000, at_least: int = 1) -> int:
+    """Wait until the page holds at least `at_least` Plotly charts and every one has drawn its SVG; returns how many
+    there are. A page's charts mount one by one (Streamlit loads the chart's code lazily), so a page that should
+    show several waits for all of them rather than returning when the first few are drawn."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(CHARTS_DRAWN_JS, arg=[CHART, at_least], timeout=timeout, polling="raf")
+    except PlaywrightTimeout:
+        alerts = page.locator("[data-testid='stAlert'], " + EXCEPTION).all_inner_texts()
+        raise AssertionError(f"expected at least {at_least} drawn charts within {timeout / 1000:.0f} s; the page has "
+                             f"{page.locator(CHART).count()} charts, {page.locator(DRAWN_CHART).count()} drawn; "
+                             f"its alerts: {alerts}") from None
     return page.locator(CHART).count()
 
 

@@ -11,7 +11,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from browser_support import CHART, CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, RUN_COUNTER_JS, TRANSLATION
+from browser_js import RUN_COUNTER_JS
+from browser_support import CHART, CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, TRANSLATION
 
 # Done when the page shows an exception, or its first run has finished with the header drawn and every chart
 # drawn by Plotly (a page without charts is done once the header is there).

@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-from browser_support import LAID_OUT_JS, ROOT, new_page, open_app, start_server, stop_server, widget
+from browser_js import LAID_OUT_JS
+from browser_support import ROOT, new_page, open_app, start_server, stop_server, widget
 from test_model_data import synthetic_corpus
 from tiny_checkpoint import GERMAN
 
