@@ -9,7 +9,9 @@ figure into a fresh div and waits two animation frames:
               viz.embeddings.vocab_map_figure: every entry counted into a grey density, the first N entries
               as named dots (the page draws views/embeddings.py's VOCAB_DOTS), the sentence's words on top
 for the shipped model's source vocabulary, and for a random `--big`-entry vocabulary (an opus-mt-size
-one). Results: benchmarks/results/vocab_map.json.
+one). First it times the map's projection on the server, the one a page's first visit for a model waits for:
+viz.embeddings.pca_2d (the scatter matrix's eigenvectors) against the SVD of the centred table it replaced.
+Results: benchmarks/results/vocab_map.json.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import plotly
@@ -42,6 +45,31 @@ def webgl_all(coords: np.ndarray, tokens: list[str], idx: list[int]) -> go.Figur
     return fig.update_layout(height=600, template="plotly_white")
 
 
+def svd_2d(matrix: np.ndarray) -> np.ndarray:
+    """The projection as it was before: the SVD of the whole centred (V, d) table."""
+    centred = np.asarray(matrix, dtype=np.float64) - np.mean(matrix, axis=0, dtype=np.float64)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return (centred @ vt[:2].T).astype(np.float32)
+
+
+def projection_times(tables: dict, repeats: int) -> tuple[dict, list]:
+    """Median ms of pca_2d and of the SVD on each (V, d) table, after one untimed call of each."""
+    from viz.embeddings import pca_2d
+
+    results, rows = {}, []
+    for name, m in tables.items():
+        for how, fn in (("svd (before)", svd_2d), ("pca_2d", pca_2d)):
+            fn(m)
+            ms = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn(m)
+                ms.append((time.perf_counter() - t0) * 1000)
+            results[f"{name} · {how}"] = summary([x / 1000 for x in ms])
+            rows.append([name, how, f"{results[f'{name} · {how}']['median_ms']:.0f} ms"])
+    return results, rows
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -60,8 +88,12 @@ def main() -> int:
         return 2
     lut, itos = tr.embedding_matrix("src")
     ns = tr.n_specials
-    cases = {f"{args.model} ({len(itos) - ns:,} entries)": (pca_2d(lut[ns:]), list(itos[ns:]))}
     rng = np.random.default_rng(0)
+    big = rng.normal(size=(args.big, lut.shape[1])).astype(np.float32)
+    projection, rows = projection_times({f"{args.model} ({len(itos) - ns:,} × {lut.shape[1]})": lut[ns:],
+                                         f"random ({args.big:,} × {lut.shape[1]})": big}, args.repeats)
+    print(table(rows, ["vocabulary table", "projection", "median"]))
+    cases = {f"{args.model} ({len(itos) - ns:,} entries)": (pca_2d(lut[ns:]), list(itos[ns:]))}
     cases[f"random ({args.big:,} entries)"] = (rng.normal(size=(args.big, 2)).astype(np.float32),
                                                [f"▁w{i}" for i in range(args.big)])
     plotly_js = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
@@ -86,7 +118,8 @@ def main() -> int:
                 rows.append([name, design, f"{s['median_ms']:.0f} ms", f"{len(pio.to_json(fig)) // 1024} KB"])
         browser.close()
     print(table(rows, ["vocabulary", "design", "draw, median", "figure JSON"]))
-    path = write_results("vocab_map", {"machine": machine(), "repeats": args.repeats, "results": results})
+    path = write_results("vocab_map", {"machine": machine(), "repeats": args.repeats, "projection": projection,
+                                       "results": results})
     print(f"wrote {path}")
     return 0
 

@@ -69,6 +69,19 @@ def test_pca_shape_and_variance_order():
     np.testing.assert_allclose(coords.mean(axis=0), 0, atol=1e-3)
 
 
+def test_pca_matches_the_svd_projection():
+    m = np.random.default_rng(5).normal(size=(300, 16)) * np.linspace(4, 0.5, 16) + 2.0
+    centred = m - m.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    expected = centred @ vt[:2].T  # (300, 2), up to each component's sign
+    coords = pca_2d(m)
+    for c in range(2):
+        np.testing.assert_allclose(np.abs(coords[:, c]), np.abs(expected[:, c]), rtol=1e-4, atol=1e-4)
+    # the sign rule: each component's largest loading is positive, so the map never flips between runs
+    loadings = np.linalg.lstsq(centred, coords.astype(np.float64), rcond=None)[0]  # (16, 2)
+    assert all(loadings[np.abs(loadings[:, c]).argmax(), c] > 0 for c in range(2))
+
+
 def test_vocab_map_highlights_sentence_tokens():
     coords = np.random.default_rng(4).normal(size=(50, 2))
     vocab = [f"w{i}" for i in range(50)]

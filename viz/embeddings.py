@@ -128,15 +128,17 @@ def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positiona
 def pca_2d(matrix: np.ndarray) -> np.ndarray:
     """Project ``matrix`` (V, d) onto its first two principal components -> (V, 2) float32.
 
-    Centred, via SVD; column 0 has the largest variance. Signs are fixed so the
+    Centred; column 0 has the largest variance. The components are the top eigenvectors of the (d, d) scatter
+    matrix, the right singular vectors an SVD of the centred (V, d) matrix would give: for an 8,000 × 256 table
+    that is a tenth of an SVD's time, and the map is drawn on a page's first visit. Signs are fixed so the
     largest-magnitude loading of each component is positive (stable plots).
     """
     m = np.asarray(matrix, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] < 2:
         raise ValueError(f"pca_2d expects (V, d) with V >= 2, got {m.shape}")
     centred = m - m.mean(axis=0, keepdims=True)
-    _, s, vt = np.linalg.svd(centred, full_matrices=False)  # vt: (r, d)
-    comps = vt[:2]  # (2, d)
+    _, vecs = np.linalg.eigh(centred.T @ centred)  # (d, d), eigenvalues ascending
+    comps = vecs[:, ::-1][:, :2].T  # (2, d): the two of largest variance, largest first
     signs = np.sign(comps[np.arange(comps.shape[0]), np.abs(comps).argmax(axis=1)])
     comps = comps * signs[:, None]
     coords = centred @ comps.T  # (V, 2)
