@@ -77,6 +77,13 @@ def _end() -> None:
     pandas_gate.leave()
 
 
+def _stop() -> None:
+    """End the run before the page: the list of views is still drawn, so another view can be chosen."""
+    view_slot.radio("View", VIEWS, key="view")
+    _end()
+    st.stop()
+
+
 def _new_sentence() -> None:
     """A new sentence or model starts from plain decoding at step 1."""
     ss["prefix"], ss["dec_step"] = (), 1
@@ -119,7 +126,9 @@ with st.sidebar:
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")
-    st.radio("View", VIEWS, key="view")
+    # The list of views is drawn by the page's fragment (the end of this file): choosing a view reruns the page
+    # only, so the browser redraws the page, not this sidebar and the header as well.
+    view_slot = st.container()
     with st.expander("Side by side", expanded=ss["compare"] != "off"):
         st.radio("Compare", list(COMPARE), key="compare", format_func=COMPARE.get,
                  help="Draws two traces next to each other on the Attention and Decoding pages, head by head, each "
@@ -163,24 +172,21 @@ pin_note(ss["present"])  # the lecturer's note, on every view (also when the pag
 if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
-    _end()
-    st.stop()
+    _stop()
 facts = model_facts(ss["ckpt"])
 
 text = ss["text"] or ""
 if not text.strip():
     st.info(f"Type a {langs['src_name']} sentence in the sidebar (or pick an example) to see how the model "
             "translates it.")
-    _end()
-    st.stop()
+    _stop()
 
 greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
 source = greedy.source
 if not source.tokens:
     st.info("This text has no words the tokenizer can read (only control characters or spaces). "
             f"Type a {langs['src_name']} sentence.")
-    _end()
-    st.stop()
+    _stop()
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
 comparing = ss["compare"] != "off" and ss["view"] in COMPARE_VIEWS
@@ -218,14 +224,7 @@ else:
     st.markdown(f"#### :gray[{langs['src']}] {md_escape(' '.join(source.tokens))}")
     st.markdown(f"### :gray[{langs['tgt']}] {md_escape(result.text) or '∅ (empty output)'}")
 status = "" if result.finished else f" · stopped at the length limit before `{facts['end_token']}`"
-above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
-         "references**" if ss["view"] == "Heads" else
-         f"**Above: {shows}. {training.below(ss['ckpt'])}**" if ss["view"] == "Training" else
-         f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say on "
-         "what**" if ss["view"] == "Masks"
-         else f"**Every figure below shows: {shows}**")
-st.caption(f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
-           f"tokens · {result.seconds * 1000:.0f} ms{status}")
+above_slot = st.container()  # the line saying what the figures show, which depends on the view: drawn with the page
 if beam is not None and prefix:
     st.caption(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")
 elif beam is not None and beam.text != greedy.text:
@@ -247,10 +246,30 @@ if is_twin(ss["ckpt"]) and result.trace is not None:
 
 ctx = Context(key=ss["ckpt"], cfg=model.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
               shows=shows, facts=facts, present=ss["present"])
-if ss["compare"] != "off" and not comparing:
-    st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
-elif comparing:
+if comparing:
     ctx = compare.with_side_b(ctx, ss)
+
+
+def _page(ctx: Context) -> None:
+    """What a view switch reruns (a fragment): the list of views, the header's line on what the figures show, and
+    the page."""
+    view = ss["view"]
+    if ss["compare"] != "off" and (view in COMPARE_VIEWS) != comparing:
+        st.rerun(scope="app")  # side by side starts or ends: the header and the trace differ
+    view_slot.radio("View", VIEWS, key="view")
+    above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
+             "references**" if view == "Heads" else
+             f"**Above: {shows}. {training.below(ss['ckpt'])}**" if view == "Training" else
+             f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say "
+             "on what**" if view == "Masks"
+             else f"**Every figure below shows: {shows}**")
+    above_slot.caption(f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
+                       f"tokens · {result.seconds * 1000:.0f} ms{status}")
+    if ss["compare"] != "off" and not comparing:
+        st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
+    PAGES[view].render(ctx)
+
+
 theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
-page_fragment(PAGES[ss["view"]].render, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
+page_fragment(_page, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 _end()

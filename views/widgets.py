@@ -156,9 +156,10 @@ def sections(ctx: Context, names: list[str], container=st, always: bool = False)
 
 
 # What the header and the trace depend on. A page runs as a fragment (below); when one of its widgets changes
-# one of these (the Decoding page's forced prefix), the whole app must run again.
+# one of these (the Decoding page's forced prefix), the whole app must run again. The view is not one of them: the
+# fragment draws the list of views too, and the header's line that depends on the view.
 APP_INPUTS = ("ckpt", "text", "decoding", "beam", "max_len", "prefix", "compare", "text2", "ckpt2", "present",
-              "contrast", "view")
+              "contrast")
 
 
 def app_inputs() -> tuple:
@@ -168,9 +169,10 @@ def app_inputs() -> tuple:
 
 @st.fragment
 def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme, inputs: tuple) -> None:
-    """Draw a page as a Streamlit fragment: a layer, head or step change reruns the page only, not the
-    sidebar, the header and the trace lookup (less server time per click). `inputs` are the
-    app-level choices the page was drawn for; if a widget of the page changed one, the app runs again."""
+    """Draw a page as a Streamlit fragment: a view, layer, head or step change reruns the page only, not the
+    sidebar, the header and the trace lookup (less server time per click, and the browser redraws only the page).
+    `inputs` are the app-level choices the page was drawn for; if a widget of the page changed one, the app runs
+    again."""
     restore_state()  # a fragment run does not pass init_state()
     if app_inputs() != inputs:
         st.rerun(scope="app")
