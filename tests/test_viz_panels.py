@@ -6,6 +6,7 @@ import pytest
 
 from viz.head import PIPELINE_ROWS, head_pipeline_figures, head_pipeline_rows, matrix_figure
 from viz.heatmap import MASK_TRACE_NAME
+from viz.layout import PAGE_WIDTH_PX, text_px
 from viz.masks import causal_figure, mask_figure
 from viz.panels import panel_row
 from viz.theme import PRESENTER_THEME, using_theme
@@ -90,15 +91,40 @@ def test_titles_go_above_their_panels_and_shared_rows_are_named_once():
     args, kwargs = _head("cross")
     figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
     qkv = _sent(rows[("Q", "K", "V")])["layout"]
-    notes = [a["text"] for a in qkv["annotations"]]
-    for name in ("Q", "K", "V"):
-        assert figs[name].layout.title.text in notes
+    notes = [a["text"].replace("<br>", " ") for a in qkv["annotations"]]
+    for name in ("Q", "K", "V"):  # each panel's own title, its lines broken for the panel's room in the row
+        assert figs[name].layout.title.text.replace("<br>", " ") in notes
     # Q's rows are the queries (EN), K's the keys (DE): both named; V shares K's rows and names none.
     # (the browser gets the axis titles as notes named after their axes: viz/axis_notes.py)
     titles = {a["name"][:-len(" title")]: a["text"] for a in qkv["annotations"] if a.get("name", "").endswith(" title")}
     assert qkv["yaxis"].get("showticklabels") is not False and "EN" in titles["yaxis"]
     assert "DE" in titles["yaxis2"]
     assert qkv["yaxis3"]["showticklabels"] is False and "yaxis3" not in titles
+
+
+# the chart's width in a 1440 px window, and in a 1280 px one (measured in Chromium: 740 px)
+@pytest.mark.parametrize("page_px", [PAGE_WIDTH_PX, 740])
+def test_neighbouring_titles_do_not_run_into_each_other(page_px):
+    """Q's, K's and V's titles, wrapped for their own figures, ran into each other in the row at 1280 px."""
+    rng = np.random.default_rng(1)
+    en = ["<bos>", "▁A", "▁brown", "▁dog", "▁is", "▁running", "▁after", "▁the", "▁black", "▁dog", "."]
+    de = ["▁Ein", "▁brauner", "▁Hund", "▁rennt", "▁dem", "▁schwarzen", "▁Hund", "▁hinterher", ".", "<eos>"]
+    q = rng.normal(size=(len(en), 64)).astype(np.float32)  # d_k of the shipped model
+    k, v = (rng.normal(size=(len(de), 64)).astype(np.float32) for _ in range(2))
+    scores = q @ k.T / 8
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    rows = head_pipeline_rows(q, k, v, None, None, probs, probs @ v, en, de, "cross", dropout_probs=probs)
+    lay = _sent(rows[("Q", "K", "V")])["layout"]
+    plot_px = page_px - lay["margin"]["l"] - lay["margin"]["r"]  # the chart stretches to the page
+    spans = []
+    for a in lay["annotations"]:
+        if a.get("yanchor") == "bottom" and a["xanchor"] == "center" and a["yref"] == "paper" and a["y"] == 1:
+            half = max(text_px(line, a["font"]["size"]) for line in a["text"].split("<br>")) / 2
+            spans.append((a["x"] * plot_px - half, a["x"] * plot_px + half))
+    assert len(spans) == 3
+    spans.sort()
+    assert all(left[1] < right[0] for left, right in zip(spans, spans[1:])), spans
 
 
 def test_a_mask_note_moves_with_its_panel():

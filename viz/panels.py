@@ -18,7 +18,8 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure
+from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure, title_wrap_chars
+from viz.text import title_lines, wrap_title
 from viz.theme import fit_height, theme
 
 # A vertical colour bar beside a panel takes its padding and thickness plus its tick labels (measured in Chromium:
@@ -67,7 +68,7 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     top, bottom = max(tops), max(bottoms)
     # no taller than a presenter figure may be (each panel is; their largest margins together can be more)
     plot_h = fit_height(top + max(plots) + bottom) - top - bottom
-    data, layout, notes, shapes = [], {}, [], []
+    data, layout, notes, shapes, titles = [], {}, [], [], []
     cursor, offset = 0.0, 0
     for i, fig in enumerate(figs):
         x0 = cursor + (lefts[i] if i else 0)
@@ -82,11 +83,16 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
         shapes += [_place_ref(s, names, x_dom, y_dom) for s in layouts[i].get("shapes", ())]
         notes += [_place_ref(a, names, x_dom, y_dom) for a in layouts[i].get("annotations", ())]
         title = (layouts[i].get("title") or {}).get("text")
-        if title:  # hanging from the figure's top as in its own figure, above any note at the top of its plot
-            lines = title.count("<br>") + 1
-            notes.append(dict(text=title, x=sum(x_dom) / 2, y=y_dom[1], xref="paper", yref="paper", xanchor="center",
-                              yanchor="bottom", yshift=top - TITLE_PAD_PX - lines * TITLE_LINE_PX, showarrow=False,
-                              font=dict(size=theme().title)))
+        if title:  # wrapped again for the panel's room in the row (its plot and its colour bar's place)
+            own = title_lines(title, None)
+            title = _rewrapped(title, round(x1 - x0 + bars[i]))
+            top = max(top, tops[i] + (title_lines(title, None) - own) * TITLE_LINE_PX)
+            titles.append((title, sum(x_dom) / 2, y_dom[1]))
+    # Each title hangs from the figure's top as in its own figure, above any note at the top of its plot.
+    plot_h = fit_height(top + max(plots) + bottom) - top - bottom
+    notes += [dict(text=t, x=x, y=y, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+                   yshift=top - TITLE_PAD_PX - title_lines(t, None) * TITLE_LINE_PX, showarrow=False,
+                   font=dict(size=theme().title)) for t, x, y in titles]
     if one_scale:
         _one_scale(data)
     first = layouts[0]
@@ -94,6 +100,13 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
                   font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
                   annotations=notes or None, shapes=shapes or None)
     return enforce_min_font(figure(data, {k: v for k, v in layout.items() if v is not None}))
+
+
+def _rewrapped(title: str, room_px: int) -> str:
+    """``title`` wrapped for ``room_px``: the lines its own figure's width broke it into are joined again first (a
+    line that starts with a tag, such as a ``<sup>`` subtitle, keeps its own line)."""
+    text = re.sub(r"<br>(?!<)", " ", title)
+    return wrap_title(text, title_wrap_chars(text, room_px))
 
 
 def _rows(fig: go.Figure):
