@@ -18,12 +18,23 @@ from __future__ import annotations
 import streamlit as st
 
 
+def _todo(tables: bool) -> list[str]:
+    warmed = st.session_state.setdefault("atlas_warm", set())
+    return [part for part in ("chart", "table") if part not in warmed and (part != "table" or tables)]
+
+
+def due(tables: bool = True) -> bool:
+    """Whether `start` would draw anything: a page's fragment, which a view switch runs without app.py's top,
+    draws the table's warm-up only then (it is the session's first run with pandas, after a first page without)."""
+    return bool(_todo(tables))
+
+
 def start(tables: bool = True):
     """Draw what the session has not warmed yet (all of it on its first run; the table only with `tables`, when
     pandas may be imported); returns the placeholder for `done`."""
     placeholder = st.empty()
     warmed = st.session_state.setdefault("atlas_warm", set())
-    todo = [part for part in ("chart", "table") if part not in warmed and (part != "table" or tables)]
+    todo = _todo(tables)
     if todo:
         warmed.update(todo)
         with placeholder.container(key="atlas-warm"):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from views import pandas_gate, warmup
 from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels, restore_state, sync_url
 from views.text import md_escape
@@ -176,8 +177,16 @@ def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme,
     restore_state()  # a fragment run does not pass init_state()
     if app_inputs() != inputs:
         st.rerun(scope="app")
-    with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
-        render(ctx)
+    # A fragment run does not pass app.py's top either: it waits here for pandas as every other run waits there,
+    # and draws the table's warm-up if the session has not yet (its first run went without pandas).
+    pandas_gate.wait()
+    warm = warmup.start(tables=True) if warmup.due(tables=pandas_gate.ready()) else None
+    try:
+        with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
+            render(ctx)
+    finally:
+        if warm is not None:
+            warmup.done(warm)
     sync_url()  # a fragment run does not reach the end of app.py
     from views import prefetch  # here, not at the top: the pages it prepares import this module
 
