@@ -19,10 +19,12 @@ SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far bel
 
 def _padding(ctx: Context) -> None:
     if not ctx.present:  # presenter mode: the controls and the figures, which keep the screen's height
-        st.markdown("### Padding mask")
-        st.write("Training runs on batches of inputs, so shorter ones are filled up with `<pad>` tokens. The padding "
-                 "mask hides the pads **as keys** (columns): no real token takes information from them. Pad positions "
-                 "are still **queries** (rows) and compute attention of their own, which is simply never used.")
+        # The heading and its paragraph as one Markdown element: each element costs the browser a render and a
+        # Markdown parser of its own on every visit.
+        st.markdown("### Padding mask\n\nTraining runs on batches of inputs, so shorter ones are filled up with "
+                    "`<pad>` tokens. The padding mask hides the pads **as keys** (columns): no real token takes "
+                    "information from them. Pad positions are still **queries** (rows) and compute attention of "
+                    "their own, which is simply never used.")
     row = st.columns([2, 1, 1, 2], vertical_alignment="center") if ctx.present else None  # presenter: one row
     use_mask = (row[0] if row else st).toggle("Padding mask on", key="pad_on", persist_state="session")
     on, demo = _padding_data(ctx, use_mask)
@@ -64,10 +66,9 @@ def _padding(ctx: Context) -> None:
 
 def _causal(ctx: Context) -> None:
     if not ctx.present:  # presenter mode: the controls and the three figures in one row
-        st.markdown("### Causal mask")
-        st.write(f"When a decoder is trained, the whole reference ({ctx.langs['tgt_name']}) is fed in at once (teacher "
-                 "forcing). The causal mask stops position i from seeing positions after i; otherwise it could read "
-                 "the very token it is asked to predict.")
+        st.markdown(f"### Causal mask\n\nWhen a decoder is trained, the whole reference ({ctx.langs['tgt_name']}) "
+                    "is fed in at once (teacher forcing). The causal mask stops position i from seeing positions "
+                    "after i; otherwise it could read the very token it is asked to predict.")
     if not ctx.result.raw_tokens:
         st.info("The translation is empty, so there is no decoder sequence to mask.")
         return
@@ -96,8 +97,8 @@ def _causal(ctx: Context) -> None:
     st.caption("reference next: the token each position must predict (the next token of the reference); top: the most "
                f"probable next token among those decoding can write (never {never}); p(ref): the probability of the "
                "reference token among those; weight on later: self-attention on later positions without the mask "
-               "(mean of layers and heads).")
-    st.caption(md_escape(exp.summary()) + " A model trained without the mask could learn to copy the next input "
+               "(mean of layers and heads).\n\n"
+               + md_escape(exp.summary()) + " A model trained without the mask could learn to copy the next input "
                "token (its training loss would look excellent) and then fail at generation, where no later tokens "
                "exist.")
 
