@@ -84,12 +84,9 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
         notes += [_place_ref(a, names, x_dom, y_dom) for a in layouts[i].get("annotations", ())]
         title = (layouts[i].get("title") or {}).get("text")
         if title:  # wrapped again for the panel's room in the row (its plot and its colour bar's place)
-            own = title_lines(title, None)
-            title = _rewrapped(title, round(x1 - x0 + bars[i]))
-            top = max(top, tops[i] + (title_lines(title, None) - own) * TITLE_LINE_PX)
-            titles.append((title, sum(x_dom) / 2, y_dom[1]))
+            titles.append((title, _rewrapped(title, round(x1 - x0 + bars[i])), tops[i], sum(x_dom) / 2, y_dom[1]))
+    titles, top = _fitted_titles(titles, top, max(plots), bottom, plot_h)
     # Each title hangs from the figure's top as in its own figure, above any note at the top of its plot.
-    plot_h = fit_height(top + max(plots) + bottom) - top - bottom
     notes += [dict(text=t, x=x, y=y, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
                    yshift=top - TITLE_PAD_PX - title_lines(t, None) * TITLE_LINE_PX, showarrow=False,
                    font=dict(size=theme().title)) for t, x, y in titles]
@@ -100,6 +97,18 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
                   font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
                   annotations=notes or None, shapes=shapes or None)
     return enforce_min_font(figure(data, {k: v for k, v in layout.items() if v is not None}))
+
+
+def _fitted_titles(titles: list, top: int, plot: int, bottom: int, plot_h: int) -> tuple[list, int]:
+    """[(title, x, y)] and the figure's top margin: each title wrapped for its panel's room where the lines it adds
+    fit above the plots (a figure not already as tall as it may be); else, where wrapping it again adds lines, as
+    its own figure wrapped it (a shorter plot would squeeze the rows' labels, which were thinned for its height)."""
+    grown = max([top] + [t + (title_lines(new, None) - title_lines(own, None)) * TITLE_LINE_PX
+                         for own, new, t, _, _ in titles])
+    if fit_height(grown + plot + bottom) - grown - bottom >= plot_h:
+        return [(new, x, y) for _, new, _, x, y in titles], grown
+    return [(new if title_lines(new, None) <= title_lines(own, None) else own, x, y)
+            for own, new, _, x, y in titles], top
 
 
 def _rewrapped(title: str, room_px: int) -> str:
