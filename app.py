@@ -77,9 +77,14 @@ def _end() -> None:
     pandas_gate.leave()
 
 
+def _views() -> None:
+    """The list of views, in its place in the sidebar: drawn by the page's fragment, or by a run that stops first."""
+    view_slot.radio("View", VIEWS, key="view")
+
+
 def _stop() -> None:
     """End the run before the page: the list of views is still drawn, so another view can be chosen."""
-    view_slot.radio("View", VIEWS, key="view")
+    _views()
     _end()
     st.stop()
 
@@ -256,7 +261,7 @@ def _page(ctx: Context) -> None:
     view = ss["view"]
     if ss["compare"] != "off" and (view in COMPARE_VIEWS) != comparing:
         st.rerun(scope="app")  # side by side starts or ends: the header and the trace differ
-    view_slot.radio("View", VIEWS, key="view")
+    _views()
     above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
              "references**" if view == "Heads" else
              f"**Above: {shows}. {training.below(ss['ckpt'])}**" if view == "Training" else

@@ -86,7 +86,7 @@ def pairs(translator, n: int) -> list[tuple[str, str]]:
     return [(a, corrupted(a, count)) for a in distinct_sentences(200)[50 : 50 + n]]
 
 
-def browser_context(bs, chromium):
+def browser_context(chromium):
     """One browser context for every visit: like a returning user's, it keeps Plotly's code in its cache, so a visit
     times the app, not the download of a 4.6 MB script."""
     context = chromium.new_context(viewport={"width": 1440, "height": 1000})
@@ -195,7 +195,7 @@ def main() -> int:
     try:
         with sync_playwright() as p:
             chromium = bs.launch_chromium(p)
-            context = browser_context(bs, chromium)
+            context = browser_context(chromium)
             measure(bs, context, server, work[:4], 1, "warm-up")  # loads the model, fills the browser's cache
             times = measure(bs, context, server, work[4:], args.rounds)
             chromium.close()
