@@ -22,7 +22,7 @@ from views import pandas_gate, warmup  # these two import only Streamlit and the
 # waits here until it is whole (views/pandas_gate.py).
 pandas_gate.enter()
 # The browser starts on Plotly's code while this run loads the model (views/warmup.py).
-_warm = warmup.start(tables=pandas_gate.ready())
+_warm = warmup.start()
 
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
 # ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).

@@ -39,6 +39,25 @@ def visible_text(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+def md_tables(at: AppTest) -> list[list[dict]]:
+    """The run's Markdown tables (views/widgets.py `table`), each as rows of {header: cell text}, cells unescaped."""
+    import html
+    import re
+
+    def cells(line: str) -> list[str]:
+        parts = re.split(r"(?<!\\) \| ", line.strip()[2:-2])  # a pipe inside a cell is escaped
+        return [html.unescape(re.sub(r"\\(.)", r"\1", p)).strip() for p in parts]
+
+    tables = []
+    for m in at.markdown:
+        lines = str(m.value).splitlines()
+        lines = lines[next((i for i, line in enumerate(lines) if line.startswith("| ")), len(lines)):]  # a region's
+        if len(lines) >= 2 and set(lines[1]) <= set("|-:"):
+            head = cells(lines[0])
+            tables.append([dict(zip(head, cells(line))) for line in lines[2:] if line.startswith("| ")])
+    return tables
+
+
 @contextmanager
 def demo_checkpoints(tmp_path_factory, name: str):
     """A checkpoint root holding the tiny trained model `demo`, served to the app while the block runs."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_support import demo_checkpoints, run_app, visible_text
+from tests.app_support import demo_checkpoints, md_tables, run_app, visible_text
 from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
@@ -140,7 +140,7 @@ def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, c
     summary = next(c.value for c in at.caption if "Measured against" in c.value).replace("\\", "")
     m = re.search(r"fell at (\d+) of (\d+) positions and rose at (\d+)", summary)
     assert m, summary
-    df = at.table[-1].value
+    rows = md_tables(at)[-1]
     # recompute independently: the teacher-forced passes along the output shown, with and without the mask; an
     # output that stopped at the length limit has no <eos> to predict
     tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
@@ -150,7 +150,7 @@ def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, c
     ids = tr.tgt_vocab.encode(out.raw_tokens) + ([tr.tgt_vocab.eos_idx] if out.finished else [])
     p_on = allowed_probs(tr, on.log_probs)[np.arange(len(ids)), ids]
     p_off = allowed_probs(tr, off.log_probs)[np.arange(len(ids)), ids]
-    assert int(m.group(1)) == int((p_off < p_on).sum()) and int(m.group(2)) == len(df) == len(ids)
+    assert int(m.group(1)) == int((p_off < p_on).sum()) and int(m.group(2)) == len(rows) == len(ids)
     assert int(m.group(3)) == int((p_off > p_on).sum())
     assert "the model's own output" in summary  # no Multi30k reference for this sentence in the test data
     assert f"at {len(ids)} of {len(ids)} positions with the mask" in summary  # its own greedy output: 100 %
@@ -165,9 +165,9 @@ def test_masks_causal_table_of_an_output_cut_at_the_length_limit(checkpoints, tr
     tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
     out = tr.trace(SENTENCE, max_len=max_len or None)
     assert not out.finished  # the case under test
-    df = at.table[-1].value
-    assert unescape(list(df["reference next"])) == out.raw_tokens
-    assert not {"<bos>", "<pad>", "&lt;bos&gt;", "&lt;pad&gt;"} & (set(df["top, mask on"]) | set(df["top, mask off"]))
+    rows = md_tables(at)[-1]
+    assert [r["reference next"] for r in rows] == out.raw_tokens
+    assert not {"<bos>", "<pad>"} & {r[c] for r in rows for c in ("top, mask on", "top, mask off")}
     summary = next(c.value for c in at.caption if "Measured against" in c.value).replace("\\", "")
     n = len(out.raw_tokens)
     assert f"at {n} of {n} positions with the mask" in summary and "length limit" in summary
@@ -178,6 +178,20 @@ def test_untrained_twin_never_writes_bos_and_the_page_says_what_it_does(checkpoi
     assert not at.exception
     assert "<bos>" not in header(at)
     assert any("random weights" in i.value and "entropy" in i.value for i in at.info)
+
+
+def test_a_long_table_scrolls_in_a_region_the_keyboard_reaches(checkpoints):
+    """Decoding's table of all steps scrolls past ten rows: in a named region that Tab reaches, with every cell
+    still escaped although the region itself is HTML."""
+    at = run_app(view="Decoding", text=SENTENCE, ckpt="demo:untrained", max_len=14)
+    assert not at.exception
+    regions = [m.value for m in at.markdown if 'class="atlas-scroll"' in m.value]
+    assert len(regions) == 1, regions
+    assert 'tabindex="0"' in regions[0] and 'role="region"' in regions[0] and 'aria-label="all steps"' in regions[0]
+    assert "<bos>" not in regions[0]  # the prefix cells' tokens stay text
+    rows = md_tables(at)[-1]
+    assert len(rows) > 10 and [r["step"] for r in rows] == [str(n) for n in range(1, len(rows) + 1)]
+    assert rows[0]["prefix"] == "<bos>"
 
 
 def test_inside_one_head_numbers_its_steps_without_gaps(checkpoints):

@@ -136,11 +136,11 @@ def test_empty_input_asks_for_a_sentence(page, app_server, text):
 @pytest.mark.browser
 def test_first_run_starts_loading_plotly_and_leaves_no_trace_of_it(chromium, atlas_checkpoints, tmp_path_factory):
     """A fresh server's first run asks the browser for Plotly's code before it imports torch (views/warmup.py),
-    even on a page without a chart, and for the code of the first page's metric and download buttons; the table's
-    code (st.table needs pandas, which a server's first run goes without: views/pandas_gate.py) is asked for by
-    the session's next run. The hidden warm-up elements are gone when each run ends; the code of st.dataframe's
-    canvas grid is never asked for (the app's tables are HTML). A server of its own: on a warm server a first run
-    can end before the browser draws the warm-up chart, and then there is nothing to overlap anyway."""
+    even on a page without a chart, and for the code of the first page's metric and download buttons. The hidden
+    warm-up elements are gone when each run ends. The pages' tables are Markdown, so neither st.table's code nor
+    st.dataframe's canvas grid is asked for, on the first run or the next (a page with tables). A server of its
+    own: on a warm server a first run can end before the browser draws the warm-up chart, and then there is
+    nothing to overlap anyway."""
     server = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
     pg = new_page(chromium)
     scripts = []
@@ -152,13 +152,9 @@ def test_first_run_starts_loading_plotly_and_leaves_no_trace_of_it(chromium, atl
         for code in ("PlotlyChart.", "Metric.", "DownloadButton."):
             assert any(s.startswith(code) for s in scripts), (code, scripts)
         assert not any(s.startswith("Table.") for s in scripts), scripts
-        choose_view(pg, "Positional encoding")  # the session's next run
-        for _ in range(200):  # the hidden table asks for its code once the browser draws it
-            if any(s.startswith("Table.") for s in scripts):
-                break
-            pg.wait_for_timeout(50)
-        assert any(s.startswith("Table.") for s in scripts), scripts
-        assert not any(s.startswith("DataFrame.") for s in scripts), scripts
+        choose_view(pg, "Masks")  # the session's next run: a page with a table
+        pg.locator(MAIN).locator("table").first.wait_for(timeout=60_000)
+        assert not any(s.startswith(("Table.", "DataFrame.")) for s in scripts), scripts
         assert pg.locator(".st-key-atlas-warm").count() == 0
         assert pg.locator("[data-testid='stDataFrame']").count() == 0
         assert_no_exception(pg)

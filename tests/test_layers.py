@@ -66,8 +66,8 @@ def test_the_check_catches_a_forbidden_import(tmp_path):
 
 
 def test_no_page_draws_a_canvas_grid():
-    """Tables are HTML (st.table, Markdown): an st.dataframe or st.data_editor would make a session's first page
-    wait for the grid's 1.3 MB of code (views/warmup.py no longer asks for it)."""
+    """Tables are HTML (Markdown; st.table in a text description): an st.dataframe or st.data_editor would make a
+    session's first page wait for the grid's 1.3 MB of code."""
     grid = re.compile(r"\.(dataframe|data_editor)\(")
     offenders = [f"{p.relative_to(ROOT)}:{n}" for p in files("views")
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if grid.search(line)]

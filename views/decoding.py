@@ -7,8 +7,8 @@ from views import lens, quiz
 from views.figcache import cached
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
-from views.widgets import chart, csv_button, fig_config, sections, shows_caption
-from viz.decoding import attribution_figure, candidates_figure, decoding_table, step_cross_attention_figure
+from views.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from viz.decoding import attribution_figure, candidates_figure, decoding_rows, step_cross_attention_figure
 from viz.layout import PAGE_WIDTH_PX
 from viz.tables import candidates_csv
 from viz.theme import below_controls
@@ -276,7 +276,7 @@ def _all_steps(steps: list) -> None:
     st.markdown("#### All steps")
     rows = [{"step": i + 1, "prefix": " ".join(s.prefix_tokens), "chosen": s.chosen_token, "prob": s.chosen_prob}
             for i, s in enumerate(steps)]
-    st.table(decoding_table(rows), hide_index=True, height="content" if len(rows) <= 10 else 400)
+    table(decoding_rows(rows), "all steps", right=("step", "prob"))
 
 
 def _greedy_and_beam(ctx: Context) -> None:

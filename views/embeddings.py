@@ -6,11 +6,11 @@ import streamlit as st
 
 from views.figcache import cached
 from views.state import Context, is_toy, is_twin, vocab_embeddings
-from views.widgets import chart, csv_button, fig_config, sections, shows_caption
+from views.widgets import chart, csv_button, fig_config, sections, shows_caption, table
 from viz.embeddings import (
     embedding_heatmap,
     embedding_stages_figure,
-    nearest_neighbours,
+    neighbour_rows,
     pca_2d,
     scaling_figure,
     vocab_map_figure,
@@ -49,7 +49,7 @@ def _neighbours(key: str, side: str, ids: tuple[int, ...], specials: tuple[int, 
     """The nearest-neighbour table of this sentence's entries, kept per model, side and ids: going through the
     figure cache would hash the whole embedding matrix (8 MB for the shipped model) on every visit."""
     lut, itos = vocab_embeddings(key, side)
-    return nearest_neighbours(lut, itos, list(ids), k=5, exclude_idx=specials)
+    return neighbour_rows(lut, itos, list(ids), k=5, exclude_idx=specials)
 
 
 def _stages(emb: dict, tokens: list[str]):
@@ -157,8 +157,6 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
                "dimensions are listed below.")
     if ids:
-        # An HTML table, drawn with the page (an st.dataframe is a canvas grid the browser lays out after it), and
-        # every cell shown whole
-        st.table(_neighbours(ctx.key, side, tuple(ids), specials).set_index("token"))
+        table(_neighbours(ctx.key, side, tuple(ids), specials), "nearest neighbours", scroll=False)
     else:
         st.info("None of this sentence's words is in the vocabulary.")

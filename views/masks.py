@@ -10,11 +10,12 @@ from model.service import weight_on_keys
 from views.figcache import cached
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
-from views.widgets import chart, fig_config, layer_head, sections
+from views.widgets import chart, fig_config, layer_head, sections, table
 from viz.masks import causal_figure, padding_figure
 from viz.theme import TEXT_LINE_PX, below_controls
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
+_PROBS = ("p(ref), on", "p(ref), off", "weight on later")  # the table's number columns, 3 decimals
 
 
 def _padding(ctx: Context) -> None:
@@ -87,12 +88,8 @@ def _causal(ctx: Context) -> None:
                 "the cell right of the diagonal holds that very token.")
     if ctx.present:
         st.caption(forced)
-    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
-
-    df = pd.DataFrame(exp.rows)
-    for c in ("p(ref), on", "p(ref), off", "weight on later"):
-        df[c] = df[c].map(lambda v: f"{v:.3f}")
-    st.table(df.set_index("position"))  # an HTML table: every header and cell is shown whole
+    rows = [{c: f"{v:.3f}" if c in _PROBS else v for c, v in row.items()} for row in exp.rows]
+    table(rows, "the causal mask's effect", right=_PROBS, scroll=False)
     never = " or ".join(md_escape(t) for t in dict.fromkeys((ctx.facts["start_token"], "<pad>")))
     st.caption("reference next: the token each position must predict (the next token of the reference); top: the most "
                f"probable next token among those decoding can write (never {never}); p(ref): the probability of the "

@@ -5,8 +5,7 @@ import streamlit as st
 
 from views.figcache import cached
 from views.state import Context
-from views.text import md_table
-from views.widgets import chart, fig_config, sections, shows_caption
+from views.widgets import chart, fig_config, sections, shows_caption, table
 from viz.architecture import architecture_figure, parameter_table
 
 NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding ({tgt})",
@@ -33,16 +32,16 @@ def _tokens(ctx: Context) -> None:
     with left:
         st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
         ids = res.source.ids[:-1]
-        _table([{"position": n, "token": t, "id": i, "known": "unknown" if u else "✓"}
+        table([{"position": n, "token": t, "id": i, "known": "unknown" if u else "✓"}
                 for n, (t, i, u) in enumerate(zip(res.source.tokens, ids, res.source.unknown))],
-               right=("position", "id"))
+               "source tokens", right=("position", "id"))
     with right:
         st.markdown("**Output tokens** (one per decoding step)")
         shows_caption(ctx)
         probs = [s.chosen_prob for s in res.steps[: len(res.raw_tokens)]]
-        _table([{"step": n, "token": raw, "shown as": shown, "probability": f"{p:.3f}"}
+        table([{"step": n, "token": raw, "shown as": shown, "probability": f"{p:.3f}"}
                 for n, (raw, shown, p) in enumerate(zip(res.raw_tokens, res.tokens, probs), 1)],
-               right=("step", "probability"))
+               "output tokens", right=("step", "probability"))
         if res.tokens != res.raw_tokens:
             st.caption("Some `<unk>` outputs were replaced by a source word the model could not read (unknown to its "
                        "vocabulary, or a number), each copied at most once, the one that step's cross-attention "
@@ -51,16 +50,6 @@ def _tokens(ctx: Context) -> None:
             st.caption("`<unk>` stays visible where no unreadable source word was left to copy.")
     st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
               help=f"Tokenize, encode, decode ({ctx.shows}) with every step recorded, and the full trace.")
-
-
-def _table(rows: list[dict], right: tuple[str, ...] = ()) -> None:
-    """An HTML table drawn with the page: whole up to ten rows, then scrolling at 400 px. Markdown, because a
-    server's first page is this one and goes without pandas (views/pandas_gate.py), which st.table converts
-    through; an st.dataframe is a canvas grid whose 1.3 MB of code a session's first page would wait for."""
-    if len(rows) <= 10:
-        st.markdown(md_table(rows, right))
-    else:
-        st.container(height=400, border=False).markdown(md_table(rows, right))
 
 
 def _bleu(value) -> str:
@@ -76,7 +65,7 @@ def _architecture(ctx: Context) -> None:
                   width="stretch", config=fig_config(ctx, "overview_architecture"))
     with b:
         counts = {NAMES.get(k, k).format(**ctx.langs): v for k, v in ctx.facts["parameters"].items()}
-        _table(parameter_table(counts), right=("parameters", "share"))
+        table(parameter_table(counts), "parameters", right=("parameters", "share"))
         st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
                    f"{'pre' if cfg.norm_first else 'post'}-norm, "
                    f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
@@ -89,6 +78,6 @@ def _architecture(ctx: Context) -> None:
                      "BLEU lowercased, spaCy tokens": _bleu(v.get("bleu_lower_spacy_tokens"))}
                     for k, v in test.items() if isinstance(v, dict)]
             st.markdown(f"**Measured quality** on {test.get('split', 'test')}")
-            _table(rows, right=("sacreBLEU", "BLEU lowercased, spaCy tokens"))
+            table(rows, "measured quality", right=("sacreBLEU", "BLEU lowercased, spaCy tokens"))
         elif metrics.get("note"):
             st.caption(metrics["note"])

@@ -2,7 +2,7 @@
 
 pandas (and the pyarrow that st.table converts through) takes 0.3–0.4 s of CPU to import, which a cold start on two
 cores waits for in full: the first run imports torch too, and Chromium compiles Plotly's code on the other core.
-The first page needs none of it (the Overview's tables are Markdown), so a server's first script run goes without,
+The first page needs none of it (the pages' tables are Markdown), so a server's first script run goes without,
 and pandas is imported in a background thread as soon as that run has ended.
 
 Why every other script run waits for that import at its start (`enter`): Plotly never imports pandas, it looks it up

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from collections.abc import Callable
 
 import streamlit as st
 
-from views import pandas_gate, warmup
+from views import pandas_gate
 from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels, restore_state, sync_url
-from views.text import md_escape
+from views.text import md_escape, md_table
 from viz.kinds import languages, using_languages
 from viz.theme import Theme, using_theme
 
@@ -28,7 +29,8 @@ PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-co
               "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);} "
               ".stApp [data-testid='stCaptionContainer'] {opacity: 0.75;} "
               "html .stApp :focus-visible, html .stApp .js-plotly-plot .plotly .modebar-btn:focus-visible "
-              "{outline: 3px solid #1d4ed8; outline-offset: 2px;}</style>")
+              "{outline: 3px solid #1d4ed8; outline-offset: 2px;} "
+              ".atlas-scroll {max-height: 400px; overflow-y: auto; margin-bottom: 1rem;}</style>")
 
 
 def chart(where, figure, *, details: bool = True, **kwargs) -> None:
@@ -44,6 +46,23 @@ def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     where.plotly_chart(shown, theme=None, alt=alt.summary if alt is not None else None, **kwargs)
     if alt is not None and details and not st.session_state.get("present"):
         described(where, alt, kwargs.get("key"))
+
+
+def table(rows: list[dict], name: str, right: tuple[str, ...] = (), scroll: bool = True) -> None:
+    """A page's table, drawn with the page as Markdown (an HTML table): whole up to ten rows, then scrolling at
+    400 px (always whole without `scroll`); the columns in `right` (numbers) are right-aligned. Not st.table: it
+    sends an Arrow table that the browser decodes before drawing, and converts through pandas, which a server's
+    first page goes without (views/pandas_gate.py). Not st.dataframe: a canvas grid whose 1.3 MB of code a first
+    visit would wait for. A scrolling table is a region named `name` that the keyboard reaches (Tab) and scrolls
+    (arrow keys), which an st.container of fixed height is not."""
+    text = md_table(rows, right)
+    if len(rows) <= 10 or not scroll:
+        st.markdown(text)
+        return
+    # Every cell is escaped (md_table), so HTML is allowed only for the region around them; the blank lines make
+    # the table between them Markdown again.
+    st.markdown(f'<div class="atlas-scroll" tabindex="0" role="region" aria-label="{html.escape(name)}">\n\n'
+                f"{text}\n\n</div>", unsafe_allow_html=True)
 
 
 def described(where, alt, key: str | None) -> None:
@@ -177,16 +196,9 @@ def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme,
     restore_state()  # a fragment run does not pass init_state()
     if app_inputs() != inputs:
         st.rerun(scope="app")
-    # A fragment run does not pass app.py's top either: it waits here for pandas as every other run waits there,
-    # and draws the table's warm-up if the session has not yet (its first run went without pandas).
-    pandas_gate.wait()
-    warm = warmup.start(tables=True) if warmup.due(tables=pandas_gate.ready()) else None
-    try:
-        with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
-            render(ctx)
-    finally:
-        if warm is not None:
-            warmup.done(warm)
+    pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there
+    with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
+        render(ctx)
     sync_url()  # a fragment run does not reach the end of app.py
     from views import prefetch  # here, not at the top: the pages it prepares import this module
 

@@ -110,13 +110,18 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
 
 
 def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
-    """Table of decoding steps; each dict has "step", "prefix", "chosen", "prob".
+    """:func:`decoding_rows` as a DataFrame."""
+    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
+    return pd.DataFrame(decoding_rows(steps), columns=["step", "prefix", "chosen", "prob"])
+
+
+def decoding_rows(steps: Sequence[dict]) -> list[dict]:
+    """Rows of a table of decoding steps; each dict has "step", "prefix", "chosen", "prob".
 
     ``prefix`` may be a token list (joined with spaces) or a string. Columns:
     step, prefix, chosen, prob (text by :func:`viz.text.fmt_prob`, 3
     decimals, as in every figure). Text is plain, not escaped.
     """
-    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
     needed = ("step", "prefix", "chosen", "prob")
     rows = []
     for n, s in enumerate(steps):
@@ -126,7 +131,7 @@ def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
         prefix = s["prefix"] if isinstance(s["prefix"], str) else " ".join(map(str, s["prefix"]))
         rows.append({"step": int(s["step"]), "prefix": prefix, "chosen": str(s["chosen"]),
                      "prob": fmt_prob(s["prob"])})
-    return pd.DataFrame(rows, columns=list(needed))
+    return rows
 
 
 def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_tokens: Sequence[str],

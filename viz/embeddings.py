@@ -206,14 +206,22 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
 def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
                        query_idx: Sequence[int], k: int = 5,
                        exclude_idx: Sequence[int] = ()) -> pd.DataFrame:
+    """:func:`neighbour_rows` as a DataFrame."""
+    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
+    rows = neighbour_rows(matrix, vocab_tokens, query_idx, k, exclude_idx)
+    k = min(k, len(vocab_tokens) - 1)
+    return pd.DataFrame(rows, columns=["token"] + [f"neighbour {i}" for i in range(1, k + 1)])
+
+
+def neighbour_rows(matrix: np.ndarray, vocab_tokens: Sequence[str], query_idx: Sequence[int], k: int = 5,
+                   exclude_idx: Sequence[int] = ()) -> list[dict]:
     """Cosine nearest neighbours of rows ``query_idx`` of ``matrix`` (V, d).
 
-    Returns one row per query token; columns ``token``, then ``neighbour 1``..
+    Returns one row per query token; keys ``token``, then ``neighbour 1``..
     ``neighbour k`` holding strings ``"word (0.83)"`` (cosine similarity, 2
     decimals), best first. The token itself and ``exclude_idx`` (e.g. padding
     and other special tokens) are never listed. Text is plain (not escaped).
     """
-    import pandas as pd  # on first use: a server's first page needs none (views/pandas_gate.py)
     m = np.asarray(matrix, dtype=np.float32)
     if m.shape[0] != len(vocab_tokens):
         raise ValueError(f"matrix has {m.shape[0]} rows but {len(vocab_tokens)} vocab tokens")
@@ -232,6 +240,5 @@ def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
             row[f"neighbour {rank}"] = (f"{vocab_tokens[j]} ({sims[r, j]:.2f})"
                                         if np.isfinite(sims[r, j]) else "")
         rows.append(row)
-    columns = ["token"] + [f"neighbour {i}" for i in range(1, k + 1)]
-    return pd.DataFrame(rows, columns=columns)
+    return rows
 
