@@ -9,7 +9,8 @@ For source sentences of 5, 10, 20, 40 and 80 tokens it times
   reference  torch.nn.Transformer of the same size (random weights, embeddings + generator), greedy decoding
              exactly as many steps as the untraced run made, no trace: what plain PyTorch costs (it has no
              key/value cache, so it recomputes the whole prefix at every step)
-and the checkpoint load time (Translator.from_checkpoint, median of 10). Writes benchmarks/results/model.json.
+and the checkpoint load time (Translator.from_checkpoint, median of 10), and building the model with and without its
+random initialisation (a load skips it: the weights overwrite it), interleaved. Writes benchmarks/results/model.json.
 """
 from __future__ import annotations
 
@@ -18,7 +19,17 @@ import math
 import sys
 import time
 
-from common import ROOT, machine, open_translator, sentence_of_length, summary, table, verdict, write_results
+from common import (
+    ROOT,
+    machine,
+    open_translator,
+    sentence_of_length,
+    shown_path,
+    summary,
+    table,
+    verdict,
+    write_results,
+)
 
 LENGTHS = [5, 10, 20, 40, 80]
 THREADS = 1  # as the app: one torch thread per request (views/state.py, ATLAS_TORCH_THREADS)
@@ -35,6 +46,21 @@ def timed(fn, repeats: int, warmup: int = 3) -> tuple[list[float], object]:
         out = fn()
         times.append(time.perf_counter() - t0)
     return times, out
+
+
+def builds(cfg, repeats: int) -> dict:
+    """Building the model with its random initialisation (a fresh or untrained model) and without it (a checkpoint's
+    load, whose weights overwrite it), interleaved so that the machine's drift falls on both alike."""
+    from model.nn.transformer import EncoderDecoder
+
+    times = {"init": [], "no_init": []}
+    for i in range(repeats + 1):
+        for init in (True, False) if i % 2 == 0 else (False, True):
+            t0 = time.perf_counter()
+            EncoderDecoder(cfg, init=init)
+            if i:  # the first round warms up
+                times["init" if init else "no_init"].append(time.perf_counter() - t0)
+    return {k: summary(v) for k, v in times.items()}
 
 
 def reference_model(cfg):
@@ -128,6 +154,7 @@ def main() -> int:
 
     loads, _ = timed(lambda: Translator.from_checkpoint(args.checkpoint), args.load_repeats, warmup=1)
     load = summary(loads)
+    build = builds(cfg, args.load_repeats)
 
     print()
     print(table(rows, ["src tok", "steps", "traced ms", "p10", "p90", "+numpy ms", "untraced ms", "p10", "p90",
@@ -148,14 +175,16 @@ def main() -> int:
     print()
     print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
     path = write_results("model", {
-        "benchmark": "model", "checkpoint": args.checkpoint, "config": cfg.to_dict(),
+        "benchmark": "model", "checkpoint": shown_path(args.checkpoint), "config": cfg.to_dict(),
         "torch": torch.__version__, "torch_threads": args.threads, "repeats": args.repeats, "warmup": 3,
-        "machine": machine(), "lengths": results, "load": load, "targets": TARGETS,
+        "machine": machine(), "lengths": results, "load": load, "build": build, "targets": TARGETS,
         "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
         "reference_note": "torch.nn.Transformer, same d_model/heads/layers/d_ff, random weights, embeddings and "
                           "generator, greedy for the untraced run's number of decoder steps; nn.Transformer has "
                           "no key/value cache, so each step recomputes the whole prefix",
     })
+    print(f"building the model, median of {args.load_repeats}, interleaved: {build['init']['median_ms']:.0f} ms with "
+          f"its random initialisation, {build['no_init']['median_ms']:.0f} ms without (as a checkpoint's load)")
     print(f"\nwrote {path.relative_to(ROOT)}; median load {load['median_ms']:.0f} ms, "
           f"spread p10-p90 of the 20-token traced run {at20['traced']['p10_ms']:.1f}-{at20['traced']['p90_ms']:.1f} ms")
     return 0

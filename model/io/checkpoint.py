@@ -136,7 +136,7 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     cfg = _read_config(folder)
     src_vocab, tgt_vocab = _read_vocabularies(folder, cfg)
     state = _read_weights(folder)
-    model = EncoderDecoder(cfg)
+    model = EncoderDecoder(cfg, init=False)  # every weight is loaded next, strictly
     _check_weights(folder, model, state)
     load_weights_into(model, state)
     model.eval()

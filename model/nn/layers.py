@@ -40,12 +40,13 @@ class Embeddings(nn.Module):
     """Token embedding × √d_model (or × 1 without `scale`) + sinusoidal positional encoding, then dropout."""
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float, pad_idx: int,
-                 scale: bool = True, pe_layout: str = "interleaved"):
+                 scale: bool = True, pe_layout: str = "interleaved", init: bool = True):
         super().__init__()
         self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx)
-        nn.init.normal_(self.lut.weight, mean=0.0, std=d_model**-0.5)
-        with torch.no_grad():
-            self.lut.weight[pad_idx].zero_()
+        if init:  # without: the weights are loaded next (EncoderDecoder's `init`)
+            nn.init.normal_(self.lut.weight, mean=0.0, std=d_model**-0.5)
+            with torch.no_grad():
+                self.lut.weight[pad_idx].zero_()
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, pe_layout), persistent=False)
         self.dropout = nn.Dropout(dropout)

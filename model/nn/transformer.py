@@ -83,13 +83,16 @@ class Generator(nn.Module):
 class EncoderDecoder(nn.Module):
     """The Transformer of "Attention Is All You Need", with an optional pre-norm variant."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, init: bool = True):
+        """`init=False` skips the model's own random initialisation (half of building the shipped model's time),
+        for a model whose every weight is loaded next, strictly (model.io.checkpoint): a server's cold start waits
+        for it."""
         super().__init__()
         self.cfg = cfg
         layer_args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attn_dropout, cfg.norm_first, cfg.activation)
         embed_args = (cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx, cfg.scale_embedding, cfg.pe_layout)
-        self.src_embed = Embeddings(cfg.src_vocab_size, *embed_args)
-        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, *embed_args)
+        self.src_embed = Embeddings(cfg.src_vocab_size, *embed_args, init=init)
+        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, *embed_args, init=init)
         self.encoder_layers = nn.ModuleList([EncoderLayer(*layer_args) for _ in range(cfg.n_encoder_layers)])
         self.decoder_layers = nn.ModuleList([DecoderLayer(*layer_args) for _ in range(cfg.n_decoder_layers)])
         # Pre-norm leaves the residual stream un-normalised, so each stack ends with a LayerNorm.
@@ -97,7 +100,7 @@ class EncoderDecoder(nn.Module):
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size, cfg.final_logits_bias)
         for name, p in self.named_parameters():
-            if p.dim() > 1 and "lut" not in name:
+            if init and p.dim() > 1 and "lut" not in name:
                 nn.init.xavier_uniform_(p)
         if cfg.share_embeddings:  # one matrix for both sides (Marian's `shared`)
             self.tgt_embed.lut.weight = self.src_embed.lut.weight
