@@ -28,6 +28,7 @@ from pathlib import Path
 
 from app_walk import INPUT_CLOCK_JS, change_layer_or_head, new_sentence, page_switch, settle_view, views_of
 from common import (
+    ROOT,
     add_server_args,
     checkout_name,
     compile_checkout,
@@ -60,7 +61,8 @@ def open_variant(bs, browser, script: str, ckpt_dir: Path, model: str, env: dict
 def act(bs, page, action: str, expect: dict, gen: int, sentence: str, step: int) -> float:
     """One timed action on a page that shows the Overview; it shows the Overview again afterwards."""
     if action.startswith("switch:"):
-        seconds = page_switch(bs, page, action.split(":", 1)[1], gen=gen, expect=expect[action.split(":", 1)[1]])
+        view = action.split(":", 1)[1]
+        seconds = page_switch(bs, page, view, gen=gen, expect=expect[view])
     else:
         settle_view(bs, page, "Attention")
         if action == "sentence":
@@ -88,13 +90,18 @@ def main() -> int:
     if ready is None:
         return 2
     bs, ckpt_dir, env = ready
-    variants = {}
+    variants, compiled = {}, {ROOT}  # server_preflight compiled this checkout
     for spec in args.variants:
         name, _, root = spec.partition("=")
         root = Path(root or ".").resolve()
-        if not (root / "app.py").is_file() or (not args.from_source and not compile_checkout(root)):
-            print(f"{spec}: no app.py to run at {root}", file=sys.stderr)
+        if not (root / "app.py").is_file():
+            print(f"{spec}: no app.py at {root}", file=sys.stderr)
             return 2
+        if not args.from_source and root not in compiled:
+            if not compile_checkout(root):
+                print(f"{spec}: compiling {root} failed (see above)", file=sys.stderr)
+                return 2
+            compiled.add(root)
         variants[name] = str(root / "app.py")
     from playwright.sync_api import sync_playwright
 
