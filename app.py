@@ -26,6 +26,8 @@ _warm = warmup.start()
 
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
 # ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).
+from views.header import Header
+from views.header import draw as draw_header
 from views.note import field as note_field
 from views.note import pin as pin_note
 from views.state import (
@@ -64,7 +66,7 @@ ss = st.session_state
 st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "expanded")
 if ss["present"]:
     st.markdown("<style>html, body, [class*='st-'] {font-size: 1.3rem;} "
-                ".block-container {padding: 3rem 1.5rem 1rem 1.5rem; max-width: 100%;} "
+                ".block-container {padding: 2.6rem 1.5rem 1rem 1.5rem; max-width: 100%;} "
                 "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
                 "{font-size: 1.6rem; padding: 0.1rem 0;} "
                 "[data-testid='stVerticalBlock'] {gap: 0.6rem;}</style>", unsafe_allow_html=True)
@@ -166,6 +168,7 @@ with st.sidebar:
 from model.service import file_stem, untrained_summary
 from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
 from views.lesson import lesson_html
+from views.reading import input_notes, output_captions  # how the model read the sentence and what it wrote
 
 PAGES = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
@@ -221,33 +224,33 @@ with st.sidebar:
                             "without a network or Python (docs/lesson.md); `python -m model.export … --html` makes "
                             "one for several sentences.")
 
-if ss["present"] or comparing:  # one line: the figure gets the screen's height
-    st.markdown(f"#### :gray[{'A · ' if comparing else ''}{langs['src']}] {md_escape(' '.join(source.tokens))} "
-                f":gray[→ {langs['tgt']}] "
-                f"{md_escape(result.text) or '∅ (empty output)'}")
-else:
-    st.markdown(f"#### :gray[{langs['src']}] {md_escape(' '.join(source.tokens))}")
-    st.markdown(f"### :gray[{langs['tgt']}] {md_escape(result.text) or '∅ (empty output)'}")
 status = "" if result.finished else f" · stopped at the length limit before `{facts['end_token']}`"
-above_slot = st.container()  # the line saying what the figures show, which depends on the view: drawn with the page
+header_slot = st.container()  # the sentence, its translation and the notes on them: drawn with the page (_page)
+captions = []  # on other decodings than the one shown
 if beam is not None and prefix:
-    st.caption(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")
+    captions.append(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")
 elif beam is not None and beam.text != greedy.text:
-    st.caption(f"Greedy decoding would give: {md_escape(greedy.text) or '∅'}")
+    captions.append(f"Greedy decoding would give: {md_escape(greedy.text) or '∅'}")
+notes = []  # on the input
 if source.truncated:
     cut = " ".join(source.dropped[:12]) + (" …" if len(source.dropped) > 12 else "")
     extra = f" and {source.chars_cut} characters beyond the reading limit" if source.chars_cut else ""
-    st.warning(f"The sentence was cut to its first {len(source.tokens)} tokens (the limit protects a shared server). "
-               f"Left out: {len(source.dropped)} tokens{extra}: {md_escape(cut)}")
-unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
-if unknown:
-    st.caption("? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown)))
+    notes.append(("warning", f"The sentence was cut to its first {len(source.tokens)} tokens (the limit protects a "
+                             f"shared server). Left out: {len(source.dropped)} tokens{extra}: {md_escape(cut)}"))
+notes += input_notes(source, model.cfg)
+captions += output_captions(result.tokens, source, model.cfg)
 if wrong_language(ss["ckpt"], text):
-    st.info(f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than {langs['src_name']}. "
-            f"It translates {langs['src_name']} into {langs['tgt_name']}: type a {langs['src_name']} sentence.")
+    notes.append(("info", f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than "
+                          f"{langs['src_name']}. It translates {langs['src_name']} into {langs['tgt_name']}: type a "
+                          f"{langs['src_name']} sentence."))
 if is_twin(ss["ckpt"]) and result.trace is not None:
-    st.info(md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps],
-                                        result.finished)))
+    notes.append(("info", md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps],
+                                                      result.finished))))
+header = Header(src_tag=f"{'A · ' if comparing else ''}{langs['src']}", tgt_tag=langs["tgt"],
+                source=" ".join(source.tokens), output=result.text,
+                prefixes=tuple(" ".join(s.prefix_tokens[1:]) for s in result.steps or ()),
+                one_line=ss["present"] or comparing, present=ss["present"], captions=tuple(captions),
+                notes=tuple(notes))
 
 ctx = Context(key=ss["ckpt"], cfg=model.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
               shows=shows, facts=facts, present=ss["present"])
@@ -256,8 +259,8 @@ if comparing:
 
 
 def _page(ctx: Context) -> None:
-    """What a view switch reruns (a fragment): the list of views, the header's line on what the figures show, and
-    the page."""
+    """What a view switch reruns (a fragment): the list of views, the page, and the header above it (drawn last:
+    what it may show depends on the page)."""
     view = ss["view"]
     if ss["compare"] != "off" and (view in COMPARE_VIEWS) != comparing:
         st.rerun(scope="app")  # side by side starts or ends: the header and the trace differ
@@ -268,11 +271,14 @@ def _page(ctx: Context) -> None:
              f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say "
              "on what**" if view == "Masks"
              else f"**Every figure below shows: {shows}**")
-    above_slot.caption(f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source "
-                       f"tokens · {result.seconds * 1000:.0f} ms{status}")
     if ss["compare"] != "off" and not comparing:
         st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
+    ss["_quiz_secret"] = None  # presenter mode's quiz sets the step it asks about while drawing the page
     PAGES[view].render(ctx)
+    # After the page: while the quiz asks about a step, the header keeps that step's answer.
+    draw_header(header_slot, header, ss.get("_quiz_secret"),
+                f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source tokens · "
+                f"{result.seconds * 1000:.0f} ms{status}")
 
 
 theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME

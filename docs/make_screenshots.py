@@ -24,6 +24,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 import browser_support as bs  # noqa: E402
 
 SENTENCE = "Ein brauner Hund rennt dem schwarzen Hund hinterher."
+LONG = ("Ein älterer Mann mit einem roten Hut und einer blauen Jacke steht am Rand einer belebten Straße in der Stadt, "
+        "während zwei kleine Kinder neben ihm auf einer Bank sitzen, Eis essen und den vielen Autos, Fahrrädern und "
+        "Menschen zusehen, die an einem sonnigen Nachmittag im Sommer an ihnen vorbeigehen.")  # 48 words
 LAB_PAIR = {"text": "Ein brauner Hund rennt im Schnee.", "pair": "Ein schwarzer Hund rennt im Schnee."}
 SHOTS = {  # file name -> query parameters
     "overview": {"view": "Overview"},
@@ -49,6 +52,10 @@ SHOTS = {  # file name -> query parameters
                                "text2": "Den Mann beißt der Hund.", "kind": "cross", "layer": 2,
                                "focus": "all heads of the layer"},
     "side_by_side_models": {"view": "Decoding", "compare": "model", "ckpt2": "multi30k-de-en:untrained", "dec_step": 2},
+    # presenter mode with a 48-word sentence: a one-line header, rows as a window of readable height
+    "presenter_attention_long": {"view": "Attention", "present": 1, "focus": "all heads of the layer",
+                                 "kind": "cross", "layer": 2, "text": LONG},
+    "presenter_heads_long": {"view": "Heads", "present": 1, "text": LONG},
     # presenter mode's quiz: the question as the room sees it (with a lecturer's note), then its answer revealed
     "presenter_quiz": {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "next", "dec_step": 3,
                        "note": "Hands up: which word comes next? Then ask where the step looks."},
@@ -65,6 +72,7 @@ SHOTS = {  # file name -> query parameters
 }
 STRIP = {"view": "Training", "kind": "cross", "film_probe": 1}  # + layer (the last) and film_frame
 SCREEN = {name: (1280, 720) for name in ("presenter_attention", "presenter_heads_contrast", "presenter_quiz",
+                                         "presenter_attention_long", "presenter_heads_long",
                                          "presenter_quiz_reveal", "what_if_pair", "what_if_knockout",
                                          "what_if_patching", "decoding_lens", "decoding_why")}  # the screen only
 WAIT_FOR = {"presenter_quiz": ".st-key-quiz_reveal button"}  # pages with no chart: what shows they are drawn

@@ -20,6 +20,12 @@ from model.analysis import experiments as _experiments
 from model.analysis import lens as _lens
 from model.analysis import patch as _patch
 from model.analysis import report as _report
+from model.analysis.agreement import (  # noqa: F401  (the Heads page's rank agreement: NumPy in, numbers out)
+    agreement_sentence,
+    grid_values,
+    has_effect,
+    rank_agreement,
+)
 from model.analysis.experiments import (  # noqa: F401  (numbers the pages state: NumPy in, NumPy out)
     dropout_sample,
     entropy,
@@ -37,7 +43,9 @@ from model.analysis.pairs import (  # noqa: F401  (minimal pairs and the lab's s
     knockout_effect,
     pair_labels,
     patch_effect,
+    patch_gap,
     same_length,
+    shared_tokens,
     strongest,
 )
 from model.inference.runtime import use_threads  # noqa: F401
@@ -47,6 +55,13 @@ from model.io import lesson as _lesson
 from model.io.checkpoint import CheckpointError  # noqa: F401
 from model.io.export import file_stem  # noqa: F401
 from model.records import Attribution, Contrast, Knockout, LogitLens, ModelConfig, Patching, SentenceTrace, Translation
+from model.text.reading import (  # noqa: F401  (how the model read a sentence and what it wrote: token lists in)
+    describe_fragments,
+    describe_repetition,
+    fragmented_words,
+    repeated_run,
+    spelled,
+)
 from model.training import toy as _toy
 from model.training.data import DataError, find_file, read_parallel, read_split  # noqa: F401
 from model.training.film import APP_EXAMPLES, Film, FilmError, load_film, mean_entropy  # noqa: F401

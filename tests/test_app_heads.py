@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.app_support import array, demo_checkpoints, run_app, serving, visible_text
+from tests.test_app_heads_effect import assert_agreement_line
 from tests.tiny_checkpoint import ENGLISH, GERMAN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,10 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     at = run_app(view="Heads")
     assert not at.exception
     text = visible_text(at)
-    assert "no head report" in text and str(report_file) in text
+    # where it looked, named relative to the checkpoint folder and by the cache folder's setting, never the server's
+    assert "no head report" in text and "`checkpoints/demo/head_report.json`" in text
+    assert "`$XDG_CACHE_HOME/attention-atlas/demo/head_report.json`" in text
+    assert str(env["root"]) not in text and str(env["cache"]) not in text
     at.button(key="heads_compute_0").click().run()
     assert not at.exception
     job = wait_for_job("head-report:demo")
@@ -88,9 +92,11 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
                                        np.array(direct["kinds"][kind]["measures"][m]), atol=2e-5)
     grid = chart(at, "heads_grid")
     heat = [t for t in grid["data"] if t["type"] == "heatmap"]
+    # no ablation in this report: the grid falls back to importance, as measured (the raw gradient)
     np.testing.assert_allclose(array(heat[2]["z"]),
-                               np.array(shown["kinds"]["cross"]["measures"]["importance"], dtype=float))
-    assert str(report_file) in visible_text(at)
+                               np.array(shown["kinds"]["cross"]["measures"]["importance_raw"], dtype=float))
+    assert "Report: `checkpoints/demo/head_report.json`" in visible_text(at)
+    assert str(env["root"]) not in visible_text(at)
 
 
 def test_the_untrained_twin_gets_its_own_report_in_the_cache(env):
@@ -106,7 +112,9 @@ def test_the_untrained_twin_gets_its_own_report_in_the_cache(env):
     cached_file = env["cache"] / "attention-atlas" / "demo-untrained" / "head_report.json"
     assert job.result == str(cached_file) and cached_file.is_file()
     at.run()
-    assert not at.exception and str(cached_file) in visible_text(at)
+    assert not at.exception and "Report: `$XDG_CACHE_HOME/attention-atlas/demo-untrained/head_report.json`" in \
+        visible_text(at)
+    assert str(env["cache"]) not in visible_text(at)
 
 
 def test_a_broken_report_gets_a_message_and_no_trace(env):
@@ -193,6 +201,12 @@ def test_shipped_report_card_shows_the_reports_numbers():
         assert "from `multi30k/val.de.gz`" in text and report["corpus"]["src"] == "multi30k/val.de.gz"
         assert f"(encoder self-attention {before['enc_self']} of 12, decoder self-attention {before['dec_self']} " \
                f"of 12, cross-attention {before['cross']} of 12, each group alone)" in text
+        assert "Report: `checkpoints/multi30k-de-en/head_report.json`" in text and str(ROOT) not in text
+        # the agreement line: confidence (the grid's measure) and importance against the measured loss increase
+        assert_agreement_line(text, "Confidence", {k: report["kinds"][k]["measures"]["confidence"] for k in KINDS},
+                              report)
+        assert_agreement_line(text, "Importance (normalised per layer)",
+                              {k: report["kinds"][k]["measures"]["importance"] for k in KINDS}, report)
         at = run_app(view="Heads", heads_measure="confidence", kind="cross", layer=2, head=3, heads_sent=2,
                      focus="one head")
         assert not at.exception
@@ -234,20 +248,23 @@ def assert_one_vocabulary(text: str, report: dict) -> None:
         assert f"the other {mixed} are mixed: no role applies (· in the grid)" in text
 
 
-def test_shipped_pruning_part_draws_the_reports_curves():
+def test_shipped_pruning_part_draws_the_reports_curves_in_either_order():
     from model.analysis.report import load_report
 
     report = load_report(SHIPPED / "head_report.json")
+    assert "by_loss_increase" in report["pruning"]  # the shipped report records both orders
     with serving(ROOT / "checkpoints", "multi30k-de-en"):
-        at = run_app(view="Heads", focus="pruning")
-        assert not at.exception
-        fig = chart(at, "heads_pruning")
-        every = next(t for t in fig["data"] if t["name"] == "all heads together")
-        bleu = dict((p["heads_off"], p["bleu"]) for p in report["pruning"]["curves"]["all"])
-        for x, y in zip(array(every["x"]), array(every["y"])):
-            k = round(x * 36 / 100)
-            if k in bleu:
-                assert y == pytest.approx(bleu[k])
+        for order, section in (("importance", report["pruning"]),
+                                ("loss_increase", report["pruning"]["by_loss_increase"])):
+            at = run_app(view="Heads", focus="pruning", heads_prune_order=order)
+            assert not at.exception
+            fig = chart(at, "heads_pruning")
+            every = next(t for t in fig["data"] if t["name"] == "all heads together")
+            bleu = dict((p["heads_off"], p["bleu"]) for p in section["curves"]["all"])
+            for x, y in zip(array(every["x"]), array(every["y"])):
+                k = round(x * 36 / 100)
+                if k in bleu:
+                    assert y == pytest.approx(bleu[k])
 
 
 def test_measure_labels_name_the_models_own_start_and_end_tokens():
@@ -257,3 +274,4 @@ def test_measure_labels_name_the_models_own_start_and_end_tokens():
     assert (measure_label("eos_share", marian) == "weight on </s>"
             and measure_label("bos_share", marian) == "weight on <pad>")
     assert measure_label("eos_share", {"end_token": "<eos>", "start_token": "<bos>"}) == "weight on <eos>"
+

@@ -105,7 +105,8 @@ def test_a_pair_of_another_length_is_compared_but_not_patched_and_the_page_says_
 def test_without_sentence_b_the_page_starts_from_a_and_asks_for_a_change(checkpoints):
     at = run_app(view="What if", text=A)
     assert not at.exception
-    assert query(at)["pair"] == A and at.text_input(key="pair").value == A
+    assert "pair" not in query(at) and at.text_input(key="pair_box").value == A  # A's copy: left out of the link
+    assert at.button(key="lab_swap").disabled  # nothing to swap
     said = visible_text(at)
     assert "A and B are the same sentence" in said and "Patching needs a sentence B that differs" in said
     assert "knockout_fig" in figures(at)  # knockout needs sentence A only
@@ -139,6 +140,83 @@ def test_an_example_pair_sets_both_sentences(checkpoints):
     assert query(at)["lab_patch"] == "1"  # an example pair is there to be patched
 
 
+def change_a(at, text: str):
+    """Type a new sentence A into the sidebar."""
+    at.text_area(key="text").set_value(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def set_b(at, text: str):
+    """Type sentence B into the What if page's box."""
+    at.text_input(key="pair_box").set_value(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+A2, A3 = "Ein Hund läuft im Regen.", "Ein Mann schläft auf einem Sofa."
+UNRELATED = "Der Mann hält das Kind."  # shares "." and the end token with A: 2 of 7 source tokens
+
+
+def test_sentence_b_follows_a_until_it_is_edited_and_stays_out_of_the_link_meanwhile(checkpoints):
+    at = change_a(run_app(view="What if", text=A), A2)
+    assert at.text_input(key="pair_box").value == A2 and "pair" not in query(at)  # B follows A, unwritten
+    assert "A and B are the same sentence" in visible_text(at)
+    set_b(at, B)
+    assert query(at)["pair"] == B
+    change_a(at, A3)
+    assert at.text_input(key="pair_box").value == B and query(at)["pair"] == B  # B is the user's now
+    assert (query(at)["text"], query(at)["pair"]) == (A3, B)
+    set_b(at, f"  {A3} ")  # typed back to A: B follows A again
+    assert "pair" not in query(at)
+    change_a(at, A)
+    assert at.text_input(key="pair_box").value == A and "pair" not in query(at)
+
+
+def test_a_links_sentence_b_stays_and_a_link_whose_b_is_a_copy_of_a_follows_a(checkpoints):
+    at = change_a(run_app(view="What if", text=A, pair=B), A2)
+    assert at.text_input(key="pair_box").value == B and query(at)["pair"] == B
+    at = run_app(view="What if", text=A, pair=A)  # as links were written before B followed A
+    assert not at.exception and "pair" not in query(at)
+    change_a(at, A2)
+    assert at.text_input(key="pair_box").value == A2 and "pair" not in query(at)
+
+
+def page_order(node) -> list:
+    """The elements under a block (an AppTest: its main area) in the order the page draws them."""
+    def walk(block):
+        for child in getattr(block, "children", {}).values():
+            yield child
+            yield from walk(child)
+    return list(walk(getattr(node, "main", node)))
+
+
+@pytest.mark.parametrize("pair,unrelated", [(UNRELATED, True), (B, False), (LONGER, False)])
+def test_a_pair_sharing_less_than_half_its_tokens_is_called_no_minimal_pair_before_any_figure(checkpoints, model,
+                                                                                                pair, unrelated):
+    from model import service
+
+    at = run_app(view="What if", text=A, pair=pair, lab_patch=1)
+    assert not at.exception
+    shared, longer = service.shared_tokens(*(service.trace(model, s).source.axis_tokens for s in (A, pair)))
+    assert (2 * shared < longer) == unrelated  # B shares exactly half: 4 of 7
+    said = [w.value for w in at.warning if "no minimal pair" in w.value]
+    assert len(said) == unrelated
+    if unrelated:
+        assert f"share only {shared} of the {longer} source tokens" in said[0] and "patching between" in said[0]
+        order = [n.value if getattr(n, "type", None) == "warning" else getattr(n, "type", None)
+                 for n in page_order(at)]
+        assert order.index(said[0]) < order.index("plotly_chart")
+        assert "patch_heads_fig" in figures(at)  # the same length: patched, after the warning
+        for part in ("patching: heads", "A and B"):
+            at = run_app(view="What if", text=A, pair=pair, present=1, focus=part)
+            assert any("No minimal pair" in w.value for w in at.warning) and set(figures(at)) == PARTS[part]
+        assert not any(m.value.startswith("**A**") for m in at.markdown)  # under the warning: no output lines
+    else:
+        at = run_app(view="What if", text=A, pair=pair, present=1, focus="A and B")
+        assert any(m.value.startswith("**A**") for m in at.markdown) and not at.warning
+
+
 PARTS = {"A and B": {"pair_fig"}, "B − A": {"pair_diff_fig"}, "knockout": {"knockout_fig"},
          "one head off": {"knockout_bars"}, "patching: heads": {"patch_heads_fig"},
          "patching: positions": {"patch_pos_fig"}}
@@ -160,6 +238,23 @@ def test_patching_runs_when_asked_for_and_the_switch_is_in_the_link(checkpoints)
     at.toggle(key="lab_patch").set_value(True).run()
     assert not at.exception
     assert {"patch_heads_fig", "patch_pos_fig"} <= set(figures(at)) and query(at)["lab_patch"] == "1"
+
+
+@pytest.mark.parametrize("part", ["A and B", "patching: heads"])
+def test_presenter_mode_offers_sentence_b_and_the_pairs_in_one_row_above_the_parts_that_read_b(checkpoints, part):
+    at = run_app(view="What if", text=A, present=1, focus=part)
+    assert not at.exception
+    box = at.main.text_input(key="pair_box")
+    assert box.value == A and at.main.selectbox(key="lab_example")
+    row = [n for n in page_order(at) if getattr(n, "type", None) == "flex_container"
+           and any(getattr(c, "key", None) == "pair_box" for c in page_order(n))][-1]  # the innermost: its row
+    assert {c.key for c in page_order(row) if getattr(c, "key", None)} == {"pair_box", "lab_example"}  # one row
+    assert box.proto.label_visibility.value == box.proto.label_visibility.COLLAPSED
+    set_b(at, B)
+    assert query(at)["pair"] == B and query(at)["present"] == "1"
+    assert set(figures(at)) == PARTS[part]  # B read from the box: the part draws
+    at = run_app(view="What if", text=A, pair=B, present=1, focus="knockout")  # knockout reads A alone
+    assert not at.exception and not at.main.get("text_input")
 
 
 @pytest.mark.parametrize("part", list(PARTS))

@@ -87,6 +87,23 @@ def test_reveal_gives_the_chosen_token_and_its_probability_as_the_candidates_cha
     assert url(at)["reveal"] == "1"
 
 
+def test_the_header_keeps_the_answer_until_reveal(checkpoints, translator):
+    """The header above the question shows the translation only up to the prefix the step read; Reveal gives the
+    whole translation back."""
+    res = translator.trace(SENTENCE)
+    assert len(res.steps) >= 3  # a translation past the asked step, to be kept from the room
+    for kind in ("next", "looks"):
+        at = run_app(dec_step=2, quiz=kind, **QUIZ)
+        assert not at.exception, [e.value for e in at.exception]
+        said = plain(visible_text(at))
+        after = " ".join(res.steps[1].prefix_tokens[1:]) + " …"
+        assert after in said  # the header: the prefix, then an ellipsis
+        shown = [s.chosen_token for s in res.steps[1:]]  # what the step and every later one chose
+        assert " ".join(shown[:2]) not in said and res.text not in said
+        at.main.button(key="quiz_reveal").click().run()
+        assert res.text in plain(visible_text(at))  # revealed: the whole translation is back in the header
+
+
 def test_the_rooms_guess_is_checked_on_reveal(checkpoints, translator):
     at = run_app(dec_step=1, **QUIZ)
     step = translator.trace(SENTENCE).steps[0]

@@ -1,5 +1,6 @@
 """Real-browser tests of the Heads page: it reads a report, computes one in a background job that the page
-follows, and links a head to the Attention view (with Back returning); Decoding shows the step's attribution."""
+follows, and links a head to the Attention view (with Back returning); the grid's scale and the pruning curve's
+order are in the link and Back undoes them; Decoding shows the step's attribution."""
 from __future__ import annotations
 
 import pytest
@@ -16,6 +17,7 @@ from browser_support import (
     selected_view,
     wait_charts,
     wait_new_run,
+    widget,
 )
 
 
@@ -72,6 +74,44 @@ def test_heads_report_computed_from_the_page_in_the_background(page, app_server)
     assert cached.is_file()
     assert page.locator(MAIN).get_by_text("demo-untrained").count() >= 1
     assert alert_texts(page, "Error") == []
+
+
+def click_radio(page, key: str, index: int) -> None:
+    before = runs(page)
+    widget(page, key).locator("[data-testid='stRadioOption']").nth(index).click()
+    wait_new_run(page, before)
+
+
+def wait_title(page, holds: str) -> None:
+    """Wait until a chart's title holds `holds` (spaces left out of both: a wrapped title's lines are joined
+    without one), e.g. after a run that redraws the chart."""
+    page.wait_for_function("""(s) => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .gtitle")]
+        .some(e => e.textContent.replace(/ /g, '').includes(s))""", arg=holds.replace(" ", ""), timeout=30_000)
+
+
+@pytest.mark.browser
+def test_heads_scale_and_pruning_order_are_in_the_link(page, app_server):
+    """The tiny model's report has the ablation: the grid shows the loss increase with the agreement line under it;
+    the scale and the pruning order are chosen on the page, written into the link, and Back undoes them."""
+    open_app(page, app_server.link(view="Heads"))
+    wait_charts(page)
+    wait_title(page, "every head, coloured by loss increase")
+    assert page.locator(MAIN).get_by_text("Agreement with the measured effect").count() >= 1
+    assert "heads_scale" not in page.url
+    click_radio(page, "heads_scale", 1)
+    assert "heads_scale=layer" in page.url
+    wait_title(page, "normalised per layer")
+    page.get_by_text("pruning", exact=True).click()
+    page.wait_for_function("() => location.search.includes('focus=pruning')", timeout=30_000)
+    wait_title(page, "pruning heads by measured loss increase")
+    click_radio(page, "heads_prune_order", 1)
+    assert "heads_prune_order=importance" in page.url
+    wait_title(page, "pruning heads by importance")
+    page.go_back()  # Back: the curve by the measured loss increase again
+    page.wait_for_function("() => !location.search.includes('heads_prune_order')", timeout=30_000)
+    wait_title(page, "pruning heads by measured loss increase")
+    assert not any(t.startswith("pruning heads by importance") for t in chart_titles(page))
+    assert_no_exception(page)
 
 
 @pytest.mark.browser

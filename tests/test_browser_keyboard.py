@@ -90,3 +90,32 @@ def test_the_app_by_keyboard_alone(page, app_server):
     assert_visible(move_focus(page, lambda f: f["key"] == "max_len"))
     press_and_wait(page, "ArrowRight")
     assert query(page).get("max_len") == "1"
+
+
+# The option of a radio that holds the focus (its input is clipped to 1 px, so the option shows the focus): its
+# computed outline and box shadow, and the size of the box that clips the input (what of the input can show).
+OPTION_RING_JS = """() => {
+  const input = document.activeElement, option = input && input.closest("[data-testid='stRadioOption']");
+  if (!option) return null;
+  const s = getComputedStyle(option), r = input.parentElement.getBoundingClientRect();
+  return {text: option.innerText.trim(), outline: s.outlineStyle, width: parseFloat(s.outlineWidth),
+          colour: s.outlineColor, shadow: s.boxShadow, input_px: Math.max(r.width, r.height)};
+}"""
+
+
+@pytest.mark.browser
+def test_the_view_list_shows_the_apps_focus_ring_on_the_focused_option(page, app_server):
+    """Tab to the View list: the focused option wears the 3 px ring every other control wears, not only
+    Streamlit's faint grey background (the radio input itself is too small to show a ring)."""
+    open_app(page, app_server.link(view="Overview"))
+    settle(page)
+    move_focus(page, lambda f: f["key"] == "view")
+    for step in range(2):
+        ring = page.evaluate(OPTION_RING_JS)
+        assert ring is not None, "the focus is not on an option of the View list"
+        assert ring["input_px"] <= 2, ring  # why the option, not the input, must show the ring
+        assert ring["outline"] == "solid" and ring["width"] == pytest.approx(3.0), ring
+        assert ring["colour"] == "rgb(29, 78, 216)", ring  # the app's ring colour, #1d4ed8
+        if not step:
+            press_and_wait(page, "ArrowDown")  # the next view: its option has the focus and the ring
+            assert page.evaluate(OPTION_RING_JS)["text"] == "Embeddings"

@@ -7,10 +7,23 @@ import urllib.parse
 
 import pytest
 
-from browser_support import EXCEPTION, new_page, open_app, runs, select_option, wait_charts, wait_new_run, widget
+from browser_js import LAID_OUT_JS
+from browser_support import (
+    EXCEPTION,
+    enter_text,
+    new_page,
+    open_app,
+    runs,
+    select_option,
+    wait_charts,
+    wait_new_run,
+    widget,
+)
+from tiny_checkpoint import GERMAN
 
 A = "Ein Hund läuft im Schnee."
 B = "Zwei Hunde spielen im Schnee."  # as many tokens as A for the tiny model
+A2, A3 = "Ein Hund läuft im Regen.", "Ein Mann schläft auf einem Sofa."
 WHAT_IF = ["pair_fig", "pair_diff_fig", "knockout_fig", "knockout_bars", "patch_heads_fig", "patch_pos_fig"]
 DECODING = ["lens_fig", "why_fig", "why_heads_fig"]
 
@@ -108,8 +121,9 @@ def test_a_copied_link_restores_the_lab_figures(page, app_server, chromium, view
         open_app(page, app_server.link(view=view, text=A, pair=B, lab_patch=1))
         wait_charts(page)
         select_option(page, "head", "3")
-        select_option(page, "lab_token", next(o for o in options(page, "lab_token") if o.startswith("output token 2")))
-        keys, expected = WHAT_IF, {"head": "3", "lab_token": "2", "pair": B, "lab_patch": "1"}
+        # output token 1: the token whose log p B moves by more than the gap a patching share needs (MIN_GAP)
+        select_option(page, "lab_token", next(o for o in options(page, "lab_token") if o.startswith("output token 1:")))
+        keys, expected = WHAT_IF, {"head": "3", "lab_token": "1", "pair": B, "lab_patch": "1"}
     else:
         open_app(page, app_server.link(view=view, text=A, dec_step=2, dec_lens=1, dec_why=1))
         wait_charts(page)
@@ -150,26 +164,68 @@ def options(pg, key: str) -> list[str]:
 def test_typing_sentence_b_redraws_the_pair(page, app_server):
     open_app(page, app_server.link(view="What if", text=A))
     wait_charts(page)
-    field = widget(page, "pair").locator("input")
-    before = runs(page)
-    field.fill(B)
-    field.press("Enter")
-    wait_new_run(page, before)
+    type_b(page, B)
     assert_drawn(page, WHAT_IF[:4])  # patching runs when asked for
     assert query(page)["pair"] == B
     before = runs(page)
-    page.go_back(wait_until="commit")  # Back: sentence B as it was
+    page.go_back(wait_until="commit")  # Back: sentence B as it was, a copy of A (left out of the link)
     wait_new_run(page, before)
-    assert query(page)["pair"] == A and widget(page, "pair").locator("input").input_value() == A
+    assert "pair" not in query(page) and widget(page, "pair_box").locator("input").input_value() == A
+
+
+def type_b(pg, text: str) -> None:
+    """Type sentence B into the What if page's box and apply it (Enter); waits for the new run."""
+    field = widget(pg, "pair_box").locator("input")
+    before = runs(pg)
+    field.fill(text)
+    field.press("Enter")
+    wait_new_run(pg, before)
 
 
 @pytest.mark.browser
-def test_the_patching_switch_draws_the_patching_figures(page, app_server):
-    open_app(page, app_server.link(view="What if", text=A, pair=B))
+def test_sentence_b_follows_the_sidebars_sentence_until_it_is_typed_into(page, app_server):
+    from playwright.sync_api import expect
+
+    open_app(page, app_server.link(view="What if", text=A))
     wait_charts(page)
-    assert page.locator(".st-key-patch_heads_fig").count() == 0
-    before = runs(page)
-    widget(page, "lab_patch").locator("label").click()
-    wait_new_run(page, before)
-    assert_drawn(page, WHAT_IF)
-    assert query(page)["lab_patch"] == "1"
+    box = widget(page, "pair_box").locator("input")
+    enter_text(page, A2)  # the sidebar's text area
+    expect(box).to_have_value(A2)
+    assert "pair" not in query(page)  # A's copy is left out of the link
+    type_b(page, B)
+    assert query(page)["pair"] == B
+    enter_text(page, A3)
+    expect(box).to_have_value(B)  # typed into: B is the user's and stays
+    assert (query(page)["text"], query(page)["pair"]) == (A3, B)
+    assert page.locator(EXCEPTION).count() == 0
+
+
+LONG = GERMAN[2]  # the presenter header's sentence takes two lines at 1280 px
+LONG_PAIRS = {"minimal pair": "Ein Hund spielen im hohen Gras mit einem orangen Spielzeug.",
+              "unrelated": GERMAN[1]}  # as many tokens as LONG (patched), 3 of 12 shared
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", list(LONG_PAIRS))
+def test_presenter_mode_offers_sentence_b_and_its_figures_still_fit_a_projector(chromium, app_server, name):
+    from playwright.sync_api import expect
+
+    pair, main_chart = LONG_PAIRS[name], "[data-testid='stMain'] [data-testid='stPlotlyChart']"
+    pg = new_page(chromium, width=1280, height=720, timeout=60_000)
+    try:
+        for part in ("A and B", "B − A", "patching: heads", "patching: positions"):
+            open_app(pg, app_server.link(view="What if", text=LONG, pair=pair, present=1, focus=part))
+            wait_charts(pg)
+            pg.wait_for_function(LAID_OUT_JS, arg=main_chart, timeout=60_000, polling="raf")
+            expect(widget(pg, "pair_box").locator("input")).to_have_value(pair)
+            expect(widget(pg, "lab_example")).to_be_visible()
+            warned = pg.locator("[data-testid='stAlertContentWarning']").filter(has_text="No minimal pair")
+            expect(warned).to_have_count(1 if name == "unrelated" else 0)
+            charts = pg.locator(main_chart)
+            assert charts.count() >= 1, part
+            for i in range(charts.count()):
+                box = charts.nth(i).bounding_box()
+                assert box["y"] + box["height"] <= 721, f"{part}: chart {i} ends at {box['y'] + box['height']:.0f}"
+            assert pg.locator(EXCEPTION).count() == 0
+    finally:
+        pg.context.close()

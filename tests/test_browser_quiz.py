@@ -112,3 +112,37 @@ def test_the_lecturers_note_stands_above_the_header_as_text(chromium, app_server
         assert query(pg)["note"] == " ".join(note.split())
     finally:
         pg.context.close()
+
+
+PAGE_TEXT_JS = """() => [document.body.innerText,
+  ...[...document.querySelectorAll('[aria-label], [title], [alt]')].map(e =>
+     [e.getAttribute('aria-label'), e.getAttribute('title'), e.getAttribute('alt')].filter(Boolean).join(' '))]
+  .join('\\n')"""
+
+
+@pytest.mark.browser
+def test_before_reveal_nothing_on_the_page_gives_the_answer_away(chromium, app_server):
+    """The page's text, its elements' accessible names (a chart's text alternative among them) and titles hold
+    neither the translation past the asked step's prefix nor a mark of the chosen candidate; Reveal brings both."""
+    from model.inference.translator import Translator
+    from viz.text import fmt_prob
+
+    res = Translator.from_checkpoint(app_server.checkpoint_dir / "demo").trace(SENTENCE)
+    step = res.steps[1]
+    later = " ".join(s.chosen_token for s in res.steps[1:3])  # the answer and the word after it, as tokens
+    pg = new_page(chromium, width=WIDTH, height=HEIGHT, timeout=60_000)
+    try:
+        open_app(pg, app_server.link(**LINK))
+        pg.wait_for_selector(".st-key-quiz_reveal button")
+        header = pg.locator(".st-key-atlas_header_line h4").first
+        assert header.inner_text().rstrip().endswith("…")  # the header stops at the prefix the step read
+        said = pg.evaluate(PAGE_TEXT_JS)
+        assert res.text not in said and later not in said
+        assert "Next:" not in said and "Chosen" not in said and f"p = {fmt_prob(step.chosen_prob)}" not in said
+        assert pg.locator(MAIN_CHART).count() == 0
+        click(pg, "quiz_reveal")
+        pg.wait_for_function("t => document.querySelector('.st-key-atlas_header_line h4').innerText.includes(t)",
+                             arg=res.text.split()[-1])
+        assert res.text in pg.evaluate(PAGE_TEXT_JS)  # revealed: the whole translation is back
+    finally:
+        pg.context.close()

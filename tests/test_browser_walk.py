@@ -88,8 +88,8 @@ CHANGES = [
      lambda pg: slider_value(pg, "dec_step") == "2"),
     ("What if", lambda pg: select_index(pg, "lab_token", 1), "lab_token", "1",
      lambda pg: selectbox_value(pg, "lab_token").startswith("output token 1")),
-    ("Heads", lambda pg: select_index(pg, "heads_measure", 1), "heads_measure", "ablation_loss_increase",
-     lambda pg: selectbox_value(pg, "heads_measure").startswith("loss increase")),
+    ("Heads", lambda pg: select_index(pg, "heads_measure", 1), "heads_measure", "importance",
+     lambda pg: selectbox_value(pg, "heads_measure").startswith("importance")),
     ("Training", lambda pg: click_radio(pg, "toy_task", 1), "toy_task", "reverse",
      lambda pg: radio_index(pg, "toy_task") == 1),
 ]

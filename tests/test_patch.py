@@ -25,6 +25,7 @@ from model.analysis.patch import (
     record_run,
 )
 from model.inference.translator import Translator
+from model.records import MIN_GAP
 
 ROOT = Path(__file__).resolve().parent.parent
 CLEAN, CORRUPT = "Ein Mann fährt Fahrrad.", "Ein Kind liest Fahrrad."  # five tokens each
@@ -148,7 +149,7 @@ def test_batched_patching_equals_one_component_at_a_time(translator):
                 np.testing.assert_allclose(grid[l, k], one, atol=1e-5, err_msg=f"{comp} {l} {k}")
     gap = res["clean_log_probs"] - res["corrupt_log_probs"]
     expect = (res["log_probs"]["cross"] - res["corrupt_log_probs"]) / gap
-    np.testing.assert_allclose(res["effect"]["cross"], np.where(np.abs(gap) >= 1e-4, expect, np.nan), atol=1e-9)
+    np.testing.assert_allclose(res["effect"]["cross"], np.where(np.abs(gap) >= MIN_GAP, expect, np.nan), atol=1e-9)
     at_step = patching(translator, CLEAN, CORRUPT, tgt, positions=[2])
     np.testing.assert_allclose(at_step.log_probs["enc_resid"], res["log_probs"]["enc_resid"][..., 2:3], atol=1e-5)
     assert at_step.src_tokens[1] == "Mann" and at_step.corrupt_tokens[1] == "Kind"

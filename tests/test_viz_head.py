@@ -146,3 +146,28 @@ def test_dropout_figure_row_sum_labels_beside_the_line(head):
     assert min(labels.x) > max(max(bars.x), line_x)
     bars, labels, line_x = row_sum_parts(probs_figure(head["probs"], EN, DE, "cross"))
     assert min(labels.x) > line_x >= max(bars.x) - 1e-6
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_scaled_scores_get_a_colour_range_of_their_own_in_the_page_row(head, masked):
+    """The raw scores are √d_k times the scaled ones (8 times with d_k = 64, as in the shipped model); on the raw
+    scores' range the scaled panel was nearly white. In the page's row of scores, the scaled (and masked) panels
+    are coloured on their own values' range, the raw scores on theirs, each with a colour bar."""
+    from viz.head import head_pipeline_rows
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(n, 64)).astype(np.float32) * 2 for n in (5, 4, 4))
+    mask = head["mask"] if masked else None
+    scaled = np.where(mask if masked else True, q @ k.T / 8, -np.inf).astype(np.float32)
+    probs = softmax(scaled)
+    rows = head_pipeline_rows(q, k, v, None, mask, probs, probs @ v, EN, DE, "cross", scaled_scores=scaled)
+    steps = ("scores", "scaled", "masked") if masked else ("scores", "scaled")
+    row = rows[steps]
+    panels = dict(zip(steps, [t for t in row.data if isinstance(t, go.Heatmap) and t.name != MASK_TRACE_NAME]))
+    own = float(np.abs(scaled[np.isfinite(scaled)]).max())
+    assert own * 8 > 5 * own  # raw ≫ scaled
+    for name in steps[1:]:
+        assert own <= panels[name].zmax <= 1.01 * own and panels[name].zmin == -panels[name].zmax, name
+    assert panels["scores"].zmax == pytest.approx(8 * own, rel=1e-5)
+    shown = [name for name in steps if panels[name].showscale is not False]
+    assert shown == ["scores", steps[-1]]  # the raw scores' bar, and one for the scaled (and masked) scores

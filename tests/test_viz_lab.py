@@ -152,3 +152,20 @@ def test_contrast_has_signed_and_relevance_panels_over_the_source():
 def test_a_cell_that_rounds_to_zero_has_no_sign():
     assert cell_text(-1e-4, "+.2f") == "0.00" and cell_text(0.0, "+.2f") == "0.00"
     assert cell_text(-0.126, "+.2f") == "-0.13" and cell_text(float("nan"), "+.2f") == "n/a"
+
+
+def test_a_share_of_a_gap_shows_the_nats_it_stands_for_and_the_gap_on_hover():
+    values = _heads()
+    values["cross"][0, 1] = np.nan
+    fig = head_effect_grid(values, "share restored", zmin=-1.0, zmax=1.0, gap=-0.25)
+    cross = fig.data[2]
+    assert "of the gap of -0.250 nats" in cross.hovertemplate and "%{customdata:+.3f}" in cross.hovertemplate
+    np.testing.assert_allclose(np.asarray(cross.customdata, dtype=float), values["cross"] * -0.25, equal_nan=True)
+    assert cell_hover(cross, 1, 2).startswith(f"cross-attention layer 2, head 3<br>share restored: "
+                                              f"{values['cross'][1, 2]:+.3f}<br>= ")
+    enc, dec = np.full((3, 2), 0.5), np.ones((2, 3))
+    pos = position_effect_figure(enc, dec, ["Hund", "<eos>"], ["<bos>", "A", "dog"], "share restored", gap=2.0)
+    assert "of the gap of +2.000 nats" in pos.data[0].hovertemplate
+    np.testing.assert_allclose(np.asarray(pos.data[0].customdata, dtype=float), enc.T * 2.0)  # (s, L), as z
+    plain = head_effect_grid(values, "Δ log p (nats)")  # knockout: no gap, no extra line
+    assert "gap" not in plain.data[0].hovertemplate and plain.data[0].customdata is None

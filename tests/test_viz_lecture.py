@@ -51,8 +51,38 @@ def test_presenter_labels_are_thinned_for_their_size():
     small = attention_figure(p, TOKENS, TOKENS, "enc_self", width_px=900)
     assert len(big.layout.yaxis.tickvals) < len(small.layout.yaxis.tickvals)
     rows_px = big.layout.height - 200  # at most the plot's share of the height
+    shown = big.layout.yaxis.range[0] + 0.5  # 30 rows do not fit at a readable height: a window of them
+    assert big.layout.yaxis.autorange is False and shown < 30 and big.layout.dragmode == "pan"
     step = big.layout.yaxis.tickvals[1] - big.layout.yaxis.tickvals[0]
-    assert rows_px / 30 * step >= PRESENTER_THEME.tick  # labels at least a font size apart
+    assert rows_px / shown * step >= PRESENTER_THEME.tick  # labels at least a font size apart
+
+
+def test_presenter_rows_are_a_window_at_a_readable_height_never_squeezed():
+    """Rows that would be shorter than MIN_ROW_PX show as a window from the first row (the title says which and how
+    to reach the rest); rows that fit are all shown, as on a laptop, where a figure grows with its rows."""
+    from viz.heatmap import facet_heatmaps
+    from viz.rows import MIN_ROW_PX
+    from viz.token_axes import plot_rows_px
+
+    for n in (6, 30, 100):
+        p = probs(1, n, n)[0]
+        tokens = [f"t{i}" for i in range(n)]
+        with using_theme(PRESENTER_THEME):
+            fig = attention_figure(p, tokens, tokens, "enc_self", width_px=900)
+            rows_px = plot_rows_px(fig.layout.height, tokens, 2)
+            grid = facet_heatmaps(probs(4, n, n), [f"head {h}" for h in range(4)], tokens, tokens, row_title="q",
+                                  col_title="k", width_px=900)
+        lo, hi = sorted(fig.layout.yaxis.range) if fig.layout.yaxis.range else (-0.5, n - 0.5)
+        shown = hi - lo
+        assert rows_px / shown >= MIN_ROW_PX - 1 and lo == -0.5  # readable rows, from the first
+        assert ("rows 1–" in fig.layout.title.text) == (shown < n) and (shown < n) == (n * MIN_ROW_PX > rows_px)
+        assert np.asarray(fig.data[0].z).shape[0] == n  # every row is in the figure, a drag away
+        y_axes = [v for k, v in grid.layout.to_plotly_json().items() if k.startswith("yaxis")]
+        assert len({tuple(a.get("range", ())) for a in y_axes}) == 1  # the heads show the same rows
+        assert all(a.get("matches") == "y" for a in y_axes[1:]) == (n > 6)  # and pan together
+    laptop = attention_figure(probs(1, 100, 100)[0], [f"t{i}" for i in range(100)], [f"t{i}" for i in range(100)],
+                              "enc_self", width_px=900)
+    assert laptop.layout.yaxis.autorange == "reversed" and "rows 1–" not in (laptop.layout.title.text or "")
 
 
 def test_high_contrast_resolves_the_probability_scale():

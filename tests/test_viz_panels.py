@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from viz.head import PIPELINE_ROWS, head_pipeline_figures, head_pipeline_rows, matrix_figure
+from viz.head import PIPELINE_ROWS, SCALE_GROUPS, head_pipeline_figures, head_pipeline_rows, matrix_figure
 from viz.heatmap import MASK_TRACE_NAME
 from viz.layout import PAGE_WIDTH_PX, text_px
 from viz.masks import causal_figure, mask_figure
@@ -52,17 +52,25 @@ def test_each_row_holds_its_steps_traces_unchanged(kind):
 
 
 @pytest.mark.parametrize("kind", ["cross", "dec_self"])
-def test_a_row_is_one_colour_scale_with_one_colour_bar(kind):
+def test_comparable_steps_of_a_row_share_one_colour_scale_with_one_colour_bar(kind):
+    """Q, K and V; the scaled and the masked scores; the weights before and after dropout: one range and one bar
+    each. The raw scores keep their own (√d_k times the scaled ones: on one scale the scaled would be pale)."""
     args, kwargs = _head(kind)
     figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
     for steps, fig in rows.items():
-        alone = [next(t for t in _sent(figs[name])["data"] if _coloured(t)) for name in steps]
-        merged = [t for t in _sent(fig)["data"] if _coloured(t)]
+        merged = dict(zip(steps, [t for t in _sent(fig)["data"] if _coloured(t)]))
         assert len(merged) == len(steps)
-        lo, hi = min(t["zmin"] for t in alone), max(t["zmax"] for t in alone)
-        assert all((t["zmin"], t["zmax"]) == (lo, hi) for t in merged)  # one range: each panel's range inside it
-        shown = [t for t in merged if t.get("showscale") is not False]
-        assert shown == merged[-1:]  # one colour bar, the last panel's
+        for group in SCALE_GROUPS:
+            names = [name for name in steps if name in group]
+            if not names:
+                continue
+            alone = [next(t for t in _sent(figs[name])["data"] if _coloured(t)) for name in names]
+            lo, hi = min(t["zmin"] for t in alone), max(t["zmax"] for t in alone)
+            # one range (each panel's range inside it) and one colour bar, the group's last panel's
+            assert all((merged[n]["zmin"], merged[n]["zmax"]) == (lo, hi) for n in names), (steps, group)
+            assert [n for n in names if merged[n].get("showscale") is not False] == names[-1:], (steps, group)
+    assert [set(g) for g in SCALE_GROUPS if len(g) > 1] == [{"Q", "K", "V"}, {"scaled", "masked"},
+                                                            {"softmax", "dropout"}]
     qkv = [t for t in _sent(rows[("Q", "K", "V")])["data"] if _coloured(t)]
     lim = max(float(np.abs(a).max()) for a in args[:3])
     assert qkv[0]["zmin"] == pytest.approx(-lim) and qkv[0]["zmax"] == pytest.approx(lim)  # Q, K and V's largest
@@ -171,3 +179,31 @@ def test_the_causal_part_is_one_figure_of_the_mask_and_both_passes():
     values = [t for t in sent["data"] if t["type"] == "heatmap" and t.get("name") not in ("masked",)]
     assert [t["xaxis"] for t in values] == ["x", "x2", "x3"]
     assert np.array_equal(np.array(values[2]["z"], np.float32), off)  # the pass without the mask: every cell
+
+
+def test_presenter_panels_keep_readable_rows_when_the_row_is_shorter_than_a_panel():
+    """A panel whose own figure was taller than the row leaves it (a neighbour's title takes more lines) keeps rows
+    of at least MIN_ROW_PX, as a window said in its title, with labels a label's height apart."""
+    from viz.rows import MIN_ROW_PX
+    from viz.theme import theme
+
+    rng = np.random.default_rng(0)
+    rows = [f"r{i}" for i in range(40)]
+    with using_theme(PRESENTER_THEME):
+        short = matrix_figure(rng.normal(size=(8, 8)).astype(np.float32), rows[:8], None, "Q", "token", "dim",
+                              width_px=300)
+        tall = matrix_figure(rng.normal(size=(40, 8)).astype(np.float32), rows, None,
+                             "a title long enough to take three lines in a panel a third of the page wide", "token",
+                             "dim", width_px=300)
+        row = panel_row([short, tall])
+        gap = theme().min_tick_px
+    lay = row.to_plotly_json()["layout"]
+    plot_px = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
+    for name in ("yaxis", "yaxis2"):
+        axis = lay[name]
+        shown = axis["range"][0] + 0.5 if axis.get("autorange") is False else (8 if name == "yaxis" else 40)
+        row_px = plot_px * (axis["domain"][1] - axis["domain"][0]) / shown
+        assert row_px >= MIN_ROW_PX - 0.5, (name, row_px)
+        vals = axis["tickvals"]
+        assert all((b - a) * row_px >= gap - 0.5 for a, b in zip(vals, vals[1:])), (name, vals, row_px)
+    assert lay["dragmode"] == "pan"

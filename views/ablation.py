@@ -6,7 +6,7 @@ import streamlit as st
 
 from model.service import DataError, find_data_dir, paired_bootstrap
 from views.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot
-from views.state import KINDS, Context, ablated, val_translations
+from views.state import KINDS, Context, ablated, public_message, val_translations
 from views.text import md_escape
 
 SHORT = {"enc_self": "encoder self", "dec_self": "decoder self", "cross": "cross"}
@@ -52,14 +52,14 @@ def render(ctx: Context) -> None:
         cmp, folder = measured[(ctx.key, off)]
         st.metric(f"sacreBLEU, first {cmp.n_sentences} validation sentences (greedy)", f"{cmp.other:.1f}",
                   f"{cmp.delta:+.1f} vs. all heads on ({cmp.base:.1f})")
-        st.caption(md_escape(cmp.sentence()) + f" Data: {md_escape(folder)}.")
+        st.caption(md_escape(cmp.sentence()) + f" Data: Multi30k's validation split in `{public_message(folder)}`.")
 
 
 def _measure(ctx: Context, off: tuple) -> tuple[tuple | None, str]:
     """((the comparison, the data folder), "") or (None, why nothing could be measured)."""
     folder, looked = find_data_dir("val")
     if folder is None:
-        return None, ("Validation data not found. Looked in: " + "; ".join(map(str, looked)) +
+        return None, ("Validation data not found. Looked in: " + "; ".join(public_message(str(p)) for p in looked) +
                       ". Set ATLAS_DATA_DIR to the Multi30k folder (val.de.gz, val.en.gz) and restart the app.")
     with heavy_job_slot() as ok:
         if not ok:
@@ -70,5 +70,5 @@ def _measure(ctx: Context, off: tuple) -> tuple[tuple | None, str]:
                 base, refs = val_translations(ctx.key, str(folder), (), ABLATION_SENTENCES)
                 other, _ = val_translations(ctx.key, str(folder), off, ABLATION_SENTENCES)
         except DataError as e:
-            return None, str(e)
+            return None, public_message(str(e))
     return (paired_bootstrap(base, other, refs), str(folder)), ""

@@ -292,10 +292,21 @@ def _greedy_and_beam(ctx: Context) -> None:
         return
     g = trace_sentence(ctx.key, ctx.text, ctx.max_len)
     b = beam_translation(ctx.key, ctx.text, beam, ctx.max_len)
-    g1, g2 = st.columns(2)
-    g1.markdown(f"**Greedy** ({g.seconds * 1000:.0f} ms, traced)  \n{md_escape(g.text) or '∅'}")
-    g2.markdown(f"**Beam search, beam {beam}** ({b.seconds * 1000:.0f} ms)  \n{md_escape(b.text) or '∅'}"
-                + ("" if b.finished else f"  \n(stopped at the length limit before `{ctx.facts['end_token']}`)"))
+    # Say which column the figures trace (ctx.mode): a forced prefix is neither plain greedy nor beam search, so
+    # it gets a column of its own beside the two it is compared with.
+    forced = ctx.mode == "forced"
+    columns = st.columns(3 if forced else 2)
+    if forced:
+        columns[0].markdown(f"**{md_escape(ctx.shows[:1].upper() + ctx.shows[1:])}** ({ctx.result.seconds * 1000:.0f} "
+                            f"ms, traced: the figures show this)  \n{md_escape(ctx.result.text) or '∅'}")
+    greedy_note = ("traced: the figures show this" if ctx.mode == "greedy"
+                   else "without your forcing" if forced else "not traced")
+    columns[-2].markdown(f"**Greedy** ({g.seconds * 1000:.0f} ms, {greedy_note})  \n{md_escape(g.text) or '∅'}")
+    beam_note = ", traced: the figures show this" if ctx.mode == "beam" else ""
+    cut = "" if b.finished else f"  \n(stopped at the length limit before `{ctx.facts['end_token']}`)"
+    columns[-1].markdown(f"**Beam search, beam {beam}** ({b.seconds * 1000:.0f} ms{beam_note})  \n"
+                         f"{md_escape(b.text) or '∅'}{cut}")
     st.caption("Beam search keeps the best few partial translations at each step and returns the one with the highest "
                "length-normalised log-probability. The beam size is set in the sidebar's decoding options, where you "
-               "can also choose which of the two the figures trace.")
+               "can also choose which of the two the figures trace"
+               + ("; undo the forcing to trace greedy or beam search again." if forced else "."))

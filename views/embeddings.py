@@ -65,7 +65,8 @@ def _vocab_map(ctx: Context, side: str, tokens: list[str]):
     # Specials are left out of the map (Marian's <pad> is the last id, so not only a leading block).
     specials = tuple(ctx.facts[f"{side}_specials"])
     words, row, index = _vocab_index(ctx.key, side, specials)
-    ids = sorted({index[t] for t in tokens if t in index and index[t] not in specials})
+    # In the sentence's order (a repeated entry once), so the neighbour table reads like the sentence.
+    ids = list(dict.fromkeys(index[t] for t in tokens if t in index and index[t] not in specials))
     _, itos = vocab_embeddings(ctx.key, side)
     fig = cached(vocab_map_figure, _pca(ctx.key, side, specials), words, [row[i] for i in ids], [itos[i] for i in ids],
                  title=f"{len(words):,} {table_words(ctx.key)} embeddings, first two principal components",
@@ -155,7 +156,8 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     st.caption(f"Grey shading: where all {len(words):,} {unit} the model knows lie (hover: how many in a cell); "
                f"dots: the vocabulary's first {n_dots:,} {unit}, {order}; large: this sentence's {unit}. A 2-D "
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
-               "dimensions are listed below.")
+               f"dimensions are listed below, one row per {unit[:-1]} in the sentence's order (one that occurs "
+               "twice is listed once, where it first occurs).")
     if ids:
         table(_neighbours(ctx.key, side, tuple(ids), specials), "nearest neighbours", scroll=False)
     else:

@@ -110,8 +110,11 @@ def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:
     """The head's sizes, and the recorded numbers checked against Q, K and V."""
     cfg = ctx.cfg
     st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
-               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. Each row of figures has "
-               "one colour scale: a colour is the same number in every panel of the row.")
+               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. Panels that share a "
+               "colour bar share its scale, so a colour is the same number in each: Q, K and V; the scaled and the "
+               "masked scores; the weights before and after dropout. The raw scores QKᵀ have a bar of their own: "
+               f"they are √d_k = {np.sqrt(cfg.d_k):.1f} times the scaled ones, which on their scale would be drawn "
+               "that much paler.")
     check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))
     out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
     st.markdown(":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones "

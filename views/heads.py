@@ -2,8 +2,8 @@
 
 Everything on this page comes from the head report that `python -m model.analyze` writes (beside the
 checkpoint, or in the cache folder when that folder is read-only); the only thing the page runs the model for
-is the heatmap of a corpus sentence (a teacher-forced pass, as the report's own). Without a report the page
-offers to compute it in a background job (one per server, see views/jobs.py).
+is the heatmap of a corpus sentence (a teacher-forced pass, as the report's own). Where the report is and how it
+is computed from the page: views/heads_report.py.
 """
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ import streamlit as st
 from model import records, service
 from views import jobs
 from views.figcache import cached
-from views.state import TWIN, Context, checkpoint_dir, is_toy, is_twin, load_model, teacher_forced
+from views.heads_report import compute_button, find_report, job_name, no_report, place, progress, report_paths
+from views.state import Context, is_toy, load_model, teacher_forced
 from views.text import md_escape, md_table
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from viz.attention import attention_figure
 from viz.heads import (
     GROUP_NAMES,
     MEASURES,
+    PRUNING_ORDERS,
     head_grid_figure,
     head_name,
     head_short,
@@ -35,42 +37,15 @@ from viz.theme import TEXT_LINE_PX, below_controls
 KIND_ORDER = records.KINDS
 ROLE_NAMES = {"positional": "positional", "previous-token": "previous-token", "next-token": "next-token",
               "aligner": "aligner", "rare-word": "rare-word", "sink": "sink", "diffuse": "diffuse"}
+EFFECT = "ablation_loss_increase"  # the measured effect of switching a head off: the grid's default
+SCALES = {"raw": "as measured (compare layers)", "layer": "normalised per layer"}
+__all__ = ["render", "report_paths"]
 
 
-def report_name(key: str) -> str:
-    """The cache folder's name of a checkpoint key (the untrained twin gets its own)."""
-    return key.removesuffix(TWIN) + ("-untrained" if is_twin(key) else "")
-
-
-def report_paths(key: str) -> list[Path]:
-    """Where a checkpoint's report is looked for, in order: beside the checkpoint (not for the twin, whose
-    weights are not in that folder), then the cache folder."""
-    folder = checkpoint_dir() / key.removesuffix(TWIN)
-    cached_path = service.report_cache_dir(report_name(key)) / service.REPORT_NAME
-    return [cached_path] if is_twin(key) else [folder / service.REPORT_NAME, cached_path]
-
-
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _read(path: str, mtime_ns: int) -> dict:
-    """The report, parsed once per file version (the key holds its modification time)."""
-    return service.load_report(path)
-
-
-def find_report(key: str) -> tuple[dict | None, Path | None, str | None]:
-    """(report, its path, None), or (None, the path that failed, why), or (None, None, None) when there is none."""
-    for path in report_paths(key):
-        if path.is_file():
-            try:
-                return _read(str(path), path.stat().st_mtime_ns), path, None
-            except service.ReportError as e:
-                return None, path, str(e)
-    return None, None, None
-
-
-def grid(report: dict, kind: str, measure: str) -> np.ndarray | None:
-    """(L, h) values of a measure (NaN where it has none), or None when it is not defined for the kind."""
-    values = report["kinds"][kind]["measures"].get(measure)
-    return None if values is None else np.array(values, dtype=np.float64)
+def grid(report: dict, kind: str, measure: str, scale: str = "raw") -> np.ndarray | None:
+    """(L, h) values of a measure as the grid shows them (NaN where it has none), or None when it is not defined
+    for the kind (model/analysis/agreement.py's grid_values)."""
+    return service.grid_values(report, kind, measure, scale)
 
 
 def render(ctx: Context) -> None:
@@ -85,19 +60,19 @@ def render(ctx: Context) -> None:
                 "Choose a translation model in the sidebar.")
         return
     report, path, error = find_report(ctx.key)
-    running = jobs.job(_job_name(ctx.key))
+    running = jobs.job(job_name(ctx.key))
     if running is not None and not running.done:
-        _progress(ctx.key)
+        progress(ctx.key)
         return
     if running is not None and running.error:
         st.error(f"Computing the report failed: {md_escape(running.error)}")
     if report is None:
-        _no_report(ctx, path, error)
+        no_report(ctx, error)
         return
     stale = _stale(report, ctx)
     if stale:
         st.warning(f"This report does not match the model you have open ({stale}). Compute it again below.")
-        _compute_button(ctx, again=True)
+        compute_button(ctx, again=True)
     summary = st.container()  # the findings: in presenter mode below the part
     # One part at a time (URL `focus`), as tabs: each part is one or two figures, so the page opens quickly.
     cfg = ctx.cfg
@@ -117,7 +92,7 @@ def render(ctx: Context) -> None:
     if not ctx.present and not stale:
         with st.expander("Compute the report again"):
             st.caption("For example after retraining the model. It replaces the file above.")
-            _compute_button(ctx, again=True)
+            compute_button(ctx, again=True)
 
 
 def _stale(report: dict, ctx: Context) -> str:
@@ -147,62 +122,101 @@ def _summary(report: dict, path: Path) -> None:
     lines = [f"{labelled} of {n_heads} heads have a role (main label); the other {n_heads - labelled} are mixed: "
              "no role applies (· in the grid)."]
     lines += found
-    pruning = report.get("pruning")
-    if pruning:
-        before = pruning["heads_off_before_bleu_drop"]
-        drop = report["thresholds"]["bleu_drop"]
-        lines.append(f"**Pruning:** {before['all']} of {n_heads} heads can be switched off (least important first) "
-                     f"before greedy BLEU on {pruning['sentences']} sentences falls {drop:g} point or more below "
-                     f"{pruning['baseline_bleu']:.2f} ("
-                     + ", ".join(f"{GROUP_NAMES[k]} {before[k]} of {kinds[k]['layers'] * kinds[k]['heads']}"
-                                 for k in KIND_ORDER) + ", each group alone).")
+    if report.get("pruning"):
+        lines += [_pruning_sentence(report, order, n_heads) for order in pruning_orders(report)]
     st.markdown("  \n".join(lines))
     where = service.corpus_file_name(corpus.get("src")) or "the given sentences"  # older reports hold full paths
     st.caption(f"A head is named in words, e.g. {head_name('cross', 1, 2)}, and short where space is tight: "
-               f"{head_short('cross', 1, 2)} (layers and heads counted from 1). Report: `{_code(path)}` · "
-               f"{corpus['sentences']:,} sentence pairs from `{_code(where)}`, teacher-forced on their "
+               f"{head_short('cross', 1, 2)} (layers and heads counted from 1). Report: `{place(path)}` · "
+               f"{corpus['sentences']:,} sentence pairs from `{place(where)}`, teacher-forced on their "
                f"references ({corpus['tokens']['tgt']:,} target tokens) · computed {report['created']} in "
                f"{report['timings'].get('total', 0):.0f} s.")
 
 
-def _code(path) -> str:
-    """A path for inside `backticks` (markdown is not read there, so nothing is escaped but the backtick)."""
-    return str(path).replace("`", "'")
-
-
-def measure_label(measure: str, facts: dict) -> str:
-    """A measure's label with the model's own start and end tokens (Marian: <pad> and </s>)."""
+def measure_label(measure: str, facts: dict, scale: str | None = None) -> str:
+    """A measure's label with the model's own start and end tokens (Marian: <pad> and </s>). With a `scale`, the
+    label of the grid's values: importance as measured is the raw gradient, and normalised values say so."""
     label = MEASURES[measure][0] if measure in MEASURES else measure
+    if measure == "importance" and scale is not None:
+        label = "importance (raw gradient)" if scale == "raw" else "importance (normalised per layer)"
+    elif scale == "layer":
+        label += ", normalised per layer"
     return label.replace("<eos>", facts["end_token"]).replace("<bos>", facts["start_token"])
 
 
-def _measure_select(ctx: Context, report: dict) -> str:
+def _measure_select(ctx: Context, report: dict) -> tuple[str, str]:
+    """The grid's measure and scale (URL `heads_measure`, `heads_scale`): by default the measured effect of
+    switching a head off, or importance where the report has no ablation."""
     ss = st.session_state
-    available = [m for m in MEASURES if any(m in report["kinds"][k]["measures"] for k in KIND_ORDER)]
+    # importance_raw is importance as measured (scale "raw"): one entry in the box, older links still work
+    if ss.get("heads_measure") == "importance_raw":
+        ss["heads_measure"], ss["heads_scale"] = "importance", "raw"
+    available = [m for m in MEASURES if m != "importance_raw"
+                 and any(m in report["kinds"][k]["measures"] for k in KIND_ORDER)]
     if ss.get("heads_measure") not in available:
-        ss["heads_measure"] = available[0]
-    return st.selectbox("Colour the grid by", available, key="heads_measure", persist_state="session",
-                        label_visibility="collapsed" if ctx.present else "visible",
-                        format_func=lambda m: measure_label(m, ctx.facts))
+        ss["heads_measure"] = EFFECT if EFFECT in available else "importance"
+    if ss.get("heads_scale") not in SCALES:
+        ss["heads_scale"] = "raw"
+    c1, c2 = st.columns([3, 2])
+    vis = "collapsed" if ctx.present else "visible"
+    measure = c1.selectbox("Colour the grid by", available, key="heads_measure", persist_state="session",
+                           label_visibility=vis,  # importance: raw or normalised, as the values' scale says
+                           format_func=lambda m: "importance (gradient)" if m == "importance" else
+                           measure_label(m, ctx.facts))
+    scale = c2.radio("Values", list(SCALES), key="heads_scale", persist_state="session", horizontal=True,
+                     label_visibility=vis, format_func=SCALES.get,
+                     help="As measured, the grid compares every head with every other, across layers. Normalised "
+                          "per layer, each layer's values are divided by their L2 norm (for importance: the "
+                          "bertology normalisation the report records), so a head is compared only with the heads "
+                          "of its own layer.")
+    return measure, scale
 
 
 def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
-    measure = _measure_select(ctx, report)
-    _, fmt, signed = MEASURES[measure]
-    label = measure_label(measure, ctx.facts)
-    values = {k: grid(report, k, measure) for k in KIND_ORDER}
+    measure, scale = _measure_select(ctx, report)
+    _, fmt, signed = MEASURES["importance_raw" if measure == "importance" and scale == "raw" else measure]
+    fmt = ".3f" if scale == "layer" else fmt
+    label = measure_label(measure, ctx.facts, scale)
+    values = {k: grid(report, k, measure, scale) for k in KIND_ORDER}
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
     with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # and the measure's box
         fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
                      title=f"every head, coloured by {label}")
-    chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}"), key="heads_grid")
+    chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}_{scale}"), key="heads_grid")
+    _agreement(ctx, report, measure, scale, values)
     definition = report["definitions"].get(measure) or report["definitions"].get(
         "argmax_offsets" if measure == "best_offset_share" else measure.replace("_raw", ""), "")
     if not ctx.present:
-        st.caption(f"**{md_escape(label)}.** {md_escape(definition)} Cells: the head's main role (pos ±k = "
-                   "positional at offset k, prev/next = previous/next-token, align = aligner, rare = rare-word, "
+        per_layer = (" Normalised per layer: each layer's values divided by their L2 norm"
+                     + (" (importance: then one min-max over all heads, as the report records it)"
+                        if measure == "importance" else "") + ", so colours compare heads within a layer, not "
+                     "across layers." if scale == "layer" else "")
+        st.caption(f"**{md_escape(label)}.** {md_escape(definition)}{per_layer} Cells: the head's main role (pos ±k "
+                   "= positional at offset k, prev/next = previous/next-token, align = aligner, rare = rare-word, "
                    "· = mixed: no role applies); the outlined cell is the head chosen above. Hover for the exact "
                    "value.")
+
+
+def _agreement(ctx: Context, report: dict, measure: str, scale: str, values: dict) -> None:
+    """The agreement line: how well the grid's measure, and importance, rank the heads as the measured loss
+    increase does (Spearman ρ, overall and per kind), in a sentence computed from the numbers."""
+    if not service.has_effect(report):
+        st.info("**Agreement with the measured effect:** this report has no ablation losses (it was computed "
+                "without switching heads off), so the grid is coloured by importance by default, and no measure can "
+                "be checked against what switching a head off costs. Compute the report again with the ablation "
+                "losses to see it.")
+        return
+    effect = "the measured loss increase when a head is switched off"
+    lines = []
+    if (measure, scale) != (EFFECT, "raw"):
+        lines.append(service.agreement_sentence(measure_label(measure, ctx.facts, scale), effect,
+                                                service.rank_agreement(report, values), GROUP_NAMES, KIND_ORDER))
+    if (measure, scale) != ("importance", "layer"):
+        imp = {k: grid(report, k, "importance", "layer") for k in KIND_ORDER}
+        lines.append(service.agreement_sentence(measure_label("importance", ctx.facts, "layer"), effect,
+                                                service.rank_agreement(report, imp), GROUP_NAMES, KIND_ORDER))
+    st.markdown("**Agreement with the measured effect** (Spearman rank correlation ρ over heads, ties "
+                "ranked by their mean; 1: the same order, −1: the opposite): " + " ".join(md_escape(x) for x in lines))
 
 
 def _one_head(ctx: Context, report: dict, kind: str, layer: int, head: int) -> None:
@@ -284,6 +298,30 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
                                         "greedy decoding of it, not the reference.")
 
 
+def pruning_orders(report: dict) -> list[str]:
+    """The orders the report's pruning curve was decoded in (keys of PRUNING_ORDERS), the measured one first."""
+    pruning = report.get("pruning") or {}
+    return (["loss_increase"] if pruning.get("by_loss_increase") else []) + (["importance"] if pruning else [])
+
+
+def pruning_section(report: dict, order: str) -> dict:
+    """One order's curves, refinement and heads_off_before_bleu_drop from the report's pruning section."""
+    pruning = report["pruning"]
+    return pruning["by_loss_increase"] if order == "loss_increase" else pruning
+
+
+def _pruning_sentence(report: dict, order: str, n_heads: int) -> str:
+    """How many heads can go, in this order, before BLEU drops: one sentence from the report's numbers."""
+    kinds, pruning = report["kinds"], report["pruning"]
+    before = pruning_section(report, order)["heads_off_before_bleu_drop"]
+    by, first = PRUNING_ORDERS[order]
+    return (f"**Pruning {by}:** {before['all']} of {n_heads} heads can be switched off ({first}) before greedy BLEU "
+            f"on {pruning['sentences']} sentences falls {report['thresholds']['bleu_drop']:g} point or more below "
+            f"{pruning['baseline_bleu']:.2f} ("
+            + ", ".join(f"{GROUP_NAMES[k]} {before[k]} of {kinds[k]['layers'] * kinds[k]['heads']}" for k in KIND_ORDER)
+            + ", each group alone).")
+
+
 def _pruning(ctx: Context, report: dict) -> None:
     pruning = report.get("pruning")
     if not ctx.present:
@@ -291,95 +329,33 @@ def _pruning(ctx: Context, report: dict) -> None:
     if not pruning:
         st.info("This report was computed without the pruning curve (`--no-pruning`).")
         return
+    ss = st.session_state
+    if ss.get("heads_prune_order") not in PRUNING_ORDERS:
+        ss["heads_prune_order"] = "loss_increase"
+    order = st.radio("Switch heads off", list(PRUNING_ORDERS), key="heads_prune_order", persist_state="session",
+                     horizontal=True, label_visibility="collapsed" if ctx.present else "visible",
+                     format_func=lambda o: PRUNING_ORDERS[o][0] if ctx.present else
+                     f"{PRUNING_ORDERS[o][0]} ({PRUNING_ORDERS[o][1]})")
+    if order not in pruning_orders(report):
+        st.info("This report has the pruning curve by importance only: it was computed without the ablation "
+                "losses, or before the order of the measured loss increase was recorded. Compute the report again "
+                "with the ablation losses for that order. Shown: the curve by importance.")
+        order = "importance"
+    section = pruning_section(report, order)
     kinds = report["kinds"]
     totals = {k: kinds[k]["layers"] * kinds[k]["heads"] for k in KIND_ORDER}
     totals["all"] = sum(totals.values())
     curves = {}
-    for group, points in pruning["curves"].items():
-        extra = pruning.get("refined", {}).get(group, [])
+    for group, points in section["curves"].items():
+        extra = section.get("refined", {}).get(group, [])
         curves[group] = sorted({p["heads_off"]: p["bleu"] for p in [*points, *extra]}.items())
     drop = report["thresholds"]["bleu_drop"]
-    chart(st, cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop,
-                     sentences=pruning["sentences"]),
-              width="stretch", config=fig_config(ctx, "heads_pruning"), key="heads_pruning")
+    with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # presenter: the order's row too
+        fig = cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop, sentences=pruning["sentences"],
+                     order=order)
+    chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_pruning_{order}"), key="heads_pruning")
     if not ctx.present:
-        st.caption("Heads are switched off in ascending order of importance (Michel et al. 2019, Fig. 3): each group "
-                   "on its own, and all heads together. Greedy decoding, sacreBLEU " + md_escape(pruning["signature"])
-                   + ".")
-
-
-def _job_name(key: str) -> str:
-    return f"head-report:{key}"
-
-
-def _no_report(ctx: Context, path: Path | None, error: str | None) -> None:
-    if error:
-        st.error(f"The head report could not be read. {md_escape(error)}")
-    else:
-        looked = ", ".join(f"`{_code(p)}`" for p in report_paths(ctx.key))
-        trained = ctx.key.removesuffix(TWIN)
-        if is_twin(ctx.key):
-            st.info(f"There is no head report for the untrained twin yet (looked in {looked}). A report of the "
-                    f"trained model ({md_escape(trained)}) describes its learned weights, not these random ones: the "
-                    "twin gets its own, computed here over the validation split and kept in the cache folder. For "
-                    "a trained model, `python -m model.analyze --checkpoint FOLDER` computes one from a terminal.")
-        else:
-            st.info(f"There is no head report for this model yet (looked in {looked}). It is computed once per "
-                    "model over the validation split and kept; from a terminal: `python -m model.analyze "
-                    f"--checkpoint {_code(checkpoint_dir() / trained)}`.")
-    _compute_button(ctx)
-
-
-def _compute_button(ctx: Context, again: bool = False) -> None:
-
-    folder, looked = service.find_data_dir("val")
-    if folder is None:
-        st.warning("The report needs Multi30k's validation split (val.de and val.en, plain or .gz), which was not "
-                   "found. Looked in: " + ", ".join(f"`{_code(p)}`" for p in looked)
-                   + ". Set ATLAS_DATA_DIR to the folder that holds it.")
-        return
-    c1, c2 = st.columns([2, 3])
-    full = c2.toggle("With the ablation losses and the pruning curve (minutes: every head switched off, BLEU at 11 "
-                     "points per group)", key=f"heads_full_{int(again)}", value=False)
-    if c1.button("Compute the report again" if again else "Compute the head report", key=f"heads_compute_{int(again)}",
-                 type="primary"):
-        started = jobs.start_job(_job_name(ctx.key), f"a head report for {ctx.key}",
-                                 _work(ctx.key, str(folder), full))
-        if started is None:
-            busy = jobs.running_jobs()
-            st.warning("The server is already running its heavy job"
-                       + (f" ({md_escape(busy[0].what)})" if busy else "")
-                       + f" (at most {jobs.MAX_HEAVY_JOBS} at a time). Try again when it has finished.")
-            return
-        st.rerun()
-
-
-def _work(key: str, folder: str, full: bool):
-    """The job: analyse the validation split and write the report where find_report looks for it."""
-    def work(progress):
-        model, error = load_model(key)
-        if model is None:
-            raise RuntimeError(error)
-        src_path, ref_path = service.find_file(folder, "val", "de"), service.find_file(folder, "val", "en")
-        src, ref = service.read_parallel(str(src_path), str(ref_path))
-        report = service.head_report(model, src, ref, ablation=full, pruning=full, progress=progress,
-                                 name=report_name(key), src_path=str(src_path), ref_path=str(ref_path))
-        target = report_paths(key)
-        if is_twin(key):
-            return str(service.write_report(report, target[0], checkpoint_dir()))
-        return str(service.write_report(report, None, checkpoint_dir() / key))
-    return work
-
-
-def _progress(key: str) -> None:
-    """The running job's progress, refreshed every second; the page reloads when it is done."""
-    @st.fragment(run_every=1.0)
-    def poll() -> None:
-        job = jobs.job(_job_name(key))
-        if job is None or job.done:
-            st.rerun(scope="app")
-        left = job.remaining()
-        eta = f", about {left:.0f} s left" if left is not None else ""
-        st.progress(job.fraction, text=f"Computing the head report: {job.message} ({job.elapsed:.0f} s{eta})")
-        st.caption("It runs on the server: you can switch pages meanwhile. One such job runs at a time.")
-    poll()
+        how = ("in ascending order of importance (Michel et al. 2019, Fig. 3)" if order == "importance" else
+               "in ascending order of the loss increase measured when each head alone is switched off")
+        st.caption(f"Heads are switched off {how}: each group on its own, and all heads together. Greedy decoding, "
+                   "sacreBLEU " + md_escape(pruning["signature"]) + ".")

@@ -113,36 +113,50 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
     if not ctx.present and not _asked():  # presenter mode: choosing a patching part is the request
         return
     pa = patching_of(ctx.key, ctx.text, text_b, tokens)
-    clean = float(pa.clean_log_probs.sum() if token is None else pa.clean_log_probs[token])
-    corrupt = float(pa.corrupt_log_probs.sum() if token is None else pa.corrupt_log_probs[token])
-    if abs(clean - corrupt) < pa.min_gap:
-        st.info(f"Changing A into B did not change log p of {_what(tokens, token)} ({clean:.3f} in both runs): "
-                "there is nothing to restore, so no component's share can be measured. Measure another token.")
+    clean, corrupt, gap = service.patch_gap(pa, token)
+    if abs(gap) < pa.min_gap:
+        st.info(f"Changing A into B moved log p of {_what(tokens, token)} by {_nats(gap)} nats only "
+                f"({clean:.4f} in A's run, {corrupt:.4f} in B's): the gap is below the {pa.min_gap:g} nats a share "
+                "needs, so no component's share restored is defined here. A share divides by this gap, and float32 "
+                "computes log p to about 1e-5 nats: the share of a smaller gap would be noise. "
+                + ("Measure another token, or the whole translation." if token is not None else
+                   "Measure one token, or change B more."))
         return
     effect = service.patch_effect(pa, token)
     heads = {k: effect[k] for k in KINDS}
-    plain = _plain(tokens, token)
+    plain, of_gap = _plain(tokens, token), f"of a gap of {gap:+.3f} nats"
     if show("patching: heads"):
-        chart(st, cached(head_effect_grid, heads, RESTORED, zmin=-1.0, zmax=1.0,
-                         title=f"One head's output from A, in B's run: share of log p({plain}) restored"),
+        chart(st, cached(head_effect_grid, heads, RESTORED, zmin=-1.0, zmax=1.0, gap=gap,
+                         title=f"One head's output from A, in B's run: share of log p({plain}) restored, {of_gap}"),
               width="stretch", config=fig_config(ctx, f"whatif_patching_heads_{_tag(token)}"), key="patch_heads_fig")
     if show("patching: positions"):
         labels = service.pair_labels(src_a, src_b, [(j, j) for j in range(len(src_a))])
+        changed = [j for j, (x, y) in enumerate(zip(src_a, src_b)) if x != y]  # their labels are never thinned away
         chart(st, cached(position_effect_figure, effect["enc_resid"], effect["dec_resid"], labels,
-                         ctx.result.decoder_input[: len(tokens)], RESTORED,
-                         title=f"One position of the residual stream from A: share of log p({plain}) restored",
-                         width_px=PAGE_WIDTH_PX),
+                         ctx.result.decoder_input[: len(tokens)], RESTORED, gap=gap, keep_src=changed,
+                         keep_dec=[] if token is None else [token],  # the decoder position that scores the token
+                         title=f"One position of the residual stream from A: share of log p({plain}) restored, "
+                               f"{of_gap}", width_px=PAGE_WIDTH_PX),
               width="stretch", config=fig_config(ctx, f"whatif_patching_positions_{_tag(token)}"),
               key="patch_pos_fig")
     if not ctx.present:
         top = service.strongest(heads, 3)
         st.caption(f"Clean: A, with the translation shown in the header ({md_escape(ctx.shows)}); corrupted: B, scored "
                    f"on the same tokens. Measured on {_what(tokens, token)}: log p = {clean:.3f} in A's run and "
-                   f"{corrupt:.3f} in B's. Each cell runs B with one component copied from A's run: a head's output "
-                   "(before W_O) at every position, or the residual stream after a layer at one position (position j "
-                   "of A into position j of B). 0 = nothing of the gap restored, 1 = all of it; values beyond ±1 are "
-                   "drawn at ±1 (the hover gives them). Empty cells: undefined. Heads that restore most: "
-                   + "; ".join(f"{head_name(k, l, h)} {v:+.2f}" for k, l, h, v in top) + ".")
+                   f"{corrupt:.3f} in B's, a gap of {gap:+.3f} nats. Each cell runs B with one component copied from "
+                   "A's run: a head's output (before W_O) at every position, or the residual stream after a layer at "
+                   "one position (position j of A into position j of B). Its share restored is (log p with the patch "
+                   "− log p in B's run) / gap: 0 = nothing of the gap restored, 1 = all of it; values beyond ±1 are "
+                   "drawn at ±1 (the hover gives them, and the nats they stand for). A negative share: copying that "
+                   "head or position from A moved log p further from A's run than B's run already was. A share is "
+                   f"defined only where the gap is at least {pa.min_gap:g} nats (below that, float32 noise would "
+                   "decide it). Heads that restore most: "
+                   + "; ".join(f"{head_name(k, l, h)} {v:+.2f} ({v * gap:+.3f} nats)" for k, l, h, v in top) + ".")
+
+
+def _nats(x: float) -> str:
+    """A log-probability difference with a sign and its first significant digits, however small."""
+    return f"{x:+.4f}" if abs(x) >= 1e-3 else f"{x:+.1e}"
 
 
 def _asked() -> bool:

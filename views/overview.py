@@ -4,9 +4,11 @@ from __future__ import annotations
 import streamlit as st
 
 from views.figcache import cached
+from views.reading import FRAGMENTS_HELP, card_section, fragment_spans, repetition_caption
 from views.state import Context
 from views.widgets import chart, fig_config, sections, shows_caption, table
 from viz.architecture import architecture_figure, parameter_table
+from viz.tables import source_token_rows
 
 NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding ({tgt})",
          "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
@@ -31,10 +33,11 @@ def _tokens(ctx: Context) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
-        ids = res.source.ids[:-1]
-        table([{"position": n, "token": t, "id": i, "known": "unknown" if u else "✓"}
-                for n, (t, i, u) in enumerate(zip(res.source.tokens, ids, res.source.unknown))],
-               "source tokens", right=("position", "id"))
+        spans = fragment_spans(res.source, ctx.cfg)
+        table(source_token_rows(res.source.tokens, res.source.ids[:-1], res.source.unknown, spans),
+              "source tokens", right=("position", "id"))
+        if spans:
+            st.caption(FRAGMENTS_HELP)
     with right:
         st.markdown("**Output tokens** (one per decoding step)")
         shows_caption(ctx)
@@ -48,6 +51,8 @@ def _tokens(ctx: Context) -> None:
                        "weighted most.")
         elif "<unk>" in res.raw_tokens:
             st.caption("`<unk>` stays visible where no unreadable source word was left to copy.")
+        repetition_caption(res.tokens, res.source, ctx.cfg)
+    card_section(ctx.facts["metrics"])
     st.metric("Traced in", f"{res.seconds * 1000:.0f} ms",
               help=f"Tokenize, encode, decode ({ctx.shows}) with every step recorded, and the full trace.")
 

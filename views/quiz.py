@@ -2,7 +2,8 @@
 
 The quiz takes the place of the Decoding page's "this step" part (URL `quiz`: `next` or `looks`; `focus=quiz`): the
 step's two charts wait until "Reveal" (URL `reveal`), which shows the model's answer with its probability or weight,
-then the same charts "this step" draws. The questions come from the trace (`viz.quiz`); the options' order from
+then the same charts "this step" draws. Until then the page's header shows the translation only up to the prefix the
+step read (views/header.py). The questions come from the trace (`viz.quiz`); the options' order from
 `quiz_seed`, so a prepared link shows every projector and every student the same question.
 
 Only in presenter mode: outside it the page shows all its parts at once, and the step's charts, its attribution and
@@ -118,6 +119,7 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
         row[1].button("Shuffle", on_click=_shuffle, key="quiz_shuffle", type="tertiary",
                       help="Another order of the options (URL quiz_seed)")
     row[-1].button("Reveal", on_click=_reveal, args=(pick_key, q.options), key="quiz_reveal", type="primary")
+    ss["_quiz_secret"] = step_no  # the header, drawn after the page, shows the translation up to this step only
     return None
 
 

@@ -13,7 +13,6 @@ import re
 import secrets
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,7 +26,7 @@ from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import k
 if TYPE_CHECKING:
     from model import service
 
-ROOT = Path(__file__).resolve().parent.parent
+from views.paths import ROOT, checkpoint_dir, public_message  # noqa: F401  (pages import them from here)
 
 
 @functools.cache
@@ -38,11 +37,6 @@ def _service():
 
     service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request: model/inference/runtime.py
     return service
-
-
-def checkpoint_dir() -> Path:
-    """Where checkpoint folders are looked for (ATLAS_CHECKPOINT_DIR, read at each run so tests can point it)."""
-    return Path(os.environ.get("ATLAS_CHECKPOINT_DIR", ROOT / "checkpoints"))
 
 
 def default_model() -> str:
@@ -109,14 +103,6 @@ def offered(key: str) -> bool:
     """Does the server offer this model? Its folders and their untrained twins (toys are checked on loading)."""
     name = key.removesuffix(TWIN)
     return name in _offered_folders() or (name == default_model() and "/" not in name and name not in ("", ".", ".."))
-
-
-def public_message(message: str) -> str:
-    """An error message without the server's own paths: the checkpoint folder is named as `checkpoints`."""
-    for path in sorted({str(checkpoint_dir().resolve()), str(checkpoint_dir()), str(ROOT)}, key=len, reverse=True):
-        message = message.replace(path + os.sep, "checkpoints" + os.sep if path != str(ROOT) else "")
-        message = message.replace(path, "checkpoints" if path != str(ROOT) else ".")
-    return message
 
 
 TOY = "toy:"  # prefix of a toy model trained live on the Training page: toy:<task>:<run id>

@@ -197,28 +197,37 @@ def reading(steps: np.ndarray, entropy: np.ndarray, val_loss: np.ndarray, f: int
 
 # ----------------------------------------------------------------------------- the toy task
 
-TASK_TEXT = {"copy": "copy the sequence", "reverse": "write it backwards", "sort": "sort its digits"}
+# What each task asks, as a verb phrase for the caption's sentence and a gloss for the task's radio label.
+TASK_VERB = {"copy": "copy", "reverse": "reverse", "sort": "sort"}
+TASK_TEXT = {"copy": "write the sequence again", "reverse": "write it backwards",
+             "sort": "write its digits in increasing order"}
+
+
+def _either(words: list[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def _toy(ctx: Context) -> None:
     ss = st.session_state
     st.markdown("#### A toy task, trained live")
+    offered = [t for t in service.TOY_OFFERED if t in service.TOY_TASKS]
     if not ctx.present:
         cfg = service.toy_config()
         st.caption(f"A fresh {cfg.n_encoder_layers}+{cfg.n_decoder_layers}-layer Transformer (d_model {cfg.d_model}, "
-                   f"{cfg.n_heads} heads) learns to {', '.join(TASK_TEXT.values())} of "
-                   f"random digit sequences ({service.TOY_MIN_LEN} to {service.TOY_MAX_LEN} digits), "
+                   f"{cfg.n_heads} heads) learns to {_either([TASK_VERB.get(t, t) for t in offered])} "
+                   f"random digit sequences ({service.TOY_MIN_LEN} to {service.TOY_MAX_LEN} digits; "
+                   f"you choose the task below), "
                    f"{service.TOY_BATCH} sequences per step, "
                    f"for up to {service.TOY_STEPS} steps on one core; the page redraws the loss and the "
                    f"cross-attention of the example “{service.TOY_EXAMPLE}” every {REDRAW_EVERY} steps. "
                    "It is your own model: "
                    "the shipped one is not touched, and nobody else sees it unless you share its link.")
-    offered = [t for t in service.TOY_OFFERED if t in service.TOY_TASKS]
     if ss.get("toy_task") not in offered:
         ss["toy_task"] = offered[0]
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     task = c1.radio("Task", offered, key="toy_task", persist_state="session", horizontal=True,
-                    format_func=lambda t: f"{t} ({TASK_TEXT[t]})")
+                    format_func=lambda t: f"{t} ({TASK_TEXT.get(t, t)})")
     go = c2.button("Train", key="toy_train", type="primary", width="stretch")
     live = st.container()
     if go:

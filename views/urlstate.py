@@ -130,9 +130,11 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "dec_beam": Param(False, _bool, _dump_bool),  # run beam search beside the greedy output
         "dec_lens": Param(False, _bool, _dump_bool),  # the logit lens at the chosen step
         "dec_why": Param(False, _bool, _dump_bool),  # why A and not B at the chosen step
-        # What if: sentence B of the minimal pair ("": A's own text, to edit), the token the grids measure
-        # (0: the whole translation; n: output token n); Decoding's "why A and not B" ("": the page's default pair)
-        "pair": Param("", str),
+        # What if: sentence B of the minimal pair ("": a copy of A that follows A; a B equal to A is that copy,
+        # left out), the token the grids measure (0: the whole translation; n: output token n); Decoding's "why A
+        # and not B" ("": the page's default pair)
+        "pair": Param("", str, needed=lambda state: (state.get("pair") or "").strip()
+                      != (state.get("text") or "").strip()),
         "lab_token": Param(0, _int_in(0, max_steps + 1)),
         "lab_patch": Param(False, _bool, _dump_bool),  # What if: run activation patching
         "why_a": Param("", str),
@@ -144,7 +146,11 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "pe_dims": Param((0, 1, 4, 5, 16, 17, 64, 65), parse_ints, dump_ints),
         "pe_ref": Param(10, _int_in(0, 255)),
         # Heads (the head report; the chosen head is kind/layer/head, shared with Attention)
-        "heads_measure": Param("importance", str),
+        # the grid's measure (default: the measured effect of switching a head off; importance where a report has
+        # no ablation), its values as measured or normalised per layer, and the order the pruning curve shows
+        "heads_measure": Param("ablation_loss_increase", str),
+        "heads_scale": Param("raw", _choice(("raw", "layer"))),
+        "heads_prune_order": Param("loss_increase", _choice(("loss_increase", "importance"))),
         "heads_sent": Param(1, _int_in(1, 64)),
         # Training: the film's probe sentence and frame (1-based), the toy task
         "film_probe": Param(1, _int_in(1, 64)),

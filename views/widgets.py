@@ -30,6 +30,9 @@ PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-co
               ".stApp [data-testid='stCaptionContainer'] {opacity: 0.75;} "
               "html .stApp :focus-visible, html .stApp .js-plotly-plot .plotly .modebar-btn:focus-visible "
               "{outline: 3px solid #1d4ed8; outline-offset: 2px;} "
+              # A radio's input is clipped to 1 px (its ring would not show): the option it belongs to gets the ring.
+              "html .stApp [data-testid='stRadioOption']:has(input:focus-visible) "
+              "{outline: 3px solid #1d4ed8; outline-offset: 2px; border-radius: 0.25rem;} "
               ".atlas-scroll {max-height: 400px; overflow-y: auto; margin-bottom: 1rem;}</style>")
 
 

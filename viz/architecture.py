@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from viz.layout import styled_figure
 from viz.text import escape_token, fmt_share
+from viz.theme import theme
 
 
 def parameter_table(counts: dict[str, int]) -> list[dict[str, str]]:
@@ -57,21 +58,25 @@ def architecture_figure(n_enc_layers: int, n_dec_layers: int, d_model: int, n_he
     """
     src, tgt = escape_token(src_lang), escape_token(tgt_lang)
     enc, dec = "#c6dbef", "#fdd0a2"
+    # Presenter mode's 20 px type in a figure as short as the screen leaves: two lines a box, no notes under them.
+    short = bool(theme().height_px)
     boxes = [
         _box(0, 0, 4, 1.1, f"{src} tokens → embedding<br>× √d_model + positional enc.", "#e5e5e5"),
         _box(0, 1.7, 4, 3.7, f"encoder layer × {n_enc_layers}<br>self-attention ({n_heads} heads)<br>feed-forward",
              enc),
-        _box(6, 0, 10, 1.1, f"{tgt} tokens (shifted right)<br>→ embedding × √d_model<br>+ positional enc.",
-             "#e5e5e5"),
+        _box(6, 0, 10, 1.1, f"{tgt} tokens, shifted right<br>→ embedding, as on the left" if short else
+             f"{tgt} tokens (shifted right)<br>→ embedding × √d_model<br>+ positional enc.", "#e5e5e5"),
         _box(6, 1.7, 10, 3.7, f"decoder layer × {n_dec_layers}<br>masked self-attention<br>"
              "cross-attention · feed-forward", dec),
-        _box(6, 4.3, 10, 5.1, f"generator: linear + softmax<br>→ next {tgt} token", "#c7e9c0"),
+        _box(6, 4.3, 10, 5.1, f"generator → next {tgt} token" if short else
+             f"generator: linear + softmax<br>→ next {tgt} token", "#c7e9c0"),
     ]
     notes = [label for _, label in boxes]
     notes += [_arrow(2, 1.1, 2, 1.7), _arrow(8, 1.1, 8, 1.7), _arrow(8, 3.7, 8, 4.3), _arrow(4, 2.7, 6, 2.7)]
     notes.append({"x": 5, "y": 2.9, "text": "memory", "showarrow": False, "font": {"size": 14}})
-    notes += [{"x": x, "y": -0.45, "text": text, "showarrow": False, "font": {"size": 15, "color": "#333333"}}
-              for x, text in ((2, f"encoder: reads {src}"), (8, f"decoder: writes {tgt}"))]
+    notes += [] if short else [{"x": x, "y": -0.45, "text": text, "showarrow": False,
+                                "font": {"size": 15, "color": "#333333"}}
+                               for x, text in ((2, f"encoder: reads {src}"), (8, f"decoder: writes {tgt}"))]
     layout = {"shapes": [shape for shape, _ in boxes], "annotations": notes,
               "xaxis": {"visible": False, "range": [-0.3, 10.3]}, "yaxis": {"visible": False, "range": [-0.75, 5.4]}}
     return styled_figure([], layout, f"{title}<br>d_model = {d_model}, {n_heads} heads", height=500)

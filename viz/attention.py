@@ -131,13 +131,15 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
                      key_tokens: Sequence[str], kind: str, mask: np.ndarray | None = None,
                      zmax: float | None = None, title: str | None = None, *,
                      src_lang: str | None = None, tgt_lang: str | None = None,
-                     width_px: int | None = None) -> go.Figure:
+                     width_px: int | None = None, keep_rows: Sequence[int] = (),
+                     keep_cols: Sequence[int] = ()) -> go.Figure:
     """Heatmap of one head's attention ``probs`` (i, j) with axis titles for ``kind``.
 
     ``mask`` (i, j) or broadcastable (e.g. (j,) key padding), True = may attend.
     ``zmax=None`` means 1.0; a smaller value saturates (see :func:`robust_zmax`).
     ``src_lang``/``tgt_lang`` name the languages in the axis titles;
-    ``width_px`` is the width the page gives the figure (key label thinning).
+    ``width_px`` is the width the page gives the figure (key label thinning); the labels of the queries
+    ``keep_rows`` and keys ``keep_cols`` (a caller's highlighted cells) are never thinned away.
     """
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = weight_zmax(zmax)
@@ -145,7 +147,7 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
                    mask=mask, zmin=0.0, zmax=zmax, colorscale=PROB_SCALE,
                    title=title or KIND_NAMES[kind], value_name="weight",
                    colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
-                   width_px=width_px)
+                   width_px=width_px, keep_rows=keep_rows, keep_cols=keep_cols)
 
 
 def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],

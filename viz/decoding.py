@@ -70,8 +70,8 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
     """Bars of one decoding step's cross-attention ``weights`` (s,) over the source.
 
     x = source position (integer axis with token tick labels, thinned as in
-    :func:`viz.token_axes.axis_ticks` when crowded for ``width_px``), y = weight on
-    a fixed 0..1 range; the most-attended token is highlighted. Every bar is
+    :func:`viz.token_axes.axis_ticks` when crowded for ``width_px``, the most-attended token's label always
+    kept), y = weight on a fixed 0..1 range; the most-attended token is highlighted. Every bar is
     labelled with its weight when the labels fit side by side at ``width_px``,
     otherwise only the highlighted one; hover always gives every weight. The axes leave room for the labels: above
     a bar of 1, and beside the first and last bar, so a label never runs into a tick label.
@@ -96,7 +96,8 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
                text=shown, textposition="outside", textangle=0, cliponaxis=False, constraintext="none",
                textfont=dict(size=t.tick),
                hovertemplate="key: %{customdata[0]}<br>weight %{customdata[1]}<extra></extra>")
-    x_ticks = axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px)
+    # The most-attended key keeps its label when the others are thinned: it is the bar the figure is about.
+    x_ticks = axis_ticks(source_tokens, len(w), angle=-45, axis_px=plot_px, keep=[top] if top >= 0 else [])
     height = fit_height(380)
     ticked = [source_tokens[j] for j in x_ticks.get("tickvals", [])]
     plot_h = max(40, height - top_margin(title_lines(title)) - label_px(ticked, x_ticks.get("tickangle", -45)) - 20)

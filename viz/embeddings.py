@@ -13,10 +13,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.heatmap import facet_heatmaps, heatmap
-from viz.layout import styled_figure
+from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.scales import SIGNED_SCALE
-from viz.text import escape_tokens
-from viz.theme import theme
+from viz.text import escape_tokens, visible_len
+from viz.theme import fit_height, theme
 from viz.token_axes import axis_ticks, plot_width_px
 
 if TYPE_CHECKING:
@@ -69,9 +69,12 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
         data.append(dict(type="bar", x=xs, y=std, name=f"std {name}", marker=dict(color=colour),
                          customdata=np.asarray(labels, dtype=object), xaxis="x2", yaxis="y2",
                          hovertemplate=("%{customdata} (%{x})<br>std " + name + " %{y:.3f}<extra></extra>")))
+    # Presenter mode has no room for a legend below the token labels: the title names the bars' colours instead.
+    legend = not theme().height_px
+    bars = "standard deviation per token" + ("" if legend else ": grey before, blue after")
     titles = [dict(text=text, x=sum(dom) / 2, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
                    showarrow=False, font=dict(size=16))
-              for text, dom in (("all values", left), ("standard deviation per token", right))]
+              for text, dom in (("all values", left), (bars, right))]
     layout = dict(
         xaxis=dict(domain=left, anchor="y"), yaxis=dict(domain=[0.0, 1.0], anchor="x", title=dict(text="value")),
         xaxis2=dict(domain=right, anchor="y2", title=dict(text="token"),
@@ -81,7 +84,7 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
         annotations=titles, barmode="group",
         # The legend sits at the figure's bottom edge, under the axis titles: fit_margins leaves it room, so
         # plotly need not draw the figure a second time to make some (as for a legend placed below the plots).
-        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"), showlegend=legend)
     return styled_figure(data, layout, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}", height=480,
                          subplot_titles=True)
 
@@ -190,17 +193,43 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
             marker=dict(size=4, color="rgba(60,60,60,0.45)"),
             text=escape_tokens(vocab_tokens[:n]), hovertemplate="%{text}<extra></extra>"))
     if len(idx):
+        names = escape_tokens(labels)
         data.append(dict(
             type="scatter", x=c[idx, 0], y=c[idx, 1], mode="markers+text", name="sentence",
-            text=escape_tokens(labels), textposition="top center", textfont=dict(size=16),
-            marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),
-            hovertemplate="%{text}<extra></extra>"))
+            text=spaced_labels(c[idx], names, c, 16, (int(PAGE_WIDTH_PX * theme().width_scale) - 200,
+                                                      (fit_height(600) or 600) - 190)),
+            hovertext=names, textposition="top center",
+            textfont=dict(size=16), marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),
+            hovertemplate="%{hovertext}<extra></extra>"))
     layout = dict(xaxis=dict(title=dict(text="principal component 1"), tickfont=dict(size=theme().tick),
                              showgrid=False),
                   yaxis=dict(title=dict(text="principal component 2"), tickfont=dict(size=theme().tick),
                              showgrid=False),
                   showlegend=False)
     return styled_figure(data, layout, title, height=600)
+
+
+def spaced_labels(points: np.ndarray, labels: Sequence[str], extent: np.ndarray, font: int,
+                  plot_px: tuple[int, int] = (1100, 440)) -> list[str]:
+    """The labels of ``points`` (n, 2) that can be written above their points without touching one written before
+    (in order; a repeated label once), on a plot about ``plot_px`` (width, height) showing ``extent`` (m, 2); the
+    others are "" (each point still names itself on hover). A sentence's words crowd where their vectors do."""
+    t = theme()
+    font = max(font, t.min_font)
+    lo, span = extent.min(0), np.ptp(extent, axis=0)
+    span = np.where(span > 0, span, 1.0)
+    xy = (points - lo) / span * np.asarray(plot_px)  # (n, 2) pixels, y up
+    placed, seen, out = [], set(), []
+    for (x, y), label in zip(xy, labels):
+        w, h = 0.6 * font * max(1, visible_len(label)), 1.25 * font
+        box = (x - w / 2, y + 6, x + w / 2, y + 6 + h)
+        free = label not in seen and all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1]
+                                          for b in placed)
+        out.append(label if free else "")
+        if free:
+            placed.append(box)
+            seen.add(label)
+    return out
 
 
 def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.heatmap import as_mask, heatmap
+from viz.heatmap import MASK_TRACE_NAME, as_mask, heatmap
 from viz.kinds import axis_titles, kind_sides
 from viz.layout import FIGURE_WIDTH_PX, PAGE_WIDTH_PX, enforce_min_font
 from viz.panels import panel_row
@@ -107,11 +107,17 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
                          marker_color=theme().highlight_colour,
                          customdata=np.asarray([fmt_prob(v) for v in sums], dtype=object),
                          hovertemplate="row %{y}: sum %{customdata}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=np.full(len(sums), right * LABEL_GAP, dtype=np.float32), y=ys,
-                             mode="text", text=[fmt_prob(v) for v in sums],
-                             textposition="middle right", textfont=dict(size=12),
-                             xaxis="x2", yaxis="y", name="row sum labels", hoverinfo="skip",
-                             cliponaxis=False))
+    # A sum is written beside the rows whose tokens are labelled (the rest are too close for a label of their own);
+    # not where the rows are a window (viz.rows): a label beside a row dragged out of view would still be drawn.
+    y_axis = fig.layout.yaxis
+    labelled = None if y_axis.tickvals is None else {int(v) for v in y_axis.tickvals}
+    if y_axis.autorange is not False:
+        fig.add_trace(go.Scatter(x=np.full(len(sums), right * LABEL_GAP, dtype=np.float32), y=ys,
+                                 mode="text", text=[fmt_prob(v) if labelled is None or i in labelled else ""
+                                                    for i, v in enumerate(sums)],
+                                 textposition="middle right", textfont=dict(size=12),
+                                 xaxis="x2", yaxis="y", name="row sum labels", hoverinfo="skip",
+                                 cliponaxis=False))
     if expected is not None:
         fig.add_shape(type="line", x0=expected, x1=expected, y0=0, y1=1, xref="x2",
                       yref="y domain", line=dict(dash="dash", color="#333333"))
@@ -233,6 +239,10 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
 
 # The steps of one head in reading order, row by row, as the Inside-one-head page lays them out.
 PIPELINE_ROWS = (("Q", "K", "V"), ("scores", "scaled", "masked"), ("softmax", "dropout"), ("output",))
+# Steps whose numbers are comparable, drawn on one colour scale where they share a row: Q, K and V; the scaled
+# scores and the masked ones (the same numbers); the weights before and after dropout. The raw scores keep a scale
+# of their own: they are √d_k times the scaled ones, which on the raw scores' scale would be drawn nearly white.
+SCALE_GROUPS = (("Q", "K", "V"), ("scores",), ("scaled", "masked"), ("softmax", "dropout"), ("output",))
 
 
 def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:
@@ -240,15 +250,39 @@ def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:
 
     Rows in PIPELINE_ROWS' order, each with the steps that exist (no "masked" without a mask, no "dropout" without
     dropout weights); the panels of a row side by side across the page (:func:`viz.panels.panel_row`), each as
-    wide as the page's column it had as a figure of its own, on ONE colour scale per row with one colour bar: a
-    colour is the same number in Q, K and V, in the scores before and after scaling (the scaled ones, √d_k times
-    smaller, turn paler), and in the weights before and after dropout.
+    wide as the page's column it had as a figure of its own. The steps of one SCALE_GROUPS group share one colour
+    scale with one colour bar, the group's last: a colour is the same number in Q, K and V, in the scaled and the
+    masked scores, and in the weights before and after dropout. The raw scores have their own scale and bar.
     """
     figs = head_pipeline_figures(*args, **kwargs)
     rows = {}
     for row in PIPELINE_ROWS:
         steps = tuple(name for name in row if name in figs)
-        if steps:
-            panels = [figs[name] for name in steps]
-            rows[steps] = panels[0] if len(panels) == 1 else panel_row(panels, one_scale=True)
+        if not steps:
+            continue
+        panels = [figs[name] for name in steps]
+        if len(panels) == 1:
+            rows[steps] = panels[0]
+        elif any(set(steps) <= set(group) for group in SCALE_GROUPS):
+            rows[steps] = panel_row(panels, one_scale=True)
+        else:
+            rows[steps] = _group_scales(panel_row(panels), steps, [len(p.data) for p in panels])
     return rows
+
+
+def _group_scales(row: go.Figure, steps: tuple[str, ...], n_traces: list[int]) -> go.Figure:
+    """A row of panels whose steps (``steps``, panel i holding ``n_traces[i]`` traces) are of several SCALE_GROUPS:
+    each group's colour traces on one range (from its lowest bottom to its highest top), its last panel's colour
+    bar the only one shown for it."""
+    panel_of = np.repeat(np.arange(len(steps)), n_traces)  # the panel of each of the row's traces
+    for group in SCALE_GROUPS:
+        traces = [t for t, i in zip(row.data, panel_of) if steps[i] in group and t.type == "heatmap"
+                  and t.showscale is not False and t.name != MASK_TRACE_NAME]
+        if len(traces) < 2:
+            continue
+        lo, hi = min(t.zmin for t in traces), max(t.zmax for t in traces)
+        for t in traces:
+            t.update(zmin=lo, zmax=hi)
+        for t in traces[:-1]:
+            t.update(showscale=False)
+    return row

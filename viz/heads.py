@@ -26,10 +26,11 @@ CHOSEN_LINE = "#d62728"
 LINE_COLOURS = {"enc_self": "#1f77b4", "dec_self": "#2ca02c", "cross": "#ff7f0e", "all": "#333333"}
 GROUP_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention",
                "all": "all heads together"}
-# measure -> (label, d3/format spec, signed colour scale). The order is the select box's.
+# measure -> (label, d3/format spec, signed colour scale). The order is the select box's: the measured effect of
+# switching a head off first, the page's default.
 MEASURES = {
-    "importance": ("importance (normalised)", ".3f", False),
     "ablation_loss_increase": ("loss increase when switched off (nats/token)", ".4f", True),
+    "importance": ("importance (normalised)", ".3f", False),
     "confidence": ("confidence", ".3f", False),
     "entropy_fraction": ("entropy / uniform entropy", ".3f", False),
     "entropy": ("entropy (nats)", ".3f", False),
@@ -48,6 +49,11 @@ MEASURES = {
     "forward_share": ("argmax never moving back", ".3f", False),
     "importance_raw": ("importance (raw gradient)", ".4f", False),
 }
+
+# The orders a pruning curve switches heads off in: key -> (the order in words, which heads go first); the
+# measured one first, the page's default.
+PRUNING_ORDERS = {"loss_increase": ("by measured loss increase", "smallest loss increase when switched off first"),
+                  "importance": ("by importance", "least important first")}
 
 # One way to name a head across the app: in words in running text, short where space is tight (lists, figure
 # titles, the ablation chooser), and kind-layer-head only in URLs.
@@ -180,12 +186,14 @@ def offset_pattern_figure(offsets: Sequence[int], weights: Sequence[float | None
 
 
 def pruning_figure(curves: Mapping[str, Sequence[tuple[int, float]]], totals: Mapping[str, int], baseline: float,
-                   drop: float, *, sentences: int, title: str | None = None) -> go.Figure:
-    """BLEU with the least important heads switched off (Michel et al. 2019, Fig. 3), one line per group.
+                   drop: float, *, sentences: int, order: str = "importance", title: str | None = None) -> go.Figure:
+    """BLEU with heads switched off in one order (Michel et al. 2019, Fig. 3), one line per group.
 
     ``curves[group]``: (heads off, BLEU) points in increasing heads off; ``totals[group]``: the group's heads.
-    x = share of the group's heads switched off. A dashed line marks ``baseline − drop``.
+    ``order``: a key of PRUNING_ORDERS, the order the heads went off in; the title, the legend and the x axis
+    name it. x = share of the group's heads switched off. A dashed line marks ``baseline − drop``.
     """
+    by, first = PRUNING_ORDERS[order]
     fig = go.Figure()
     for i, group in enumerate(g for g in (*KIND_ORDER, "all") if g in curves):
         pts = sorted(curves[group])
@@ -199,11 +207,19 @@ def pruning_figure(curves: Mapping[str, Sequence[tuple[int, float]]], totals: Ma
     fig.add_hline(y=baseline - drop, line=dict(dash="dash", color="#888"),
                   annotation_text=f"every head on − {drop:g} BLEU", annotation_position="bottom left",
                   annotation_font_size=theme().base - 2)
-    fig.update_xaxes(title=dict(text="heads switched off (% of the group, least important first)"), range=[-2, 102],
+    short = theme().short_axis_titles  # a projector's short plot: short titles, few BLEU ticks (the hover has them)
+    fig.update_xaxes(title=dict(text="heads switched off (% of the group)" if short else
+                                f"heads switched off (% of the group, {first})"), range=[-2, 102],
                      ticksuffix=" %", tickfont=dict(size=theme().tick))
-    fig.update_yaxes(title=dict(text=f"greedy BLEU ({sentences} val sentences)"), tickfont=dict(size=theme().tick))
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return style(fig, title or "pruning heads by importance", height=430)
+    fig.update_yaxes(title=dict(text="BLEU" if short else f"greedy BLEU ({sentences} val sentences)"),
+                     tickfont=dict(size=theme().tick), **({"nticks": 3} if short else {}))
+    # the legend names the order too, but not on a projector, whose figure title above it is on the same line
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0,
+                                  **({} if theme().height_px else {"title": dict(text=f"{by}:")})))
+    fig = style(fig, title or f"pruning heads {by}", height=430)
+    if short:  # the legend's line stands between the title and the plot
+        fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.4 * theme().tick)
+    return fig
 
 
 def sentence_label(src: str, max_chars: int = 70) -> str:

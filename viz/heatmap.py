@@ -21,6 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.layout import figure, styled_figure, title_wrap_chars, top_margin
+from viz.rows import pan_layout, row_window, short_labels_on_long_axes, tick_px, window_axis, windowed_title
 from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
 from viz.text import PROB_D3, title_lines
 from viz.theme import theme
@@ -155,13 +156,15 @@ def as_shown_values(z: np.ndarray, fmt: str) -> np.ndarray:
     return np.round(z.astype(np.float64), int(digits.group(1))) if digits else z
 
 
+@short_labels_on_long_axes("col_tokens")
 def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequence[str] | None,
             *, row_title: str, col_title: str, mask: np.ndarray | None = None,
             zmin: float | None = 0.0, zmax: float | None = 1.0, colorscale=PROB_SCALE,
             title: str | None = None, value_name: str = "weight",
             row_name: str = "query", col_name: str = "key", fmt: str = PROB_D3,
             colorbar_title: str | None = None, colorbar: dict | None = None,
-            width_px: int | None = None, as_shown: bool = False) -> go.Figure:
+            width_px: int | None = None, as_shown: bool = False, keep_rows: Sequence[int] = (),
+            keep_cols: Sequence[int] = ()) -> go.Figure:
     """One heatmap of ``z`` (i, j): rows = row (query) tokens top to bottom, columns = key tokens.
 
     Everything after the token lists is keyword-only, so an old positional call
@@ -173,7 +176,8 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
     With row tokens the height follows :func:`heatmap_height`; ``width_px`` (the
     width the page gives the figure) decides how many key labels fit.
     ``colorbar`` adds colourbar settings (e.g. tick labels). ``title`` and axis
-    titles are plotly text: escape user text with :func:`escape_token`.
+    titles are plotly text: escape user text with :func:`escape_token`. ``keep_rows``/``keep_cols``: rows and
+    columns whose labels are never thinned away (highlighted cells; :func:`viz.token_axes.kept_ticks`).
     """
     z = np.asarray(z, dtype=np.float32)
     if z.ndim != 2:
@@ -187,16 +191,35 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
     if colorscale == SIGNED_SCALE and zmin is None and zmax is None:
         traces[0].update(zmid=0)
     x_ticks = axis_ticks(col_tokens, n_cols, angle=-45 if col_tokens is not None else None,
-                         axis_px=plot_width_px(width_px, row_tokens))
-    wrap = title_wrap_chars(title, width_px)
-    lines, angle = title_lines(title, wrap), x_ticks.get("tickangle", -45)
-    height = heatmap_height(n_rows, col_tokens, lines, angle) if row_tokens is not None else None
-    rows_px = plot_rows_px(height, col_tokens, lines, angle) if height else None
+                         axis_px=plot_width_px(width_px, row_tokens), keep=keep_cols)
+    angle = x_ticks.get("tickangle", -45)
+    title, wrap, height, rows_px, shown = sized(title, width_px, n_rows, row_tokens, col_tokens, angle)
+    y_axis = dict(title=dict(text=row_title), showgrid=False, zeroline=False,
+                  **axis_ticks(row_tokens, n_rows, reverse=True, keep=keep_rows,
+                               axis_px=tick_px(rows_px, n_rows, shown) if rows_px else None),
+                  **token_axis(row_tokens))
     layout = dict(xaxis=dict(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks,
-                             **token_axis(col_tokens)),
-                  yaxis=dict(title=dict(text=row_title), showgrid=False, zeroline=False,
-                             **axis_ticks(row_tokens, n_rows, reverse=True, axis_px=rows_px), **token_axis(row_tokens)))
+                             **token_axis(col_tokens), **({"fixedrange": True} if shown else {})),
+                  yaxis=window_axis(y_axis, shown), **pan_layout(shown))
     return styled_figure(traces, layout, title, height=height, wrap_chars=wrap)
+
+
+def sized(title: str | None, width_px: int | None, n_rows: int, row_tokens, col_tokens, angle: int):
+    """(title, its wrap, height, the rows' pixels, rows shown at once or None) of a one-panel heatmap or mask: in
+    presenter mode, rows that would be squeezed below a readable height are a window (viz.rows), said in the title."""
+    def size(text):
+        wrap = title_wrap_chars(text, width_px)
+        height = heatmap_height(n_rows, col_tokens, title_lines(text, wrap), angle) if row_tokens is not None else None
+        return wrap, height, (plot_rows_px(height, col_tokens, title_lines(text, wrap), angle) if height else None)
+
+    wrap, height, rows_px = size(title)
+    shown = row_window(n_rows, rows_px) if row_tokens is not None else None
+    if shown is None:
+        return title, wrap, height, rows_px, None
+    # the title says which rows show, and may take a line more: the rows' room is measured again
+    wrap, height, rows_px = size(windowed_title(title, shown, n_rows))
+    shown = row_window(n_rows, rows_px) or n_rows
+    return windowed_title(title, shown, n_rows), wrap, height, rows_px, shown
 
 
 def grid_domains(rows: int, cols: int, h_space: float, v_space: float) -> list[tuple[list[float], list[float]]]:
@@ -256,6 +279,7 @@ def cell_axes(p: int) -> tuple[str, str]:
     return "x" + n, "y" + n
 
 
+@short_labels_on_long_axes("col_tokens")
 def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens, *,
                    row_title: str, col_title: str, mask: np.ndarray | None = None,
                    zmin: float | None = 0.0, zmax: float | None = 1.0,
@@ -291,13 +315,21 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
     shown = None if col_tokens is None else [col_tokens[j] for j in x_ticks["tickvals"]]  # thinned labels
     labels = label_px(shown, angle=x_ticks.get("tickangle", -60)) + 20
     height = rows * (panel + labels) + 100
+    shown = None
     if theme().height_px:  # presenter: the panels share the screen's height below the titles
         above = top_margin(title_lines(title, wrap)) + 40
         panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
+        shown = row_window(n_rows, panel) if row_tokens is not None else None
+        if shown is not None:  # rows too short to read: a window of them (viz.rows), said in the title
+            title = windowed_title(title, shown, n_rows)
+            wrap = title_wrap_chars(title, width_px)
+            above = top_margin(title_lines(title, wrap)) + 40
+            panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
+            shown = row_window(n_rows, panel) or n_rows
         height = rows * (panel + labels) + above
     v_space = min(0.9 / max(rows - 1, 1), labels / height) if rows > 1 else 0.0
     data, axes = [], {}
-    y_ticks = axis_ticks(row_tokens, n_rows, reverse=True, axis_px=panel)
+    y_ticks = axis_ticks(row_tokens, n_rows, reverse=True, axis_px=tick_px(panel, n_rows, shown))
     for p in range(n):
         r, c = p // cols + 1, p % cols + 1
         x_ref, y_ref = cell_axes(p)
@@ -313,6 +345,9 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
             data.append(tr)
         x_set = dict(showgrid=False, zeroline=False, **x_ticks, **token_axis(col_tokens))
         y_set = dict(showgrid=False, zeroline=False, **y_ticks, **token_axis(row_tokens))
+        if shown is not None:  # every panel shows the same rows and pans with the first
+            x_set["fixedrange"] = True
+            y_set = window_axis(y_set, shown, **({"matches": "y"} if p else {}))
         if c > 1 and row_tokens is not None:
             y_set["showticklabels"] = False
         if r == rows or p + cols >= n:
@@ -320,7 +355,7 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
         if c == 1:
             y_set["title"] = dict(text=row_title)
         axes[p] = (x_set, y_set)
-    layout = {}
+    layout = pan_layout(shown)
     if shared_scale:
         layout["coloraxis"] = dict(
             colorscale=resolve_scale(colorscale), cmin=zmin, cmax=zmax,

@@ -17,11 +17,11 @@ import plotly.graph_objects as go
 from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, grid_layout
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
-from viz.layout import styled_figure, text_px, top_margin
+from viz.layout import label_margins, style_layout, styled_figure, text_px, title_wrap_chars, top_margin
 from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
 from viz.text import cut_token, escape_token, escape_tokens, fmt_prob, title_lines
 from viz.theme import fit_height, theme
-from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis
+from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis, value_ticks
 
 SIGNED_D3 = "+.3f"  # signed values in hovers: the sign is the point
 
@@ -47,6 +47,11 @@ def cell_text(value: float, fmt: str) -> str:
     return text if any(c in "123456789" for c in text) else format(0.0, fmt.lstrip("+"))
 
 
+def gap_line(gap: float | None) -> str:
+    """The hover line of a share of a gap (patching): the cell's part of it in nats (its customdata), and the gap."""
+    return "" if gap is None else f"<br>= %{{customdata:{SIGNED_D3}}} of the gap of {gap:+.3f} nats"
+
+
 def _margins_held(build):
     """The margins set from the labels (viz.layout.label_margins) hold the lab figures' labels; plotly's own
     push of a few pixels more (its automargin) would only make the browser draw each figure twice."""
@@ -60,14 +65,20 @@ def _margins_held(build):
     return held
 
 
+def _replaced(labels: Sequence[str]) -> list[int]:
+    """Positions of a minimal pair's labels that name a replaced token ("brauner→schwarzer", pairs.pair_labels)."""
+    return [i for i, label in enumerate(labels) if "→" in label]
+
+
 @_margins_held
 def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], kind: str, *,
                            mask: np.ndarray | None = None, where: Sequence[Sequence[str]] | None = None,
                            title: str | None = None, width_px: int | None = None) -> go.Figure:
     """B − A of one head's attention over the aligned tokens of a minimal pair, ``diff`` (n_rows, n_cols), on a
     diverging scale centred on 0 (white: unchanged). ``row_labels``/``col_labels``: one per aligned pair
-    ("Hund", or "brauner→schwarzer" where the token was replaced); ``where[r][c]``: a hover line naming the
-    cell's positions in A and in B. ``mask`` (n_rows, n_cols): False where either side was masked."""
+    ("Hund", or "brauner→schwarzer" where the token was replaced: those labels are never thinned away);
+    ``where[r][c]``: a hover line naming the cell's positions in A and in B. ``mask`` (n_rows, n_cols): False
+    where either side was masked."""
     q, k = kind_sides(kind)
     if theme().short_axis_titles:
         q, k = q.split(",")[0], k.split(",")[0]
@@ -75,7 +86,8 @@ def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labe
     fig = heatmap(diff, list(row_labels), list(col_labels), row_title=f"query ({q}; A and B aligned) ↓",
                   col_title=f"key ({k}; A and B aligned) →", mask=mask, zmin=-lim, zmax=lim,
                   colorscale=SIGNED_SCALE, title=title, value_name="weight B − A", fmt=SIGNED_D3,
-                  row_name="query", col_name="key", colorbar_title="weight B − A", width_px=width_px)
+                  row_name="query", col_name="key", colorbar_title="weight B − A", width_px=width_px,
+                  keep_rows=_replaced(row_labels), keep_cols=_replaced(col_labels))
     if where is not None:  # the only per-cell hover text: the axes name the aligned pair, this its positions
         trace = fig.data[0]
         trace.customdata = np.asarray(where, dtype=str)  # (n_rows, n_cols)
@@ -86,13 +98,14 @@ def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labe
 @_margins_held
 def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt: str = "+.2f",
                      zmin: float | None = None, zmax: float | None = None, chosen: tuple[str, int, int] | None = None,
-                     title: str | None = None, cell_values: bool = True) -> go.Figure:
+                     title: str | None = None, cell_values: bool = True, gap: float | None = None) -> go.Figure:
     """One layer × head panel per attention kind, ``values[kind]`` (L, h), the value written in each cell (unless
     ``cell_values`` is False: a narrow figure in large type has no room for them; hover still gives them).
 
     One diverging colour axis for all panels, ``zmin``..``zmax`` (default ± the largest |value|), 0 white.
     NaN cells are left empty ("n/a"). ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
-    Hover: the head in words and its value.
+    Hover: the head in words and its value; with ``gap`` (the values are shares of a gap of that many nats, as
+    patching's are) also the cell's part of the gap in nats (value × gap), beside the gap itself.
     """
     kinds = [k for k in KIND_ORDER if k in values]
     arrays = {k: np.asarray(values[k], dtype=np.float64) for k in kinds}
@@ -115,7 +128,9 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
         cells = dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan), x=xs, y=ys, coloraxis="coloraxis",
                      xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=2, ygap=2, name=GROUP_NAMES[kind],
                      hovertemplate=f"{GROUP_NAMES[kind]} layer %{{y}}, head %{{x}}<br>{value_label}: "
-                                   f"%{{z:{SIGNED_D3}}}<extra></extra>")
+                                   f"%{{z:{SIGNED_D3}}}{gap_line(gap)}<extra></extra>")
+        if gap is not None:
+            cells["customdata"] = z * gap  # (L, h) nats
         if cell_values:
             cells.update(text=[[cell_text(v, fmt) for v in row] for row in z], texttemplate="%{text}",
                          textfont=dict(size=max(11, tick - 2)))
@@ -140,7 +155,8 @@ def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: st
                       axis_title: str = "output token", title: str | None = None,
                       width_px: int | None = None) -> go.Figure:
     """Signed bars, one per token (``values`` (n,)): below 0 in the diverging scale's negative colour, above in
-    its positive one; bar ``highlight`` is outlined. Hover: the token with its position, and the value."""
+    its positive one; bar ``highlight`` is outlined and keeps its label when crowded labels are thinned. Hover: the
+    token with its position, and the value."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if len(v) != len(tokens):
         raise ValueError(f"{len(v)} values but {len(tokens)} tokens")
@@ -150,7 +166,7 @@ def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: st
     xs = np.arange(len(v), dtype=np.int32)
     names = cell_names(tokens)
     plot_px = plot_width_px(width_px, colorbar=False)
-    x_ticks = axis_ticks(tokens, len(v), angle=-45, axis_px=plot_px)
+    x_ticks = axis_ticks(tokens, len(v), angle=-45, axis_px=plot_px, keep=[] if highlight is None else [highlight])
     bar = dict(type="bar", x=xs, y=v, name=value_label,
                marker=dict(color=colours, line=dict(color=lines, width=[3 if i == highlight else 1
                                                                          for i in range(len(v))])),
@@ -167,11 +183,14 @@ def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: st
 @_margins_held
 def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequence[str], dec_labels: Sequence[str],
                            value_label: str, *, zmin: float = -1.0, zmax: float = 1.0, title: str | None = None,
-                           width_px: int | None = None) -> go.Figure:
+                           width_px: int | None = None, keep_src: Sequence[int] = (), keep_dec: Sequence[int] = (),
+                           gap: float | None = None) -> go.Figure:
     """Two position × layer panels side by side: the encoder's residual stream ``enc`` (L, s) at each source
     position (left) and the decoder's ``dec`` (L, t) at each decoder position (right). Positions run down the y
     axis as tokens do in the attention maps (their labels read upright), layers along x; one diverging colour axis
-    ``zmin``..``zmax`` (values beyond it saturate; hover gives them exactly). NaN cells are left empty."""
+    ``zmin``..``zmax`` (values beyond it saturate; hover gives them exactly). NaN cells are left empty.
+    ``keep_src``/``keep_dec``: positions whose labels are never thinned away (the changed source token, the
+    decoder position of the token measured); ``gap``: as in :func:`head_effect_grid`."""
     src, tgt = (escape_token(x) for x in resolve_languages(None, None))
     tick = theme().tick
     panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels), f"source position ({src})"),
@@ -180,7 +199,7 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
     height = fit_height(top_margin(title_lines(title)) + 20 + 110 + max(220, 26 * n_rows))
     rows_px = height - top_margin(title_lines(title)) - 20 - 110  # the plots' height (the rest: title, layer axis)
     data, axes = [], {}
-    for p, (side, z, labels, _) in enumerate(panels):
+    for p, (side, z, labels, _), keep in zip(range(2), panels, (keep_src, keep_dec)):
         n_layers, n = z.shape
         if len(labels) != n:
             raise ValueError(f"{side}: {n} positions but {len(labels)} labels")
@@ -188,13 +207,14 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
         xs = list(range(1, n_layers + 1))
         axes[p] = (dict(tickvals=xs, ticktext=[str(l) for l in xs], title=dict(text="after layer"), showgrid=False,
                         zeroline=False, tickfont=dict(size=tick), range=[0.5, n_layers + 0.5]),
-                   dict(**axis_ticks(labels, n, reverse=True, axis_px=rows_px), **token_axis(labels),
+                   dict(**axis_ticks(labels, n, reverse=True, axis_px=rows_px, keep=keep), **token_axis(labels),
                         showgrid=False, zeroline=False))  # the panel's title names the positions
         data.append(dict(type="heatmap", z=np.where(np.isfinite(z), z, np.nan).T, x=xs, y=cell_names(labels),
                          coloraxis="coloraxis", xaxis=x_ref, yaxis=y_ref, hoverongaps=False, xgap=1, ygap=1,
                          name=f"{side} residual stream",
                          hovertemplate=f"{side} residual stream after layer %{{x}}, at %{{y}}<br>{value_label}: "
-                                       f"%{{z:{SIGNED_D3}}}<extra></extra>"))
+                                       f"%{{z:{SIGNED_D3}}}{gap_line(gap)}<extra></extra>",
+                         **({} if gap is None else {"customdata": z.T * gap})))  # (n, L) nats
     coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
                      colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
     # The right panel's row labels stand between the two: the gap is as wide as they are (no axis title there: the
@@ -255,7 +275,13 @@ def contrast_figure(input_x_grad: np.ndarray, relevance: np.ndarray, src_tokens:
                     foil: str, *, title: str | None = None, width_px: int | None = None) -> go.Figure:
     """Why ``target`` and not ``foil``, over the source tokens: above, input × gradient of log p(A) − log p(B)
     (s,), signed bars (positive: the word pushes towards A); below, the relevance of the same difference (s,),
-    non-negative, summing to 1. Hover: the source token with its position, and the value."""
+    non-negative, summing to 1. Hover: the source token with its position, and the value.
+
+    The two panels share the figure's height, which presenter mode caps: the y ticks are chosen for the height
+    each panel gets (:func:`viz.token_axes.value_ticks`, never closer than a line of labels), the gap between the
+    panels holds the lower panel's title, and the token labels of the largest bars are never thinned away. In
+    presenter mode the axis titles give their room to the plots: the panels' titles name the units, and the
+    figure's title should name the source words."""
     ixg = np.asarray(input_x_grad, dtype=np.float64).reshape(-1)
     rel = np.asarray(relevance, dtype=np.float64).reshape(-1)
     if not len(ixg) == len(rel) == len(src_tokens):
@@ -263,28 +289,41 @@ def contrast_figure(input_x_grad: np.ndarray, relevance: np.ndarray, src_tokens:
     a, b = escape_token(target), escape_token(foil)
     src, _ = resolve_languages(None, None)
     neg, pos = sign_colours()
+    t = theme()
     xs = np.arange(len(ixg), dtype=np.int32)
     names = np.asarray(cell_names(src_tokens), dtype=str)
-    x_ticks = axis_ticks(src_tokens, len(ixg), angle=-45, axis_px=plot_width_px(width_px, colorbar=False))
-    tick = theme().tick
+    peaks = [int(np.argmax(np.abs(ixg))), int(np.argmax(rel))] if len(ixg) else []
+    x_ticks = axis_ticks(src_tokens, len(ixg), angle=-45, axis_px=plot_width_px(width_px, colorbar=False), keep=peaks)
     diff = f"log p({a}) − log p({b})"
     data = [dict(type="bar", x=xs, y=ixg, xaxis="x", yaxis="y", customdata=names, name="input × gradient",
                  marker=dict(color=[neg if v < 0 else pos for v in ixg]),
                  hovertemplate=f"source token: %{{customdata}}<br>input × gradient of {diff}: "
                                f"%{{y:{SIGNED_D3}}} nats<extra></extra>"),
             dict(type="bar", x=xs, y=rel, xaxis="x2", yaxis="y2", customdata=names, name="relevance",
-                 marker=dict(color=theme().bar_colour, line=dict(color=theme().bar_colour, width=1)),
+                 marker=dict(color=t.bar_colour, line=dict(color=t.bar_colour, width=1)),
                  hovertemplate=f"source token: %{{customdata}}<br>relevance for {diff}: %{{y:.3f}}<extra></extra>")]
-    lim = symmetric_limit(ixg, floor=0.01) * 1.1
-    x_set = dict(**x_ticks, title=dict(text=f"source token ({escape_token(src)}) →"), zeroline=False)
-    axes = {0: (dict(x_set, showticklabels=False, title=dict(text="")),
-                dict(range=[-lim, lim], zeroline=True, zerolinecolor="#444", title=dict(text="nats"),
-                     tickfont=dict(size=tick))),
-            1: (x_set, dict(range=[0, max(1e-6, float(rel.max(initial=0.0))) * 1.15], title=dict(text="share"),
-                            tickfont=dict(size=tick), zeroline=False))}
+    presenter = bool(t.min_font)  # the panels' titles name the units, the figure's title the source words
+    x_title = "" if presenter else f"source token ({escape_token(src)}) →"
+    x_set = dict(**x_ticks, title=dict(text=x_title), zeroline=False)
     height = fit_height(520 + label_px(src_tokens) // 2)
-    return grid_figure(data, axes, 2, 1, 0.0, 0.16, showlegend=False,
+    wrap = title_wrap_chars(title, width_px)
+    title_font = max(15, t.base)
+    # Pixels: the plots get the height less the top margin (title, upper panel's title) and the token labels
+    # below (as viz.layout.styled_figure will set them); the gap between the panels holds the lower one's title.
+    top = style_layout(title, height, None, wrap, True)["margin"]["t"]
+    plots = max(1.0, height - top - max(20.0, label_margins({"xaxis": x_set}, t.base)[1]))
+    gap = 1.3 * title_font + t.tick / 2 + 6  # clear of the upper panel's lowest tick label too
+    panel = (plots - gap) / 2
+    lim = symmetric_limit(ixg, floor=0.01) * 1.1
+    rel_top = max(1e-6, float(rel.max(initial=0.0))) * 1.15
+    axes = {0: (dict(x_set, showticklabels=False, title=dict(text="")),
+                dict(range=[-lim, lim], tickvals=value_ticks(-lim, lim, panel), zeroline=True, zerolinecolor="#444",
+                     title=dict(text="" if presenter else "nats"), tickfont=dict(size=t.tick))),
+            1: (x_set, dict(range=[0, rel_top], tickvals=value_ticks(0.0, rel_top, panel), tickfont=dict(size=t.tick),
+                            title=dict(text="" if presenter else "share"), zeroline=False))}
+    return grid_figure(data, axes, 2, 1, 0.0, min(0.5, gap / plots), showlegend=False,
                        cell_titles=[f"input × gradient of {diff} (positive: towards {a})",
-                                    f"relevance (Chefer et al.) of {diff}, sums to 1"] if not theme().min_font
+                                    f"relevance (Chefer et al.) of {diff}, sums to 1"] if not presenter
                        else ["input × gradient (nats)", "relevance (share)"],  # presenter: the title says the rest
-                       title_font=max(15, theme().base), style=dict(title=title, height=height, subplot_titles=True))
+                       title_font=title_font,
+                       style=dict(title=title, height=height, subplot_titles=True, wrap_chars=wrap))

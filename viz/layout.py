@@ -254,12 +254,16 @@ def _long_colorbars(fig: go.Figure) -> None:
     if not layout.height:
         return
     bottom = max(layout.margin.b or 0, label_margins(layout._props, theme().base)[1])  # plotly pushes the margin
-    if layout.height - (layout.margin.t or 0) - bottom >= MIN_COLORBAR_PX:
-        return
-    owners = [layout.coloraxis] + list(fig.data)
+    plot_px = layout.height - (layout.margin.t or 0) - bottom
+    owners = [owner for owner in [layout.coloraxis] + list(fig.data)
+              if "colorbar" in (owner._props or {})]  # only bars the figure shows (see floor_fonts)
     for owner in owners:
-        if "colorbar" in (owner._props or {}):  # only bars the figure shows (see floor_fonts)
-            owner.colorbar.update(lenmode="pixels", len=MIN_COLORBAR_PX)
+        bar = owner.colorbar
+        if plot_px < MIN_COLORBAR_PX:
+            bar.update(lenmode="pixels", len=MIN_COLORBAR_PX)
+        if bar.tickvals is None:  # no more tick labels than fit apart on the bar (a row of bars can share a plot)
+            length = bar.len if bar.lenmode == "pixels" else max(plot_px, MIN_COLORBAR_PX) * (bar.len or 1.0)
+            bar.nticks = max(2, int(length // (2.5 * theme().tick)))
 
 
 def floor_fonts(fig: go.Figure, px: int, unset: int | None = None) -> go.Figure:

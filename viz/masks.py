@@ -12,17 +12,18 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import attention_figure
-from viz.heatmap import as_mask, check_tokens, mask_crosses
+from viz.heatmap import as_mask, check_tokens, mask_crosses, sized
 from viz.kinds import axis_titles
-from viz.layout import PAGE_WIDTH_PX, styled_figure, title_wrap_chars
+from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.panels import panel_row
-from viz.text import title_lines
-from viz.token_axes import axis_ticks, cell_names, heatmap_height, plot_rows_px, plot_width_px, token_axis
+from viz.rows import pan_layout, short_labels_on_long_axes, tick_px, window_axis
+from viz.token_axes import axis_ticks, cell_names, plot_width_px, token_axis
 
 ALLOWED_COLOUR = "#2b7bba"
 MASKED_COLOUR = "#d9d9d9"
 
 
+@short_labels_on_long_axes("key_tokens")
 def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                 title: str = "attention mask", kind: str | None = None, *,
                 src_lang: str | None = None, tgt_lang: str | None = None,
@@ -54,16 +55,15 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
         hovertemplate="query: %{y}<br>key: %{x}<br>%{customdata}<extra></extra>",
     )
     x_ticks = axis_ticks(key_tokens, n_k, angle=-45, axis_px=plot_width_px(width_px, query_tokens))
-    wrap = title_wrap_chars(title, width_px)
-    lines, angle = title_lines(title, wrap), x_ticks["tickangle"]
-    height = heatmap_height(n_q, key_tokens, lines, angle)
+    title, wrap, height, rows_px, shown = sized(title, width_px, n_q, query_tokens, key_tokens, x_ticks["tickangle"])
     n_masked = int((~m).sum())
     crosses = mask_crosses(m, k_names, q_names)
+    y_axis = dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
+                  **axis_ticks(query_tokens, n_q, reverse=True, axis_px=tick_px(rows_px, n_q, shown)))
     layout = dict(
-        xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens)),
-        yaxis=dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
-                   **axis_ticks(query_tokens, n_q, reverse=True,
-                                axis_px=plot_rows_px(height, key_tokens, lines, angle))),
+        xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens),
+                   **({"fixedrange": True} if shown else {})),
+        yaxis=window_axis(y_axis, shown), **pan_layout(shown),
         annotations=[dict(text=f"grey{' ×' if crosses else ''} = masked: {n_masked:,} of {m.size:,} cells",
                           showarrow=False, xref="paper",
                           yref="paper", x=1.0, y=1.02, xanchor="right", yanchor="bottom",

@@ -13,12 +13,14 @@ means the same number across the row.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from typing import Sequence
 
 import plotly.graph_objects as go
 
 from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure, title_wrap_chars
+from viz.rows import MIN_ROW_PX, windowed_title
 from viz.text import title_lines, wrap_title
 from viz.theme import fit_height, theme
 
@@ -68,6 +70,7 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     top, bottom = max(tops), max(bottoms)
     # no taller than a presenter figure may be (each panel is; their largest margins together can be more)
     plot_h = fit_height(top + max(plots) + bottom) - top - bottom
+    layouts = [_rewindowed(lay, figs[i], p / max(plots) * plot_h) for i, (lay, p) in enumerate(zip(layouts, plots))]
     data, layout, notes, shapes, titles = [], {}, [], [], []
     cursor, offset = 0.0, 0
     for i, fig in enumerate(figs):
@@ -79,7 +82,7 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
         names = _axis_names(fig, offset)
         offset += _axis_count(fig)
         _place_axes(layouts[i], names, x_dom, y_dom, own_rows[i], layout)
-        data += _place_traces(fig, names, x_dom, y_dom, 4 / plot_w)
+        data += _place_traces(fig, names, x_dom, y_dom, 4 / plot_w, (y_dom[1] - y_dom[0]) * plot_h)
         shapes += [_place_ref(s, names, x_dom, y_dom) for s in layouts[i].get("shapes", ())]
         notes += [_place_ref(a, names, x_dom, y_dom) for a in layouts[i].get("annotations", ())]
         title = (layouts[i].get("title") or {}).get("text")
@@ -95,7 +98,8 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     first = layouts[0]
     layout.update(margin=dict(first["margin"], l=left, r=right, t=top, b=bottom), height=top + plot_h + bottom,
                   font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
-                  annotations=notes or None, shapes=shapes or None)
+                  annotations=notes or None, shapes=shapes or None,
+                  dragmode=next((lay["dragmode"] for lay in layouts if lay.get("dragmode")), None))  # a row window
     return enforce_min_font(figure(data, {k: v for k, v in layout.items() if v is not None}))
 
 
@@ -186,7 +190,41 @@ def _place_axes(layout: dict, names: dict, x_dom: list[float], y_dom: list[float
         out[new[0] + "axis" + new[1:]] = axis
 
 
-def _place_traces(fig: go.Figure, names: dict, x_dom: list[float], y_dom: list[float], pad: float) -> list[dict]:
+def _rewindowed(layout: dict, fig: go.Figure, rows_px: float) -> dict:
+    """A panel as the row's plot height leaves it (the row can be shorter than the panel's own figure): in presenter
+    mode its rows keep MIN_ROW_PX, as a window where they no longer all fit (viz.rows; the title says so), and its
+    row labels are thinned again to stay a label's height apart."""
+    y_axis = layout.get("yaxis") or {}
+    rows = _rows(fig)
+    vals = list(y_axis.get("tickvals") or ())
+    if not rows or y_axis.get("type") != "category" or not vals or not theme().height_px:
+        return layout
+    n = len(rows)
+    windowed = y_axis.get("autorange") is False and y_axis.get("fixedrange") is False
+    shown = int(round(y_axis["range"][0] + 0.5)) if windowed else n
+    fits = min(shown, max(1, int(rows_px // MIN_ROW_PX)))
+    step = vals[1] - vals[0] if len(vals) > 1 else 1
+    every = math.ceil(math.ceil(theme().min_tick_px / (rows_px / fits)) / step)  # keep every `every`-th label
+    if fits == shown and every <= 1:
+        return layout
+    out = copy.deepcopy(layout)
+    y_out = out["yaxis"]
+    if every > 1:
+        y_out["tickvals"] = vals[::every]
+        y_out["ticktext"] = list(y_axis.get("ticktext") or vals)[::every]
+    if fits < shown:
+        y_out.update(range=[fits - 0.5, -0.5], autorange=False, fixedrange=False)
+        out.setdefault("xaxis", {})["fixedrange"] = True
+        out["dragmode"] = "pan"
+        title = (out.get("title") or {}).get("text")
+        if title:
+            out["title"]["text"] = (re.sub(r"rows 1–\d+ of", f"rows 1–{fits} of", title) if windowed
+                                    else windowed_title(title, fits, n))
+    return out
+
+
+def _place_traces(fig: go.Figure, names: dict, x_dom: list[float], y_dom: list[float], pad: float,
+                  plot_px: float) -> list[dict]:
     out = []
     for trace in fig._data:
         t = copy.copy(trace)
@@ -194,6 +232,8 @@ def _place_traces(fig: go.Figure, names: dict, x_dom: list[float], y_dom: list[f
         if t.get("colorbar") is not None:  # beside its panel, as tall as the panel's plot
             t["colorbar"] = dict(t["colorbar"], x=x_dom[1] + pad, xanchor="left", xref="paper",
                                  len=y_dom[1] - y_dom[0], lenmode="fraction", y=y_dom[1], yanchor="top")
+            if "tickvals" not in t["colorbar"]:  # a short bar: no more tick labels than fit apart
+                t["colorbar"]["nticks"] = max(2, int(plot_px // (2.5 * theme().tick)))
         out.append(t)
     return out
 

@@ -56,3 +56,19 @@ def candidates_csv(tokens: Sequence[str], probs: Sequence[float], chosen_index: 
                          "probability": _rounded(np.asarray(probs, dtype=np.float64)),
                          "chosen": [i == chosen_index for i in range(len(tokens))]}).to_csv(index=False,
                                                                                           float_format=FLOAT_FORMAT)
+
+
+def source_token_rows(tokens: Sequence[str], ids: Sequence[int], unknown: Sequence[bool],
+                      fragments: Sequence[tuple[int, int, str]] = ()) -> list[dict]:
+    """The source-token table: position, token, id, and what the vocabulary knows of it.
+
+    "unknown": not in the vocabulary, read as `<unk>`. `fragments`: (first position, number of pieces, word) of
+    each word read in fragments (model/text/reading.py); each of its pieces reads "✓ piece, “Männr” in 5 pieces":
+    the piece is in the vocabulary, the word as a whole is not. Every other token: "✓".
+    """
+    notes = {}
+    for start, n, word in fragments:
+        for k in range(start, start + n):
+            notes[k] = f"✓ piece, “{word}” in {n} pieces"
+    return [{"position": k, "token": t, "id": int(i), "known": "unknown" if u else notes.get(k, "✓")}
+            for k, (t, i, u) in enumerate(zip(tokens, ids, unknown))]

@@ -34,14 +34,14 @@ def cell_names(tokens: Sequence[str]) -> list[str]:
     return [f"{t} ({i})" for i, t in enumerate(escape_tokens(tokens))]
 
 
-def tick_step(n: int, axis_px: float | None = None, angle: int | None = None) -> int:
+def tick_step(n: int, axis_px: float | None = None, angle: int | None = None, count_rule: bool = True) -> int:
     """Label every ``tick_step``-th of ``n`` tokens: ≤ MAX_TICKS labels, ≥ MIN_TICK_PX apart.
 
     The distance counted is the one between neighbouring labels, across the
     text: for labels rotated by ``angle`` degrees that is the tick spacing
-    times |sin(angle)|.
+    times |sin(angle)|. ``count_rule=False``: the pixel rule alone (how close two labels may stand).
     """
-    step = max(1, math.ceil(n / MAX_TICKS))
+    step = max(1, math.ceil(n / MAX_TICKS)) if count_rule else 1
     if axis_px and n:
         step = max(step, math.ceil(theme().min_tick_px / (axis_px / n * _slant(angle))))
     return step
@@ -76,14 +76,15 @@ def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
 
 
 def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
-               axis_px: float | None = None) -> dict:
+               axis_px: float | None = None, keep: Sequence[int] = ()) -> dict:
     """Integer axis settings: token tick labels at 0..n-1, range exactly the cells.
 
     ``axis_px`` (the axis length in pixels, if known) thins the labels with
     :func:`tick_step` and sizes them with :func:`tick_font`; rotated labels
-    (``angle``) turn upright (-90°) when that lets more of them show. ``reverse`` puts
-    position 0 at the top (query axes); the explicit range keeps the mask's
-    "x" markers from padding the axis.
+    (``angle``) turn upright (-90°) when that lets more of them show. ``keep``: positions whose label
+    matters (a changed token, a highlighted bar, the most-attended key) and is never thinned away
+    (:func:`kept_ticks`). ``reverse`` puts position 0 at the top (query axes); the explicit range keeps
+    the mask's "x" markers from padding the axis.
     """
     out: dict = dict(tickfont=dict(size=theme().tick))
     if reverse:
@@ -93,14 +94,74 @@ def axis_ticks(tokens, n: int, angle: int | None = None, reverse: bool = False,
     step = tick_step(n, axis_px, angle)
     if angle and step > 1 and tick_step(n, axis_px, -90) < step:  # upright labels fit more
         angle, step = -90, tick_step(n, axis_px, -90)
+    # The closest two labels may stand: as many positions as the pixels ask for (the count rule alone may ask
+    # for a wider step, which the regular labels keep).
+    apart = min(step, tick_step(n, axis_px, angle, count_rule=False)) if axis_px else step
+    ticks = kept_ticks(n, step, keep, apart)
     cap = theme().max_label_chars  # presenter mode: long tokens cut, hover names them whole
     text = escape_tokens([cut_token(t, cap) for t in tokens])
-    out.update(tickmode="array", tickvals=list(range(0, n, step)), ticktext=text[::step],
-               tickfont=dict(size=tick_font(n, axis_px, step, angle)),
+    closest = min((b - a for a, b in zip(ticks, ticks[1:])), default=step)
+    out.update(tickmode="array", tickvals=ticks, ticktext=[text[i] for i in ticks],
+               tickfont=dict(size=tick_font(n, axis_px, closest, angle)),
                range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
     if angle is not None:
         out["tickangle"] = angle
     return out
+
+
+def kept_ticks(n: int, step: int, keep: Sequence[int] = (), apart: int | None = None) -> list[int]:
+    """Positions of ``n`` that get a label: every ``step``-th, and every position of ``keep`` that lies in
+    0..n-1, whatever the step.
+
+    A kept label pushes out the regular labels closer to it than ``apart`` positions (default ``step``: the
+    spacing at which neighbouring labels do not overlap), so nothing is drawn over it. Kept positions are
+    honoured in the order given: one closer than ``apart`` to an earlier kept one would overlap it and is left
+    out (the hover still names every position).
+    """
+    apart = step if apart is None else max(1, apart)
+    chosen: list[int] = []
+    for k in keep:
+        k = int(k)
+        if 0 <= k < n and all(abs(k - c) >= apart for c in chosen):
+            chosen.append(k)
+    regular = [i for i in range(0, n, step) if all(abs(i - c) >= apart for c in chosen)]
+    return sorted(chosen + regular)
+
+
+def value_ticks(lo: float, hi: float, axis_px: float, min_px: float | None = None, most: int = 6) -> list[float]:
+    """Round tick values on a value axis from ``lo`` to ``hi`` drawn ``axis_px`` long: at most ``most``, no two
+    closer than ``min_px`` (default: the theme's spacing, and at least a line of its tick labels, for labels
+    stacked on a y axis), so that labels never overlap however short the plot.
+
+    The densest 1-2-5 step that does that and leaves two labels or more; where none does (a short plot), 0 and
+    the ends rounded towards 0 to two significant digits, as many of them as fit (0 first: it is the reference).
+    """
+    t = theme()
+    min_px = max(t.min_tick_px, 1.2 * t.tick) if min_px is None else min_px
+    span = float(hi) - float(lo)
+    if not span > 0 or not axis_px > 0:
+        return [0.0] if lo <= 0 <= hi else []
+    per = axis_px / span  # px per unit
+    decade = 10.0 ** math.floor(math.log10(span / max(1, most)))
+    for step in (m * decade * 10 ** e for e in range(3) for m in (1, 2, 5)):
+        ticks = [round(k * step, 12) for k in range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1)]
+        if len(ticks) < 2:
+            break
+        if step * per >= min_px and len(ticks) <= most:
+            return ticks
+    chosen: list[float] = [0.0] if lo <= 0 <= hi else []
+    for v in (_round_in(hi), _round_in(lo)):
+        if v != 0 and lo <= v <= hi and all(abs(v - c) * per >= min_px for c in chosen):
+            chosen.append(v)
+    return sorted(chosen)
+
+
+def _round_in(v: float) -> float:
+    """``v`` rounded towards 0 to two significant digits (stays inside the range it ends)."""
+    if v == 0:
+        return 0.0
+    unit = 10.0 ** (math.floor(math.log10(abs(v))) - 1)
+    return math.copysign(round(math.floor(abs(v) / unit + 1e-9) * unit, 12), v)
 
 
 def label_px(tokens, angle: int = -45) -> int:

@@ -73,10 +73,13 @@ def _now_marks(x: float, step: int) -> dict:
 
 
 def _curves_figure(traces: list[dict], x_axis: dict, y_axis: dict, now_x: float, now_step: int) -> go.Figure:
-    # The legend at the figure's bottom edge: above the plot it ran into the title and the step marked.
-    return go.Figure(data=traces, layout=dict(
-        xaxis=x_axis, yaxis=y_axis, legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
-        **_now_marks(now_x, now_step)))
+    # The legend at the figure's bottom edge: above the plot it ran into the title and the step marked. A presenter
+    # figure, as short as the screen leaves, has no room below its step labels: there the legend is one line of
+    # short names on the plot's top edge, left of the step marked at the right.
+    legend = (dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom") if theme().height_px
+              else dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+    return go.Figure(data=traces, layout=dict(xaxis=x_axis, yaxis=y_axis, legend=legend,
+                                              **_now_marks(now_x, now_step)))
 
 
 def _y_title(long: str, short: str) -> str:
@@ -92,16 +95,25 @@ def loss_figure(steps: Sequence[int], train_loss: np.ndarray, val_loss: np.ndarr
     tr = np.asarray(train_loss, dtype=np.float64)
     ok = np.isfinite(tr)
     traces = [
-        dict(type="scatter", x=x[ok], y=tr[ok], mode="lines+markers", name="train loss (dropout on)",
+        dict(type="scatter", x=x[ok], y=tr[ok], mode="lines+markers",
+             name="train" if theme().height_px else "train loss (dropout on)",
              line=dict(color=TRAIN_COLOUR), customdata=steps_a[ok],
              hovertemplate="step %{customdata:,}<br>train loss %{y:.3f}<extra></extra>"),
         dict(type="scatter", x=x, y=np.asarray(val_loss, dtype=np.float64), mode="lines+markers",
-             name="validation loss" + (f" ({val_on})" if val_on else ""),
+             name="validation" if theme().height_px else "validation loss" + (f" ({val_on})" if val_on else ""),
              line=dict(color=VAL_COLOUR, dash=line_dash(1)),
              customdata=steps_a, hovertemplate="step %{customdata:,}<br>validation loss %{y:.3f}<extra></extra>"),
     ]
     y_axis = dict(title=dict(text=_y_title("loss (nats per token)", "loss (nats)")), tickfont=dict(size=theme().tick))
-    return style(_curves_figure(traces, axis, y_axis, float(x[now]), int(steps[now])), title or "loss", height=340)
+    return _legend_room(style(_curves_figure(traces, axis, y_axis, float(x[now]), int(steps[now])), title or "loss",
+                              height=340))
+
+
+def _legend_room(fig: go.Figure) -> go.Figure:
+    """A presenter figure's legend line stands between the title and the plot: the top margin grows by it."""
+    if theme().height_px:
+        fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.4 * theme().tick)
+    return fig
 
 
 def entropy_figure(steps: Sequence[int], entropy: np.ndarray, now: int, *, kind_name: str,
@@ -117,8 +129,8 @@ def entropy_figure(steps: Sequence[int], entropy: np.ndarray, now: int, *, kind_
               for layer in range(e.shape[1])]
     y_axis = dict(title=dict(text=_y_title("mean entropy (nats)", "entropy (nats)")), tickfont=dict(size=theme().tick),
                   rangemode="tozero")
-    return style(_curves_figure(traces, axis, y_axis, float(x[now]), int(steps[now])),
-                 title or f"{kind_name}: how sharp, per layer", height=340)
+    return _legend_room(style(_curves_figure(traces, axis, y_axis, float(x[now]), int(steps[now])),
+                              title or f"{kind_name}: how sharp, per layer", height=340))
 
 
 def toy_loss_figure(losses: Sequence[tuple[int, float]], total_steps: int, *, title: str | None = None) -> go.Figure:

@@ -98,7 +98,8 @@ def analyze(
     pr_n = len(src_texts) if not pruning_limit else min(pruning_limit, len(src_texts))
     # Relative costs for the progress fraction, in seconds per sentence measured on the shipped model.
     prog = _Progress(progress, {"measures": 0.005 * len(examples), "ablation": 0.05 * abl_n if ablation else 0.0,
-                                "pruning": 0.25 * pr_n if pruning else 0.0})
+                                # with the ablation, the pruning curve is decoded in a second order too
+                                "pruning": 0.25 * pr_n * (2 if ablation else 1) if pruning else 0.0})
 
     # --- 1. one traced, gated forward + backward per batch: every attention measure and the gate gradients
     prog.start("measures")
@@ -117,7 +118,8 @@ def analyze(
         prog.start("pruning")
         t0 = time.perf_counter()
         pruning_section = pruning_curve(translator, list(src_texts[:pr_n]), list(ref_texts[:pr_n]), importance,
-                                        lambda f, msg: prog.update(f, msg))
+                                        lambda f, msg: prog.update(f, msg),
+                                        loss_increase=ablation_section["loss_increase"] if ablation_section else None)
         pruning_section["limit"] = pruning_limit or None
         timings["pruning"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all

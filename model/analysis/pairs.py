@@ -13,6 +13,7 @@ matrices is taken over the aligned rows and columns only.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
@@ -32,6 +33,15 @@ def align(a: Sequence[str], b: Sequence[str]) -> Alignment:
         if op == "equal":
             changed_a[i1:i2], changed_b[j1:j2] = [False] * (i2 - i1), [False] * (j2 - j1)
     return Alignment(pairs=pairs, changed_a=changed_a, changed_b=changed_b)
+
+
+def shared_tokens(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+    """(tokens `a` and `b` have in common, the longer list's length): a minimal pair shares most of its tokens.
+
+    In common: each token counted as often as it occurs in both lists, in any order (a multiset intersection), so
+    that a pair with its words reordered ("Der Mann hält das Kind." / "Das Kind hält den Mann.") shares them; the
+    share is the first number over the second ((0, 0) for two empty lists)."""
+    return sum((Counter(a) & Counter(b)).values()), max(len(a), len(b))
 
 
 def pair_labels(a: Sequence[str], b: Sequence[str], pairs: Sequence[tuple[int, int]]) -> list[str]:
@@ -66,7 +76,8 @@ def same_length(a: Sequence[str], b: Sequence[str]) -> bool:
 
 
 def normalised_effect(patched: np.ndarray, clean, corrupt, min_gap: float = MIN_GAP) -> np.ndarray:
-    """(patched − corrupt) / (clean − corrupt) over the last axis; NaN where |clean − corrupt| < min_gap."""
+    """(patched − corrupt) / (clean − corrupt) over the last axis; NaN where |clean − corrupt| < min_gap (the
+    gap float32 cannot carry: see MIN_GAP in model/records.py)."""
     gap = np.asarray(clean, dtype=np.float64) - np.asarray(corrupt, dtype=np.float64)
     ok = np.abs(gap) >= min_gap
     return np.where(ok, (np.asarray(patched, dtype=np.float64) - corrupt) / np.where(ok, gap, 1.0), np.nan)
@@ -78,8 +89,17 @@ def patch_effect(p: Patching, token: int | None = None) -> dict[str, np.ndarray]
     Shapes: (L, h) for enc_self / dec_self / cross, (L, s) enc_resid, (L, t) dec_resid."""
     if token is not None:
         return {c: np.asarray(v)[..., token] for c, v in p.effect.items()}
-    clean, corrupt = float(np.sum(p.clean_log_probs)), float(np.sum(p.corrupt_log_probs))
+    clean, corrupt, _ = patch_gap(p)
     return {c: normalised_effect(np.asarray(v).sum(-1), clean, corrupt, p.min_gap) for c, v in p.log_probs.items()}
+
+
+def patch_gap(p: Patching, token: int | None = None) -> tuple[float, float, float]:
+    """(log p in the clean run, in the corrupted run, their difference: the gap a share divides), in nats, of one
+    reported token (0-based index into p.positions) or, with None, of the whole translation (sums over its
+    tokens), as patch_effect measures it. A share is defined where |gap| ≥ p.min_gap."""
+    pick = np.sum if token is None else (lambda v: np.asarray(v)[token])
+    clean, corrupt = float(pick(p.clean_log_probs)), float(pick(p.corrupt_log_probs))
+    return clean, corrupt, clean - corrupt
 
 
 def knockout_effect(k: Knockout, token: int | None = None) -> dict[str, np.ndarray]:

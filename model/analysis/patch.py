@@ -13,9 +13,11 @@ decision too. Log-probabilities are the raw generator's (Translator.score's), in
   activation patching run the corrupted source, replace one component's activation by the clean run's, and
                       report the normalised effect (lp_patched − lp_corrupt) / (lp_clean − lp_corrupt) of the
                       clean target token: 0 = nothing restored, 1 = all of it (values outside [0, 1] happen:
-                      a patch may overshoot or hurt). Where |lp_clean − lp_corrupt| < min_gap the corruption did
-                      not change that token's log-probability, the ratio is undefined, and the effect is NaN
-                      (a sentence patched against itself gives NaN everywhere). Components:
+                      a patch may overshoot or hurt; below 0, the patch moved log p further from the clean
+                      run's). Where |lp_clean − lp_corrupt| < min_gap (MIN_GAP, 1e-2 nats: see
+                      model/records.py) the corruption moved that token's log-probability by less than a ratio
+                      can be read from in float32, and the effect is NaN (a sentence patched against itself
+                      gives NaN everywhere). Components:
                         enc_self / dec_self / cross (L, h): one head's output before W_O, at every query position;
                         enc_resid (L, s): the residual stream after encoder layer l at one source position;
                         dec_resid (L, t): the same after decoder layer l at one decoder position.

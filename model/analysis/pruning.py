@@ -1,7 +1,8 @@
 """What switching heads off costs: the loss with one head ablated, and the pruning curve of greedy BLEU.
 
 ablation_losses switches each head off alone (head_mask 0) and measures the reference NLL; pruning_curve
-switches the least important heads off together (Michel et al. 2019, Fig. 3) and decodes. Shape letters: see
+switches the least important heads off together (Michel et al. 2019, Fig. 3) and decodes, and does the same in
+the order of the measured loss increase when the ablation's numbers are given. Shape letters: see
 model/__init__.py (b batch, s source, t target, d d_model, V vocabulary).
 """
 from __future__ import annotations
@@ -88,20 +89,26 @@ def ablation_losses(translator, examples: list[Example], heads: Sequence[tuple[s
 
 def pruning_curve(translator, src: list[str], ref: list[str], importance: dict[str, np.ndarray],
                   progress: Callable[[float, str], object] | None = None,
-                  fractions: Sequence[float] = PRUNING_FRACTIONS) -> dict:
+                  fractions: Sequence[float] = PRUNING_FRACTIONS,
+                  loss_increase: dict[str, np.ndarray] | None = None) -> dict:
     """Greedy corpus BLEU with round(f x N) of the least important heads off, per kind and for all heads.
 
     Then, per group, the head counts between the last point within thresholds.bleu_drop of the baseline and
     the first point below it are decoded too ("refined"), so heads_off_before_bleu_drop is exact to one head.
+    With `loss_increase` (the ablation's per-head loss increase), the same is done in ascending order of that
+    measured effect (the section's "by_loss_increase"); a set of heads off is decoded once for both orders.
     """
     from model.training.evaluate import bleu_scores
 
-    groups = {k: importance_order(importance, (k,)) for k in KINDS}
-    groups["all"] = importance_order(importance)
+    orders = {"importance": _group_orders(importance)}
+    if loss_increase is not None:
+        orders["loss_increase"] = _group_orders(loss_increase)
     cache: dict[frozenset, dict] = {}  # the same heads off (e.g. none) are decoded once
     # progress: the coarse decodes, and room for the refinement (at most a step's gap minus one per group)
-    coarse = {frozenset(order[: _count(f, len(order))]) for order in groups.values() for f in fractions}
-    todo = len(coarse) + sum(max(0, math.ceil(len(o) / max(len(fractions) - 1, 1)) - 1) for o in groups.values())
+    coarse = {frozenset(order[: _count(f, len(order))]) for groups in orders.values() for order in groups.values()
+              for f in fractions}
+    todo = len(coarse) + sum(max(0, math.ceil(len(o) / max(len(fractions) - 1, 1)) - 1)
+                             for groups in orders.values() for o in groups.values())
     signature = None
 
     def bleu(off: list) -> dict:
@@ -122,6 +129,30 @@ def pruning_curve(translator, src: list[str], ref: list[str], importance: dict[s
             cache[key] = {"bleu": scores["sacrebleu"], "bleu_lower_spacy_tokens": scores["bleu_lower_spacy_tokens"]}
         return cache[key]
 
+    by = {name: _curves(groups, bleu, fractions) for name, groups in orders.items()}
+    section = {"sentences": len(src), "baseline_bleu": by["importance"]["curves"]["all"][0]["bleu"],
+               "signature": signature, "order": "ascending normalised importance (importance.order)",
+               **by["importance"],
+               "note": "heads_off_before_bleu_drop: per group, how many heads (in importance order) are off at the "
+                       "last count before the first one whose BLEU is >= thresholds.bleu_drop below baseline_bleu; the "
+                       "counts between two points of the curve around that drop are decoded too (refined, fraction "
+                       "null)"}
+    if "loss_increase" in by:
+        section["by_loss_increase"] = {
+            "order": "ascending ablation loss increase (ablation.loss_increase): the heads whose removal costs "
+                     "the least loss first", **by["loss_increase"]}
+    return section
+
+
+def _group_orders(scores: dict[str, np.ndarray]) -> dict[str, list[tuple[str, int, int]]]:
+    """Per kind and for all heads together: the heads in ascending order of `scores`."""
+    groups = {k: importance_order(scores, (k,)) for k in KINDS}
+    groups["all"] = importance_order(scores)
+    return groups
+
+
+def _curves(groups: dict[str, list], bleu: Callable[[list], dict], fractions: Sequence[float]) -> dict:
+    """One order's curves, their refinement around the first drop and heads_off_before_bleu_drop per group."""
     def point(f: float | None, off: list) -> dict:
         return {"fraction": f, "heads_off": len(off), "off": [list(h_) for h_ in off], **bleu(off)}
 
@@ -144,12 +175,7 @@ def pruning_curve(translator, src: list[str], ref: list[str], importance: dict[s
                     break
                 n_ok = n
         within[g] = n_ok
-    return {"sentences": len(src), "baseline_bleu": base, "signature": signature,
-            "order": "ascending normalised importance (importance.order)", "curves": curves, "refined": refined,
-            "heads_off_before_bleu_drop": within,
-            "note": "heads_off_before_bleu_drop: per group, how many heads (in importance order) are off at the last "
-                    "count before the first one whose BLEU is >= thresholds.bleu_drop below baseline_bleu; the counts "
-                    "between two points of the curve around that drop are decoded too (refined, fraction null)"}
+    return {"curves": curves, "refined": refined, "heads_off_before_bleu_drop": within}
 
 
 def _count(fraction: float, n: int) -> int:

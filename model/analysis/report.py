@@ -100,7 +100,9 @@ DEFINITIONS = {
                "pruning.sentences sentences, scored with sacreBLEU (model.evaluate.bleu_scores). Where a curve "
                "first falls >= thresholds.bleu_drop below the baseline, the head counts between that point and the "
                "one before are decoded too (pruning.refined), so pruning.heads_off_before_bleu_drop is exact to one "
-               "head (on these sentences).",
+               "head (on these sentences). When the report has the ablation, pruning.by_loss_increase holds the same "
+               "curves, refinement and counts with the heads switched off in ascending order of their measured "
+               "ablation_loss_increase instead (the heads whose removal alone costs the least loss first).",
 }
 
 

@@ -1,0 +1,71 @@
+"""How the model read the sentence and what it wrote: the header's lines above every page, and the Overview's notes.
+
+Unknown words (read as `<unk>`), words read in fragments (SentencePiece spells a typo, a name or a number out of
+short pieces and never says `<unk>`), a translation that repeats itself, and what the model card says of the
+model's limits. Every line is computed from the tokens on the page (model/text/reading.py) or read from the
+checkpoint's metrics.json.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from model.records import ModelConfig, Source
+from model.service import describe_fragments, describe_repetition, fragmented_words, repeated_run
+from views.text import md_escape
+
+FRAGMENTS_HELP = ("“in N pieces”: every piece is in the vocabulary (✓), the word as a whole is not; the model reads "
+                  "it as fragments. Often a typo, a name or a number.")
+
+
+def reads_pieces(cfg: ModelConfig) -> bool:
+    """Does the model read SentencePiece pieces (a word can be split), rather than one token per word?"""
+    return cfg.tokenizer == "sentencepiece"
+
+
+def input_notes(source: Source, cfg: ModelConfig) -> list[tuple[str, str]]:
+    """The header's notes on how the model read the sentence, on every page, as (kind, Markdown) for
+    views/header.py: the unknown words, and the words read in fragments with their piece counts."""
+    notes = []
+    unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
+    if unknown:
+        notes.append(("caption", "? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown))))
+    line = describe_fragments(fragmented_words(source.tokens, reads_pieces(cfg)))
+    if line:
+        notes.append(("caption", md_escape(line)))
+    return notes
+
+
+def output_captions(tokens: list[str], source: Source, cfg: ModelConfig) -> list[str]:
+    """The header's line on the translation it shows (its output `tokens`), when it repeats a run, as Markdown. It
+    speaks of the output, so it belongs with the captions that a quiz question hides (views/header.py)."""
+    line = describe_repetition(repeated_run(tokens, source.tokens), reads_pieces(cfg))
+    return [md_escape(line)] if line else []
+
+
+def fragment_spans(source: Source, cfg: ModelConfig) -> list[tuple[int, int, str]]:
+    """(first position, number of pieces, word) of each source word read in fragments, for the token table."""
+    return [(w.start, w.n_pieces, w.text) for w in fragmented_words(source.tokens, reads_pieces(cfg))]
+
+
+def repetition_caption(tokens: list[str], source: Source, cfg: ModelConfig) -> None:
+    """Under the output tokens: the run the translation repeats, if any."""
+    line = describe_repetition(repeated_run(tokens, source.tokens), reads_pieces(cfg))
+    if line:
+        st.caption(md_escape(line))
+
+
+def card_limits(metrics: dict) -> list[str]:
+    """The limits the model card states, from metrics.json's `limits` (a list of sentences); [] when the
+    checkpoint states none (a model trained or imported here, a toy, an untrained twin)."""
+    limits = metrics.get("limits") if isinstance(metrics, dict) else None
+    if not isinstance(limits, list):
+        return []
+    return [s for s in limits if isinstance(s, str) and s.strip()]
+
+
+def card_section(metrics: dict) -> None:
+    """What the model card says of the model's domain and limits, when the checkpoint says it."""
+    limits = card_limits(metrics)
+    if limits:
+        st.markdown("**What the model card says** (its limits, from the checkpoint's `metrics.json`)\n\n"
+                    + "\n".join(f"- {md_escape(s)}" for s in limits))
