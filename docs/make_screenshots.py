@@ -39,7 +39,7 @@ SHOTS = {  # file name -> query parameters
     "decoding": {"view": "Decoding"},
     "decoding_beam": {"view": "Decoding", "decoding": "beam", "dec_step": 3},
     "decoding_attribution": {"view": "Decoding", "dec_step": 3, "focus": "where it came from"},
-    "heads": {"view": "Heads", "heads_measure": "importance", "kind": "cross", "layer": 2, "head": 1},
+    "heads": {"view": "Heads", "kind": "cross", "layer": 2, "head": 1},
     "heads_one_head": {"view": "Heads", "focus": "one head", "kind": "enc_self", "layer": 3, "head": 3},
     "heads_pruning": {"view": "Heads", "focus": "pruning"},
     "decoding_untrained": {"view": "Decoding", "ckpt": "multi30k-de-en:untrained", "max_len": 20},

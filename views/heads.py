@@ -164,7 +164,8 @@ def _measure_select(ctx: Context, report: dict) -> tuple[str, str]:
                            format_func=lambda m: "importance (gradient)" if m == "importance" else
                            measure_label(m, ctx.facts))
     scale = c2.radio("Values", list(SCALES), key="heads_scale", persist_state="session", horizontal=True,
-                     label_visibility=vis, format_func=SCALES.get,
+                     label_visibility=vis,  # presenter: the options' first words, so that they stay on one line
+                     format_func=(lambda s: SCALES[s].split(" (")[0]) if ctx.present else SCALES.get,
                      help="As measured, the grid compares every head with every other, across layers. Normalised "
                           "per layer, each layer's values are divided by their L2 norm (for importance: the "
                           "bertology normalisation the report records), so a head is compared only with the heads "
@@ -181,7 +182,7 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
     with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # and the measure's box
         fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
-                     title=f"every head, coloured by {label}")
+                     title=None if ctx.present else f"every head, coloured by {label}")  # presenter: the box says
     chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}_{scale}"), key="heads_grid")
     _agreement(ctx, report, measure, scale, values)
     definition = report["definitions"].get(measure) or report["definitions"].get(

@@ -12,7 +12,7 @@ from views.state import Context, causal_experiment, padded_batch, reference_toke
 from views.text import md_escape
 from views.widgets import chart, fig_config, layer_head, sections, table
 from viz.masks import causal_figure, padding_figure
-from viz.theme import TEXT_LINE_PX, below_controls
+from viz.theme import TEXT_LINE_PX, below_controls, theme
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 _PROBS = ("p(ref), on", "p(ref), off", "weight on later")  # the table's number columns, 3 decimals
@@ -126,9 +126,12 @@ def _causal_chart(on, off, layer: int, head: int):
     """The causal mask the model used, one decoder head with it and without it: one figure (0-based layer, head)."""
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
     return cached(causal_figure, rec_on["mask"], rec_on["probs"][head], rec_off["probs"][head], rec_off["mask"],
-                  on.tgt_tokens, mask_title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
-                  on_title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                  off_title="without it: the upper triangle may fill")
+                  on.tgt_tokens, **(dict(  # a projector's panels a third of the screen wide: one line each
+                      mask_title="causal mask (blue\u00a0=\u00a0may\u00a0attend)", on_title="with the mask",
+                      off_title="without it") if theme().height_px else dict(
+                      mask_title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
+                      on_title=f"with the mask (layer {layer + 1}, head {head + 1})",
+                      off_title="without it: the upper triangle may fill")))
 
 
 STATE = ("pad_on", "pad_layer", "pad_head", "causal_layer", "causal_head")  # the session's choices prepare gets

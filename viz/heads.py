@@ -147,7 +147,9 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
                       cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),
                       coloraxis=dict(colorscale=resolve_scale(SIGNED_SCALE if signed else PROB_SCALE), cmin=zmin,
                                      cmax=zmax, colorbar=dict(title=dict(text=measure_label, side="right"),
-                                                              tickfont=dict(size=tick))))
+                                                              tickfont=dict(size=tick))
+                                     if not theme().height_px else  # presenter: the measure's box above says it
+                                     dict(tickfont=dict(size=tick))))
     for p, text in notes:
         x_ref, y_ref = cell_axes(p)
         fig.add_annotation(text=text, x=0.5, y=0.5, xref=f"{x_ref} domain", yref=f"{y_ref} domain",

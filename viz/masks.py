@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import attention_figure
-from viz.heatmap import as_mask, check_tokens, mask_crosses, sized
+from viz.heatmap import as_mask, check_tokens, label_room, mask_crosses, sized
 from viz.kinds import axis_titles
 from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.panels import panel_row
@@ -69,7 +69,8 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
                           yref="paper", x=1.0, y=1.02, xanchor="right", yanchor="bottom",
                           font=dict(size=14, color="#555555"))],
     )
-    return styled_figure([trace] + ([crosses] if crosses else []), layout, title, height=height, wrap_chars=wrap)
+    return styled_figure([trace] + ([crosses] if crosses else []), layout, title, height=height, wrap_chars=wrap,
+                         margin=label_room(height, rows_px, title, wrap))
 
 
 def padding_figure(probs: np.ndarray, mask: np.ndarray, tokens: Sequence[str], *, title: str, mask_title: str,
