@@ -201,8 +201,9 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
     layout = dict(xaxis=dict(title=dict(text=col_title), showgrid=False, zeroline=False, **x_ticks,
                              **token_axis(col_tokens), **({"fixedrange": True} if shown else {})),
                   yaxis=window_axis(y_axis, shown), **pan_layout(shown))
-    return styled_figure(traces, layout, title, height=height, wrap_chars=wrap,
-                         margin=label_room(height, rows_px, title, wrap))
+    fig = styled_figure(traces, layout, title, height=height, wrap_chars=wrap,
+                        margin=label_room(height, rows_px, title, wrap))
+    return _rows_as_drawn(fig, n_rows, 1, 0.0) if theme().height_px and row_tokens is not None else fig
 
 
 def label_room(height: int | None, rows_px: int | None, title: str | None, wrap: int | None) -> dict | None:
