@@ -187,6 +187,8 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     _agreement(ctx, report, measure, scale, values)
     definition = report["definitions"].get(measure) or report["definitions"].get(
         "argmax_offsets" if measure == "best_offset_share" else measure.replace("_raw", ""), "")
+    sentences = (report.get("ablation") or {}).get("sentences")  # the report's definition names the field
+    definition = definition.replace("ablation.sentences", f"{sentences:,}" if sentences else "the ablation's")
     if not ctx.present:
         per_layer = (" Normalised per layer: each layer's values divided by their L2 norm"
                      + (" (importance: then one min-max over all heads, as the report records it)"
