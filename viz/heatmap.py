@@ -20,8 +20,17 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.layout import TITLE_LINE_PX, figure, styled_figure, title_wrap_chars, top_margin
-from viz.rows import pan_layout, row_window, short_labels_on_long_axes, tick_px, window_axis, windowed_title
+from viz.layout import figure, styled_figure, title_wrap_chars, top_margin
+from viz.rows import (
+    label_room,
+    pan_layout,
+    row_window,
+    rows_as_drawn,
+    short_labels_on_long_axes,
+    tick_px,
+    window_axis,
+    windowed_title,
+)
 from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
 from viz.text import PROB_D3, title_lines
 from viz.theme import theme
@@ -203,16 +212,7 @@ def heatmap(z: np.ndarray, row_tokens: Sequence[str] | None, col_tokens: Sequenc
                   yaxis=window_axis(y_axis, shown), **pan_layout(shown))
     fig = styled_figure(traces, layout, title, height=height, wrap_chars=wrap,
                         margin=label_room(height, rows_px, title, wrap))
-    return _rows_as_drawn(fig, n_rows, 1, 0.0) if theme().height_px and row_tokens is not None else fig
-
-
-def label_room(height: int | None, rows_px: int | None, title: str | None, wrap: int | None) -> dict | None:
-    """A presenter heatmap's bottom margin: what its height leaves below the rows and the title (the key labels and
-    their axis title). A figure cut to the screen is too short for plotly's estimate to widen the margin, and the
-    labels would be drawn past the figure's edge."""
-    if not (theme().height_px and height and rows_px):
-        return None
-    return dict(b=max(20, height - rows_px - top_margin(title_lines(title, wrap))))
+    return rows_as_drawn(fig, n_rows, 1, 0.0) if theme().height_px and row_tokens is not None else fig
 
 
 def sized(title: str | None, width_px: int | None, n_rows: int, row_tokens, col_tokens, angle: int):
@@ -381,25 +381,4 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
                        # is too short for plotly's estimate to widen the margin)
                        style=dict(title=title, height=height, subplot_titles=True, wrap_chars=wrap,
                                   margin=dict(b=labels) if theme().height_px else None), **layout)
-    return _rows_as_drawn(fig, n_rows, rows, v_space) if theme().height_px and row_tokens is not None else fig
-
-
-def _rows_as_drawn(fig: go.Figure, n_rows: int, grid_rows: int, v_space: float) -> go.Figure:
-    """The row window of a presenter facet figure, measured on the figure as built (its margins can be wider than
-    estimated before building it): rows that would be drawn below MIN_ROW_PX become a window, said in the title."""
-    lay = fig.layout
-    panel = (lay.height - lay.margin.t - lay.margin.b) * (1 - v_space * (grid_rows - 1)) / grid_rows
-    fit = row_window(n_rows, panel)
-    windowed = lay.yaxis.autorange is False
-    if fit is None or (windowed and lay.yaxis.range[0] + 0.5 <= fit):
-        return fig
-    y_axes = {k: dict(range=[fit - 0.5, -0.5], autorange=False, fixedrange=False, **({"matches": "y"} if k != "yaxis"
-                                                                                      else {}))
-              for k in lay.to_plotly_json() if k.startswith("yaxis")}
-    x_axes = {k: dict(fixedrange=True) for k in lay.to_plotly_json() if k.startswith("xaxis")}
-    text = lay.title.text or ""
-    text = (re.sub(r"rows 1–\d+ of", f"rows 1–{fit} of", text) if windowed
-            else windowed_title(text, fit, n_rows).replace(" · ", "<br>", 1))  # a line of its own: the margin grows
-    more = 0 if windowed else TITLE_LINE_PX
-    fig.update_layout(**y_axes, **x_axes, dragmode="pan", title_text=text, margin_t=lay.margin.t + more)
-    return fig if not more else _rows_as_drawn(fig, n_rows, grid_rows, v_space)
+    return rows_as_drawn(fig, n_rows, rows, v_space) if theme().height_px and row_tokens is not None else fig

@@ -12,11 +12,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import attention_figure
-from viz.heatmap import as_mask, check_tokens, label_room, mask_crosses, sized
+from viz.heatmap import as_mask, check_tokens, mask_crosses, sized
 from viz.kinds import axis_titles
 from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.panels import panel_row
-from viz.rows import pan_layout, short_labels_on_long_axes, tick_px, window_axis
+from viz.rows import label_room, pan_layout, short_labels_on_long_axes, tick_px, window_axis
 from viz.token_axes import axis_ticks, cell_names, plot_width_px, token_axis
 
 ALLOWED_COLOUR = "#2b7bba"

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from dataclasses import replace
 
+import plotly.graph_objects as go
+
+from viz.layout import TITLE_LINE_PX, top_margin
+from viz.text import title_lines
 from viz.theme import theme, using_theme
 
 MIN_ROW_PX = 14  # the least height of a row on a projector: 20 px labels are then thinned to every second row
@@ -69,3 +74,33 @@ def window_axis(y_axis: dict, shown: int | None, **more) -> dict:
 def pan_layout(shown: int | None) -> dict:
     """The layout settings that make a drag scroll the rows (the x axis keeps its range)."""
     return {} if shown is None else {"dragmode": "pan"}
+
+
+def label_room(height: int | None, rows_px: int | None, title: str | None, wrap: int | None) -> dict | None:
+    """A presenter heatmap's bottom margin: what its height leaves below the rows and the title (the key labels and
+    their axis title). A figure cut to the screen is too short for plotly's estimate to widen the margin, and the
+    labels would be drawn past the figure's edge."""
+    if not (theme().height_px and height and rows_px):
+        return None
+    return dict(b=max(20, height - rows_px - top_margin(title_lines(title, wrap))))
+
+
+def rows_as_drawn(fig: go.Figure, n_rows: int, grid_rows: int, v_space: float) -> go.Figure:
+    """The row window of a presenter facet figure, measured on the figure as built (its margins can be wider than
+    estimated before building it): rows that would be drawn below MIN_ROW_PX become a window, said in the title."""
+    lay = fig.layout
+    panel = (lay.height - lay.margin.t - lay.margin.b) * (1 - v_space * (grid_rows - 1)) / grid_rows
+    fit = row_window(n_rows, panel)
+    windowed = lay.yaxis.autorange is False
+    if fit is None or (windowed and lay.yaxis.range[0] + 0.5 <= fit):
+        return fig
+    y_axes = {k: dict(range=[fit - 0.5, -0.5], autorange=False, fixedrange=False, **({"matches": "y"} if k != "yaxis"
+                                                                                      else {}))
+              for k in lay.to_plotly_json() if k.startswith("yaxis")}
+    x_axes = {k: dict(fixedrange=True) for k in lay.to_plotly_json() if k.startswith("xaxis")}
+    text = lay.title.text or ""
+    text = (re.sub(r"rows 1–\d+ of", f"rows 1–{fit} of", text) if windowed
+            else windowed_title(text, fit, n_rows).replace(" · ", "<br>", 1))  # a line of its own: the margin grows
+    more = 0 if windowed else TITLE_LINE_PX
+    fig.update_layout(**y_axes, **x_axes, dragmode="pan", title_text=text, margin_t=lay.margin.t + more)
+    return fig if not more else rows_as_drawn(fig, n_rows, grid_rows, v_space)
