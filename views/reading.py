@@ -48,10 +48,9 @@ def fragment_spans(source: Source, cfg: ModelConfig) -> list[tuple[int, int, str
 
 
 def repetition_caption(tokens: list[str], source: Source, cfg: ModelConfig) -> None:
-    """Under the output tokens: the run the translation repeats, if any."""
-    line = describe_repetition(repeated_run(tokens, source.tokens), reads_pieces(cfg))
-    if line:
-        st.caption(md_escape(line))
+    """Under the output tokens: the run the translation repeats, if any (the header's line, views/header.py)."""
+    for line in output_captions(tokens, source, cfg):
+        st.caption(line)
 
 
 def card_limits(metrics: dict) -> list[str]:
