@@ -16,6 +16,7 @@ from browser_support import (
     selectbox_value,
     selected_view,
     wait_charts,
+    wait_idle,
     wait_new_run,
     widget,
 )
@@ -69,10 +70,12 @@ def test_heads_report_computed_from_the_page_in_the_background(page, app_server)
     page.wait_for_function("""() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .gtitle")]
         .some(e => e.textContent.includes('every head'))""", timeout=120_000)
     wait_charts(page, 60_000)
+    # The findings (with the report's place) are drawn after the parts: wait for them, not only for the grid.
+    page.locator(MAIN).get_by_text("demo-untrained").first.wait_for(timeout=60_000)
+    wait_idle(page, 60_000)
     assert_no_exception(page)
     cached = app_server.cache / "attention-atlas" / "demo-untrained" / "head_report.json"
     assert cached.is_file()
-    assert page.locator(MAIN).get_by_text("demo-untrained").count() >= 1
     assert alert_texts(page, "Error") == []
 
 
