@@ -107,7 +107,7 @@ def _trained(make_model, vocabs, encoded_pairs):
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     model.train()
     for _ in range(120):
-        logp, _ = model(src, tgt_in)
+        logp = model(src, tgt_in)
         loss = F.nll_loss(logp.reshape(-1, logp.shape[-1]), tgt_out.reshape(-1), ignore_index=sv.pad_idx)
         opt.zero_grad()
         loss.backward()

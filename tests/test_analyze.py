@@ -17,6 +17,7 @@ import torch
 from model.analysis import analyze, importance, measures, pruning, report, sentences
 from model.analysis.measures import head_roles, measure_head
 from model.analysis.sentences import rarest_positions, rarity_rank
+from model.nn.hooks import gate_hooks
 from model.records import KINDS
 from model.text.vocab import Vocab
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
@@ -149,7 +150,7 @@ def test_head_mask_gradient_equals_finite_differences(make_model, encoded_pairs,
 
     def loss(mask):
         with torch.no_grad():
-            return float(importance.token_nll(model(src, tgt_in, head_mask=mask)[0], tgt_out, sv.pad_idx))
+            return float(importance.token_nll(model.run_with_hooks(src, tgt_in, gate_hooks(mask)), tgt_out, sv.pad_idx))
 
     eps = 1e-6
     for kind in KINDS:
@@ -347,7 +348,7 @@ def test_ablation_matches_forward_with_a_head_mask_and_changes_the_loss(tiny):
         for batch in importance.example_batches(examples, 1000):
             src, tgt_in, tgt_out = importance.example_tensors(examples, batch, tr)
             with torch.no_grad():
-                lp, _ = tr.model(src, tgt_in, head_mask=tr.head_mask([head] if head else None))
+                lp = tr.model.run_with_hooks(src, tgt_in, tr.hooks([head] if head else None))
             total += float(importance.token_nll(lp, tgt_out, tr.cfg.pad_idx))
         assert total == pytest.approx(base if head is None else off[head], rel=1e-5)
     assert all(abs(off[h] - base) > 1e-4 for h in heads)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from model.analysis.attribution import DEFAULT_METHODS, METHODS, attribute, attribute_ids, traced_pass
+from model.analysis.attribution import DEFAULT_METHODS, METHODS, attribute, attribute_ids, graph_pass
 from model.analysis.attribution_rules import causal_maps, explained_rows, normalise_residual, relevance_rules, rollout
 from model.analysis.faithfulness import SCHEMA, main
 
@@ -61,17 +61,27 @@ def test_causal_maps_keep_rows_up_to_the_target():
     np.testing.assert_array_equal(explained_rows(c), m)
 
 
-def test_traced_pass_equals_forward(make_model):
+def test_graph_pass_equals_forward_and_keeps_patterns_in_the_graph(make_model):
     import torch
 
     model = make_model()
+    for p in model.parameters():
+        p.requires_grad_(False)  # as the app's: gradients come through the embedding leaves alone
     src = torch.tensor([[5, 6, 7, 3]] * 2)
     tgt = torch.tensor([[2, 5, 6]] * 2)
-    ref, trace = model(src, tgt, return_trace=True)
-    states, enc, dec, cross, _, _ = traced_pass(model, src, tgt)
-    torch.testing.assert_close(model.generator(states), ref, atol=1e-6, rtol=1e-6)
-    for mine, theirs in zip(enc + dec + cross, trace.enc_self + trace.dec_self + trace.cross):
-        torch.testing.assert_close(mine.probs, theirs.probs, atol=1e-6, rtol=1e-6)
+    ref, cache = model.run_with_cache(src, tgt, lambda n: n.endswith("hook_pattern"))
+    with torch.enable_grad():
+        states, src_leaf, by_kind = graph_pass(model, src, tgt)
+        torch.testing.assert_close(model.generator(states), ref, atol=1e-6, rtol=1e-6)
+        maps = by_kind["enc_self"] + by_kind["dec_self"] + by_kind["cross"]
+        assert all(m.requires_grad for m in maps) and src_leaf.is_leaf and src_leaf.requires_grad
+        grads = torch.autograd.grad(states.sum(), maps + [src_leaf])
+    assert all(g.abs().sum() > 0 for g in grads[len(model.encoder_layers):])  # decoder-side maps reach the output
+    for kind in ("enc_self", "dec_self", "cross"):
+        for l, mine in enumerate(by_kind[kind]):
+            name = {"enc_self": "encoder.{}.attn", "dec_self": "decoder.{}.attn", "cross": "decoder.{}.cross_attn"}
+            torch.testing.assert_close(mine.detach(), cache[name[kind].format(l) + ".hook_pattern"], atol=1e-6,
+                                       rtol=1e-6)
 
 
 def test_attribute_shapes_rows_and_no_state_left(translator):
@@ -173,7 +183,7 @@ def test_input_x_gradient_is_the_first_order_change(make_model, vocabs):
             perturbed = copy.deepcopy(model)
             with torch.no_grad():
                 perturbed.src_embed.lut.weight[src[j]] *= 1 + sign * eps  # the word occurs once in the sentence
-                lp, _ = perturbed(torch.tensor([src]), tgt_in)
+                lp = perturbed(torch.tensor([src]), tgt_in)
             logp.append(lp[0, torch.arange(len(tgt)), torch.tensor(tgt)].numpy())
         np.testing.assert_allclose((logp[0] - logp[1]) / (2 * eps), signed[:, j], rtol=1e-6, atol=1e-9)
     assert np.abs(signed).max() > 1e-4  # not trivially zero

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from model.nn.trace import patterns, probs
 from model.training import train as train_cli
 from model.training.film import (
     APP_EXAMPLES,
@@ -111,8 +112,8 @@ def test_record_leaves_training_untouched(make_model, vocabs, pairs):
     src = torch.tensor([probes[0].src_ids])
     tgt = torch.tensor([[tv.bos_idx] + probes[0].tgt_ids])
     model.eval()
-    _, trace = model(src, tgt, return_trace=True)
-    np.testing.assert_allclose(frame.attn[0]["cross"].astype(np.float32), trace.probs("cross"), atol=1e-3)
+    _, cache = model.run_with_cache(src, tgt, patterns)
+    np.testing.assert_allclose(frame.attn[0]["cross"].astype(np.float32), probs(cache, "cross", 2), atol=1e-3)
     assert frame.train_loss is None and math.isfinite(frame.val_loss)
 
 

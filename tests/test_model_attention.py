@@ -1,8 +1,9 @@
-"""model.attention / model.transformer / model.trace: shapes, masks, and agreement with torch."""
+"""model.attention / model.transformer / the hook points: shapes, masks, and agreement with torch."""
 from __future__ import annotations
 
 import copy
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ import torch
 from torch import nn
 
 from model.nn.attention import MultiHeadAttention
-from model.nn.trace import AttentionTrace, EmbeddingTrace, Trace
+from model.nn.hooks import Hooks, attn_name, gate_hooks
+from model.nn.trace import attention_arrays, probs
 from model.nn.transformer import make_src_mask, make_tgt_mask, subsequent_mask
 from model.text.tokenize import tokenize
 
@@ -39,7 +41,24 @@ def batch(vocabs, pairs):
     return src, tgt, src_lens, tgt_lens
 
 
-def kinds(trace: Trace):
+def _attention(cache: dict, kind: str, layer: int) -> SimpleNamespace:
+    """One attention's points in the (b, h, pos, d_k) layout the maths is written in; mask (b, 1, i, j)."""
+    c = lambda point: cache[attn_name(kind, layer, point)]  # noqa: E731
+    return SimpleNamespace(q=c("hook_q").transpose(1, 2), k=c("hook_k").transpose(1, 2),
+                           v=c("hook_v").transpose(1, 2), scores=c("hook_scaled_scores"), probs=c("hook_pattern"),
+                           mask=torch.isfinite(c("hook_attn_scores"))[:, :1], out=c("hook_z").transpose(1, 2))
+
+
+def record(model, src, tgt, fwd_hooks=(), **kwargs):
+    """(log-probs, every attention's points per kind and layer, the cache) of a run_with_cache."""
+    log_probs, cache = model.run_with_cache(src, tgt, fwd_hooks=fwd_hooks, **kwargs)
+    cfg = model.cfg
+    layers = {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
+    rec = SimpleNamespace(cache=cache, **{k: [_attention(cache, k, l) for l in range(n)] for k, n in layers.items()})
+    return log_probs, rec
+
+
+def kinds(trace):
     return {"enc_self": trace.enc_self, "dec_self": trace.dec_self, "cross": trace.cross}
 
 
@@ -50,27 +69,24 @@ def test_every_trace_field_has_the_documented_shape(tiny_model, batch):
     src, tgt, _, _ = batch
     cfg = tiny_model.cfg
     b, s, t, h, d, dk, V = 2, src.shape[1], tgt.shape[1], cfg.n_heads, cfg.d_model, cfg.d_k, cfg.tgt_vocab_size
-    log_probs, trace = tiny_model(src, tgt, return_trace=True)
-    assert isinstance(trace, Trace)
+    log_probs, trace = record(tiny_model, src, tgt)
     assert log_probs.shape == (b, t, V)
-    assert trace.log_probs is log_probs
+    torch.testing.assert_close(log_probs, tiny_model(src, tgt), atol=1e-5, rtol=0)
 
-    for emb, n in ((trace.src_embed, s), (trace.tgt_embed, t)):
-        assert isinstance(emb, EmbeddingTrace)
-        assert emb.token.shape == (b, n, d)
-        assert emb.scaled.shape == (b, n, d)
-        assert emb.positional.shape == (n, d)
-        assert emb.total.shape == (b, n, d)
-        torch.testing.assert_close(emb.scaled, emb.token * math.sqrt(d))
-        torch.testing.assert_close(emb.total, emb.scaled + emb.positional)
+    c = trace.cache
+    for at, n in (("", s), ("decoder.", t)):
+        token, scaled, positional = c[at + "hook_token_embed"], c[at + "hook_embed"], c[at + "hook_pos_embed"]
+        total = c[(at or "encoder.") + "0.hook_resid_pre"]
+        assert token.shape == scaled.shape == positional.shape == total.shape == (b, n, d)
+        torch.testing.assert_close(scaled, token * math.sqrt(d))
+        torch.testing.assert_close(total, scaled + positional)
 
     dims = {"enc_self": (s, s), "dec_self": (t, t), "cross": (t, s)}
     n_layers = {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
     for kind, records in kinds(trace).items():
-        assert len(records) == n_layers[kind] == len(trace.attention(kind))
+        assert len(records) == n_layers[kind]
         i, j = dims[kind]
-        for rec in records:
-            assert isinstance(rec, AttentionTrace)
+        for layer, rec in enumerate(records):
             assert rec.q.shape == (b, h, i, dk)
             assert rec.k.shape == (b, h, j, dk)
             assert rec.v.shape == (b, h, j, dk)
@@ -81,24 +97,24 @@ def test_every_trace_field_has_the_documented_shape(tiny_model, batch):
             # out really is probs @ V (eval mode: no dropout), scores really QKᵀ/√d_k
             torch.testing.assert_close(rec.out, rec.probs @ rec.v)
             torch.testing.assert_close(rec.scores, rec.q @ rec.k.transpose(-2, -1) / math.sqrt(dk))
-            arrays = rec.numpy(1)
+            arrays = attention_arrays(c, kind, layer, 1)  # what a page's SentenceTrace holds: batch row 1
             assert arrays["probs"].shape == (h, i, j) and arrays["mask"].shape == (i, j)
+            assert arrays["q"].shape == (h, i, dk) and arrays["out"].shape == (h, i, dk)
             assert arrays["mask"].dtype == bool
             np.testing.assert_array_equal(arrays["probs"], rec.probs[1].detach().numpy())
-        assert trace.probs(kind, 1).shape == (n_layers[kind], h, i, j)
-    with pytest.raises(ValueError):
-        trace.attention("encoder")
+            np.testing.assert_array_equal(arrays["mask"], rec.mask[1, 0].numpy())
+        assert probs(c, kind, n_layers[kind], 1).shape == (n_layers[kind], h, i, j)
 
 
-def test_untraced_forward_returns_no_trace(tiny_model, batch):
+def test_forward_without_hooks_returns_log_probs_only(tiny_model, batch):
     src, tgt, _, _ = batch
-    _, trace = tiny_model(src, tgt)
-    assert trace is None
+    out = tiny_model(src, tgt)
+    assert isinstance(out, torch.Tensor) and out.shape == (2, tgt.shape[1], tiny_model.cfg.tgt_vocab_size)
 
 
 def test_every_attention_row_sums_to_one(tiny_model, batch):
     src, tgt, _, _ = batch
-    _, trace = tiny_model(src, tgt, return_trace=True)
+    _, trace = record(tiny_model, src, tgt)
     for kind, records in kinds(trace).items():
         for rec in records:
             sums = rec.probs.sum(-1)
@@ -111,7 +127,7 @@ def test_every_attention_row_sums_to_one(tiny_model, batch):
 
 def test_padded_source_keys_get_exactly_zero(tiny_model, batch):
     src, tgt, src_lens, _ = batch
-    _, trace = tiny_model(src, tgt, return_trace=True)
+    _, trace = record(tiny_model, src, tgt)
     short = src_lens[1]
     for rec in trace.enc_self + trace.cross:
         assert bool((rec.probs[1, :, :, short:] == 0.0).all())  # padded keys of the short sentence
@@ -122,7 +138,7 @@ def test_padded_source_keys_get_exactly_zero(tiny_model, batch):
 
 def test_future_target_positions_get_exactly_zero(tiny_model, batch):
     src, tgt, _, tgt_lens = batch
-    _, trace = tiny_model(src, tgt, return_trace=True)
+    _, trace = record(tiny_model, src, tgt)
     t = tgt.shape[1]
     upper = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
     for rec in trace.dec_self:
@@ -135,7 +151,7 @@ def test_future_target_positions_get_exactly_zero(tiny_model, batch):
 
 def test_padded_queries_still_compute_rows_that_sum_to_one(tiny_model, batch):
     src, tgt, src_lens, tgt_lens = batch
-    _, trace = tiny_model(src, tgt, return_trace=True)
+    _, trace = record(tiny_model, src, tgt)
     for rec in trace.enc_self:
         rows = rec.probs[1, :, src_lens[1]:, :]  # queries at padded source positions
         assert rows.numel() > 0
@@ -194,8 +210,10 @@ def test_equals_torch_multihead_attention_with_the_same_weights():
     query, key, value, may_attend = _attention_inputs(d)
     mask = may_attend[:, None, None, :]  # ours: (b, 1, 1, j), True = may attend
     with torch.no_grad():
-        out_traced, rec = ours(query, key, value, mask, return_trace=True)
-        out_fused, _ = ours(query, key, value, mask)
+        cache: dict = {}
+        out_traced = ours(query, key, value, mask, Hooks(cache=cache))
+        rec = SimpleNamespace(probs=cache["hook_pattern"])
+        out_fused = ours(query, key, value, mask)
         # torch: key_padding_mask True = ignore
         ref_out, ref_per_head = ref(query, key, value, key_padding_mask=~may_attend, need_weights=True,
                                     average_attn_weights=False)
@@ -215,7 +233,10 @@ def test_per_head_loop_equals_batched_computation():
     query, key, value, may_attend = _attention_inputs(d, seed=3)
     mask = may_attend[:, None, None, :]
     with torch.no_grad():
-        out, rec = mha(query, key, value, mask, return_trace=True)
+        cache: dict = {}
+        out = mha(query, key, value, mask, Hooks(cache=cache))
+        rec = SimpleNamespace(q=cache["hook_q"].transpose(1, 2), scores=cache["hook_scaled_scores"],
+                              probs=cache["hook_pattern"], out=cache["hook_z"].transpose(1, 2))
         heads = []
         for n in range(h):
             sl = slice(n * dk, (n + 1) * dk)
@@ -240,12 +261,12 @@ def test_per_head_loop_equals_batched_computation():
 def test_traced_and_untraced_paths_agree_for_the_whole_model(tiny_model, batch):
     src, tgt, _, _ = batch
     with torch.no_grad():
-        fused, _ = tiny_model(src, tgt)
-        traced, _ = tiny_model(src, tgt, return_trace=True)
+        fused = tiny_model(src, tgt)
+        traced, _ = record(tiny_model, src, tgt)
         torch.testing.assert_close(traced, fused, atol=1e-5, rtol=0)
         for flags in ({"use_src_padding_mask": False}, {"use_causal_mask": False}):
-            a, _ = tiny_model(src, tgt, **flags)
-            b, _ = tiny_model(src, tgt, return_trace=True, **flags)
+            a = tiny_model(src, tgt, **flags)
+            b, _ = record(tiny_model, src, tgt, **flags)
             torch.testing.assert_close(b, a, atol=1e-5, rtol=0)
 
 
@@ -253,21 +274,21 @@ def test_post_norm_variant_also_agrees(make_model, batch):
     model = make_model(seed=5, norm_first=False, tie_weights=False)
     src, tgt, _, _ = batch
     with torch.no_grad():
-        a, _ = model(src, tgt)
-        b, trace = model(src, tgt, return_trace=True)
+        a = model(src, tgt)
+        b, trace = record(model, src, tgt)
     torch.testing.assert_close(b, a, atol=1e-5, rtol=0)
     assert model.generator.proj.weight is not model.tgt_embed.lut.weight
 
 
 def test_same_input_twice_is_identical_in_eval_mode(tiny_model, batch):
     src, tgt, _, _ = batch
-    a, ta = tiny_model(src, tgt, return_trace=True)
-    b, tb = tiny_model(src, tgt, return_trace=True)
+    a, ta = record(tiny_model, src, tgt)
+    b, tb = record(tiny_model, src, tgt)
     assert torch.equal(a, b)
     for ra, rb in zip(ta.enc_self + ta.dec_self + ta.cross, tb.enc_self + tb.dec_self + tb.cross):
         assert torch.equal(ra.probs, rb.probs) and torch.equal(ra.out, rb.out)
-    c, _ = tiny_model(src, tgt)
-    d, _ = tiny_model(src, tgt)
+    c = tiny_model(src, tgt)
+    d = tiny_model(src, tgt)
     assert torch.equal(c, d)
 
 
@@ -275,20 +296,20 @@ def test_dropout_only_acts_in_training_mode(make_model, batch):
     model = make_model(seed=2, dropout=0.3, attn_dropout=0.3)
     src, tgt, _, _ = batch
     with torch.no_grad():
-        e1, _ = model(src, tgt)
-        e2, _ = model(src, tgt)
+        e1 = model(src, tgt)
+        e2 = model(src, tgt)
         model.train()
         torch.manual_seed(0)
-        t1, _ = model(src, tgt)
-        t2, _ = model(src, tgt)
+        t1 = model(src, tgt)
+        t2 = model(src, tgt)
     assert torch.equal(e1, e2)
     assert not torch.allclose(t1, t2)
 
 
-# --------------------------------------------------------------------------- head mask and switching masks off
+# --------------------------------------------------------------------------- head gates and switching masks off
 
 
-def test_head_mask_equals_zeroing_that_heads_output_columns():
+def test_a_gate_on_hook_z_equals_zeroing_that_heads_output_columns():
     d, h, off = 32, 4, 2
     dk = d // h
     mha = _mha(d, h, seed=7)
@@ -299,20 +320,22 @@ def test_head_mask_equals_zeroing_that_heads_output_columns():
     zeroed = copy.deepcopy(mha)
     with torch.no_grad():
         zeroed.w_o.weight[:, off * dk : (off + 1) * dk] = 0
-        full, _ = mha(query, key, value, mask)
-        masked, rec = mha(query, key, value, mask, head_mask=head_mask, return_trace=True)
-        masked_fused, _ = mha(query, key, value, mask, head_mask=head_mask)
-        expected, _ = zeroed(query, key, value, mask)
+        gate = [("hook_z", lambda z, name: z * head_mask.view(1, 1, h, 1))]
+        full = mha(query, key, value, mask)
+        cache: dict = {}
+        masked = mha(query, key, value, mask, Hooks(gate, cache))
+        masked_fused = mha(query, key, value, mask, Hooks(gate))
+        expected = zeroed(query, key, value, mask)
     assert not torch.allclose(full, masked, atol=1e-4)
     torch.testing.assert_close(masked, expected, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(masked_fused, expected, atol=1e-5, rtol=1e-5)
-    # the trace still shows what the switched-off head computed (before the head mask)
-    assert bool(rec.out[:, off].abs().sum() > 0)
+    # the cache keeps what went on into W_O: the switched-off head's output is 0, the others' are not
+    assert bool((cache["hook_z"][:, :, off] == 0).all()) and bool(cache["hook_z"].abs().sum() > 0)
 
 
 @pytest.mark.parametrize("kind,layer_attr",
                          [("enc_self", "self_attn"), ("dec_self", "self_attn"), ("cross", "cross_attn")])
-def test_model_head_mask_switches_one_head_off(tiny_model, batch, kind, layer_attr):
+def test_model_gate_hooks_switch_one_head_off(tiny_model, batch, kind, layer_attr):
     src, tgt, _, _ = batch
     cfg = tiny_model.cfg
     dk = cfg.d_k
@@ -323,11 +346,11 @@ def test_model_head_mask_switches_one_head_off(tiny_model, batch, kind, layer_at
     layers = zeroed.encoder_layers if kind == "enc_self" else zeroed.decoder_layers
     with torch.no_grad():
         getattr(layers[1], layer_attr).w_o.weight[:, 3 * dk : 4 * dk] = 0
-        full, _ = tiny_model(src, tgt)
-        masked, _ = tiny_model(src, tgt, head_mask={kind: hm})
-        masked_traced, _ = tiny_model(src, tgt, return_trace=True, head_mask={kind: hm})
-        expected, _ = zeroed(src, tgt)
-        all_on, _ = tiny_model(src, tgt, head_mask={kind: torch.ones(n_layers, cfg.n_heads)})
+        full = tiny_model(src, tgt)
+        masked = tiny_model.run_with_hooks(src, tgt, gate_hooks({kind: hm}))
+        masked_traced, _ = record(tiny_model, src, tgt, gate_hooks({kind: hm}))
+        expected = zeroed(src, tgt)
+        all_on = tiny_model.run_with_hooks(src, tgt, gate_hooks({kind: torch.ones(n_layers, cfg.n_heads)}))
     assert not torch.allclose(full, masked, atol=1e-4)
     torch.testing.assert_close(masked, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(masked_traced, expected, atol=1e-5, rtol=1e-5)
@@ -339,7 +362,7 @@ def test_masks_can_be_switched_off(tiny_model, batch):
     t = tgt.shape[1]
     upper = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
     with torch.no_grad():
-        lp, trace = tiny_model(src, tgt, return_trace=True, use_src_padding_mask=False, use_causal_mask=False)
+        lp, trace = record(tiny_model, src, tgt, use_src_padding_mask=False, use_causal_mask=False)
     assert bool(torch.isfinite(lp).all())
     for rec in trace.enc_self + trace.cross:
         assert bool(rec.mask.all())
@@ -350,10 +373,10 @@ def test_masks_can_be_switched_off(tiny_model, batch):
         # target padding is still masked
         assert bool((rec.probs[1, :, :, tgt_lens[1]:] == 0).all())
     # only the source padding mask off: the causal structure remains
-    _, trace = tiny_model(src, tgt, return_trace=True, use_src_padding_mask=False)
+    _, trace = record(tiny_model, src, tgt, use_src_padding_mask=False)
     for rec in trace.dec_self:
         assert bool((rec.probs[..., upper] == 0).all())
     # switching masks off changes the (non-padded) predictions of the long example
-    lp_on, _ = tiny_model(src, tgt)
+    lp_on = tiny_model(src, tgt)
     assert not torch.allclose(lp_on[0], lp[0], atol=1e-4)
 

@@ -18,6 +18,7 @@ from model.inference.decode import (
     search,
 )
 from model.inference.translator import Translator
+from model.nn.trace import patterns, probs
 from model.text.tokenize import tokenize
 
 torch.set_num_threads(1)
@@ -30,10 +31,12 @@ def src_tensor(sv, text: str) -> torch.Tensor:
 
 
 def teacher_forced(model, src, ids):
-    """(log-probs (t, V), trace) of one teacher-forced pass over <bos> + ids."""
+    """(log-probs (t, V), {kind: (L, h, i, j) patterns}) of one teacher-forced pass over <bos> + ids."""
     with torch.inference_mode():
-        lp, trace = model(src, torch.tensor([[BOS] + ids]), return_trace=True)
-    return lp[0], trace
+        lp, cache = model.run_with_cache(src, torch.tensor([[BOS] + ids]), patterns)
+    cfg = model.cfg
+    n = {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
+    return lp[0], {kind: probs(cache, kind, layers) for kind, layers in n.items()}
 
 
 def decoding_probs(lp):
@@ -58,25 +61,23 @@ def check_steps_against_teacher_forcing(model, src, res):
         assert step.chosen == expected_next
         if not step.forced:
             assert step.chosen == step.top_ids[0]
-        L = len(trace.cross)
+        L = len(trace["cross"])
         assert step.cross.shape == (L, model.cfg.n_heads, src.shape[1])
         assert step.dec_self.shape == (L, model.cfg.n_heads, k + 1)
         for layer in range(L):
-            np.testing.assert_allclose(step.cross[layer], trace.cross[layer].probs[0, :, k].numpy(), atol=1e-5)
-            np.testing.assert_allclose(step.dec_self[layer], trace.dec_self[layer].probs[0, :, k, : k + 1].numpy(),
-                                       atol=1e-5)
+            np.testing.assert_allclose(step.cross[layer], trace["cross"][layer, :, k], atol=1e-5)
+            np.testing.assert_allclose(step.dec_self[layer], trace["dec_self"][layer, :, k, : k + 1], atol=1e-5)
     return lp, trace
 
 
 def check_result_trace(res, lp, trace):
     """The recorded trace equals the teacher-forced pass over <bos> + output."""
     t = len(res.ids) + 1
-    assert res.trace.log_probs.shape[1] == t
-    torch.testing.assert_close(res.trace.log_probs[0], lp, atol=1e-5, rtol=1e-5)
+    assert res.log_probs.shape[1] == t
+    torch.testing.assert_close(res.log_probs[0], lp, atol=1e-5, rtol=1e-5)
     for kind in ("enc_self", "dec_self", "cross"):
-        np.testing.assert_allclose(res.trace.probs(kind), trace.probs(kind), atol=1e-5)
-    for rec in res.trace.dec_self:
-        assert rec.probs.shape[2] == t
+        np.testing.assert_allclose(probs(res.trace, kind, len(trace[kind])), trace[kind], atol=1e-5)
+    assert trace["dec_self"].shape[2] == t
 
 
 def test_greedy_steps_equal_teacher_forced_pass(trained_model, vocabs, pairs):
@@ -125,7 +126,7 @@ def test_greedy_from_a_guess_is_the_greedy_decoding_whatever_the_guess(which, tr
                     guesses.append((want.ids[:-1], True))  # stops one token early
                 for guess, finished in guesses:
                     with torch.inference_mode():
-                        lp, _ = model(source, torch.tensor([[BOS] + guess]), use_src_padding_mask=use_mask)
+                        lp = model(source, torch.tensor([[BOS] + guess]), use_src_padding_mask=use_mask)
                     got = greedy_from_guess(model, source, BOS, EOS, max_len, guess, finished, lp[0],
                                             use_src_padding_mask=use_mask)
                     assert (got.ids, got.finished) == (want.ids, want.finished), (text, use_mask, max_len, guess)
@@ -231,7 +232,7 @@ def half_trained(make_model, vocabs, encoded_pairs):
     opt = torch.optim.Adam(model.parameters(), lr=5e-3)
     model.train()
     for _ in range(25):
-        lp, _ = model(src, tgt_in)
+        lp = model(src, tgt_in)
         loss = F.nll_loss(lp.reshape(-1, lp.shape[-1]), tgt_out.reshape(-1), ignore_index=sv.pad_idx)
         opt.zero_grad()
         loss.backward()
@@ -338,7 +339,7 @@ def test_incremental_cached_steps_equal_teacher_forced_pass(trained_model, tiny_
             res = greedy_decode(model, src, BOS, EOS, max_len=8)
             tgt = torch.tensor([[BOS] + res.ids])
             with torch.inference_mode():
-                lp, _ = model(src, tgt)  # (1, t, V) teacher forced, fused path
+                lp = model(src, tgt)  # (1, t, V) teacher forced, fused path
                 src_mask = make_src_mask(src, model.cfg.pad_idx)
                 memory = model.encode(src, src_mask)
                 cache = model.new_cache()
@@ -366,7 +367,7 @@ def test_reordered_cache_follows_the_selected_rows(trained_model, vocabs, pairs)
                     torch.tensor([[a], [b]]), cache)
         reorder_cache(cache, torch.tensor([1]))  # keep only the beam that read b
         got = decode_step(trained_model, memory, src_mask, torch.tensor([[7]]), cache)[0]
-        lp, _ = trained_model(src, torch.tensor([[BOS, b, 7]]))
+        lp = trained_model(src, torch.tensor([[BOS, b, 7]]))
     torch.testing.assert_close(got, lp[0, 2], atol=1e-4, rtol=1e-4)
 
 
@@ -395,7 +396,7 @@ def test_bos_and_pad_are_never_generated(bos_lover, vocabs, pairs):
     sv, _ = vocabs
     src = src_tensor(sv, pairs[0][0])
     with torch.inference_mode():
-        assert int(bos_lover(src, torch.tensor([[BOS]]))[0][0, 0].argmax()) == BOS  # the raw model wants <bos>
+        assert int(bos_lover(src, torch.tensor([[BOS]]))[0, 0].argmax()) == BOS  # the raw model wants <bos>
     res = greedy_decode(bos_lover, src, BOS, EOS, max_len=8, record=True, top_k=6)
     assert res.ids and not {BOS, PAD} & set(res.ids)
     check_steps_against_teacher_forcing(bos_lover, src, res)  # steps report the distribution the choice used

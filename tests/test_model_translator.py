@@ -137,10 +137,13 @@ def test_embedding_matrix_parameter_counts_and_specials(translator):
 # --------------------------------------------------------------------------- heads switched off
 
 
-def test_off_heads_build_the_head_masks(translator):
+def test_off_heads_build_the_gates_and_their_hooks(translator):
     cfg = translator.cfg
-    assert translator.head_mask(None) is None and translator.head_mask([]) is None
-    hm = translator.head_mask([("cross", 1, 2), ("enc_self", 0, 0), ("cross", 1, 2)])
+    assert translator.gates(None) is None and translator.gates([]) is None and translator.hooks(None) == []
+    off = [("cross", 1, 2), ("enc_self", 0, 0), ("cross", 1, 2)]
+    hm = translator.gates(off)
+    # a hook only where a gate is 0: the other layers' products would change nothing
+    assert [name for name, _ in translator.hooks(off)] == ["encoder.0.attn.hook_z", "decoder.1.cross_attn.hook_z"]
     assert {k: tuple(v.shape) for k, v in hm.items()} == {
         "enc_self": (cfg.n_encoder_layers, cfg.n_heads), "dec_self": (cfg.n_decoder_layers, cfg.n_heads),
         "cross": (cfg.n_decoder_layers, cfg.n_heads)}
@@ -171,11 +174,10 @@ def test_off_heads_change_what_every_entry_point_computes(translator, pairs):
     assert translator.trace(de, off_heads=off).text == blind.text
     assert translator.translate_batch([de], off_heads=off) == [blind.text]
     assert isinstance(translator.translate(de, beam=3, off_heads=off).text, str)  # beam search takes them too
-    hm = translator.head_mask(off)
     with torch.inference_mode():
         src = torch.tensor([translator.prepare(de).ids])
         tgt = torch.tensor([[translator.tgt_vocab.bos_idx] + translator.tgt_vocab.encode(gold)])
-        lp, _ = translator.model(src, tgt, head_mask=hm)
+        lp = translator.model.run_with_hooks(src, tgt, translator.hooks(off))
     ids = translator.tgt_vocab.encode(gold) + [translator.tgt_vocab.eos_idx]
     assert translator.score(de, gold, off) == pytest.approx(float(sum(lp[0, k, i] for k, i in enumerate(ids))),
                                                             abs=1e-4)

@@ -22,9 +22,11 @@ from model.analysis.patch import (
     main,
     patching,
     patching_ids,
+    point,
     record_run,
 )
 from model.inference.translator import Translator
+from model.nn.hooks import attn_name
 from model.records import MIN_GAP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,12 +39,29 @@ def forced(tr: Translator, text: str = CLEAN):
     return tr.prepare(text).ids, tr.tgt_vocab.encode(tgt), tr.tgt_vocab.bos_idx, tgt
 
 
-def gold_log_probs(model, src_ids, tgt_ids, bos, **kw) -> np.ndarray:
+def gold_log_probs(model, src_ids, tgt_ids, bos, hooks=()) -> np.ndarray:
     """(T,) log p(y_i) of one plain forward pass (batch 1)."""
     src, tgt_in, gold = forced_tensors(model, src_ids, tgt_ids, bos)
     with torch.inference_mode():
-        lp, _ = model(src, tgt_in, **kw)
+        lp = model.run_with_hooks(src, tgt_in, hooks)
     return lp[0].gather(-1, gold[:, None])[:, 0].double().numpy()
+
+
+STREAM = {"enc_resid": "encoder.{}.hook_resid_post", "dec_resid": "decoder.{}.hook_resid_post"}
+
+
+def patch_hooks(patch: dict) -> list:
+    """{(component, 0-based layer): (where, value)} -> hooks that put `value` in exactly where `where` is True:
+    heads' hook_z (where (1, h), value (1, i, h, d_k)) or a layer's hook_resid_post (where (1, n), value (1, n, d))."""
+    hooks = []
+    for (comp, l), (where, value) in patch.items():
+        if comp in KINDS:
+            hooks.append((attn_name(comp, l, "hook_z"),
+                          lambda z, name, w=where, v=value: torch.where(w.view(1, 1, -1, 1), v, z)))
+        else:
+            hooks.append((STREAM[comp].format(l),
+                          lambda x, name, w=where, v=value: torch.where(w.unsqueeze(-1), v, x)))
+    return hooks
 
 
 def test_record_run_is_the_forward_pass(translator):
@@ -50,12 +69,13 @@ def test_record_run_is_the_forward_pass(translator):
     src, tgt_in, gold = forced_tensors(translator.model, src_ids, tgt_ids, bos)
     run = record_run(translator.model, src, tgt_in)
     with torch.inference_mode():
-        lp, trace = translator.model(src, tgt_in, return_trace=True)
+        lp, cache = translator.model.run_with_cache(src, tgt_in)
         ours = translator.model.generator(run.states)
     assert (ours - lp).abs().max() < 1e-5
-    for kind in KINDS:
-        for mine, theirs in zip(run.heads[kind], trace.attention(kind)):
-            assert (mine - theirs.out).abs().max() < 1e-6
+    names = [attn_name(kind, l, "hook_z") for kind in KINDS for l in range(translator.cfg.kind_layers[kind])]
+    names += [name.format(l) for name in STREAM.values() for l in range(translator.cfg.n_decoder_layers)]
+    for name in names:
+        assert (run.cache[name] - cache[name]).abs().max() < 1e-5, name
 
 
 def test_patching_a_run_into_itself_changes_nothing_and_leaves_the_effect_undefined(translator):
@@ -80,14 +100,13 @@ def test_patching_every_cross_head_or_a_final_residual_restores_the_clean_output
     corrupt = gold_log_probs(model, bad_ids, tgt_ids, bos)
     assert np.abs(want - corrupt).max() > 1e-2  # the corruption matters, so restoring it means something
     heads = torch.ones(1, cfg.n_heads, dtype=torch.bool)
-    every_cross = {("cross", l): (heads, clean.heads["cross"][l]) for l in range(cfg.n_decoder_layers)}
+    every_cross = {("cross", l): (heads, clean.cache[point("cross", l)]) for l in range(cfg.n_decoder_layers)}
     s, t = clean_src.shape[1], tgt_in.shape[1]
-    last_enc = {("enc_resid", cfg.n_encoder_layers - 1): (torch.ones(1, s, dtype=torch.bool),
-                                                          clean.resid["enc_resid"][-1])}
-    last_dec = {("dec_resid", cfg.n_decoder_layers - 1): (torch.ones(1, t, dtype=torch.bool),
-                                                          clean.resid["dec_resid"][-1])}
+    enc, dec = cfg.n_encoder_layers - 1, cfg.n_decoder_layers - 1
+    last_enc = {("enc_resid", enc): (torch.ones(1, s, dtype=torch.bool), clean.cache[point("enc_resid", enc)])}
+    last_dec = {("dec_resid", dec): (torch.ones(1, t, dtype=torch.bool), clean.cache[point("dec_resid", dec)])}
     for patch in (every_cross, last_enc, last_dec):
-        got = gold_log_probs(model, bad_ids, tgt_ids, bos, patch=patch)
+        got = gold_log_probs(model, bad_ids, tgt_ids, bos, patch_hooks(patch))
         np.testing.assert_allclose(got, want, atol=1e-5)
     # In the grid, the last decoder layer's stream at position i restores token i exactly; later positions
     # cannot reach it (causal mask).
@@ -126,7 +145,7 @@ def test_batched_knockout_equals_one_head_at_a_time(translator):
         np.testing.assert_allclose(one_row["delta"][kind], res["delta"][kind], atol=1e-5)
         for l in range(res["delta"][kind].shape[0]):
             for hh in range(model.cfg.n_heads):
-                off = gold_log_probs(model, src_ids, tgt_ids, bos, head_mask=translator.head_mask([(kind, l, hh)]))
+                off = gold_log_probs(model, src_ids, tgt_ids, bos, translator.hooks([(kind, l, hh)]))
                 np.testing.assert_allclose(res["delta"][kind][l, hh], off - base, atol=1e-5)
     some = knockout(translator, CLEAN, tgt, positions=[1, 2])
     assert some.positions == [1, 2] and some.delta["cross"].shape == (model.cfg.n_decoder_layers, 4, 2)
@@ -140,12 +159,12 @@ def test_batched_patching_equals_one_component_at_a_time(translator):
     res = patching_ids(model, src_ids, bad_ids, tgt_ids, bos)
     clean = record_run(model, *forced_tensors(model, src_ids, tgt_ids, bos)[:2])
     for comp, grid in res["log_probs"].items():
-        donor = clean.heads[comp] if comp in KINDS else clean.resid[comp]
+        donor = [clean.cache[point(comp, l)] for l in range(grid.shape[0])]
         for l in range(grid.shape[0]):
             for k in range(grid.shape[1]):
                 where = torch.zeros(1, grid.shape[1], dtype=torch.bool)
                 where[0, k] = True
-                one = gold_log_probs(model, bad_ids, tgt_ids, bos, patch={(comp, l): (where, donor[l])})
+                one = gold_log_probs(model, bad_ids, tgt_ids, bos, patch_hooks({(comp, l): (where, donor[l])}))
                 np.testing.assert_allclose(grid[l, k], one, atol=1e-5, err_msg=f"{comp} {l} {k}")
     gap = res["clean_log_probs"] - res["corrupt_log_probs"]
     expect = (res["log_probs"]["cross"] - res["corrupt_log_probs"]) / gap
@@ -161,15 +180,16 @@ def test_sources_of_different_lengths_are_refused(translator):
         patching(translator, CLEAN, "Ein kleines Kind liest Fahrrad.", tgt)
     with pytest.raises(ValueError, match="same number of tokens"):
         patching_ids(translator.model, [4, 5, 3], [4, 3], tgt_ids, bos)
-    with pytest.raises(ValueError, match="patch key"):
-        translator.model(torch.tensor([[4, 3]]), torch.tensor([[bos]]), patch={("ffn", 0): None})
+    with pytest.raises(ValueError, match="not a hook point.*decoder.0.hook_mlp_out"):  # a typo names the point
+        translator.model.run_with_hooks(torch.tensor([[4, 3]]), torch.tensor([[bos]]),
+                                        [("decoder.0.hook_mlp_ot", lambda x, name: x)])
 
 
 def test_logit_lens_last_layer_is_the_models_distribution(translator):
     src_ids, tgt_ids, bos, tgt = forced(translator)
     src, tgt_in, gold = forced_tensors(translator.model, src_ids, tgt_ids, bos)
     with torch.inference_mode():
-        probs = translator.model(src, tgt_in)[0][0].exp().double().numpy()  # (T, V)
+        probs = translator.model(src, tgt_in)[0].exp().double().numpy()  # (T, V)
     steps = list(range(len(tgt_ids)))
     res = logit_lens_ids(translator.model, src_ids, tgt_ids, bos, steps, k=3)
     assert res["top_probs"].shape == (len(steps), translator.cfg.n_decoder_layers, 3)
@@ -203,8 +223,8 @@ def test_contrast_of_a_token_with_itself_is_zero_and_otherwise_the_difference(tr
     a_id, b_id = tgt_ids[step], translator.tgt_vocab.stoi[foil]
     src, tgt_in, _ = forced_tensors(translator.model, src_ids, tgt_ids, bos)
     with torch.inference_mode():
-        on = translator.model(src, tgt_in)[0][0, step]
-        off = translator.model(src, tgt_in, head_mask=translator.head_mask([(kind, l, hh)]))[0][0, step]
+        on = translator.model(src, tgt_in)[0, step]
+        off = translator.model.run_with_hooks(src, tgt_in, translator.hooks([(kind, l, hh)]))[0, step]
     assert abs(float((off[a_id] - off[b_id]) - (on[a_id] - on[b_id])) - change) < 1e-4
     with pytest.raises(ValueError, match="not a token"):
         contrast(translator, CLEAN, tgt, step, "zebra-unknown")

@@ -46,7 +46,7 @@ def make_tiny_checkpoint(folder: str | Path, seed: int = 0, train_steps: int = 6
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     model.train()
     for _ in range(train_steps):
-        logp, _ = model(S, Ti)
+        logp = model(S, Ti)
         loss = torch.nn.functional.nll_loss(logp.reshape(-1, logp.shape[-1]), To.reshape(-1), ignore_index=cfg.pad_idx)
         opt.zero_grad()
         loss.backward()

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.analysis.importance import DEFAULT_BATCH_TOKENS, importance_order, layer_counts, measures_and_importance
+from model.analysis.importance import DEFAULT_BATCH_TOKENS, importance_order, measures_and_importance
 from model.analysis.measures import THRESHOLDS, head_roles
 from model.analysis.pruning import DEFAULT_PRUNING_LIMIT, ablation_losses, pruning_curve
 from model.analysis.report import DEFINITIONS, REPORT_NAME, SCHEMA, corpus_file_name, rounded, write_report
@@ -134,7 +134,7 @@ def analyze(
                      "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         "definitions": DEFINITIONS,
         "thresholds": THRESHOLDS,
-        "kinds": {k: {"layers": layer_counts(translator.cfg)[k], "heads": translator.cfg.n_heads, **results[k]}
+        "kinds": {k: {"layers": translator.cfg.kind_layers[k], "heads": translator.cfg.n_heads, **results[k]}
                   for k in KINDS},
         "importance": _importance_section(importance_raw, importance, n_tgt_tok),
         "ablation": ablation_section,
@@ -151,7 +151,7 @@ def _ablation(translator, examples: list[Example], batch_tokens: int, results: d
     prog.start("ablation")
     t0 = time.perf_counter()
     cfg = translator.cfg
-    n_layers = layer_counts(cfg)
+    n_layers = cfg.kind_layers
     all_heads = [(k, l, hh) for k in KINDS for l in range(n_layers[k]) for hh in range(cfg.n_heads)]
     base, off = ablation_losses(translator, examples, all_heads, batch_tokens,
                                 lambda f: prog.update(f, f"ablation: {len(all_heads)} heads, one at a time"))
@@ -167,7 +167,7 @@ def _ablation(translator, examples: list[Example], batch_tokens: int, results: d
 
 def _add_roles(results: dict, cfg) -> None:
     """results[kind]["roles"]: per layer and head, the role labels of its measures (head_roles)."""
-    n_layers = layer_counts(cfg)
+    n_layers = cfg.kind_layers
     for k in KINDS:
         m = results[k]["measures"]
         chance = results[k].get("chance", {}).get("rare_share")

@@ -30,14 +30,16 @@ The methods (name: definition):
                         the word supports the choice. The comparable matrix is |·| normalised per row (rows sum
                         to 1); Attribution.signed keeps the signed values (nats of log-probability).
 
-Gradients come from one traced pass with autograd switched on: the sentence is repeated once per explained
-target in the batch dimension and row b's objective is the score of its target at that target's position, so
-one torch.autograd.grad of the sum gives every target its own gradients (rows of a batch share no computation).
+Gradients come from one pass with autograd switched on, its patterns kept in the graph by an activation cache
+(graph_pass): the sentence is repeated once per explained target in the batch dimension and row b's objective is
+the score of its target at that target's position, so one torch.autograd.grad of the sum gives every target its
+own gradients (rows of a batch share no computation).
 `rows` explains some targets only (the app explains the step on screen): the pass is then that many rows, not
-t, and each row is the one the whole matrix would hold (teacher-forcing reads the same prefix either way). The pass
-starts from detached embedding outputs made leaves, so it works when the parameters do not require grad, and
-torch.autograd.grad writes nothing into any parameter's .grad. No hook is registered, no module attribute
-is set, train/eval mode is not touched: the shared model keeps no trace of a request.
+t, and each row is the one the whole matrix would hold (teacher-forcing reads the same prefix either way). Hooks
+of the call make the scaled token embeddings (`hook_embed`, both sides) detached leaves, so the pass works when
+the parameters do not require grad, and torch.autograd.grad writes nothing into any parameter's .grad. The hooks
+travel with the call (model/nn/hooks.py), no module attribute is set, train/eval mode is not touched: the shared
+model keeps no trace of a request.
 
 The rules themselves (rollout, Chefer et al.'s relevance rules) are NumPy in model/analysis/attribution_rules.py;
 the faithfulness check and its command line (python -m model.attribution) are model/analysis/faithfulness.py.
@@ -52,8 +54,9 @@ import torch
 import torch.nn.functional as F
 
 from model.analysis.attribution_rules import causal_maps, explained_rows, normalise_rows, relevance_rules
-from model.nn.trace import AttentionTrace, EmbeddingTrace
-from model.nn.transformer import EncoderDecoder, HeadMask, make_src_mask, make_tgt_mask
+from model.nn.hooks import Hooks, attn_name, gate_hooks
+from model.nn.trace import patterns
+from model.nn.transformer import EncoderDecoder, make_src_mask, make_tgt_mask
 from model.records import Attribution
 
 METHODS = ("rollout", "relevance", "input_x_grad", "cross_attention", "cross_attention_mean")
@@ -76,46 +79,27 @@ DEFINITIONS = {
 }
 
 
-
-
-
 # ----------------------------------------------------------------------------- the model pass
 
-def _head(head_mask: HeadMask | None, kind: str, layer: int):
-    return None if head_mask is None or kind not in head_mask else head_mask[kind][layer]
+Gates = dict  # kind -> (L, h) head gates, 0 where a head is off (model/nn/hooks.py off_gates)
 
 
-def traced_pass(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor, head_mask: HeadMask | None = None):
-    """The teacher-forced pass of EncoderDecoder.forward(return_trace=True), starting from embedding leaves.
-
-    src (b, s), tgt (b, t) = <bos> y_1 .. y_{t-1}. Embeddings are computed without a graph and their outputs
-    become leaves that require grad, so every attention probability is in the graph even when the
-    parameters do not require grad. The layers run exactly as in encode()/decode() (a test checks the
-    log-probabilities and attention maps equal forward()'s). Returns (decoder states (b, t, d) after the final
-    norm: model.generator of them gives forward()'s log-probabilities, enc_self, dec_self,
-    cross: lists of AttentionTrace per layer, the source EmbeddingTrace, the source leaf (b, s, d)).
-    """
+def graph_pass(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor, gates: Gates | None = None):
+    """src (b, s), tgt (b, t) = <bos> y_1 .. y_{t-1}, with autograd on (the caller's block): hooks make both
+    sides' hook_embed detached leaves that require grad, so every pattern is in the graph even when the parameters
+    do not require grad; `gates` switch heads off. ∂/∂(scaled embedding) = ∂/∂(what enters layer 1): the
+    positional encoding is added to it. Returns (decoder states (b, t, d) after the final norm, the source leaf
+    (b, s, d), kind -> per layer (b, h, i, j) patterns in the graph)."""
     pad = model.cfg.pad_idx
     src_mask, tgt_mask = make_src_mask(src, pad), make_tgt_mask(tgt, pad)
-    with torch.no_grad():
-        _, src_emb = model.src_embed(src, True)
-        _, tgt_emb = model.tgt_embed(tgt, True)
-    src_leaf = src_emb.total.detach().requires_grad_(True)  # (b, s, d) what enters encoder layer 1
-    x = src_leaf
-    enc_self: list[AttentionTrace] = []
-    for n, layer in enumerate(model.encoder_layers):
-        x, rec = layer(x, src_mask, _head(head_mask, "enc_self", n), True)
-        enc_self.append(rec)
-    memory = model.encoder_norm(x)
-    y = tgt_emb.total.detach().requires_grad_(True)  # (b, t, d) a leaf, so decoder self-attention is in the graph
-    dec_self: list[AttentionTrace] = []
-    cross: list[AttentionTrace] = []
-    for n, layer in enumerate(model.decoder_layers):
-        y, s_rec, c_rec = layer(y, memory, src_mask, tgt_mask, _head(head_mask, "dec_self", n),
-                                _head(head_mask, "cross", n), True)
-        dec_self.append(s_rec)
-        cross.append(c_rec)
-    return model.decoder_norm(y), enc_self, dec_self, cross, src_emb, src_leaf
+    leaves: dict[str, torch.Tensor] = {}
+    leaf = lambda x, name: leaves.setdefault(name, x.detach().requires_grad_(True))  # noqa: E731 (once per side)
+    cache: dict[str, torch.Tensor] = {}
+    fwd = [("hook_embed", leaf), ("decoder.hook_embed", leaf)] + (gate_hooks(gates) if gates else [])
+    hooks = Hooks(fwd, cache, patterns, detach=False)
+    states = model.decode(model.encode(src, src_mask, hooks), src_mask, tgt, tgt_mask, hooks)
+    maps = {k: [cache[attn_name(k, l, "hook_pattern")] for l in range(n)] for k, n in model.cfg.kind_layers.items()}
+    return states, leaves["hook_embed"], maps
 
 
 def _head_mean(x: torch.Tensor, hm: torch.Tensor | None) -> np.ndarray:
@@ -123,42 +107,38 @@ def _head_mean(x: torch.Tensor, hm: torch.Tensor | None) -> np.ndarray:
     x = x.detach().double()
     if hm is None:
         return x.mean(1).cpu().numpy()
-    w = hm.to(x).view(1, -1, 1, 1)
-    return ((x * w).sum(1) / max(float(hm.sum()), 1.0)).cpu().numpy()
-
-
+    return ((x * hm.to(x).view(1, -1, 1, 1)).sum(1) / max(float(hm.sum()), 1.0)).cpu().numpy()
 
 
 @dataclass
 class _ScoredPass:
     """What the methods read from the traced pass: attention per layer, the source embeddings, the gradients."""
 
-    enc_self: list[AttentionTrace]
-    dec_self: list[AttentionTrace]
-    cross: list[AttentionTrace]
-    src_emb: EmbeddingTrace  # the source's: .scaled is the word part of what entered the encoder
+    maps: dict  # kind -> per layer (b, h, i, j) patterns
+    src_scaled: torch.Tensor  # (b, s, d) the source's token embeddings × √d_model: the word part of the input
     chosen_log_probs: np.ndarray  # (r,) log p of each explained target
     grads: tuple | None  # d score / d attention probabilities, one per layer (enc_self, dec_self, cross order)
     g_src: torch.Tensor | None  # (r, s, d) d log p / d source leaf, for input_x_grad
 
 
 def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], bos: int,
-                  methods: Sequence[str] = DEFAULT_METHODS, head_mask: HeadMask | None = None,
-                  relevance_score: str = "logit", rows: Sequence[int] | None = None) -> dict:
+                  methods: Sequence[str] = DEFAULT_METHODS, gates: Gates | None = None,
+                  relevance_score: str = "logit", rows: Sequence[int] | None = None, foil: int | None = None) -> dict:
     """Attributions of target ids tgt_ids (y_1 .. y_t) to the source ids src_ids (with <eos>; a <pad> id
     there is hidden as a key, as padding is). Returns {"matrices": {method: (r, s) float64}, "signed":
     {"input_x_grad": (r, s)} when asked, "chosen_log_probs": (r,)}: row k explains target rows[k] (0-based
     positions in tgt_ids; default every target, r = t). A gradient method costs one batch row per explained
-    target, so explaining one step is about t times cheaper than the whole matrix."""
+    target, so explaining one step is about t times cheaper than the whole matrix. With a `foil` id, the objective
+    is log p(target) − log p(foil) (why A and not B: model/analysis/lens.py), "chosen_log_probs" its value."""
     explain = _explained(model, methods, relevance_score, len(tgt_ids), rows)  # (r,) target positions
     s = len(src_ids)
     if not explain:
         return {"matrices": {m: np.zeros((0, s)) for m in methods},
                 "signed": {"input_x_grad": np.zeros((0, s))} if "input_x_grad" in methods else {},
                 "chosen_log_probs": np.zeros(0)}
-    ps = _scored_pass(model, src_ids, tgt_ids, bos, methods, head_mask, relevance_score, explain)
+    ps = _scored_pass(model, src_ids, tgt_ids, bos, methods, gates, relevance_score, explain, foil)
     out: dict = {"matrices": {}, "signed": {}, "chosen_log_probs": ps.chosen_log_probs}
-    hm = lambda kind, n_: _head(head_mask, kind, n_)  # noqa: E731
+    hm = lambda kind, l: None if gates is None else gates[kind][l]  # noqa: E731  (L, h) gates of a kind
     if "rollout" in methods:
         out["matrices"]["rollout"] = _rollout_matrix(ps, hm, explain)
     if "relevance" in methods:
@@ -166,15 +146,15 @@ def attribute_ids(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int],
     if "input_x_grad" in methods:
         # ∂/∂total = ∂/∂scaled (total = scaled + positional), so this is Σ_d scaled · gradient: the word, not
         # its position.
-        signed = (ps.src_emb.scaled.double() * ps.g_src.double()).sum(-1)  # (r, s): row b explains explain[b]
+        signed = (ps.src_scaled.double() * ps.g_src.double()).sum(-1)  # (r, s): row b explains explain[b]
         signed = signed.detach().cpu().numpy()
         out["signed"]["input_x_grad"] = signed
         out["matrices"]["input_x_grad"] = normalise_rows(np.abs(signed))
-    cross = ps.cross
+    cross = ps.maps["cross"]
     if "cross_attention" in methods:
-        out["matrices"]["cross_attention"] = _head_mean(cross[-1].probs[:1], hm("cross", len(cross) - 1))[0][explain]
+        out["matrices"]["cross_attention"] = _head_mean(cross[-1][:1], hm("cross", len(cross) - 1))[0][explain]
     if "cross_attention_mean" in methods:
-        per_layer = [_head_mean(a.probs[:1], hm("cross", k_))[0] for k_, a in enumerate(cross)]
+        per_layer = [_head_mean(a[:1], hm("cross", k_))[0] for k_, a in enumerate(cross)]
         out["matrices"]["cross_attention_mean"] = np.mean(per_layer, axis=0)[explain]
     out["matrices"] = {m: out["matrices"][m] for m in methods}  # the order asked for
     return out
@@ -197,7 +177,8 @@ def _explained(model: EncoderDecoder, methods: Sequence[str], relevance_score: s
 
 
 def _scored_pass(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], bos: int, methods: Sequence[str],
-                 head_mask: HeadMask | None, relevance_score: str, explain: list[int]) -> _ScoredPass:
+                 gates: Gates | None, relevance_score: str, explain: list[int],
+                 foil: int | None = None) -> _ScoredPass:
     """The traced pass over the sentence, the explained targets' log-probabilities and the gradients asked for."""
     k = len(explain)
     want_grad = any(m in GRADIENT_METHODS for m in methods)
@@ -211,7 +192,7 @@ def _scored_pass(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], 
         tgt = torch.tensor([[bos] + list(tgt_ids[:-1])] * n, dtype=torch.long, device=device)  # (n, t)
         at = torch.tensor(explain, dtype=torch.long, device=device)  # (r,) the explained positions
         y = torch.tensor(list(tgt_ids), dtype=torch.long, device=device)[at]  # (r,) their chosen tokens
-        states, enc_self, dec_self, cross, src_emb, src_leaf = traced_pass(model, src, tgt, head_mask)
+        states, src_leaf, maps = graph_pass(model, src, tgt, gates)
         # Batch row b explains target explain[b]: its objective is that token's score at that position, so only
         # that position goes through the generator (the (n, t, V) logits of every position would cost more than
         # the layers). Rows share no computation, so the gradient of the sum w.r.t. row b's tensors is that of
@@ -220,18 +201,18 @@ def _scored_pass(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], 
         logits = model.generator.proj(at_target)  # (r, V) before log-softmax
         log_probs = F.log_softmax(logits, dim=-1)  # (r, V)
         logp_b = log_probs[torch.arange(k, device=device), y]  # (r,)
+        if foil is not None:
+            logp_b = logp_b - log_probs[:, foil]
         chosen = logp_b.detach().double().cpu().numpy()
         grads = g_src = None
         if want_grad:
-            grads, g_src = _gradients(methods, relevance_score, logits, logp_b, y, enc_self + dec_self + cross,
-                                      src_leaf)
-    return _ScoredPass(enc_self, dec_self, cross, src_emb, chosen, grads, g_src)
+            grads, g_src = _gradients(methods, relevance_score, logits, logp_b, y, sum(maps.values(), []), src_leaf)
+    return _ScoredPass(maps, src_leaf.detach(), chosen, grads, g_src)
 
 
 def _gradients(methods: Sequence[str], relevance_score: str, logits: torch.Tensor, logp_b: torch.Tensor,
-               y: torch.Tensor, attn_traces: list[AttentionTrace], src_leaf: torch.Tensor):
+               y: torch.Tensor, attn: list[torch.Tensor], src_leaf: torch.Tensor):
     """(d score / d every layer's attention probabilities or None, (r, s, d) d log p / d source leaf or None)."""
-    attn = [a.probs for a in attn_traces]
     need_rel, need_ixg = "relevance" in methods, "input_x_grad" in methods
     grads = g_src = None
     if need_rel and relevance_score == "log_prob":
@@ -248,10 +229,8 @@ def _gradients(methods: Sequence[str], relevance_score: str, logits: torch.Tenso
 def _rollout_matrix(ps: _ScoredPass, hm, explain: list[int]) -> np.ndarray:
     """(r, s) rollout: the relevance rules on plain head-averaged attention, made causal per explained target."""
     # Plain attention of batch row 0 (all rows are the same sentence), averaged over heads.
-    a_enc = [_head_mean(a.probs[:1], hm("enc_self", k_))[0] for k_, a in enumerate(ps.enc_self)]  # (s, s)
-    a_self = np.stack([_head_mean(a.probs[:1], hm("dec_self", k_))[0]
-                       for k_, a in enumerate(ps.dec_self)])  # (L, t, t)
-    a_cross = np.stack([_head_mean(a.probs[:1], hm("cross", k_))[0] for k_, a in enumerate(ps.cross)])  # (L, t, s)
+    plain = {k: [_head_mean(a[:1], hm(k, l))[0] for l, a in enumerate(per)] for k, per in ps.maps.items()}
+    a_enc, a_self, a_cross = plain["enc_self"], np.stack(plain["dec_self"]), np.stack(plain["cross"])  # (L, i, j)
     # Target i cannot depend on decoder positions after i: keep rows <= i per explained target, as the
     # gradient does by itself for relevance (without it eq. 10's transpose would read later positions).
     c_self, c_cross = causal_maps(a_self)[explain], causal_maps(a_cross)[explain]  # (r, L, t, t), (r, L, t, s)
@@ -262,11 +241,9 @@ def _rollout_matrix(ps: _ScoredPass, hm, explain: list[int]) -> np.ndarray:
 def _relevance_matrix(ps: _ScoredPass, hm, explain: list[int]) -> np.ndarray:
     """(r, s) relevance: the same rules on gradient-weighted attention, one map set per explained target."""
     # Eq. 5: Ā = mean over heads of (∇A ⊙ A)^+, one map set per explained target (batch row).
-    weighted = [(g * a.probs).clamp(min=0) for g, a in zip(ps.grads, ps.enc_self + ps.dec_self + ps.cross)]
-    n_enc, n_dec = len(ps.enc_self), len(ps.dec_self)
-    kinds = ["enc_self"] * n_enc + ["dec_self"] * n_dec + ["cross"] * len(ps.cross)
-    layer_no = list(range(n_enc)) + list(range(n_dec)) + list(range(len(ps.cross)))
-    maps = [_head_mean(w, hm(k_, l_)) for w, k_, l_ in zip(weighted, kinds, layer_no)]  # each (r, i, j)
+    layers = [(k_, l_, a) for k_, per in ps.maps.items() for l_, a in enumerate(per)]  # enc_self, dec_self, cross
+    maps = [_head_mean((g * a).clamp(min=0), hm(k_, l_)) for g, (k_, l_, a) in zip(ps.grads, layers)]  # (r, i, j)
+    n_enc, n_dec = len(ps.maps["enc_self"]), len(ps.maps["dec_self"])
     _, _, r_ts = relevance_rules(maps[:n_enc], maps[n_enc : n_enc + n_dec], maps[n_enc + n_dec :])
     return normalise_rows(explained_rows(r_ts, explain))
 
@@ -285,7 +262,7 @@ def attribute(translator, text: str, tgt_tokens: list[str], methods: Sequence[st
     tv = translator.tgt_vocab
     explain = list(range(len(tgt_tokens))) if rows is None else [int(r) for r in rows]
     res = attribute_ids(translator.model, source.ids, tv.encode(list(tgt_tokens)), tv.bos_idx, tuple(methods),
-                        translator.head_mask(off_heads), relevance_score, explain)
+                        translator.gates(off_heads), relevance_score, explain)
     return Attribution(
         src_tokens=source.axis_tokens,
         tgt_tokens=list(tgt_tokens),

@@ -9,7 +9,6 @@ Shape letters: see model/__init__.py (L layers, h heads, i query positions, j ke
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +16,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_ENV = "ATLAS_DATA_DIR"
-_DIGIT = re.compile(r"\d")
 
 
 # ----------------------------------------------------------------------------- attention measures
@@ -228,10 +226,6 @@ def causal_reference(translator, text: str, own: list[str], own_ended: bool) -> 
             return tokens[:limit], len(tokens) <= limit, "the Multi30k reference translation"
     cut = "" if own_ended else f"; it stopped at the length limit, so no {translator.tgt_vocab.token('eos')} follows it"
     return list(own), own_ended, f"the model's own output shown at the top (no reference is known for this input{cut})"
-
-
-def is_number(token: str) -> bool:
-    return bool(_DIGIT.search(token))
 
 
 # ----------------------------------------------------------------------------- BLEU with a noise estimate

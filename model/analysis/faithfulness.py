@@ -54,29 +54,9 @@ def removal_log_probs(model: EncoderDecoder, src_ids: list[int], tgt_ids: list[i
         for r, positions in enumerate(part):
             if positions:
                 src[r, list(positions)] = pad
-        log_probs, _ = model(src, tgt_in.expand(len(part), -1))  # (m, t, V), fused attention
+        log_probs = model(src, tgt_in.expand(len(part), -1))  # (m, t, V), fused attention
         out.append(log_probs.gather(-1, y.view(1, -1, 1).expand(len(part), -1, 1))[..., 0].double().cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, len(tgt_ids)))
-
-
-def _greedy_ids(translator, sources, batch_size: int = 64) -> list[list[int]]:
-    """The greedy output ids (no <bos>/<eos>) of each prepared source, decoded in batches of similar length."""
-    from model.inference.decode import search
-
-    v, pad = translator.tgt_vocab, translator.cfg.pad_idx
-    out: list[list[int]] = [[] for _ in sources]
-    order = sorted((i for i, s in enumerate(sources) if s.tokens), key=lambda i: len(sources[i].ids))
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        width = max(len(sources[i].ids) for i in idx)
-        src = torch.full((len(idx), width), pad, dtype=torch.long)
-        for r, i in enumerate(idx):
-            src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
-        limits = [translator.max_steps(sources[i], None) for i in idx]
-        decoded = search(translator.model, src, v.bos_idx, v.eos_idx, limits)
-        for i, dec in zip(idx, decoded):
-            out[i] = dec.ids
-    return out
 
 
 def faithfulness(translator, texts: list[str], targets: list[list[str]] | None = None,
@@ -94,7 +74,8 @@ def faithfulness(translator, texts: list[str], targets: list[list[str]] | None =
     tv = translator.tgt_vocab
     rng = np.random.default_rng(seed)
     sources = [translator.prepare(t) for t in texts]
-    ids_list = ([tv.encode(list(tok)) for tok in targets] if targets is not None else _greedy_ids(translator, sources))
+    ids_list = ([tv.encode(list(tok)) for tok in targets] if targets is not None
+                else [d.ids if d else [] for d in translator.decode_batch(sources)])
     drops = {m: {k: [] for k in ks} for m in list(methods) + ["random"]}
     expected1, oracle1, p_chosen = [], [], []
     n_sent = 0

@@ -1,8 +1,8 @@
 """Gradient head importance (Michel et al. 2019) and the one corpus pass that measures every head.
 
-Every head's output is multiplied by a gate xi = 1 (head_mask); with one gate per sentence and head, one
-backward pass per batch gives each sentence's own dL(x)/dxi, so that |.| is summed per sentence and no sign
-cancels within a batch. The same traced pass feeds the attention maps to measures.HeadStats, so the corpus is
+Every head's output (hook_z) is multiplied by a gate xi = 1 by a hook of the call; with one gate per sentence and
+head, one backward pass per batch gives each sentence's own dL(x)/dxi, so that |.| is summed per sentence and no
+sign cancels within a batch. The same pass caches the attention patterns for measures.HeadStats, so the corpus is
 read once for both. Shape letters: see model/__init__.py (b batch, L layers, h heads, s source, t target).
 """
 from __future__ import annotations
@@ -14,16 +14,13 @@ import torch
 
 from model.analysis.measures import HeadStats
 from model.analysis.sentences import Example
-from model.nn.transformer import HeadMask
+from model.nn.hooks import Hooks, attn_name, gate_hooks
+from model.nn.trace import patterns
+from model.nn.transformer import make_src_mask, make_tgt_mask
 from model.records import KINDS
 from model.training.data import collate, token_batches
 
 DEFAULT_BATCH_TOKENS = 3000
-
-
-def layer_counts(cfg) -> dict[str, int]:
-    """Layers of each attention kind: the encoder's for enc_self, the decoder's for dec_self and cross."""
-    return {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
 
 
 def example_batches(examples: list[Example], batch_tokens: int) -> list[list[int]]:
@@ -43,16 +40,18 @@ def token_nll(log_probs: torch.Tensor, tgt_out: torch.Tensor, pad: int) -> torch
     return -(gold * (tgt_out != pad)).sum()
 
 
-def ones_head_mask(cfg, requires_grad: bool = False, dtype=torch.float32, batch: int | None = None) -> HeadMask:
+def ones_head_mask(cfg, requires_grad: bool = False, dtype=torch.float32,
+                   batch: int | None = None) -> dict[str, torch.Tensor]:
     """Gates xi = 1 for every head: kind -> (L, h), or (L, b, h), a gate per sentence, when `batch` = b is given."""
-    layers = layer_counts(cfg)
+    layers = cfg.kind_layers
     shape = lambda n: (n, cfg.n_heads) if batch is None else (n, batch, cfg.n_heads)  # noqa: E731
     return {k: torch.ones(shape(n), dtype=dtype, requires_grad=requires_grad) for k, n in layers.items()}
 
 
-def head_mask_gradient(model, src, tgt_in, tgt_out, head_mask: HeadMask | None = None,
-                       return_trace: bool = False):
-    """(summed NLL, {kind: dL/dxi}, trace or None) for one batch; xi = 1 unless `head_mask` is given.
+def head_mask_gradient(model, src, tgt_in, tgt_out, head_mask: dict[str, torch.Tensor] | None = None,
+                       keep_patterns: bool = False):
+    """(summed NLL, {kind: dL/dxi}, {point: pattern} or None) for one batch; gates xi = 1 unless `head_mask`
+    (kind -> gates) is given.
 
     The gradients have the gates' shape: (L, h) gates shared by the batch, or (L, b, h) gates, one per sentence.
     As sentence x's loss depends on its own gates only, a (L, b, h) gradient holds each sentence's dL(x)/dxi
@@ -62,11 +61,12 @@ def head_mask_gradient(model, src, tgt_in, tgt_out, head_mask: HeadMask | None =
     dtype = next(model.parameters()).dtype
     xi = head_mask or ones_head_mask(model.cfg, dtype=dtype)
     xi = {k: v.detach().clone().to(dtype).requires_grad_(True) for k, v in xi.items()}
+    cache: dict | None = {} if keep_patterns else None
     with torch.enable_grad():
-        log_probs, trace = model(src, tgt_in, return_trace=return_trace, head_mask=xi)
+        log_probs = model(src, tgt_in, Hooks(gate_hooks(xi), cache, patterns))
         loss = token_nll(log_probs, tgt_out, model.cfg.pad_idx)
         grads = torch.autograd.grad(loss, [xi[k] for k in KINDS])
-    return loss.detach(), dict(zip(KINDS, grads)), trace
+    return loss.detach(), dict(zip(KINDS, grads)), cache
 
 
 def normalise_importance(raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -93,7 +93,7 @@ def measures_and_importance(translator, examples: list[Example], n_lines: int, n
     of corpus lines (top_sentences index them). progress(fraction, message) follows each batch.
     """
     cfg = translator.cfg
-    n_layers = layer_counts(cfg)
+    n_layers = cfg.kind_layers
     stats = {k: HeadStats(k, n_layers[k], cfg.n_heads, n_lines) for k in KINDS}
     grad_abs = {k: np.zeros((n_layers[k], cfg.n_heads)) for k in KINDS}
     total_nll = 0.0
@@ -117,7 +117,7 @@ def _gated_batch(translator, examples: list[Example], batch: list[int], stats: d
     model, pad = translator.model, translator.cfg.pad_idx
     src, tgt_in, tgt_out = example_tensors(examples, batch, translator)
     gates = ones_head_mask(translator.cfg, dtype=next(model.parameters()).dtype, batch=src.shape[0])  # (L, b, h)
-    loss, grads, trace = head_mask_gradient(model, src, tgt_in, tgt_out, gates, return_trace=True)
+    loss, grads, cache = head_mask_gradient(model, src, tgt_in, tgt_out, gates, keep_patterns=True)
     for k in KINDS:  # |dL(x)/dxi| per sentence, then the sum: no sign cancels between sentences
         grad_abs[k] += grads[k].double().abs().sum(1).numpy()
     src_real = (src != pad).numpy()  # (b, s)
@@ -131,11 +131,13 @@ def _gated_batch(translator, examples: list[Example], batch: list[int], stats: d
         rare[r, : len(e.rare)] = e.rare
     rare_ok = np.array([e.rare_ok for e in ex])
     ids = np.array([e.index for e in ex])
+    src_mask, tgt_mask = make_src_mask(src, pad)[:, 0], make_tgt_mask(tgt_in, pad)[:, 0]  # the masks the model used
+    masks = {"enc_self": src_mask.expand(-1, src.shape[1], -1), "dec_self": tgt_mask,
+             "cross": src_mask.expand(-1, tgt_in.shape[1], -1)}  # (b, i, j)
     with torch.no_grad():
         for k in KINDS:
-            recs = trace.attention(k)
-            p = torch.stack([a.probs.detach() for a in recs], 1).float().numpy()  # (b, L, h, i, j)
-            allowed = recs[0].mask[:, 0].numpy()  # (b, i, j)
+            p = torch.stack([cache[attn_name(k, l, "hook_pattern")] for l in range(grads[k].shape[0])], 1)
+            p, allowed = p.float().numpy(), masks[k].numpy()  # (b, L, h, i, j), (b, i, j)
             qvalid = src_real if k == "enc_self" else tgt_real
             stats[k].add(p, allowed, qvalid, s_len, t_len, punct, rare, rare_ok, ids)
     return float(loss)

@@ -27,11 +27,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from model.analysis.attribution import traced_pass
-from model.analysis.attribution_rules import normalise_rows, relevance_rules
-from model.analysis.patch import DEFAULT_BATCH_TOKENS, KINDS, forced_tensors, knockout_scores, record_run
+from model.analysis.attribution import attribute_ids
+from model.analysis.patch import DEFAULT_BATCH_TOKENS, KINDS, forced_tensors, knockout_scores
 from model.nn.transformer import EncoderDecoder
 from model.records import Contrast, LogitLens
 
@@ -47,9 +45,11 @@ def logit_lens_ids(model: EncoderDecoder, src_ids: Sequence[int], tgt_ids: Seque
     if not steps or any(not 0 <= i < len(tgt_ids) for i in steps):
         raise ValueError(f"steps must be target positions 0..{len(tgt_ids) - 1}, got {steps}")
     src, tgt_in, gold = forced_tensors(model, src_ids, tgt_ids, bos)
-    run = record_run(model, src, tgt_in[:, : max(steps) + 1])
+    _, cache = model.run_with_cache(src, tgt_in[:, : max(steps) + 1],
+                                    lambda n: n.startswith("decoder.") and n.endswith(".hook_resid_post"))
     at = torch.tensor(steps, dtype=torch.long, device=src.device)
-    layers = torch.stack([x[0, at] for x in run.resid["dec_resid"]], dim=1)  # (P, L, d)
+    layers = torch.stack([cache[f"decoder.{l}.hook_resid_post"][0, at] for l in range(model.cfg.n_decoder_layers)],
+                         dim=1)  # (P, L, d)
     probs = model.generator(model.decoder_norm(layers)).exp()  # (P, L, V)
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
     chosen = probs.gather(-1, gold[at].view(-1, 1, 1).expand(-1, probs.shape[1], 1))  # (P, L, 1)
@@ -69,40 +69,24 @@ def logit_lens(translator, text: str, tgt_tokens: Sequence[str], step: int, k: i
                      chosen_ranks=res["chosen_ranks"][0])
 
 
-def _contrast_gradients(model: EncoderDecoder, src, tgt_in, step: int, a: int, b: int):
-    """(log p(A) − log p(B), input × gradient (s,), relevance (s,)) from one traced pass with autograd on."""
-    # Autograd is switched on for this block only (thread-local), and the pass starts from embedding leaves:
-    # see attribution.traced_pass. Nothing lands in any parameter's .grad.
-    with torch.inference_mode(False), torch.enable_grad():
-        src, tgt_in = src.clone(), tgt_in.clone()  # tensors made in inference mode cannot enter a graph
-        states, enc, dec, cross, src_emb, src_leaf = traced_pass(model, src, tgt_in)
-        log_probs = F.log_softmax(model.generator.proj(states[0, step]), dim=-1)  # (V,)
-        diff = log_probs[a] - log_probs[b]
-        traces = enc + dec + cross
-        got = torch.autograd.grad(diff, [t.probs for t in traces] + [src_leaf])
-    ixg = (src_emb.scaled.double() * got[-1].double()).sum(-1)[0]  # (s,)
-    # Eq. 5 of Chefer et al.: Ā = mean over heads of (∇A ⊙ A)^+, then their encoder-decoder rules.
-    maps = [(g * t.probs).clamp(min=0).double().mean(1)[0].detach().cpu().numpy() for g, t in zip(got, traces)]
-    n_enc, n_dec = len(enc), len(dec)
-    _, _, r_ts = relevance_rules(maps[:n_enc], maps[n_enc : n_enc + n_dec], maps[n_enc + n_dec :])  # (t, s)
-    return float(diff.detach()), ixg.detach().cpu().numpy(), normalise_rows(r_ts[step])
-
-
 def contrast_ids(model: EncoderDecoder, src_ids: Sequence[int], tgt_ids: Sequence[int], bos: int, step: int,
                  target_id: int, foil_id: int, batch_tokens: int = DEFAULT_BATCH_TOKENS) -> dict:
     """{"log_prob_diff", "input_x_grad" (s,), "relevance" (s,), "heads": kind -> (L, h)} of log p(A) − log p(B)."""
     if not 0 <= step < len(tgt_ids):
         raise ValueError(f"step must be a target position 0..{len(tgt_ids) - 1}, got {step}")
-    src, tgt_in, _ = forced_tensors(model, src_ids, tgt_ids, bos)
-    tgt_in = tgt_in[:, : step + 1]  # later positions cannot change this step
-    diff, ixg, relevance = _contrast_gradients(model, src, tgt_in, step, target_id, foil_id)
+    # Later positions cannot change this step: the sentence is read up to it, with A there.
+    forced = list(tgt_ids[:step]) + [target_id]
+    res = attribute_ids(model, list(src_ids), forced, bos, ("relevance", "input_x_grad"), None, "log_prob", [step],
+                        foil_id)
+    src, tgt_in, _ = forced_tensors(model, src_ids, forced, bos)
 
     def readout(states: torch.Tensor) -> torch.Tensor:  # (b, t, d) -> (b, 1)
         lp = model.generator(states[:, step])  # (b, V)
         return (lp[:, target_id] - lp[:, foil_id]).unsqueeze(1)
 
     _, heads = knockout_scores(model, src, tgt_in, readout, batch_tokens)
-    return {"log_prob_diff": diff, "input_x_grad": ixg, "relevance": relevance,
+    return {"log_prob_diff": float(res["chosen_log_probs"][0]), "input_x_grad": res["signed"]["input_x_grad"][0],
+            "relevance": res["matrices"]["relevance"][0],
             "heads": {kind: v[..., 0] for kind, v in heads.items()}}
 
 

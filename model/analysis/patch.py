@@ -8,8 +8,8 @@ shown): decoder input <bos> y_1 .. y_{T-1}, and position i (0-based) scores tgt_
 model/analysis/attribution.py. The list is exactly the tokens given: append the end token to score the stop
 decision too. Log-probabilities are the raw generator's (Translator.score's), in nats.
 
-  head knockout       log p(y_i) with one head alone switched off (its output before W_O set to 0, as
-                      head_mask does) minus log p(y_i) with every head on: (L, h, P) per attention kind.
+  head knockout       log p(y_i) with one head alone switched off (its output before W_O set to 0 by a
+                      gate on hook_z) minus log p(y_i) with every head on: (L, h, P) per attention kind.
   activation patching run the corrupted source, replace one component's activation by the clean run's, and
                       report the normalised effect (lp_patched − lp_corrupt) / (lp_clean − lp_corrupt) of the
                       clean target token: 0 = nothing restored, 1 = all of it (values outside [0, 1] happen:
@@ -24,11 +24,10 @@ decision too. Log-probabilities are the raw generator's (Translator.score's), in
                       Clean and corrupted source must have the same number of tokens (position j of one is
                       patched into position j of the other); other pairs are refused with a ValueError.
 
-How it runs. Interventions enter through forward arguments only (head_mask with a gate per batch row, and
-`patch`: see transformer.Patch): one batch row per head or component, so a grid costs a few batched passes,
-not one pass per cell. Rows that touch only the decoder reuse the encoder output. The clean values come from a
-recording pass made here layer by layer (the same maths as EncoderDecoder.forward, tested); nothing is stored
-on the model, which may serve other requests meanwhile.
+How it runs. Interventions are forward hooks of the call (model/nn/hooks.py): torch.where puts 0 (a head
+switched off) or the clean run's cached value into `hook_z` or `hook_resid_post`. One batch row per head or
+component, so a grid costs a few batched passes, not one pass per cell; rows that touch only the decoder reuse the
+encoder output. Nothing is stored on the model, which may serve other requests meanwhile.
 
 Command line (writes knockout, patching and logit-lens results; schema in docs/patch-format.md):
     python -m model.patch --checkpoint DIR --clean "…" --corrupt "…" [--out FILE.json] [--step N]
@@ -47,6 +46,7 @@ import numpy as np
 import torch
 
 from model.analysis.pairs import normalised_effect  # (torch-free, so pages can state the same ratio)
+from model.nn.hooks import Hooks, attn_name
 from model.nn.transformer import EncoderDecoder, make_src_mask, make_tgt_mask
 from model.records import KINDS, MIN_GAP, Knockout, Patching
 
@@ -61,12 +61,19 @@ Row = tuple[str, str, int, int] | None
 
 @dataclass
 class Run:
-    """One teacher-forced pass of batch 1, recorded layer by layer: the values patching copies."""
+    """One teacher-forced pass of batch 1: the values patching copies, in its activation cache."""
 
-    heads: dict[str, list[torch.Tensor]]  # kind -> per layer (1, h, i, d_k) head outputs before W_O
-    resid: dict[str, list[torch.Tensor]]  # 'enc_resid' -> per layer (1, s, d); 'dec_resid' -> (1, t, d)
+    cache: dict[str, torch.Tensor]  # every hook_z (1, i, h, d_k), hook_resid_post (1, n, d) and hook_pattern
     memory: torch.Tensor  # (1, s, d) the encoder's output after its final norm
     states: torch.Tensor  # (1, t, d) the decoder's output after its final norm (the generator's input)
+
+
+STREAM_POINT = {"enc_resid": "encoder.{}.hook_resid_post", "dec_resid": "decoder.{}.hook_resid_post"}
+
+
+def point(component: str, layer: int) -> str:
+    """The hook point a component of patch.py names: a kind's hook_z, or a stream's hook_resid_post."""
+    return attn_name(component, layer, "hook_z") if component in KINDS else STREAM_POINT[component].format(layer)
 
 
 def n_layers(model: EncoderDecoder, component: str) -> int:
@@ -94,49 +101,37 @@ def _positions(positions: Sequence[int] | None, t: int) -> list[int]:
 
 @torch.inference_mode()
 def record_run(model: EncoderDecoder, src: torch.Tensor, tgt_in: torch.Tensor) -> Run:
-    """The layers of encode()/decode() run one by one, traced so that head outputs come back.
-
-    forward() hands back no residual stream, so the loop is written out here, as attribution.traced_pass does
-    (a test checks that it gives forward()'s log-probabilities and head outputs).
-    """
+    """The clean (or corrupted) run: every head's hook_z and every layer's hook_resid_post, from one cached pass.
+    Its patterns are kept too, so attention is written out (softmax, then V) as in the page's trace; the patched
+    rows run the fused kernel, as a translation does."""
     pad = model.cfg.pad_idx
     src_mask, tgt_mask = make_src_mask(src, pad), make_tgt_mask(tgt_in, pad)
-    heads: dict[str, list[torch.Tensor]] = {k: [] for k in KINDS}
-    resid: dict[str, list[torch.Tensor]] = {k: [] for k in STREAMS}
-    x, _ = model.src_embed(src)
-    for layer in model.encoder_layers:
-        x, rec = layer(x, src_mask, None, True)
-        heads["enc_self"].append(rec.out)
-        resid["enc_resid"].append(x)
-    memory = model.encoder_norm(x)
-    y, _ = model.tgt_embed(tgt_in)
-    for layer in model.decoder_layers:
-        y, self_rec, cross_rec = layer(y, memory, src_mask, tgt_mask, None, None, True)
-        heads["dec_self"].append(self_rec.out)
-        heads["cross"].append(cross_rec.out)
-        resid["dec_resid"].append(y)
-    return Run(heads, resid, memory, model.decoder_norm(y))
+    cache: dict[str, torch.Tensor] = {}
+    hooks = Hooks(cache=cache, names_filter=lambda n: n.endswith((".hook_z", ".hook_resid_post", ".hook_pattern")))
+    memory = model.encode(src, src_mask, hooks)
+    return Run(cache, memory, model.decode(memory, src_mask, tgt_in, tgt_mask, hooks))
 
 
-def _interventions(model: EncoderDecoder, rows: Sequence[Row], side: str, donor: Run | None):
-    """(head_mask, patch) for one batch whose row r carries rows[r]; only the components of `side`."""
-    b, h = len(rows), model.cfg.n_heads
+def _interventions(model: EncoderDecoder, rows: Sequence[Row], side: str, donor: Run | None) -> Hooks | None:
+    """The hooks of one batch whose row r carries rows[r]; only the components of `side`. torch.where puts the
+    donor's value ("patch") or 0 ("off": a head's output before W_O) exactly where a row marks it."""
     device = next(model.parameters()).device
-    head_mask: dict[str, torch.Tensor] = {}
-    patch: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
+    marks: dict[tuple[str, str], torch.Tensor] = {}  # (action, point) -> (b, h | n) bool
     for r, row in enumerate(rows):
         if row is None or (row[1] in ENCODER_SIDE) != (side == "encoder"):
             continue
         action, comp, l, k = row
-        if action == "off":
-            gates = head_mask.setdefault(comp, torch.ones(n_layers(model, comp), b, h, device=device))  # (L, b, h)
-            gates[l, r, k] = 0.0
-        else:
-            value = donor.heads[comp][l] if comp in KINDS else donor.resid[comp][l]  # (1, h, i, d_k) | (1, n, d)
-            width = h if comp in KINDS else value.shape[1]
-            where, _ = patch.setdefault((comp, l), (torch.zeros(b, width, dtype=torch.bool, device=device), value))
-            where[r, k] = True
-    return head_mask or None, patch or None
+        width = model.cfg.n_heads if comp in KINDS else donor.cache[point(comp, l)].shape[1]
+        marks.setdefault((action, point(comp, l)), torch.zeros(len(rows), width, dtype=torch.bool, device=device))
+        marks[(action, point(comp, l))][r, k] = True
+    fwd = [(name, _put(where, donor.cache[name] if action == "patch" else torch.zeros((), device=device),
+                       name.endswith(".hook_z"))) for (action, name), where in marks.items()]
+    return Hooks(fwd) if fwd else None
+
+
+def _put(where: torch.Tensor, value: torch.Tensor, heads: bool):
+    where = where.view(where.shape[0], 1, -1, 1) if heads else where.unsqueeze(-1)  # (b, 1, h, 1) | (b, n, 1)
+    return lambda x, name: torch.where(where, value.to(x.dtype), x)  # value: (1, i, h, d_k) | (1, n, d) | 0
 
 
 def _states(model: EncoderDecoder, src, tgt_in, memory, rows: Sequence[Row], donor: Run | None) -> torch.Tensor:
@@ -147,11 +142,11 @@ def _states(model: EncoderDecoder, src, tgt_in, memory, rows: Sequence[Row], don
     enc = [r for r, row in enumerate(rows) if row is not None and row[1] in ENCODER_SIDE]
     mem = memory.expand(b, -1, -1)  # (b, s, d)
     if enc:
-        head_mask, patch = _interventions(model, [rows[r] for r in enc], "encoder", donor)
+        hooks = _interventions(model, [rows[r] for r in enc], "encoder", donor)
         mem = mem.index_copy(0, torch.tensor(enc, device=mem.device),
-                             model.encode(src.expand(len(enc), -1), src_mask[enc], head_mask, patch=patch))
-    head_mask, patch = _interventions(model, rows, "decoder", donor)
-    return model.decode(mem, src_mask, tgt_b, make_tgt_mask(tgt_b, pad), head_mask, patch=patch)
+                             model.encode(src.expand(len(enc), -1), src_mask[enc], hooks))
+    hooks = _interventions(model, rows, "decoder", donor)
+    return model.decode(mem, src_mask, tgt_b, make_tgt_mask(tgt_b, pad), hooks)
 
 
 def run_rows(model: EncoderDecoder, src, tgt_in, memory, rows: Sequence[Row], readout: Callable,
@@ -187,12 +182,9 @@ def head_rows(model: EncoderDecoder, action: str = "off") -> list[Row]:
 
 def by_kind(model: EncoderDecoder, values: np.ndarray) -> dict[str, np.ndarray]:
     """(rows of head_rows, k) -> kind -> (L, h, k)."""
-    out, start = {}, 0
-    for kind in KINDS:
-        n = n_layers(model, kind) * model.cfg.n_heads
-        out[kind] = values[start : start + n].reshape(n_layers(model, kind), model.cfg.n_heads, -1)
-        start += n
-    return out
+    shapes = [(n_layers(model, kind), model.cfg.n_heads) for kind in KINDS]
+    parts = np.split(values, np.cumsum([a * b for a, b in shapes])[:-1])
+    return {kind: part.reshape(*shape, -1) for kind, part, shape in zip(KINDS, parts, shapes)}
 
 
 def knockout_scores(model: EncoderDecoder, src, tgt_in, readout: Callable,

@@ -1,6 +1,6 @@
 """What switching heads off costs: the loss with one head ablated, and the pruning curve of greedy BLEU.
 
-ablation_losses switches each head off alone (head_mask 0) and measures the reference NLL; pruning_curve
+ablation_losses switches each head off alone (a gate of 0 on its hook_z) and measures the reference NLL; pruning_curve
 switches the least important heads off together (Michel et al. 2019, Fig. 3) and decodes, and does the same in
 the order of the measured loss increase when the ablation's numbers are given. Shape letters: see
 model/__init__.py (b batch, s source, t target, d d_model, V vocabulary).
@@ -16,6 +16,7 @@ import torch
 from model.analysis.importance import DEFAULT_BATCH_TOKENS, example_batches, example_tensors, importance_order
 from model.analysis.measures import THRESHOLDS
 from model.analysis.sentences import Example
+from model.nn.hooks import Hooks, gate_hooks, off_gates
 from model.nn.transformer import make_src_mask, make_tgt_mask
 from model.records import KINDS
 
@@ -28,31 +29,16 @@ def ablation_losses(translator, examples: list[Example], heads: Sequence[tuple[s
                     ) -> tuple[float, dict[tuple[str, int, int], float]]:
     """(summed token NLL with every head on, {head: summed NLL with that head alone off}) over the examples.
 
-    The same maths as EncoderDecoder.forward with a head_mask (a test checks it), but layers below the
-    switched-off head are not run again: each batch keeps the baseline's input to every encoder and decoder
-    layer, so switching off a head of decoder layer l reruns decoder layers l.. only, and one of encoder
-    layer l reruns encoder layers l.. and the decoder. Only real target positions reach the generator.
+    Layers below the switched-off head are not run again: the baseline pass caches every layer's input
+    (hook_resid_pre), and EncoderDecoder.encode_from / decode_from run from there, so switching off a head of
+    decoder layer l reruns decoder layers l.. only, and one of encoder layer l reruns encoder layers l.. and the
+    decoder (a test checks this equals a whole pass with the gate). Only real target positions reach the generator.
     """
     model, cfg = translator.model, translator.cfg
     pad = cfg.pad_idx
     off = {h_: 0.0 for h_ in heads}
     base = 0.0
     batches = example_batches(examples, batch_tokens)
-
-    def run_encoder(x, src_mask, start=0, layer_mask=None):
-        for n in range(start, len(model.encoder_layers)):
-            x, _ = model.encoder_layers[n](x, src_mask, layer_mask if n == start else None)
-        return model.encoder_norm(x)
-
-    def run_decoder(y, memory, src_mask, tgt_mask, start=0, kind=None, layer_mask=None, keep=None):
-        for n in range(start, len(model.decoder_layers)):
-            if keep is not None:
-                keep.append(y)
-            shm = layer_mask if n == start and kind == "dec_self" else None
-            chm = layer_mask if n == start and kind == "cross" else None
-            y, _, _ = model.decoder_layers[n](y, memory, src_mask, tgt_mask, shm, chm)
-        return model.decoder_norm(y)
-
     with torch.inference_mode():
         for n, batch in enumerate(batches):
             src, tgt_in, tgt_out = example_tensors(examples, batch, translator)
@@ -64,27 +50,21 @@ def ablation_losses(translator, examples: list[Example], heads: Sequence[tuple[s
                 lp = model.generator(y[real])  # (N, V): padded positions never reach the generator
                 return -float(lp.gather(-1, gold[:, None]).sum())
 
-            enc_in = []  # input of every encoder layer, (b, s, d) each
-            x, _ = model.src_embed(src)
-            for layer in model.encoder_layers:
-                enc_in.append(x)
-                x, _ = layer(x, src_mask)
-            memory = model.encoder_norm(x)
-            dec_in: list[torch.Tensor] = []
-            y0, _ = model.tgt_embed(tgt_in)
-            base += nll(run_decoder(y0, memory, src_mask, tgt_mask, keep=dec_in))
+            inputs: dict[str, torch.Tensor] = {}  # every layer's input, (b, n, d)
+            keep = Hooks(cache=inputs, names_filter=lambda name: name.endswith(".hook_resid_pre"))
+            memory = model.encode(src, src_mask, keep)
+            base += nll(model.decode(memory, src_mask, tgt_in, tgt_mask, keep))
             for kind, l, hh in heads:
-                mask = torch.ones(cfg.n_heads)
-                mask[hh] = 0.0
+                gate = Hooks(gate_hooks(off_gates(cfg, [(kind, l, hh)])))
                 if kind == "enc_self":
-                    mem = run_encoder(enc_in[l], src_mask, l, mask)
-                    off[(kind, l, hh)] += nll(run_decoder(y0, mem, src_mask, tgt_mask))
+                    mem = model.encode_from(inputs[f"encoder.{l}.hook_resid_pre"], src_mask, l, gate)
+                    off[(kind, l, hh)] += nll(model.decode(mem, src_mask, tgt_in, tgt_mask))
                 else:
-                    off[(kind, l, hh)] += nll(run_decoder(dec_in[l], memory, src_mask, tgt_mask, l, kind, mask))
+                    off[(kind, l, hh)] += nll(model.decode_from(inputs[f"decoder.{l}.hook_resid_pre"], memory,
+                                                                src_mask, tgt_mask, l, gate))
             if progress is not None:
                 progress((n + 1) / len(batches))
     return base, off
-
 
 
 def pruning_curve(translator, src: list[str], ref: list[str], importance: dict[str, np.ndarray],

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model.nn.trace import Trace
-from model.nn.transformer import EncoderDecoder, HeadMask, make_src_mask, make_tgt_mask, reorder_cache
+from model.nn.hooks import FwdHooks, Hooks
+from model.nn.trace import for_trace, probs
+from model.nn.transformer import EncoderDecoder, make_src_mask, make_tgt_mask, reorder_cache
 from model.records import Step
 
 
@@ -25,19 +26,20 @@ class Decoded:
     ids: list[int]  # output ids without <bos> and <eos>
     finished: bool  # True when <eos> ended it, False when max_len stopped it
     steps: list[Step] = field(default_factory=list)  # empty unless recorded
-    trace: Trace | None = None  # the encoder and the final decoder pass, when recorded
+    trace: dict | None = None  # when recorded: the activation cache (for_trace) of the encoder and the final pass
+    log_probs: torch.Tensor | None = None  # when recorded: (1, t, V) the final teacher-forced pass's output
 
 
 GreedyResult = Decoded  # the earlier name
 
 
 def decode_step(model: EncoderDecoder, memory, src_mask, tokens: torch.Tensor, cache: dict,
-                head_mask: HeadMask | None = None) -> torch.Tensor:
+                hooks: Hooks | None = None) -> torch.Tensor:
     """(b, 1) newest tokens -> (b, V) the generator's next-token log-probabilities.
 
     `cache` carries the earlier positions. Nothing is removed here: see allowed_log_probs.
     """
-    x = model.decode(memory, src_mask, tokens, None, head_mask, cache=cache)  # one query sees every cached key
+    x = model.decode(memory, src_mask, tokens, None, hooks, cache=cache)  # one query sees every cached key
     return model.generator(x[:, -1])
 
 
@@ -64,7 +66,7 @@ def search(
     prefix: list[int] | None = None,
     record: bool = False,
     top_k: int = 5,
-    head_mask: HeadMask | None = None,
+    fwd_hooks: FwdHooks = (),
     use_src_padding_mask: bool = True,
     draft=None,
 ) -> list[Decoded]:
@@ -86,6 +88,9 @@ def search(
     gives every step's attention and the full trace. A recorded search may take a `draft`
     (model/inference/draft.py) that guesses the tokens; the model's teacher-forced pass checks every guess, so
     the result is the same greedy decoding (see checked_greedy).
+
+    `fwd_hooks` (model/nn/hooks.py) hold in every pass of this search: the encoder's, each step's (a hook sees
+    the new position only) and the recorded teacher-forced pass.
     """
     b = src.shape[0]
     max_lens = [int(max_len)] * b if isinstance(max_len, int) else [int(m) for m in max_len]
@@ -99,10 +104,12 @@ def search(
         raise ValueError("a forced prefix cannot hold <bos> or <pad>: the model never generates them")
     banned = torch.tensor(banned_list, device=src.device)
     src_mask = make_src_mask(src, model.cfg.pad_idx, use_src_padding_mask)  # (b, 1, 1, s)
-    trace = Trace() if record else None
-    memory = model.encode(src, src_mask, head_mask, trace)  # (b, s, d); the encoder runs once
+    trace: dict | None = {} if record else None
+    hooks = Hooks(fwd_hooks) if fwd_hooks else None
+    recording = Hooks(fwd_hooks, trace, for_trace) if record else None
+    memory = model.encode(src, src_mask, recording or hooks)  # (b, s, d); the encoder runs once
     if record and draft is not None:
-        return [checked_greedy(model, draft, memory, src_mask, bos, eos, max_lens[0], prefix, top_k, head_mask,
+        return [checked_greedy(model, draft, memory, src_mask, bos, eos, max_lens[0], prefix, top_k, fwd_hooks,
                                banned, trace)]
     beams = _Beams(list(range(b)), torch.full((b, 1), bos, dtype=torch.long, device=src.device),
                    torch.zeros(b, device=src.device), src_mask, model.new_cache(), [[] for _ in range(b)], [None] * b)
@@ -110,7 +117,7 @@ def search(
     for t in range(1, max(max_lens, default=0) + 1):
         # `memory` is read only at t = 1 (when n == b); afterwards the cache holds the cross-attention keys/values.
         log_probs = allowed_log_probs(decode_step(model, memory, beams.rows_mask, beams.ys[:, -1:], beams.cache,
-                                                  head_mask), banned)  # (n, V)
+                                                  hooks), banned)  # (n, V)
         forced = prefix[t - 1] if t <= len(prefix) else None
         cand_s, cand_row, cand_tok = _candidates(beams.scores[:, None] + log_probs, len(beams.active), beam_size,
                                                  forced)
@@ -123,7 +130,7 @@ def search(
         _advance(beams, *kept)
     results = [Decoded([], False) if r is None else r for r in beams.results]  # None: max_len 0
     if record:
-        _attach_record(model, memory, src_mask, bos, head_mask, trace, results[0], steps)
+        _attach_record(model, memory, src_mask, bos, fwd_hooks, trace, results[0], steps)
     return results
 
 
@@ -226,35 +233,35 @@ def _advance(beams: _Beams, keep_rows: list[int], keep_tok: list[int], keep_s: l
     beams.active = still
 
 
-def _attach_record(model, memory, src_mask, bos, head_mask, trace: Trace, res: Decoded, steps: list[Step]) -> None:
+def _attach_record(model, memory, src_mask, bos, fwd_hooks, trace: dict, res: Decoded, steps: list[Step]) -> None:
     """One traced teacher-forced decoder pass over <bos> + output: every step's attention and the full trace."""
-    _teacher_forced(model, memory, src_mask, bos, res.ids, head_mask, trace)
-    _attach_steps(trace, res, steps)
+    log_probs = _teacher_forced(model, memory, src_mask, bos, res.ids, fwd_hooks, trace)
+    _attach_steps(model, trace, log_probs, res, steps)
 
 
-def _teacher_forced(model, memory, src_mask, bos, ids: list[int], head_mask, trace: Trace) -> torch.Tensor:
-    """The traced decoder pass over <bos> + ids; fills the trace's decoder half and returns (1, t, V) log_probs."""
+def _teacher_forced(model, memory, src_mask, bos, ids: list[int], fwd_hooks, trace: dict) -> torch.Tensor:
+    """The decoder pass over <bos> + ids, its points kept in `trace`; (1, t, V) log_probs."""
     tgt = torch.tensor([[bos] + ids], dtype=torch.long, device=memory.device)
     tgt_mask = make_tgt_mask(tgt, model.cfg.pad_idx)
-    trace.log_probs = model.generator(model.decode(memory, src_mask, tgt, tgt_mask, head_mask, trace))
-    return trace.log_probs
+    return model.generator(model.decode(memory, src_mask, tgt, tgt_mask, Hooks(fwd_hooks, trace, for_trace)))
 
 
-def _attach_steps(trace: Trace, res: Decoded, steps: list[Step]) -> None:
+def _attach_steps(model, trace: dict, log_probs: torch.Tensor, res: Decoded, steps: list[Step]) -> None:
     """Row i of the teacher-forced pass is what step i computed: give each step its attention."""
-    dec_self = torch.stack([a.probs[0] for a in trace.dec_self]).float().cpu().numpy()  # (L, h, t, t)
-    cross = torch.stack([a.probs[0] for a in trace.cross]).float().cpu().numpy()  # (L, h, t, s)
+    n = model.cfg.n_decoder_layers
+    dec_self, cross = probs(trace, "dec_self", n), probs(trace, "cross", n)  # (L, h, t, t), (L, h, t, s)
     for i, step in enumerate(steps):
         step.dec_self, step.cross = dec_self[:, :, i, : i + 1], cross[:, :, i]
-    res.steps, res.trace = steps, trace
+    res.steps, res.trace, res.log_probs = steps, trace, log_probs
 
 
-def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], head_mask,
+def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], fwd_hooks,
                   banned) -> tuple[list[int], bool]:
     """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>)."""
     cache, ids, last = draft.new_cache(), [], bos
+    hooks = Hooks(fwd_hooks) if fwd_hooks else None
     for t in range(1, max_len + 1):
-        x = draft.decode(memory, src_mask, torch.tensor([[last]], device=memory.device), None, head_mask, cache=cache)
+        x = draft.decode(memory, src_mask, torch.tensor([[last]], device=memory.device), None, hooks, cache=cache)
         if t <= len(known):  # forced: the cache needs the position, the choice is made
             last = known[t - 1]
         else:
@@ -266,7 +273,7 @@ def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], 
 
 
 def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: int, prefix: list[int], top_k: int,
-                   head_mask, banned, trace: Trace) -> Decoded:
+                   fwd_hooks, banned, trace: dict) -> Decoded:
     """Greedy decoding of one sentence whose tokens the draft guesses and the model's traced pass checks.
 
     Row i of the teacher-forced pass over <bos> + guess is the model's distribution after the first i
@@ -277,8 +284,9 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
     """
     known = list(prefix)  # forced, or already the model's own argmax
     while True:
-        ids, finished = _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known, head_mask, banned)
-        log_probs = allowed_log_probs(_teacher_forced(model, memory, src_mask, bos, ids, head_mask, trace)[0], banned)
+        ids, finished = _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known, fwd_hooks, banned)
+        raw = _teacher_forced(model, memory, src_mask, bos, ids, fwd_hooks, trace)  # (1, t, V)
+        log_probs = allowed_log_probs(raw[0], banned)
         best = log_probs.argmax(-1).tolist()  # (t,) the model's choice after each prefix
         want = ids + [eos] if finished else ids
         wrong = next((i for i in range(len(known), len(want)) if best[i] != want[i]), None)
@@ -289,8 +297,8 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
             finished = best[wrong] == eos
             ids = ids[:wrong] if finished else known
             want = ids + [eos] if finished else ids
-            log_probs = allowed_log_probs(_teacher_forced(model, memory, src_mask, bos, ids, head_mask, trace)[0],
-                                          banned)
+            raw = _teacher_forced(model, memory, src_mask, bos, ids, fwd_hooks, trace)
+            log_probs = allowed_log_probs(raw[0], banned)
             break
     steps = []
     probs = log_probs.exp()  # (t, V)
@@ -299,7 +307,7 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
         steps.append(Step(prefix=[bos] + ids[:i], top_ids=top_i[i].tolist(), top_probs=top_p[i].tolist(),
                           chosen=chosen, chosen_prob=float(probs[i, chosen]), forced=i < len(prefix)))
     res = Decoded(ids, finished)
-    _attach_steps(trace, res, steps)
+    _attach_steps(model, trace, raw, res, steps)
     return res
 
 
@@ -336,19 +344,19 @@ def greedy_decode(
     prefix: list[int] | None = None,
     record: bool = False,
     top_k: int = 5,
-    head_mask: HeadMask | None = None,
+    fwd_hooks: FwdHooks = (),
     use_src_padding_mask: bool = True,
     draft=None,
 ) -> Decoded:
     """The most probable allowed token at each step until <eos> or max_len tokens (see search)."""
-    return search(model, src, bos, eos, max_len, 1, 0.0, prefix, record, top_k, head_mask, use_src_padding_mask,
+    return search(model, src, bos, eos, max_len, 1, 0.0, prefix, record, top_k, fwd_hooks, use_src_padding_mask,
                   draft)[0]
 
 
 def greedy_decode_batch(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int | Sequence[int],
-                        head_mask: HeadMask | None = None) -> list[Decoded]:
+                        fwd_hooks: FwdHooks = ()) -> list[Decoded]:
     """Greedy decoding of a padded batch (b, s); each sentence's result equals greedy_decode's."""
-    return search(model, src, bos, eos, max_len, 1, 0.0, head_mask=head_mask)
+    return search(model, src, bos, eos, max_len, 1, 0.0, fwd_hooks=fwd_hooks)
 
 
 def beam_search(
@@ -359,7 +367,7 @@ def beam_search(
     max_len: int,
     beam_size: int = 5,
     alpha: float = 0.6,
-    head_mask: HeadMask | None = None,
+    fwd_hooks: FwdHooks = (),
 ) -> Decoded:
     """The best hypothesis by length-normalised log-probability (see search), and whether it ended."""
-    return search(model, src, bos, eos, max_len, beam_size, alpha, head_mask=head_mask)[0]
+    return search(model, src, bos, eos, max_len, beam_size, alpha, fwd_hooks=fwd_hooks)[0]

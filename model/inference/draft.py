@@ -53,6 +53,8 @@ class Draft(nn.Module):
         self.eval()
 
     decode = EncoderDecoder.decode
+    decode_from = EncoderDecoder.decode_from
+    _final = staticmethod(EncoderDecoder._final)
     new_cache = EncoderDecoder.new_cache
 
 

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.inference.decode import Decoded, greedy_decode, greedy_from_guess, search
+from model.inference.decode import Decoded, greedy_decode, search
 from model.inference.draft import build_draft, worth_a_draft
 from model.inference.unknown import replace_unknown
 from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
 from model.nn.config import ModelConfig
-from model.nn.trace import to_sentence_trace
-from model.nn.transformer import EncoderDecoder, HeadMask, make_src_mask
+from model.nn.hooks import FwdHooks, Hooks, check_names, gate_hooks, off_gates
+from model.nn.trace import for_trace, patterns, probs, to_sentence_trace
+from model.nn.transformer import EncoderDecoder
 from model.nn.transformer import parameter_counts as _parameter_counts
 from model.records import KINDS, SentenceTrace, Source, Translation
 from model.text.language import looks_like_target_language, pieces_look_like_target_language
@@ -152,14 +153,14 @@ class Translator:
                         else (self.model.tgt_embed, self.tgt_vocab))
         return embed.lut.weight.detach().cpu().float().numpy().copy(), list(vocab.itos)
 
-    def head_mask(self, off_heads: OffHeads | None) -> HeadMask | None:
-        """The model's head masks with the given (kind, layer, head) switched off; None when none is."""
+    def gates(self, off_heads: OffHeads | None) -> dict[str, torch.Tensor] | None:
+        """kind -> (L, h) head gates with the given (kind, layer, head) at 0 (model/nn/hooks.py); None when no head
+        is off. ValueError for a head this model does not have."""
         off = list(off_heads or ())
         if not off:
             return None
         cfg = self.cfg
-        layers = {"enc_self": cfg.n_encoder_layers, "dec_self": cfg.n_decoder_layers, "cross": cfg.n_decoder_layers}
-        mask = {kind: torch.ones(n, cfg.n_heads) for kind, n in layers.items()}
+        layers = cfg.kind_layers
         for item in off:
             try:
                 kind, layer, head = item
@@ -170,8 +171,14 @@ class Translator:
             for name, value, n in (("layer", layer, layers[kind]), ("head", head, cfg.n_heads)):
                 if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
                     raise ValueError(f"{kind} {name} {value!r} is out of range: 0-based, 0 to {n - 1}")
-            mask[kind][int(layer), int(head)] = 0.0
-        return mask
+        return off_gates(cfg, off)
+
+    def hooks(self, off_heads: OffHeads | None = None, fwd_hooks: FwdHooks | None = None) -> list:
+        """The forward hooks of one call: the switched-off heads' gates on hook_z, then the caller's own."""
+        fwd = list(fwd_hooks or ())
+        check_names(self.cfg, fwd)
+        gates = self.gates(off_heads)
+        return (gate_hooks(gates) if gates else []) + fwd
 
     def prepare(self, text: str, max_tokens: int = MAX_SRC_TOKENS) -> Source:
         """Clean, tokenize and truncate; the model's own max_len is never exceeded."""
@@ -192,7 +199,7 @@ class Translator:
     def _src_tensor(self, source: Source) -> torch.Tensor:
         return torch.tensor([source.ids], dtype=torch.long)
 
-    def _finish(self, source: Source, dec: Decoded, t0: float, src: torch.Tensor, head_mask: HeadMask | None,
+    def _finish(self, source: Source, dec: Decoded, t0: float, src: torch.Tensor, fwd_hooks: list,
                 replace_unk: bool, decoding: str, cross: np.ndarray | None = None,
                 use_src_padding_mask: bool = True) -> Translation:
         """The one way decoded ids become a Translation: tokens, <unk> copies, step strings, text."""
@@ -204,23 +211,26 @@ class Translator:
         # output should stay the original's.
         if replace_unk and self.pieces is None and UNK in raw and any(copyable):
             if cross is None:
-                cross = self.cross_attention(src, dec.ids, head_mask, use_src_padding_mask)
+                cross = self.cross_attention(src, dec.ids, fwd_hooks, use_src_padding_mask)
             tokens = replace_unknown(raw, cross, source.tokens, copyable)
         for step in dec.steps:
             step.prefix_tokens, step.top_tokens = v.decode(step.prefix), v.decode(step.top_ids)
             step.chosen_token = v.itos[step.chosen]
         steps = dec.steps if dec.trace is not None else None
         start = v.token("bos")
-        trace = None if dec.trace is None else to_sentence_trace(dec.trace, source.axis_tokens, [start] + raw)
+        trace = (None if dec.trace is None
+                 else to_sentence_trace(dec.trace, dec.log_probs, source.axis_tokens, [start] + raw))
         return Translation(self.detokenize(tokens), tokens, raw, source, dec.finished,
                            time.perf_counter() - t0, steps=steps, trace=trace, decoding=decoding, start_token=start)
 
     def translate(self, text: str, beam: int = 1, max_len: int | None = None, replace_unk: bool = True,
-                  alpha: float = 0.6, off_heads: OffHeads | None = None) -> Translation:
-        """Translate one sentence; beam 1 is greedy decoding. `off_heads` switches heads off."""
+                  alpha: float = 0.6, off_heads: OffHeads | None = None,
+                  fwd_hooks: FwdHooks | None = None) -> Translation:
+        """Translate one sentence; beam 1 is greedy decoding. `off_heads` switches heads off; `fwd_hooks`
+        (model/nn/hooks.py) hold in every pass (during decoding a hook sees the new position only)."""
         t0 = time.perf_counter()
         decoding = "greedy" if beam <= 1 else f"beam {beam}"
-        hm = self.head_mask(off_heads)
+        hm = self.hooks(off_heads, fwd_hooks)
         source = self.prepare(text)
         if not source.tokens:
             return Translation("", [], [], source, True, time.perf_counter() - t0, decoding=decoding,
@@ -228,19 +238,22 @@ class Translator:
         src = self._src_tensor(source)
         v = self.tgt_vocab
         dec = search(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), max(beam, 1),
-                     alpha if beam > 1 else 0.0, head_mask=hm)[0]
+                     alpha if beam > 1 else 0.0, fwd_hooks=hm)[0]
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding)
 
     def trace(self, text: str, max_len: int | None = None, prefix: list[str] | None = None, top_k: int = 5,
-              off_heads: OffHeads | None = None, replace_unk: bool = True) -> Translation:
-        """Greedy decoding with every step recorded (ids and strings) and the full trace of the final pass.
+              off_heads: OffHeads | None = None, replace_unk: bool = True,
+              fwd_hooks: FwdHooks | None = None) -> Translation:
+        """Greedy decoding with every step recorded (ids and strings) and the full trace of the final pass, read
+        from its activation cache.
 
-        `prefix` forces the first output words (a user picked another candidate).
+        `prefix` forces the first output words (a user picked another candidate). `off_heads` and `fwd_hooks`
+        as in translate; the trace shows the activations as the hooks left them.
         """
         t0 = time.perf_counter()
         n = len(prefix or [])
         decoding = f"greedy after a forced prefix of {n} token{'s' if n != 1 else ''}" if n else "greedy"
-        hm = self.head_mask(off_heads)
+        hm = self.hooks(off_heads, fwd_hooks)
         source = self.prepare(text)
         if not source.tokens:
             return Translation("", [], [], source, True, time.perf_counter() - t0, steps=[], decoding=decoding,
@@ -248,18 +261,53 @@ class Translator:
         v = self.tgt_vocab
         src = self._src_tensor(source)
         forced = v.encode(prefix) if prefix else None
+        # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone.
+        draft = None if fwd_hooks else self._trace_draft()
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced,
-                            record=True, top_k=top_k, head_mask=hm, draft=self._trace_draft())
+                            record=True, top_k=top_k, fwd_hooks=hm, draft=draft)
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
+
+    def forced_tensors(self, text: str, target: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src (1, s), decoder input (1, T)) of a teacher-forced pass whose T rows score `target` (target tokens),
+        or by default the model's own greedy translation without hooks, its end token included when it finished."""
+        source = self.prepare(text)
+        if not source.tokens:
+            raise ValueError("the text has no tokens the model reads")
+        v, src = self.tgt_vocab, self._src_tensor(source)
+        if target is None:
+            with torch.inference_mode():
+                dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, None))
+            ids = dec.ids + ([v.eos_idx] if dec.finished else [])
+        else:
+            ids = v.encode(list(target))
+        if not ids:
+            raise ValueError("needs at least one target token")
+        return src, torch.tensor([[v.bos_idx] + ids[:-1]], dtype=torch.long)
+
+    def run_with_cache(self, text: str, names_filter=None, target: list[str] | None = None,
+                       fwd_hooks: FwdHooks = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """((1, T, V) log-probabilities, {point: activation}) of `text` teacher-forced on `target` (see
+        forced_tensors); TransformerLens's run_with_cache, names in docs/hooks.md."""
+        src, tgt_in = self.forced_tensors(text, target)
+        with torch.inference_mode():
+            return self.model.run_with_cache(src, tgt_in, names_filter, fwd_hooks)
+
+    def run_with_hooks(self, text: str, fwd_hooks: FwdHooks, target: list[str] | None = None) -> torch.Tensor:
+        """(1, T, V) log-probabilities of `text` teacher-forced on `target` (see forced_tensors) with `fwd_hooks`
+        [(name or predicate, fn(activation, name) -> replacement or None)] held for this call only."""
+        src, tgt_in = self.forced_tensors(text, target)
+        with torch.inference_mode():
+            return self.model.run_with_hooks(src, tgt_in, fwd_hooks)
 
     @torch.inference_mode()
     def teacher_forced(self, text: str, tgt_tokens: list[str], use_causal_mask: bool = True) -> SentenceTrace:
         """Traced teacher-forced pass over <bos> + tgt_tokens; the causal mask can be switched off."""
         source = self.prepare(text)
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + self.tgt_vocab.encode(tgt_tokens)], dtype=torch.long)
-        _, trace = self.model(self._src_tensor(source), tgt, return_trace=True, use_causal_mask=use_causal_mask)
-        return to_sentence_trace(trace, source.axis_tokens, [self.tgt_vocab.token("bos")] + list(tgt_tokens))
+        log_probs, cache = self.model.run_with_cache(self._src_tensor(source), tgt, for_trace,
+                                                     use_causal_mask=use_causal_mask)
+        return to_sentence_trace(cache, log_probs, source.axis_tokens, [self.tgt_vocab.token("bos")] + list(tgt_tokens))
 
     @torch.inference_mode()
     def score(self, text: str, tgt_tokens: list[str], off_heads: OffHeads | None = None) -> float:
@@ -267,102 +315,35 @@ class Translator:
         source = self.prepare(text)
         ids = self.tgt_vocab.encode(tgt_tokens)
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + ids], dtype=torch.long)
-        log_probs, _ = self.model(self._src_tensor(source), tgt, head_mask=self.head_mask(off_heads))
+        log_probs = self.model(self._src_tensor(source), tgt, Hooks(self.hooks(off_heads)))
         gold = torch.tensor(ids + [self.tgt_vocab.eos_idx])
         return float(log_probs[0].gather(-1, gold[:, None]).sum())
 
     padding_example = LONGER_EXAMPLE  # padded_batch's partner, an input of this model's kind (a toy's: digits)
 
-    @torch.inference_mode()
     def padded_batch(self, text: str, partner: str | None = None, use_padding_mask: bool = True,
                      alone: Translation | None = None) -> dict:
-        """`text` padded in one batch with a longer sentence, as in training.
+        """`text` padded in one batch with a longer sentence, as in training (model/inference/padding.py)."""
+        from model.inference.padding import padded_batch
 
-        The partner is `padding_example` unless given; when it is not longer than `text`, `text` + " " +
-        partner is used, so that padding appears (unless `text` is already at the length limit).
-        Returns "trace": the padded sentence's SentenceTrace (its source axis ends in <pad> tokens;
-        attn[kind][layer]["mask"] are the masks the model used), "partner" and "partner_tokens", "n_pads",
-        "encoder_shift": max |memory(padded) - memory(alone)| over the real positions, and the greedy translations
-        "alone" and "padded".
-
-        `alone` may hand in the sentence's greedy decoding made elsewhere (`trace` or `translate` with every
-        head on, no prefix and the default length limit), so that the two halves of the demonstration (mask on,
-        mask off) and the page's own decoding share one search instead of three. What can be checked is
-        (`_greedy_ids`): greedy, the same source ids, not cut off by a shorter limit.
-        """
-        a = self.prepare(text)
-        alone_ids = self._greedy_ids(a, alone) if alone is not None else None
-        partner = self.padding_example if partner is None else partner
-        if len(self.prepare(partner).ids) <= len(a.ids):
-            partner = text + " " + partner  # the partner must be longer for padding to appear
-        b = self.prepare(partner)
-        width = max(len(a.ids), len(b.ids))
-        pad = self.cfg.pad_idx
-        src = torch.full((2, width), pad, dtype=torch.long)
-        src[0, : len(a.ids)], src[1, : len(b.ids)] = torch.tensor(a.ids), torch.tensor(b.ids)
-        v = self.tgt_vocab
-        t0 = time.perf_counter()
-        alone_src = self._src_tensor(a)
-        if alone_ids is None:
-            decoded = greedy_decode(self.model, alone_src, v.bos_idx, v.eos_idx, self.max_steps(a, None))
-            alone_ids, alone_finished = decoded.ids, decoded.finished
-            alone_text = self._finish(a, decoded, t0, alone_src, None, True, "greedy").text
-        else:
-            alone_text, alone_finished = alone.text, alone.finished
-        tgt = torch.tensor([[v.bos_idx] + alone_ids] * 2, dtype=torch.long)
-        tgt[1] = v.bos_idx  # the longer sentence's decoder input does not matter here
-        log_probs, trace = self.model(src, tgt, return_trace=True, use_src_padding_mask=use_padding_mask)
-        memory = lambda s, m: self.model.encode(s, make_src_mask(s, pad, m))  # noqa: E731
-        n = len(a.ids)
-        shift = float((memory(src, use_padding_mask)[0, :n] - memory(alone_src, True)[0]).abs().max())
-        # The padded sentence's greedy decoding. Row 0 of the pass above is the model reading the padded sentence
-        # teacher-forced on the translation alone: where its argmax agrees at every step, that is the padded
-        # decoding and no search runs (usually so with the mask on); where not, the search goes on from there.
-        padded = greedy_from_guess(self.model, src[:1], v.bos_idx, v.eos_idx, self.max_steps(a, None), alone_ids,
-                                   alone_finished, log_probs[0], use_src_padding_mask=use_padding_mask)
-        src_axis = a.axis_tokens + [self.src_vocab.token("pad")] * (width - n)
-        return {
-            "trace": to_sentence_trace(trace, src_axis, [v.token("bos")] + v.decode(alone_ids), index=0),
-            "partner": partner,
-            "partner_tokens": b.axis_tokens,
-            "n_pads": width - n,
-            "encoder_shift": shift,
-            "alone": alone_text,
-            "padded": self._finish(a, padded, t0, src[:1], None, True, "greedy", None, use_padding_mask).text,
-        }
-
-    def _greedy_ids(self, source: Source, done: Translation) -> list[int]:
-        """The output ids of `done`, a greedy decoding of `source` by this translator (ValueError otherwise)."""
-        v = self.tgt_vocab
-        ids = v.encode(done.raw_tokens)
-        limit = self.max_steps(source, None)
-        if (done.decoding != "greedy" or done.source.ids != source.ids or v.decode(ids) != done.raw_tokens
-                or len(ids) > limit or (not done.finished and len(ids) != limit)  # cut off by a shorter limit
-                or len(v.stoi) != len(v.itos)):  # a token string named twice would not encode back to its id
-            raise ValueError("not this sentence's plain greedy decoding by this model")
-        return ids
+        return padded_batch(self, text, partner, use_padding_mask, alone)
 
     @torch.inference_mode()
-    def cross_attention(self, src: torch.Tensor, ids: list[int], head_mask: HeadMask | None = None,
+    def cross_attention(self, src: torch.Tensor, ids: list[int], fwd_hooks: FwdHooks = (),
                         use_src_padding_mask: bool = True) -> np.ndarray:
         """(t, L, h, s): cross-attention of a teacher-forced pass over <bos> + ids."""
         tgt = torch.tensor([[self.tgt_vocab.bos_idx] + ids], dtype=torch.long)
-        _, trace = self.model(src, tgt, return_trace=True, head_mask=head_mask,
-                              use_src_padding_mask=use_src_padding_mask)
-        return trace.probs("cross").transpose(2, 0, 1, 3)  # (L, h, t, s) -> (t, L, h, s)
+        cache: dict = {}
+        self.model(src, tgt, Hooks(fwd_hooks, cache, patterns), use_src_padding_mask=use_src_padding_mask)
+        return probs(cache, "cross", self.cfg.n_decoder_layers).transpose(2, 0, 1, 3)  # (L, h, t, s) -> (t, L, h, s)
 
-    def translate_batch(self, texts: list[str], beam: int = 1, batch_size: int = 64, replace_unk: bool = True,
-                        alpha: float = 0.6, progress: Callable[[int], object] | None = None,
-                        off_heads: OffHeads | None = None, max_len: int | None = None) -> list[str]:
-        """Translate many sentences (for evaluation), in batches of similar length.
-
-        Each sentence gets what translate() would give it (its own step limit or `max_len`, the same <unk> rule).
-        """
-        hm = self.head_mask(off_heads)
-        decoding = "greedy" if beam <= 1 else f"beam {beam}"
-        out: list[str] = [""] * len(texts)
-        sources = [self.prepare(t) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: len(sources[i].ids))
+    def decode_batch(self, sources: list[Source], beam: int = 1, batch_size: int = 64, alpha: float = 0.6,
+                     fwd_hooks: FwdHooks = (), max_len: int | None = None,
+                     progress: Callable[[int], object] | None = None) -> list[Decoded | None]:
+        """Search each prepared source (None for one without tokens) in batches of similar length; each gets what
+        translate() would decode for it (its own step limit or `max_len`). `progress(n)` after each batch."""
+        out: list[Decoded | None] = [None] * len(sources)
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i].ids))
         v = self.tgt_vocab
         for start in range(0, len(order), batch_size):
             idx = [i for i in order[start : start + batch_size] if sources[i].tokens]
@@ -373,10 +354,23 @@ class Translator:
                     src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
                 limits = [self.max_steps(sources[i], max_len) for i in idx]
                 decoded = search(self.model, src, v.bos_idx, v.eos_idx, limits, max(beam, 1),
-                                 alpha if beam > 1 else 0.0, head_mask=hm)
+                                 alpha if beam > 1 else 0.0, fwd_hooks=fwd_hooks)
                 for i, dec in zip(idx, decoded):
-                    out[i] = self._finish(sources[i], dec, 0.0, self._src_tensor(sources[i]), hm, replace_unk,
-                                          decoding).text
+                    out[i] = dec
             if progress is not None:
                 progress(len(order[start : start + batch_size]))
         return out
+
+    def translate_batch(self, texts: list[str], beam: int = 1, batch_size: int = 64, replace_unk: bool = True,
+                        alpha: float = 0.6, progress: Callable[[int], object] | None = None,
+                        off_heads: OffHeads | None = None, max_len: int | None = None) -> list[str]:
+        """Translate many sentences (for evaluation), in batches of similar length.
+
+        Each sentence gets what translate() would give it (its own step limit or `max_len`, the same <unk> rule).
+        """
+        hm = self.hooks(off_heads)
+        decoding = "greedy" if beam <= 1 else f"beam {beam}"
+        sources = [self.prepare(t) for t in texts]
+        decoded = self.decode_batch(sources, beam, batch_size, alpha, hm, max_len, progress)
+        return ["" if dec is None else self._finish(source, dec, 0.0, self._src_tensor(source), hm, replace_unk,
+                                                     decoding).text for source, dec in zip(sources, decoded)]

@@ -10,8 +10,16 @@ The app's "trace as JSON" download writes the same content for the sentence on s
     python -m model.export SENTENCE [SENTENCE ...] --html lesson.html
 
 writes the lesson file instead: one HTML page with the app's figures for every sentence, that opens offline
-(docs/lesson.md). The page is drawn by viz/lesson.py, which this room may not import; the command line
-model/export.py hands it in as `render_html`.
+(docs/lesson.md).
+
+    python -m model.export SENTENCE --cache acts.npz [--names REGEX]
+
+writes the activation cache of the sentence teacher-forced on its greedy translation (the end token included when
+it finished): one array per hook point, keyed by its name (docs/hooks.md), with `src_tokens`, `tgt_tokens` (the
+decoder input) and `log_probs` (T, V), for a notebook: `np.load("acts.npz")["decoder.1.cross_attn.hook_pattern"]`.
+
+The lesson page is drawn by viz/lesson.py, which this room may not import; the command line model/export.py hands
+it in as `render_html`.
 """
 from __future__ import annotations
 
@@ -38,6 +46,21 @@ def file_stem(name: str, text: str, decoding: str) -> str:
     model = re.sub(r"[^\w.-]+", "-", name)
     how = re.sub(r"[^\w]+", "-", decoding).strip("-")
     return f"atlas_{model}_{words}_{how}"
+
+
+def cache_arrays(translator, text: str, names: str | None = None) -> dict:
+    """{hook name: batch row 0 as float32, "src_tokens", "tgt_tokens", "log_probs" (T, V)}: the sentence
+    teacher-forced on its greedy translation; `names` a regular expression a kept name must contain."""
+    import numpy as np
+
+    keep = None if names is None else re.compile(names).search
+    src, tgt_in = translator.forced_tensors(text)
+    log_probs, cache = translator.run_with_cache(text, keep)
+    out = {name: a[0].float().numpy() for name, a in cache.items()}
+    out["src_tokens"] = np.array(translator.src_vocab.decode(src[0].tolist()))
+    out["tgt_tokens"] = np.array(translator.tgt_vocab.decode(tgt_in[0].tolist()))
+    out["log_probs"] = log_probs[0].float().numpy()
+    return out
 
 
 def trace_dict(translator, translation, name: str, decoding: str | None = None) -> dict:
@@ -98,6 +121,8 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
     ap.add_argument("--html", metavar="FILE", help="write the lesson file (one offline HTML page) for the sentences")
     ap.add_argument("--top-k", type=int, default=5, help="candidates kept per decoding step (default 5)")
     ap.add_argument("--max-len", type=int, default=0, help="maximum output length (0 = automatic)")
+    ap.add_argument("--cache", metavar="FILE.npz", help="write the sentence's activations by hook name (docs/hooks.md)")
+    ap.add_argument("--names", metavar="REGEX", help="with --cache: keep only the hook names this expression finds")
     args = ap.parse_args(argv)
     if args.top_k < 1:
         ap.error("--top-k must be at least 1")
@@ -106,8 +131,17 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
     if len(args.sentence) > 1 and not args.html:
         ap.error(f"{len(args.sentence)} sentences given: the JSON holds one sentence; "
                  "write several into a lesson file with --html FILE")
-    if args.html and args.out:
-        ap.error("--out writes the JSON and --html the lesson file: give one of them")
+    if sum(bool(x) for x in (args.html, args.out, args.cache)) > 1:
+        ap.error("--out writes the JSON, --html the lesson file and --cache the activations: give one of them")
+    if args.names is not None:
+        if not args.cache:
+            ap.error("--names chooses what --cache keeps: give --cache FILE.npz too")
+        try:
+            re.compile(args.names)
+        except re.error as e:
+            ap.error(f"--names {args.names!r} is not a regular expression ({e})")
+    if args.cache and len(args.sentence) > 1:
+        ap.error("--cache holds one sentence's activations: give one sentence")
     if args.html and render_html is None:
         ap.error("--html needs the figures of viz/: run it as python -m model.export")
     if args.html and not Path(args.html).resolve().parent.is_dir():
@@ -117,6 +151,8 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.cache:
+        return _write_cache(translator, args.sentence[0], args.cache, args.names)
     translations = [translator.trace(s, max_len=args.max_len or None, top_k=args.top_k) for s in args.sentence]
     empty = [n for n, t in enumerate(translations, 1) if not t.source.tokens]
     if empty:
@@ -142,3 +178,20 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _write_cache(translator, text: str, path: str, names: str | None) -> int:
+    import numpy as np
+
+    try:
+        arrays = cache_arrays(translator, text, names)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if len(arrays) == 3:
+        print(f"error: --names {names!r} keeps no hook point (docs/hooks.md lists them)", file=sys.stderr)
+        return 2
+    np.savez_compressed(path, **arrays)
+    print(f"wrote {path}: {len(arrays) - 3} hook points, {len(arrays['tgt_tokens'])} target positions",
+          file=sys.stderr)
+    return 0

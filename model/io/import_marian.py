@@ -272,7 +272,7 @@ def _agreement(hf_model, model: EncoderDecoder, src_ids: list[int]) -> float:
     tgt = torch.tensor([[cfg.decoder_start_idx] + src_ids[:-1][:8]])  # any target ids do for a comparison
     with torch.inference_mode():
         theirs = torch.log_softmax(hf_model(input_ids=src, decoder_input_ids=tgt).logits.float(), dim=-1)
-        ours, _ = model(src, tgt)
+        ours = model(src, tgt)
     return float((theirs - ours).abs().max())
 
 

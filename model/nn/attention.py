@@ -1,6 +1,8 @@
-"""Multi-head attention, written out so that every step can be returned.
+"""Multi-head attention, written out so that every step has a named hook point.
 
-Shape letters: see model/__init__.py.
+Shape letters: see model/__init__.py. Points (model/nn/hooks.py, inside `attn.` or `cross_attn.`): hook_q, hook_k,
+hook_v and hook_z are (b, pos, h, d_head); hook_scaled_scores (QKᵀ/√d_head before the mask), hook_attn_scores
+(after the mask: -inf where a key is hidden) and hook_pattern (the softmax) are (b, h, query, key).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.nn.trace import AttentionTrace
+from model.nn.hooks import EXPLICIT, Hooks
 
 
 class MultiHeadAttention(nn.Module):
@@ -26,9 +28,13 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model)
         self.dropout = dropout
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
+    def _heads(self, x: torch.Tensor, hooks: Hooks | None, name: str) -> torch.Tensor:
+        """(b, n, d) projection -> (b, h, n, d_k), through its hook point in (b, n, h, d_k)."""
         b, n, _ = x.shape
-        return x.view(b, n, self.h, self.d_k).transpose(1, 2)  # (b, h, n, d_k)
+        x = x.view(b, n, self.h, self.d_k)
+        if hooks is not None:
+            x = hooks(name, x)
+        return x.transpose(1, 2)
 
     def forward(
         self,
@@ -36,45 +42,35 @@ class MultiHeadAttention(nn.Module):
         key: torch.Tensor,  # (b, j, d)
         value: torch.Tensor,  # (b, j, d)
         mask: torch.Tensor | None = None,  # bool (b, 1, i|1, j); True = may attend
-        head_mask: torch.Tensor | None = None,  # (h,) or (b, h) per sentence: 1 keeps a head, 0 switches it off
-        return_trace: bool = False,  # also return an AttentionTrace (the explicit path)
+        hooks: Hooks | None = None,  # this call's hook points (model/nn/hooks.py), inside this attention's name
         cache: dict | None = None,  # the caller's per-request key/value cache for incremental decoding
         static_kv: bool = False,  # keys/values do not grow (cross-attention): project them once
-        head_patch: tuple[torch.Tensor, torch.Tensor] | None = None,  # (where, value): activation patching
-    ) -> tuple[torch.Tensor, AttentionTrace | None]:
-        """`head_patch` = (where bool (b, h), value (1|b, h, i, d_k)) replaces the outputs of the heads where
-        `where` is True with `value` (another run's head outputs before W_O), after `head_mask`: torch.where, so
-        a patched head outputs exactly the value given."""
-        q = self._split(self.w_q(query))
+    ) -> torch.Tensor:
+        """(b, i, d). With a `cache`, hook_k and hook_v see the new positions only (cross-attention: the first
+        call's), as TransformerLens's with a key/value cache."""
+        q = self._heads(self.w_q(query), hooks, "hook_q")
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k, v = self._split(self.w_k(key)), self._split(self.w_v(value))  # (b, h, j, d_k)
+            k, v = self._heads(self.w_k(key), hooks, "hook_k"), self._heads(self.w_v(value), hooks, "hook_v")
             if cache is not None:
                 if "k" in cache:  # self-attention: the new positions join the cached ones
                     k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
         p_drop = self.dropout if self.training else 0.0
-        if return_trace:
+        if hooks is not None and hooks.wants(*EXPLICIT):
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (b, h, i, j)
+            scores = hooks("hook_scaled_scores", scores)
             masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+            masked = hooks("hook_attn_scores", masked)
             probs = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # a fully masked row gives 0, not NaN
+            probs = hooks("hook_pattern", probs)
             heads = F.dropout(probs, p_drop, self.training) @ v  # (b, h, i, d_k)
-            b, _, i, j = scores.shape
-            if mask is None:
-                full_mask = torch.ones(b, 1, i, j, dtype=torch.bool, device=scores.device)
-            else:
-                full_mask = mask.expand(b, 1, i, j)  # masks carry no head dimension
-            record = AttentionTrace(q=q, k=k, v=v, scores=scores, mask=full_mask, probs=probs, out=heads)
         else:
             # Fused kernel: same maths, no probabilities kept (tests check both paths agree).
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
-            record = None
-        if head_mask is not None:
-            heads = heads * head_mask.view(-1, self.h, 1, 1).to(heads.dtype)  # (1|b, h, 1, 1)
-        if head_patch is not None:
-            where, value = head_patch
-            heads = torch.where(where.view(-1, self.h, 1, 1), value.to(heads.dtype), heads)  # (b, h, i, d_k)
-        b, _, i, _ = heads.shape
-        out = self.w_o(heads.transpose(1, 2).reshape(b, i, self.h * self.d_k))  # (b, i, d)
-        return out, record
+        z = heads.transpose(1, 2)  # (b, i, h, d_k) each head's output before W_O
+        if hooks is not None:
+            z = hooks("hook_z", z)
+        b, i = z.shape[:2]
+        return self.w_o(z.reshape(b, i, self.h * self.d_k))  # (b, i, d)

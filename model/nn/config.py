@@ -73,6 +73,11 @@ class ModelConfig:
     def d_k(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def kind_layers(self) -> dict[str, int]:
+        """Layers of each attention kind: the encoder's for enc_self, the decoder's for dec_self and cross."""
+        return {"enc_self": self.n_encoder_layers, "dec_self": self.n_decoder_layers, "cross": self.n_decoder_layers}
+
     def to_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 

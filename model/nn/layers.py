@@ -1,6 +1,6 @@
-"""Embeddings, positional encoding, feed-forward and the encoder/decoder layers.
+"""Embeddings, positional encoding, feed-forward and the encoder/decoder layers, with their hook points.
 
-Shape letters: see model/__init__.py.
+Shape letters: see model/__init__.py. The hook points (model/nn/hooks.py) and their shapes: docs/hooks.md.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.nn.attention import MultiHeadAttention
-from model.nn.trace import AttentionTrace, EmbeddingTrace
+from model.nn.hooks import Hooks, inside
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
@@ -51,18 +51,22 @@ class Embeddings(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, pe_layout), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, return_trace: bool = False,
-                offset: int = 0) -> tuple[torch.Tensor, EmbeddingTrace | None]:
-        """`offset` is the position of ids[:, 0] (incremental decoding feeds one position at a time)."""
-        n = ids.shape[1]
+    def forward(self, ids: torch.Tensor, hooks: Hooks | None = None, offset: int = 0) -> torch.Tensor:
+        """(b, n) ids -> (b, n, d). `offset` is the position of ids[:, 0] (incremental decoding feeds one
+        position at a time)."""
+        b, n = ids.shape
         if offset + n > self.pe.shape[0]:
             raise ValueError(f"sequence of {offset + n} tokens is longer than max_len {self.pe.shape[0]}")
         token = self.lut(ids)  # (b, n, d)
-        scaled = token * self.scale  # × 1.0 when unscaled: the trace keeps the same stages
-        pe = self.pe[offset : offset + n]
+        pe = self.pe[offset : offset + n]  # (n, d)
+        if hooks is not None:
+            token = hooks("hook_token_embed", token)
+        scaled = token * self.scale  # × 1.0 when unscaled: the points are the same
+        if hooks is not None:
+            scaled = hooks("hook_embed", scaled)
+            pe = hooks("hook_pos_embed", pe.expand(b, n, pe.shape[-1]))
         total = scaled + pe
-        record = EmbeddingTrace(token, scaled, pe, total) if return_trace else None
-        return (self.dropout(total) if self.training else total), record  # skip no-op calls: decoding is per token
+        return self.dropout(total) if self.training else total  # skip no-op calls: decoding is per token
 
 
 ACTIVATION = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}  # gelu: exact (erf), as Marian's
@@ -77,8 +81,13 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.act = ACTIVATION[activation]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.w_1(x))
+    def forward(self, x: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
+        pre = self.w_1(x)  # (b, n, d_ff)
+        if hooks is not None:
+            pre = hooks("hook_pre", pre)
+        h = self.act(pre)
+        if hooks is not None:
+            h = hooks("hook_post", h)
         return self.w_2(self.dropout(h) if self.training else h)
 
 
@@ -91,12 +100,17 @@ class SublayerConnection(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, object]:
-        if self.norm_first:
-            y, extra = sublayer(self.norm(x))
-            return x + (self.dropout(y) if self.training else y), extra
-        y, extra = sublayer(x)
-        return self.norm(x + (self.dropout(y) if self.training else y)), extra
+    def forward(self, x: torch.Tensor, sublayer, hooks: Hooks | None = None, out: str = "") -> torch.Tensor:
+        """`out` names the point of the sub-layer's output f(·) before it joins the stream."""
+        y = sublayer(self.norm(x) if self.norm_first else x)
+        if hooks is not None:
+            y = hooks(out, y)
+        y = self.dropout(y) if self.training else y
+        return x + y if self.norm_first else self.norm(x + y)
+
+
+def _point(hooks: Hooks | None, name: str, x: torch.Tensor) -> torch.Tensor:
+    return x if hooks is None else hooks(name, x)
 
 
 class EncoderLayer(nn.Module):
@@ -109,13 +123,14 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
 
-    def forward(self, x, src_mask, head_mask=None, return_trace=False,
-                head_patch=None) -> tuple[torch.Tensor, AttentionTrace | None]:
-        """`head_patch`: (where, value) for the self-attention's head outputs (MultiHeadAttention.forward)."""
-        x, rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, head_mask, return_trace,
-                                                         head_patch=head_patch))
-        x, _ = self.sub[1](x, lambda y: (self.ff(y), None))
-        return x, rec
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, hooks: Hooks | None = None) -> torch.Tensor:
+        """(b, s, d) -> (b, s, d); `hooks` seen from inside this block (`encoder.{l}.`)."""
+        attn, mlp = inside(hooks, "attn"), inside(hooks, "mlp")
+        x = _point(hooks, "hook_resid_pre", x)
+        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, attn), hooks, "hook_attn_out")
+        x = _point(hooks, "hook_resid_mid", x)
+        x = self.sub[1](x, lambda y: self.ff(y, mlp), hooks, "hook_mlp_out")
+        return _point(hooks, "hook_resid_post", x)
 
 
 class DecoderLayer(nn.Module):
@@ -129,20 +144,18 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
 
-    def forward(self, x, memory, src_mask, tgt_mask, self_head_mask=None, cross_head_mask=None, return_trace=False,
-                cache: dict | None = None, self_head_patch=None, cross_head_patch=None):
-        """`cache` ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding.
-
-        `self_head_patch`, `cross_head_patch`: (where, value) for the head outputs (MultiHeadAttention.forward).
-        """
+    def forward(self, x, memory, src_mask, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None):
+        """(b, t, d) -> (b, t, d); `hooks` seen from inside this block (`decoder.{l}.`). `cache`
+        ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding."""
         self_cache = cross_cache = None
         if cache is not None:
             self_cache, cross_cache = cache["self"], cache["cross"]
-        x, self_rec = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, self_head_mask, return_trace,
-                                                              self_cache, head_patch=self_head_patch))
-        x, cross_rec = self.sub[1](
-            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_head_mask, return_trace, cross_cache,
-                                         static_kv=True, head_patch=cross_head_patch)
-        )
-        x, _ = self.sub[2](x, lambda y: (self.ff(y), None))
-        return x, self_rec, cross_rec
+        attn, cross, mlp = inside(hooks, "attn"), inside(hooks, "cross_attn"), inside(hooks, "mlp")
+        x = _point(hooks, "hook_resid_pre", x)
+        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, attn, self_cache), hooks, "hook_attn_out")
+        x = _point(hooks, "hook_resid_mid", x)
+        x = self.sub[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross, cross_cache, static_kv=True),
+                        hooks, "hook_cross_attn_out")
+        x = _point(hooks, "hook_resid_mid_cross", x)
+        x = self.sub[2](x, lambda y: self.ff(y, mlp), hooks, "hook_mlp_out")
+        return _point(hooks, "hook_resid_post", x)

@@ -1,94 +1,76 @@
-"""What forward hands back when asked for a trace: plain data, never module state.
+"""The app's trace of a sentence, read from an activation cache (model/nn/hooks.py): plain NumPy, never module state.
 
 Shape letters: see model/__init__.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
 import numpy as np
 import torch
 
-from model.records import SentenceTrace
+from model.nn.hooks import ATTENTION
+from model.records import KINDS, SentenceTrace
+
+# The attention points a SentenceTrace holds, by its field names, and the embedding's.
+ATTENTION_POINTS = {"q": "hook_q", "k": "hook_k", "v": "hook_v", "scores": "hook_scaled_scores",
+                    "masked": "hook_attn_scores", "probs": "hook_pattern", "out": "hook_z"}
+PER_POSITION = ("q", "k", "v", "out")  # points in (b, pos, h, d_head): a trace holds them per head, (h, pos, d_head)
+EMBEDDING_POINTS = {"token": "hook_token_embed", "scaled": "hook_embed", "positional": "hook_pos_embed"}
 
 
-def _np(t: torch.Tensor | None, index: int) -> np.ndarray | None:
-    if t is None:
-        return None
-    t = t[index] if t.shape[0] > 1 else t[0]
-    t = t.detach().cpu()
+def for_trace(name: str) -> bool:
+    """names_filter of the points a SentenceTrace is made of."""
+    last = name.rsplit(".", 1)[-1]
+    return (last in ATTENTION_POINTS.values() or last in EMBEDDING_POINTS.values()
+            or name in ("encoder.0.hook_resid_pre", "decoder.0.hook_resid_pre"))
+
+
+def patterns(name: str) -> bool:
+    """names_filter of every attention pattern."""
+    return name.endswith(".hook_pattern")
+
+
+def _np(t: torch.Tensor, index: int) -> np.ndarray:
+    t = (t[index] if t.shape[0] > 1 else t[0]).detach().cpu()
     return t.numpy() if t.dtype == torch.bool else t.float().numpy()
 
 
-@dataclass
-class AttentionTrace:
-    """One attention sub-layer's internals, per head."""
-
-    q: torch.Tensor  # (b, h, i, d_k) queries after the head's projection
-    k: torch.Tensor  # (b, h, j, d_k)
-    v: torch.Tensor  # (b, h, j, d_k)
-    scores: torch.Tensor  # (b, h, i, j) QKᵀ/√d_k, before the mask
-    mask: torch.Tensor  # (b, 1, i, j) bool, True = may attend; all True when no mask was used
-    probs: torch.Tensor  # (b, h, i, j) softmax of the masked scores (before dropout)
-    out: torch.Tensor  # (b, h, i, d_k) probs @ V, the head's output before the output projection
-
-    def numpy(self, index: int = 0) -> dict[str, np.ndarray]:
-        """One example's arrays; the mask is broadcast to (i, j)."""
-        d = {f.name: _np(getattr(self, f.name), index) for f in fields(self)}
-        d["mask"] = d["mask"][0]  # (i, j)
-        return d
+def attention_arrays(cache: dict, kind: str, layer: int, index: int = 0) -> dict[str, np.ndarray]:
+    """One attention's arrays of batch row `index`: q, k, v, out (h, pos, d_head); scores (QKᵀ/√d_head before
+    the mask), probs (h, i, j); mask (i, j), True where a key may be attended (the masked scores are finite)."""
+    at = ATTENTION[kind].format(layer) + "."
+    d = {}
+    for field, point in ATTENTION_POINTS.items():
+        x = _np(cache[at + point], index)
+        d[field] = x.transpose(1, 0, 2) if field in PER_POSITION else x
+    d["mask"] = np.isfinite(d.pop("masked")[0])  # masks carry no head dimension
+    return d
 
 
-@dataclass
-class EmbeddingTrace:
-    """The stages of the input embedding."""
-
-    token: torch.Tensor  # (b, n, d) rows of the embedding matrix
-    scaled: torch.Tensor  # (b, n, d) token * √d_model
-    positional: torch.Tensor  # (n, d) sinusoidal encoding added
-    total: torch.Tensor  # (b, n, d) scaled + positional: what enters layer 1 (before dropout)
-
-    def numpy(self, index: int = 0) -> dict[str, np.ndarray]:
-        return {
-            "token": _np(self.token, index),
-            "scaled": _np(self.scaled, index),
-            "positional": self.positional.detach().cpu().float().numpy(),
-            "total": _np(self.total, index),
-        }
+def embedding_arrays(cache: dict, side: str, index: int = 0) -> dict[str, np.ndarray]:
+    """The stages of one side's embedding: token rows, × √d_model, positional (pos, d), their sum."""
+    at = "" if side == "src" else "decoder."
+    d = {field: _np(cache[at + point], index) for field, point in EMBEDDING_POINTS.items()}
+    d["total"] = _np(cache[("encoder" if side == "src" else "decoder") + ".0.hook_resid_pre"], index)
+    return d
 
 
-@dataclass
-class Trace:
-    """Everything one forward pass computed on the way, per layer."""
-
-    src_embed: EmbeddingTrace | None = None
-    tgt_embed: EmbeddingTrace | None = None
-    enc_self: list[AttentionTrace] | None = None  # one per encoder layer
-    dec_self: list[AttentionTrace] | None = None  # one per decoder layer
-    cross: list[AttentionTrace] | None = None  # one per decoder layer
-    log_probs: torch.Tensor | None = None  # (b, i, V_tgt) the generator's output
-
-    def attention(self, kind: str) -> list[AttentionTrace]:
-        """The per-layer traces of 'enc_self', 'dec_self' or 'cross'."""
-        if kind not in ("enc_self", "dec_self", "cross"):
-            raise ValueError(f"unknown attention kind {kind!r}")
-        return getattr(self, kind) or []
-
-    def probs(self, kind: str, index: int = 0) -> np.ndarray:
-        """(L, h, i, j) attention probabilities of one example, all layers stacked."""
-        return np.stack([_np(a.probs, index) for a in self.attention(kind)])
+def probs(cache: dict, kind: str, n_layers: int, index: int = 0) -> np.ndarray:
+    """(L, h, i, j) attention patterns of one kind, all layers stacked."""
+    return np.stack([_np(cache[ATTENTION[kind].format(l) + ".hook_pattern"], index) for l in range(n_layers)])
 
 
-def to_sentence_trace(trace: Trace, src_tokens: list[str], tgt_tokens: list[str], index: int = 0) -> SentenceTrace:
-    """Convert one example of a torch Trace, checking that the token lists fit its axes."""
-    s, t = trace.enc_self[0].probs.shape[-1], trace.dec_self[0].probs.shape[-1]
+def to_sentence_trace(cache: dict, log_probs: torch.Tensor, src_tokens: list[str], tgt_tokens: list[str],
+                      index: int = 0) -> SentenceTrace:
+    """Batch row `index` of a cache kept with names_filter=for_trace, checking that the token lists fit its axes."""
+    layers = {k: sum(1 for l in range(len(cache)) if ATTENTION[k].format(l) + ".hook_pattern" in cache) for k in KINDS}
+    s, t = cache["encoder.0.attn.hook_pattern"].shape[-1], cache["decoder.0.attn.hook_pattern"].shape[-1]
     if (len(src_tokens), len(tgt_tokens)) != (s, t):
         raise ValueError(f"token lists ({len(src_tokens)}, {len(tgt_tokens)}) do not fit the trace ({s}, {t})")
     return SentenceTrace(
         src_tokens=list(src_tokens),
         tgt_tokens=list(tgt_tokens),
-        src_embed=trace.src_embed.numpy(index),
-        tgt_embed=trace.tgt_embed.numpy(index),
-        attn={kind: [a.numpy(index) for a in trace.attention(kind)] for kind in ("enc_self", "dec_self", "cross")},
-        log_probs=_np(trace.log_probs, index),
+        src_embed=embedding_arrays(cache, "src", index),
+        tgt_embed=embedding_arrays(cache, "tgt", index),
+        attn={kind: [attention_arrays(cache, kind, l, index) for l in range(layers[kind])] for kind in KINDS},
+        log_probs=_np(log_probs, index),
     )

@@ -10,18 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.nn.config import ModelConfig
+from model.nn.hooks import FwdHooks, Hooks, check_names, inside
 from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer
-from model.nn.trace import Trace
-
-# 'enc_self' | 'dec_self' | 'cross' -> (n_layers, n_heads) gates, 0/1 to switch heads off, or (n_layers, b, n_heads)
-# for a gate per sentence (per-example gradients in one backward pass)
-HeadMask = dict[str, torch.Tensor]
-# Activation patching (model/analysis/patch.py): (component, 0-based layer) -> (where, value), values from another run.
-#   ('enc_self' | 'dec_self' | 'cross', l): the heads' outputs before W_O; where bool (b, h), value (1|b, h, i, d_k)
-#   ('enc_resid' | 'dec_resid', l): the residual stream after encoder / decoder layer l; where bool (b, n) marks
-#       the positions replaced, value (1|b, n, d)
-Patch = dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]]
-PATCH_COMPONENTS = ("enc_self", "dec_self", "cross", "enc_resid", "dec_resid")
 
 
 def subsequent_mask(size: int, device=None) -> torch.Tensor:
@@ -51,19 +41,6 @@ def make_tgt_mask(tgt: torch.Tensor, pad_idx: int, causal: bool = True, use_padd
     if causal:
         mask = mask & subsequent_mask(t, tgt.device)
     return mask
-
-
-def _head_patch(patch: Patch | None, kind: str, layer: int):
-    return None if patch is None else patch.get((kind, layer))
-
-
-def _patch_stream(x: torch.Tensor, patch: Patch | None, kind: str, layer: int) -> torch.Tensor:
-    """The residual stream x (b, n, d) with the patched positions replaced exactly (torch.where, not a blend)."""
-    part = None if patch is None else patch.get((kind, layer))
-    if part is None:
-        return x
-    where, value = part
-    return torch.where(where.unsqueeze(-1), value.to(x.dtype), x)  # where (b, n) -> (b, n, 1)
 
 
 class Generator(nn.Module):
@@ -107,67 +84,44 @@ class EncoderDecoder(nn.Module):
         if cfg.tie_weights:
             self.generator.proj.weight = self.tgt_embed.lut.weight
 
-    def check_patch(self, patch: Patch) -> None:
-        """ValueError for a patch key that names no component or no layer of this model."""
-        layers = {"enc_self": self.cfg.n_encoder_layers, "enc_resid": self.cfg.n_encoder_layers}
-        for key in patch:
-            kind, layer = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
-            n = layers.get(kind, self.cfg.n_decoder_layers)
-            if kind not in PATCH_COMPONENTS or not isinstance(layer, int) or not 0 <= layer < n:
-                raise ValueError(f"patch key {key!r} is not (component, 0-based layer) with a component of "
-                                 f"{', '.join(PATCH_COMPONENTS)}")
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
+        """(b, s) ids -> (b, s, d) memory, through the hook points of `hooks` (model/nn/hooks.py)."""
+        return self.encode_from(self.src_embed(src, hooks), src_mask, 0, hooks)
 
-    def encode(self, src, src_mask, head_mask: HeadMask | None = None, trace: Trace | None = None,
-               patch: Patch | None = None) -> torch.Tensor:
-        """(b, s) ids -> (b, s, d) memory; fills trace.src_embed / enc_self when a Trace is given.
+    def encode_from(self, x: torch.Tensor, src_mask: torch.Tensor, start: int, hooks: Hooks | None = None):
+        """Encoder layers start.. on x (b, s, d), the input of layer `start`, then the final norm: an analysis that
+        changes layer `start` keeps the layers below as they ran (x is their encoder.{start}.hook_resid_pre)."""
+        for n in range(start, len(self.encoder_layers)):
+            x = self.encoder_layers[n](x, src_mask, inside(hooks, f"encoder.{n}"))
+        return self._final(self.encoder_norm, x, hooks, "encoder_final_ln")
 
-        `patch` replaces head outputs or residual streams of encoder layers (see Patch); the trace keeps the
-        attention as computed, before a head's output is replaced.
+    def decode(self, memory, src_mask, tgt, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None):
+        """(b, t) ids + memory -> (b, t, d) decoder states after the final norm (the generator's input).
+
+        With a `cache` from new_cache(), `tgt` holds only the newest position(s): keys and values of earlier
+        positions come from the cache, which this call extends (a hook then sees the new positions only).
         """
-        want = trace is not None
-        if patch is not None:
-            self.check_patch(patch)
-        x, emb = self.src_embed(src, want)
-        records = []
-        for n, layer in enumerate(self.encoder_layers):
-            hm = None if head_mask is None or "enc_self" not in head_mask else head_mask["enc_self"][n]
-            x, rec = layer(x, src_mask, hm, want, head_patch=_head_patch(patch, "enc_self", n))
-            x = _patch_stream(x, patch, "enc_resid", n)
-            records.append(rec)
-        if want:
-            trace.src_embed, trace.enc_self = emb, records
-        return self.encoder_norm(x)
-
-    def decode(self, memory, src_mask, tgt, tgt_mask, head_mask: HeadMask | None = None, trace: Trace | None = None,
-               cache: dict | None = None, patch: Patch | None = None):
-        """(b, t) ids + memory -> (b, t, d) decoder states; fills trace.tgt_embed / dec_self / cross.
-
-        With a `cache` from new_cache(), `tgt` holds only the newest position(s): keys and values of
-        earlier positions come from the cache, which this call extends. `patch` (see Patch) replaces head
-        outputs or residual streams of decoder layers in a whole pass (not with a cache).
-        """
-        want = trace is not None
-        if patch is not None:
-            if cache is not None:
-                raise ValueError("a patch replaces whole passes: decode without a cache")
-            self.check_patch(patch)
         offset = 0 if cache is None else cache["len"]
-        x, emb = self.tgt_embed(tgt, want, offset)
-        self_recs, cross_recs = [], []
-        for n, layer in enumerate(self.decoder_layers):
-            shm = None if head_mask is None or "dec_self" not in head_mask else head_mask["dec_self"][n]
-            chm = None if head_mask is None or "cross" not in head_mask else head_mask["cross"][n]
-            layer_cache = None if cache is None else cache["layers"][n]
-            x, self_rec, cross_rec = layer(x, memory, src_mask, tgt_mask, shm, chm, want, layer_cache,
-                                           _head_patch(patch, "dec_self", n), _head_patch(patch, "cross", n))
-            x = _patch_stream(x, patch, "dec_resid", n)
-            self_recs.append(self_rec)
-            cross_recs.append(cross_rec)
-        if want:
-            trace.tgt_embed, trace.dec_self, trace.cross = emb, self_recs, cross_recs
+        y = self.tgt_embed(tgt, inside(hooks, "decoder"), offset)
+        y = self.decode_from(y, memory, src_mask, tgt_mask, 0, hooks, cache)
         if cache is not None:
             cache["len"] += tgt.shape[1]
-        return self.decoder_norm(x)
+        return y
+
+    def decode_from(self, y, memory, src_mask, tgt_mask, start: int, hooks: Hooks | None = None,
+                    cache: dict | None = None) -> torch.Tensor:
+        """Decoder layers start.. on y (b, t, d), the input of layer `start`, then the final norm."""
+        for n in range(start, len(self.decoder_layers)):
+            y = self.decoder_layers[n](y, memory, src_mask, tgt_mask, inside(hooks, f"decoder.{n}"),
+                                       None if cache is None else cache["layers"][n])
+        return self._final(self.decoder_norm, y, hooks, "decoder_final_ln")
+
+    @staticmethod
+    def _final(norm: nn.Module, x: torch.Tensor, hooks: Hooks | None, name: str) -> torch.Tensor:
+        if isinstance(norm, nn.Identity):  # post-norm: no final norm, no point
+            return x
+        x = norm(x)
+        return x if hooks is None else hooks(f"{name}.hook_normalized", x)
 
     def new_cache(self) -> dict:
         """An empty key/value cache for one incremental decoding; it belongs to the caller, not the model."""
@@ -177,34 +131,37 @@ class EncoderDecoder(nn.Module):
         self,
         src: torch.Tensor,  # (b, s)
         tgt: torch.Tensor,  # (b, t) decoder input: <bos> y1 .. y_{t-1}
-        return_trace: bool = False,
-        head_mask: HeadMask | None = None,
+        hooks: Hooks | None = None,
         use_src_padding_mask: bool = True,
         use_causal_mask: bool = True,
-        patch: Patch | None = None,  # activation patching: values from another run (see Patch)
-    ) -> tuple[torch.Tensor, Trace | None]:
-        """Teacher-forced pass: (b, t, V) log-probabilities, and the Trace when `return_trace` (else None)."""
+    ) -> torch.Tensor:
+        """Teacher-forced pass: (b, t, V) log-probabilities."""
         pad = self.cfg.pad_idx
         src_mask = make_src_mask(src, pad, use_src_padding_mask)
         tgt_mask = make_tgt_mask(tgt, pad, causal=use_causal_mask)
-        record = Trace() if return_trace else None
-        memory = self.encode(src, src_mask, head_mask, record, patch)
-        log_probs = self.generator(self.decode(memory, src_mask, tgt, tgt_mask, head_mask, record, patch=patch))
-        if record is not None:
-            record.log_probs = log_probs
-        return log_probs, record
+        memory = self.encode(src, src_mask, hooks)
+        return self.generator(self.decode(memory, src_mask, tgt, tgt_mask, hooks))
+
+    def run_with_hooks(self, src: torch.Tensor, tgt: torch.Tensor, fwd_hooks: FwdHooks = (), **kwargs) -> torch.Tensor:
+        """TransformerLens's run_with_hooks: the teacher-forced pass with `fwd_hooks` [(name or predicate, fn)],
+        fn(activation, name) returning a replacement or None. They hold for this call only. (b, t, V)."""
+        check_names(self.cfg, fwd_hooks)
+        return self(src, tgt, Hooks(fwd_hooks), **kwargs)
+
+    def run_with_cache(self, src: torch.Tensor, tgt: torch.Tensor, names_filter=None, fwd_hooks: FwdHooks = (),
+                       **kwargs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """TransformerLens's run_with_cache: ((b, t, V) log-probabilities, {point name: activation}) of the points
+        `names_filter` keeps (a name, names or a predicate; all by default), detached, after any `fwd_hooks`."""
+        check_names(self.cfg, fwd_hooks)
+        cache: dict[str, torch.Tensor] = {}
+        return self(src, tgt, Hooks(fwd_hooks, cache, names_filter), **kwargs), cache
 
 
 def parameter_counts(model: EncoderDecoder) -> dict[str, int]:
     """Parameters per top-level module; a tied generator counts only its bias, shared target embeddings 0."""
     counts = {name: 0 for name, _ in model.named_children()}
-    seen: set[int] = set()
-    for name, p in model.named_parameters():  # named_parameters yields a shared tensor once
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        top = name.split(".")[0]
-        counts[top] += p.numel()
+    for name, p in model.named_parameters():  # a shared (tied) tensor comes once, under its first name
+        counts[name.split(".")[0]] += p.numel()
     # Parameter-free modules (post-norm's Identity) are left out; the embeddings and generator always appear.
     return {k: v for k, v in counts.items() if v or k in ("src_embed", "tgt_embed", "generator")}
 

@@ -30,6 +30,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
+from model.nn.hooks import attn_name
+from model.nn.trace import patterns
 from model.records import APP_EXAMPLES, KINDS  # APP_EXAMPLES: the film's first probes (model.service re-exports it)
 from model.text.tokenize import detokenize, tokenize
 from model.text.vocab import BOS, EOS, Vocab
@@ -202,20 +204,22 @@ class FilmRecorder:
         # (b, s) sources and (b, t) decoder inputs <bos> + reference, padded to the longest
         src, tgt_in, _ = (x.to(self.device)
                           for x in collate(pairs, list(range(len(pairs))), pad, tv.bos_idx, tv.eos_idx))
-        _, trace = model(src, tgt_in, return_trace=True)
+        _, cache = model.run_with_cache(src, tgt_in, patterns)
+        layers = model.cfg.kind_layers
         attn = []
         for n, p in enumerate(self.probes):
             s, t = len(p.src_tokens), len(p.tgt_tokens)
             size = {"enc_self": (s, s), "dec_self": (t, t), "cross": (t, s)}
-            attn.append({k: torch.stack([a.probs[n, :, : size[k][0], : size[k][1]] for a in trace.attention(k)])
-                         .cpu().half().numpy() for k in KINDS})  # (L, h, i, j) without the padding
+            attn.append({k: torch.stack([cache[attn_name(k, l, "hook_pattern")][n, :, : size[k][0], : size[k][1]]
+                                         for l in range(layers[k])]).cpu().half().numpy()
+                         for k in KINDS})  # (L, h, i, j) without the padding
         limits = [min(model.cfg.max_len - 1, 2 * len(p.src_ids) + 10) for p in self.probes]  # as the Translator does
         decoded = search(model, src, tv.bos_idx, tv.eos_idx, limits)
         translations = [self.detok(tv.decode(d.ids)) for d in decoded]
         total, n_tok = 0.0, 0
         for batch in token_batches(self.val_pairs, self.max_tokens, shuffle=False):
             s_, ti, to = (x.to(self.device) for x in collate(self.val_pairs, batch, pad, tv.bos_idx, tv.eos_idx))
-            logp, _ = model(s_, ti)
+            logp = model(s_, ti)
             total += float(torch.nn.functional.nll_loss(logp.reshape(-1, logp.shape[-1]), to.reshape(-1),
                                                         ignore_index=pad, reduction="sum"))
             n_tok += int((to != pad).sum())

@@ -79,7 +79,7 @@ def loss_on(model, pairs, max_tokens, device, bos: int, eos: int) -> float:
     with torch.inference_mode():
         for batch in token_batches(pairs, max_tokens, shuffle=False):
             src, tgt_in, tgt_out = (x.to(device) for x in collate(pairs, batch, cfg.pad_idx, bos, eos))
-            logp, _ = model(src, tgt_in)
+            logp = model(src, tgt_in)
             total += F.nll_loss(logp.reshape(-1, logp.shape[-1]), tgt_out.reshape(-1), ignore_index=cfg.pad_idx,
                                 reduction="sum").item()
             n += int((tgt_out != cfg.pad_idx).sum())

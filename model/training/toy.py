@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from model.inference.decode import search
 from model.inference.translator import MAX_CHARS, MAX_SRC_TOKENS, Source, Translator
 from model.nn.config import ModelConfig
+from model.nn.trace import patterns, probs
 from model.nn.transformer import EncoderDecoder
 from model.text.tokenize import clean_text
 from model.text.vocab import SPECIALS, Vocab
@@ -144,10 +145,10 @@ def example_cross(model: EncoderDecoder, task: str, example: str = EXAMPLE) -> n
     was_training = model.training
     model.eval()
     try:
-        _, trace = model(src, tgt, return_trace=True)
+        _, cache = model.run_with_cache(src, tgt, patterns)
     finally:
         model.train(was_training)
-    return trace.probs("cross")
+    return probs(cache, "cross", model.cfg.n_decoder_layers)
 
 
 def train_toy(task: str, *, steps: int = DEFAULT_STEPS, seed: int = 0,
@@ -189,7 +190,7 @@ def train_toy(task: str, *, steps: int = DEFAULT_STEPS, seed: int = 0,
             src, tgt_in, tgt_out = collate(pairs, list(range(BATCH)), model.cfg.pad_idx, vocab.bos_idx, vocab.eos_idx)
             for g in opt.param_groups:  # warm-up, then linear decay to 0 at `steps`: the last errors go at low lr
                 g["lr"] = lr * min(step / warmup, (steps - step + 1) / max(steps - warmup, 1), 1.0)
-            log_probs, _ = model(src, tgt_in)  # (b, t, V)
+            log_probs = model(src, tgt_in)  # (b, t, V)
             loss = F.nll_loss(log_probs.reshape(-1, log_probs.shape[-1]), tgt_out.reshape(-1),
                               ignore_index=model.cfg.pad_idx)
             opt.zero_grad(set_to_none=True)
