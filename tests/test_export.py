@@ -58,3 +58,28 @@ def test_file_stem_says_what_the_file_holds():
     stem = export.file_stem("multi30k-de-en:untrained", "Ein Hund läuft im Schnee.", "beam search (beam 5)")
     assert stem == "atlas_multi30k-de-en-untrained_Ein-Hund-läuft-im-Schnee_beam-search-beam-5"
     assert "/" not in export.file_stem("x", "a/b\\c<d>", "greedy")
+
+
+def test_cli_writes_the_activation_cache_by_hook_name(folder, tmp_path, capsys):
+    from model.inference.translator import Translator
+    from model.nn.hooks import hook_names
+
+    out = tmp_path / "acts.npz"
+    assert export.main([GERMAN[0], "--checkpoint", str(folder), "--cache", str(out)]) == 0
+    tr = Translator.from_checkpoint(folder)
+    saved = np.load(out)
+    assert sorted(saved.files) == sorted(hook_names(tr.cfg) + ["src_tokens", "tgt_tokens", "log_probs"])
+    log_probs, cache = tr.run_with_cache(GERMAN[0])
+    for name, value in cache.items():
+        np.testing.assert_allclose(saved[name], value[0].numpy(), atol=1e-6, err_msg=name)  # batch axis dropped
+    np.testing.assert_allclose(saved["log_probs"], log_probs[0].numpy(), atol=1e-6)
+    assert list(saved["src_tokens"]) == tr.prepare(GERMAN[0]).axis_tokens
+    assert saved["tgt_tokens"][0] == tr.tgt_vocab.token("bos") and len(saved["tgt_tokens"]) == log_probs.shape[1]
+    only = tmp_path / "cross.npz"
+    args = [GERMAN[0], "--checkpoint", str(folder), "--cache", str(only)]
+    assert export.main(args + ["--names", "cross_attn.hook_p"]) == 0
+    assert {n for n in np.load(only).files if "hook" in n} == {n for n in cache if "cross_attn.hook_pattern" in n}
+    assert export.main(args + ["--names", "nothing"]) == 2
+    assert "keeps no hook point" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        export.main([GERMAN[0], "--checkpoint", str(folder), "--names", "x"])  # --names without --cache
