@@ -127,7 +127,7 @@ class Deployment:
 
     # ----------------------------------------------------------------------------- start / stop
 
-    def start(self) -> "Deployment":
+    def start(self) -> Deployment:
         if self.nginx_bin is None:
             raise RuntimeError(NGINX_MISSING)
         if self.workdir is None:
@@ -141,7 +141,7 @@ class Deployment:
             raise
         return self
 
-    def __enter__(self) -> "Deployment":
+    def __enter__(self) -> Deployment:
         return self.start()
 
     def __exit__(self, *exc) -> None:

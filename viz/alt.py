@@ -19,8 +19,9 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
@@ -166,7 +167,7 @@ class Raw:
     def __getattr__(self, key: str):
         return self._wrap(self._d.get(key), key)
 
-    def __getitem__(self, key: str) -> "Raw":
+    def __getitem__(self, key: str) -> Raw:
         return Raw(self._d.get(key) or {})
 
     def __iter__(self):

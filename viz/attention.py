@@ -10,7 +10,7 @@ Heads and layers are shown 1-based ("layer 1", "head 1") for humans; the
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

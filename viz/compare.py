@@ -6,8 +6,8 @@ Shapes as in :mod:`viz`: a side's attention is (h, i, j).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

@@ -5,7 +5,8 @@ Shape letters (see :mod:`viz`): ``s`` source positions (the keys of cross-attent
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go

@@ -7,7 +7,8 @@ sentence works the same with ``t``), ``V`` vocabulary size, ``d`` = d_model.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go

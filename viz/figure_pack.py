@@ -136,7 +136,7 @@ class FigurePack:
         return {"pool": self.pool, "entries": self.entries, "names": self.names}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "FigurePack":
+    def from_dict(cls, d: dict) -> FigurePack:
         """A pack read back from a page's data (:meth:`to_dict`): enough to rebuild its figures, not to add more."""
         pack = cls()
         pack.pool, pack.entries, pack.names = d["pool"], d["entries"], d["names"]

@@ -6,7 +6,7 @@ per-head size. Masks are bool (i, j) with True = may attend.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

@@ -6,9 +6,9 @@ The language labels (short codes such as "DE") are set per thread, like the them
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 from viz.text import escape_token
 from viz.theme import theme

@@ -13,10 +13,10 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import lru_cache
-from typing import Iterator
+from functools import cache
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -66,7 +66,7 @@ def figure(data: list | None = None, layout: dict | None = None, template: str =
     return fig
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template_text(name: str) -> str:
     return json.dumps(pio.templates[name].to_plotly_json())
 

@@ -6,7 +6,7 @@ Convention everywhere: True = may attend (visible), False = masked.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

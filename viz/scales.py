@@ -3,7 +3,7 @@ role is (the presenter's high-contrast theme swaps them)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from _plotly_utils.basevalidators import ColorscaleValidator
 
@@ -40,6 +40,6 @@ def resolve_scale(colorscale):
 _SCALES = ColorscaleValidator("colorscale", "heatmap")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _named_scale(name: str) -> tuple:
     return tuple(tuple(pair) for pair in _SCALES.validate_coerce(name))  # as validation spells it out

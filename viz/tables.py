@@ -6,7 +6,8 @@ fixed-point with 6 decimals ("0.000012", never "1.2e-05" beside "0.5": pandas wo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 # Plotly never wraps titles; at 19 px about 40 characters fit in a third of a
 # 1440 px page, so style() breaks longer titles into lines.

@@ -10,10 +10,10 @@ its figure builds it inside :func:`below_controls`, which takes their rows off t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Theme:
     # sidebar open). Presenter mode folds the sidebar: at 1280 px the page is about 1220 px wide.
     width_scale: float = 1.0
 
-    def high_contrast(self) -> "Theme":
+    def high_contrast(self) -> Theme:
         """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
         greyscale and for colour-blind viewers. Bars turn from light blue to Viridis' dark blue (a short bar of
         0.01 stands out against the white plot), the highlighted one to the dark orange of PuOr."""

@@ -8,7 +8,7 @@ category axis whose categories are the cells' names ``"tok (pos)"`` (:func:`cell
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from viz.layout import FIGURE_WIDTH_PX, text_px, top_margin
 from viz.text import cut_token, escape_token, escape_tokens, visible_len

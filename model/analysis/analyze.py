@@ -140,7 +140,7 @@ def analyze(
         "ablation": ablation_section,
         "pruning": pruning_section,
         "timings": timings,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return rounded(report)
 

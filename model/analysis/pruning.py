@@ -46,7 +46,7 @@ def ablation_losses(translator, examples: list[Example], heads: Sequence[tuple[s
             real = tgt_out != pad  # (b, t)
             gold = tgt_out[real]  # (N,)
 
-            def nll(y):  # (b, t, d) decoder states -> summed NLL of the real target tokens
+            def nll(y, real=real, gold=gold):  # (b, t, d) decoder states -> summed NLL of the real target tokens
                 lp = model.generator(y[real])  # (N, V): padded positions never reach the generator
                 return -float(lp.gather(-1, gold[:, None]).sum())
 

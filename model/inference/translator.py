@@ -76,7 +76,7 @@ class Translator:
         self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft
 
     @classmethod
-    def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT, draft: bool | None = None) -> "Translator":
+    def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT, draft: bool | None = None) -> Translator:
         """Load a checkpoint folder; raises CheckpointError with a clear message. `draft`: see __init__."""
         model, src_vocab, tgt_vocab, metrics = load_checkpoint(folder)
         pieces = None
@@ -94,7 +94,7 @@ class Translator:
                                       "Copy both from where the model came from, or import it again.") from e
         return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces, draft=draft)
 
-    def untrained_twin(self, seed: int = 0) -> "Translator":
+    def untrained_twin(self, seed: int = 0) -> Translator:
         """The same architecture and vocabularies with random weights (fixed seed)."""
         gen_state = torch.random.get_rng_state()
         try:
@@ -102,7 +102,7 @@ class Translator:
             model = EncoderDecoder(self.model.cfg)
         finally:
             torch.random.set_rng_state(gen_state)
-        return Translator(model, self.src_vocab, self.tgt_vocab, {"note": "untrained: random weights, seed %d" % seed},
+        return Translator(model, self.src_vocab, self.tgt_vocab, {"note": f"untrained: random weights, seed {seed}"},
                           self.src_lang, self.tgt_lang, self.pieces)
 
     @property

@@ -82,7 +82,7 @@ class ModelConfig:
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
+    def from_dict(cls, d: dict) -> ModelConfig:
         d = dict(d)
         version = d.pop("format_version", FORMAT_VERSION)
         if version not in READABLE_VERSIONS:
@@ -100,7 +100,7 @@ class ModelConfig:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "ModelConfig":
+    def load(cls, path: str | Path) -> ModelConfig:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 

@@ -50,7 +50,7 @@ class Hooks:
         self._plan: dict[str, tuple[list[HookFn], bool]] = {}  # per full name: (its hooks, cached?)
         self.prefix = ""
 
-    def at(self, prefix: str) -> "Hooks":
+    def at(self, prefix: str) -> Hooks:
         """The same hooks and cache, with names inside `prefix` (e.g. "encoder.2" then "attn")."""
         inner = object.__new__(Hooks)
         inner._fwd, inner._cache, inner._keep, inner._detach, inner._plan = (

@@ -22,7 +22,7 @@ def clean_text(text: str) -> str:
     return " ".join(text.split())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer(lang: str):
     with _lock:  # spacy.blank is not meant to be built concurrently
         import spacy
@@ -35,7 +35,7 @@ def tokenize(text: str, lang: str) -> list[str]:
     return [t.text for t in _tokenizer(lang)(clean_text(text)) if not t.is_space]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _detokenizer(lang: str):
     with _lock:
         from sacremoses import MosesDetokenizer

@@ -58,7 +58,7 @@ class Vocab:
         return self.specials[role]
 
     @classmethod
-    def build(cls, sentences: Iterable[list[str]], min_freq: int = 2, max_size: int | None = None) -> "Vocab":
+    def build(cls, sentences: Iterable[list[str]], min_freq: int = 2, max_size: int | None = None) -> Vocab:
         """Tokens seen at least min_freq times, most frequent first (ties alphabetical, so builds repeat)."""
         counts = Counter(tok for sent in sentences for tok in sent)
         ranked = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
@@ -86,7 +86,7 @@ class Vocab:
         Path(path).write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Vocab":
+    def load(cls, path: str | Path) -> Vocab:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(data, dict) or not isinstance(data.get("itos"), list):
             raise ValueError('expected a JSON object {"itos": [token, ...]}')

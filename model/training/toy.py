@@ -66,7 +66,7 @@ class ToyTranslator(Translator):
         super().__init__(model, toy_vocab(), toy_vocab(), metrics, src_lang="en", tgt_lang="en")
         self.task = task
 
-    def untrained_twin(self, seed: int = 0) -> "ToyTranslator":
+    def untrained_twin(self, seed: int = 0) -> ToyTranslator:
         """The same toy architecture with random weights, still reading digits."""
         twin = super().untrained_twin(seed)
         return ToyTranslator(twin.model, self.task, twin.metrics)
