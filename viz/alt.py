@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz import plotly_internals
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -155,7 +157,7 @@ def listing(items: Sequence[str], limit: int = 6) -> str:
 # ----------------------------------------------------------------------------- figures
 
 class Raw:
-    """Attribute access to a figure's raw dicts (``fig._data``, ``fig._layout``, which viz.transport reads too):
+    """Attribute access to a figure's raw dicts (viz.plotly_internals, which viz.transport reads too):
     Plotly's own property access cost several times more than building the text. A missing key reads None, a
     missing or plain-string ``title`` reads as a title dict, ``raw[key]`` a missing dict as an empty one."""
 
@@ -188,8 +190,8 @@ class FigureView:
     """A figure's traces and layout as :class:`Raw` (what the readers of viz.alt_traces take)."""
 
     def __init__(self, fig: go.Figure):
-        self.data = [Raw(t) for t in fig._data]
-        self.layout = Raw(fig._layout)
+        self.data = [Raw(t) for t in plotly_internals.traces(fig)]
+        self.layout = Raw(plotly_internals.layout(fig))
 
 
 def with_alt(fig: go.Figure, alt: Alt) -> go.Figure:

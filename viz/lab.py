@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz import plotly_internals
 from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, grid_layout
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
@@ -58,7 +59,7 @@ def _margins_held(build):
     @functools.wraps(build)
     def held(*args, **kwargs) -> go.Figure:
         fig = build(*args, **kwargs)
-        for name, axis in fig._layout.items():  # the raw layout, as viz.transport reads it
+        for name, axis in plotly_internals.layout(fig).items():  # the raw layout, as viz.transport reads it
             if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
                 axis["automargin"] = False
         return fig

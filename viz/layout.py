@@ -21,6 +21,7 @@ from functools import cache
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from viz import plotly_internals
 from viz.text import TITLE_WRAP_CHARS, title_lines, wrap_title
 from viz.theme import fit_height, theme
 
@@ -61,7 +62,7 @@ def figure(data: list | None = None, layout: dict | None = None, template: str =
     """
     # An empty template given keeps plotly from setting its default one first; ours is set after the figure is
     # built, which deep-copies the layout it is given.
-    fig = go.Figure(data=data, layout={"template": {}, **(layout or {})}, _validate=_VALIDATE.get())
+    fig = plotly_internals.new_figure(data, {"template": {}, **(layout or {})}, _VALIDATE.get())
     set_template(fig, template)
     return fig
 
@@ -95,8 +96,8 @@ def style(fig: go.Figure, title: str | None = None, height: int | None = None,
     styling = style_layout(title, height, width, wrap_chars, subplot_titles)
     margin = styling["margin"]
     # plotly's own dict of the layout, read only: to_plotly_json() would deep-copy it, template and all
-    fit_margins(margin, {**fig.layout._props, "font": styling["font"]}, styling.get("height") or fig.layout.height,
-                width or fig.layout.width)
+    fit_margins(margin, {**plotly_internals.props(fig.layout), "font": styling["font"]},
+                styling.get("height") or fig.layout.height, width or fig.layout.width)
     fig.update_layout(**dict(styling, margin=margin))
     return enforce_min_font(fig)
 
@@ -225,12 +226,7 @@ def set_template(fig: go.Figure, name: str) -> None:
     without validation when it creates a figure (``BaseFigure._initialize_layout_template``); here it is set as
     plain JSON (:func:`template_dict`), which plotly keeps without copying it again. The figure's JSON is the same.
     """
-    layout = fig.layout
-    layout._validate = False
-    try:
-        layout.template = template_dict(name)
-    finally:
-        layout._validate = fig._validate
+    plotly_internals.set_unvalidated(fig, template=template_dict(name))
 
 
 def enforce_min_font(fig: go.Figure) -> go.Figure:
@@ -253,10 +249,11 @@ def _long_colorbars(fig: go.Figure) -> None:
     layout = fig.layout
     if not layout.height:
         return
-    bottom = max(layout.margin.b or 0, label_margins(layout._props, theme().base)[1])  # plotly pushes the margin
+    # plotly pushes the margin out to the labels
+    bottom = max(layout.margin.b or 0, label_margins(plotly_internals.props(layout), theme().base)[1])
     plot_px = layout.height - (layout.margin.t or 0) - bottom
     owners = [owner for owner in [layout.coloraxis] + list(fig.data)
-              if "colorbar" in (owner._props or {})]  # only bars the figure shows (see floor_fonts)
+              if "colorbar" in (plotly_internals.props(owner) or {})]  # only bars the figure shows (see floor_fonts)
     for owner in owners:
         bar = owner.colorbar
         if plot_px < MIN_COLORBAR_PX:
@@ -290,7 +287,7 @@ def floor_fonts(fig: go.Figure, px: int, unset: int | None = None) -> go.Figure:
     def colorbar(parent) -> None:
         # Only a colour bar the figure sets: any `colorbar` written into a trace or its marker makes plotly.js
         # draw one (showscale defaults to true once the input has a colorbar object), empty or not.
-        if parent is not None and "colorbar" in (parent._props or {}):
+        if parent is not None and "colorbar" in (plotly_internals.props(parent) or {}):
             lift(parent.colorbar, "tickfont")
             lift(parent.colorbar.title, "font", unset)
 

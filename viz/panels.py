@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from viz import plotly_internals
 from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure, title_wrap_chars
 from viz.rows import MIN_ROW_PX, windowed_title
 from viz.text import title_lines, wrap_title
@@ -51,7 +52,7 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     if len(shares) != n:
         raise ValueError(f"got {len(shares)} shares for {n} figures")
     total = sum(shares)
-    layouts = [f._layout for f in figs]
+    layouts = [plotly_internals.layout(f) for f in figs]
     own_rows = [i == 0 or _rows(figs[i]) != _rows(figs[i - 1]) for i in range(n)]
     bar = COLORBAR_BASE_PX + COLORBAR_PER_TICK_PX * max(theme().tick, theme().min_font)
     # Room for each panel's own colour bar, also where one_scale hides it: the panels' titles are wrapped for
@@ -124,12 +125,12 @@ def _rewrapped(title: str, room_px: int) -> str:
 
 def _rows(fig: go.Figure):
     """The y categories of a figure's first trace (its rows), to tell whether two panels share their rows."""
-    y = fig._data[0].get("y") if fig._data else None
+    y = (plotly_internals.traces(fig) or [{}])[0].get("y")
     return None if y is None else tuple(str(v) for v in y)
 
 
 def _has_colorbar(fig: go.Figure) -> bool:
-    return any(_scaled_trace(t) for t in fig._data)
+    return any(_scaled_trace(t) for t in plotly_internals.traces(fig))
 
 
 def _scaled_trace(trace) -> bool:
@@ -156,7 +157,7 @@ def _one_scale(data: list) -> None:
 def _axis_names(fig: go.Figure, offset: int) -> dict[str, str]:
     """The panel's axis references ("x", "x2", "y") -> their names in the row, numbered after ``offset``."""
     names = {}
-    for key in fig._layout:
+    for key in plotly_internals.layout(fig):
         m = re.fullmatch(r"([xy])axis(\d*)", key)
         if m:
             names[m[1] + m[2]] = _ref(m[1], offset + int(m[2] or 1))
@@ -170,7 +171,7 @@ def _ref(letter: str, number: int) -> str:
 
 
 def _axis_count(fig: go.Figure) -> int:
-    return max([1] + [int(k[5:] or 1) for k in fig._layout if re.fullmatch(r"[xy]axis\d*", k)])
+    return max([1] + [int(k[5:] or 1) for k in plotly_internals.layout(fig) if re.fullmatch(r"[xy]axis\d*", k)])
 
 
 def _scaled(domain, into: list[float]) -> list[float]:
@@ -226,7 +227,7 @@ def _rewindowed(layout: dict, fig: go.Figure, rows_px: float) -> dict:
 def _place_traces(fig: go.Figure, names: dict, x_dom: list[float], y_dom: list[float], pad: float,
                   plot_px: float) -> list[dict]:
     out = []
-    for trace in fig._data:
+    for trace in plotly_internals.traces(fig):
         t = copy.copy(trace)
         t["xaxis"], t["yaxis"] = names[t.get("xaxis") or "x"], names[t.get("yaxis") or "y"]
         if t.get("colorbar") is not None:  # beside its panel, as tall as the panel's plot

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from _plotly_utils.basevalidators import ColorscaleValidator
-
+from viz.plotly_internals import named_colorscale
 from viz.theme import theme
 
 # The roles; the theme says which plotly scale each one is (see resolve_scale).
@@ -37,9 +36,8 @@ def resolve_scale(colorscale):
     return colorscale
 
 
-_SCALES = ColorscaleValidator("colorscale", "heatmap")
 
 
 @cache
 def _named_scale(name: str) -> tuple:
-    return tuple(tuple(pair) for pair in _SCALES.validate_coerce(name))  # as validation spells it out
+    return tuple(tuple(pair) for pair in named_colorscale(name))  # as validation spells it out

@@ -16,13 +16,12 @@ import secrets
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from _plotly_utils.utils import to_typed_array_spec
 
-from viz import look
+from viz import look, plotly_internals
 from viz.axis_notes import place_titles
 from viz.theme import theme
 
-# Keys whose arrays plotly never turns into typed arrays (_plotly_utils.utils.is_skipped_key).
+# Keys whose arrays plotly never turns into typed arrays (is_skipped_key of plotly's private utilities).
 _NOT_TYPED = frozenset({"geojson", "layer", "layers", "range"})
 _HTML_SAFE = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"))  # as plotly.io.to_json writes them
 _FLOAT32_TEXT_MIN = 16  # float32 arrays from this size on are written with 9 significant digits (_Float32s)
@@ -37,7 +36,10 @@ def figure_json(fig: go.Figure) -> str:
     other arrays become lists, and the C encoder of ``json`` writes the rest. tests/test_viz_fast_build.py checks
     that the browser gets the same figure as from ``to_json``.
     """
-    out = {"data": [_plain(trace) for trace in fig._data], "layout": _plain(fig._layout)}
+    if plotly_internals.public_only():
+        return pio.to_json(fig.to_dict(), validate=False)
+    out = {"data": [_plain(trace) for trace in plotly_internals.traces(fig)],
+           "layout": _plain(plotly_internals.layout(fig))}
     for trace in out["data"]:
         trace.pop("uid", None)
     try:
@@ -61,9 +63,11 @@ def browser_json(fig: go.Figure, datarevision: str) -> str:
     The app's CSS gives every chart a whole-pixel width: Streamlit sets the width it measured, and a fraction of
     a pixel against Plotly's own measurement was a change, and a second draw, too.
     """
+    if plotly_internals.public_only():
+        return _dumps(_finished(_untyped(json.loads(pio.to_json(fig.to_dict(), validate=False))), datarevision))
     # The template is left out here rather than copied and then dropped by look.bake.
-    layout = {k: _plain(v, k, typed=False) for k, v in fig._layout.items() if k != "template"}
-    out = {"data": [_plain(trace, typed=False) for trace in fig._data], "layout": layout}
+    layout = {k: _plain(v, k, typed=False) for k, v in plotly_internals.layout(fig).items() if k != "template"}
+    out = {"data": [_plain(trace, typed=False) for trace in plotly_internals.traces(fig)], "layout": layout}
     for trace in out["data"]:
         trace.pop("uid", None)
     try:
@@ -150,7 +154,7 @@ def _plain(value, key: str | None = None, typed: bool = True):
         return [_plain(v, None, typed) for v in value]
     if isinstance(value, np.ndarray):
         if typed and key is not None and key not in _NOT_TYPED and value.dtype.kind in "iuf" and value.size:
-            spec = to_typed_array_spec(value)
+            spec = plotly_internals.typed_array(value)
             if isinstance(spec, dict):
                 return spec
         if not typed and value.dtype == np.float32 and value.size >= _FLOAT32_TEXT_MIN:

@@ -1,0 +1,69 @@
+"""The private Plotly names the speed layer uses (viz/plotly_internals.py) still mean what it assumes, and with the
+layer switched off (ATLAS_PUBLIC_ONLY=1, public API only) every figure is the same. A failure here after a Plotly
+upgrade names the function to port; the app then still draws with the switch set."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly
+import plotly.graph_objects as go
+import pytest
+
+from viz import plotly_internals as pi
+from viz.attention import heads_figure
+from viz.transport import browser_json, figure_json
+
+UPGRADE = f"Plotly {plotly.__version__} changed a private name: port viz/plotly_internals.py"
+
+
+def _fig() -> go.Figure:
+    return go.Figure(data=[go.Heatmap(z=[[1, 2], [3, 4]], colorbar={"title": {"text": "p"}})],
+                     layout={"title": {"text": "t"}, "height": 300})
+
+
+def test_private_names_mean_what_the_speed_layer_assumes():
+    fig = _fig()
+    assert isinstance(fig._data, list) and fig._data[0]["z"] is not None, f"{UPGRADE}: fig._data (traces)"
+    assert fig._data[0]["type"] == "heatmap", f"{UPGRADE}: fig._data holds plain trace dicts"
+    assert fig._layout["title"]["text"] == "t", f"{UPGRADE}: fig._layout (layout)"
+    assert "colorbar" in fig.data[0]._props and "height" in fig.layout._props, f"{UPGRADE}: obj._props (props)"
+    loose = go.Figure(data=[{"type": "heatmap", "z": [[1]]}], layout={"height": 1}, _validate=False)
+    assert loose._validate is False and loose.layout.height == 1, f"{UPGRADE}: go.Figure(_validate=) (new_figure)"
+    from _plotly_utils.basevalidators import ColorscaleValidator  # noqa: F401 (named_colorscale)
+    from _plotly_utils.utils import to_typed_array_spec  # noqa: F401 (typed_array)
+
+    spec = pi.typed_array(np.arange(3, dtype=np.float32))
+    assert spec["dtype"] == "f4" and "bdata" in spec, f"{UPGRADE}: to_typed_array_spec (typed_array)"
+
+
+def test_the_public_fallbacks_give_the_same_values():
+    fig = _fig()
+    with pi.speed_layer(False):
+        public = (pi.traces(fig), pi.layout(fig), pi.props(fig.layout), pi.named_colorscale("Viridis"))
+    with pi.speed_layer(True):
+        private = (pi.traces(fig), pi.layout(fig), pi.props(fig.layout), pi.named_colorscale("Viridis"))
+    assert public[0][0]["type"] == private[0][0]["type"] and public[1]["title"] == private[1]["title"]
+    assert public[2]["height"] == private[2]["height"] == 300
+    assert [c for _, c in public[3]] == [c for _, c in private[3]] and len(public[3]) > 2
+    np.testing.assert_allclose([p for p, _ in public[3]], [p for p, _ in private[3]], atol=1e-12)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_page_figure_is_the_same_with_the_speed_layer_off(on):
+    """The Attention page's figure built and sent both ways: the browser gets the same chart."""
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(5), size=(4, 5)).astype(np.float32)  # (h, i, j)
+    tokens = ["Ein", "Hund", "läuft", ".", "</s>"]
+
+    def sent(flag: bool) -> tuple[dict, dict]:
+        with pi.speed_layer(flag):
+            fig = heads_figure(probs, tokens, tokens, "enc_self", layer=0)
+            return json.loads(browser_json(fig, "r1")), json.loads(figure_json(fig))
+
+    fast, slow = sent(True), sent(on)
+    for a, b in zip(fast, slow):
+        assert [t["type"] for t in a["data"]] == [t["type"] for t in b["data"]]
+        assert a["layout"].get("title") == b["layout"].get("title")
+    z_fast, z_slow = fast[0]["data"][0]["z"], slow[0]["data"][0]["z"]
+    np.testing.assert_allclose(np.array(z_fast, dtype=float), np.array(z_slow, dtype=float), rtol=1e-6)
