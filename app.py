@@ -2,8 +2,9 @@
 
     streamlit run app.py
 
-This file is the router: sidebar controls, loading, bad-input handling, the translation the
-figures show, then one view. Every figure comes from viz/; every number from model/.
+This file is the entry point: sidebar controls, loading, bad-input handling, the translation the
+figures show, then the router (views/router.py) runs one view. Every figure comes from viz/; every number from
+model/.
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ _warm = warmup.start()
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
 # ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).
 from views.header import Header
-from views.header import draw as draw_header
 from views.note import field as note_field
 from views.note import pin as pin_note
 from views.state import (
@@ -36,7 +36,6 @@ from views.state import (
     EXAMPLES,
     MAX_DECODE_STEPS,
     ROLE_SWAP,
-    VIEWS,
     Context,
     checkpoint_choices,
     checkpoint_label,
@@ -45,15 +44,13 @@ from views.state import (
     languages_of,
     load_model,
     model_facts,
-    sync_url,
     trace_json,
     trace_sentence,
     traced_decoding,
     wrong_language,
 )
 from views.text import md_escape
-from views.widgets import PAGE_STYLE, app_inputs, page_fragment
-from viz.theme import DEFAULT_THEME, PRESENTER_THEME
+from views.widgets import PAGE_STYLE
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -72,22 +69,11 @@ if ss["present"]:
                 "[data-testid='stVerticalBlock'] {gap: 0.6rem;}</style>", unsafe_allow_html=True)
 
 
-def _end() -> None:
-    """Every end of a run: the URL says what the user chose, the warm-up is gone, pandas may be imported."""
-    sync_url()
-    warmup.done(_warm)
-    pandas_gate.leave()
-
-
-def _views() -> None:
-    """The list of views, in its place in the sidebar: drawn by the page's fragment, or by a run that stops first."""
-    view_slot.radio("View", VIEWS, key="view")
-
-
 def _stop() -> None:
-    """End the run before the page: the list of views is still drawn, so another view can be chosen."""
-    _views()
-    _end()
+    """End the run before the page (after the router's import, below): the list of views is still drawn, so another
+    view can be chosen."""
+    router.draw_views(view_slot)
+    router.end(_warm)
     st.stop()
 
 
@@ -133,7 +119,7 @@ with st.sidebar:
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")
-    # The list of views is drawn by the page's fragment (the end of this file): choosing a view reruns the page
+    # The list of views is drawn by the page's fragment (views/router.py): choosing a view reruns the page
     # only, so the browser redraws the page, not this sidebar and the header as well.
     view_slot = st.container()
     with st.expander("Side by side", expanded=ss["compare"] != "off"):
@@ -164,17 +150,12 @@ with st.sidebar:
              help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
                   "model, the sentence, the decoding, the view, kind, layer and head.")
 
-# torch (a second or more on a first run) and the pages' code
+# torch (a second or more on a first run) and the pages' code (the router imports the pages)
 from model.service import file_stem, untrained_summary
-from views import attention, compare, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
+from views import compare, router
 from views.lesson import lesson_html
 from views.reading import input_notes, output_captions  # how the model read the sentence and what it wrote
 
-PAGES = {
-    "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
-    "Inside one head": head, "Masks": masks, "Decoding": decoding, "What if": whatif, "Heads": heads,
-    "Training": training,
-}
 model, error = load_model(ss["ckpt"])  # cached; an error is reported below the note
 pin_note(ss["present"])  # the lecturer's note, on every view (also when the page stops below)
 if error:
@@ -225,7 +206,7 @@ with st.sidebar:
                             "one for several sentences.")
 
 status = "" if result.finished else f" · stopped at the length limit before `{facts['end_token']}`"
-header_slot = st.container()  # the sentence, its translation and the notes on them: drawn with the page (_page)
+header_slot = st.container()  # the sentence, its translation and the notes on them: drawn with the page (router)
 captions = []  # on other decodings than the one shown
 if beam is not None and prefix:
     captions.append(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")
@@ -257,30 +238,7 @@ ctx = Context(key=ss["ckpt"], cfg=model.cfg, result=result, text=text, max_len=s
 if comparing:
     ctx = compare.with_side_b(ctx, ss)
 
-
-def _page(ctx: Context) -> None:
-    """What a view switch reruns (a fragment): the list of views, the page, and the header above it (drawn last:
-    what it may show depends on the page)."""
-    view = ss["view"]
-    if ss["compare"] != "off" and (view in COMPARE_VIEWS) != comparing:
-        st.rerun(scope="app")  # side by side starts or ends: the header and the trace differ
-    _views()
-    above = (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
-             "references**" if view == "Heads" else
-             f"**Above: {shows}. {training.below(ss['ckpt'])}**" if view == "Training" else
-             f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say "
-             "on what**" if view == "Masks"
-             else f"**Every figure below shows: {shows}**")
-    if ss["compare"] != "off" and not comparing:
-        st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
-    ss["_quiz_secret"] = None  # presenter mode's quiz sets the step it asks about while drawing the page
-    PAGES[view].render(ctx)
-    # After the page: while the quiz asks about a step, the header keeps that step's answer.
-    draw_header(header_slot, header, ss.get("_quiz_secret"),
-                f"{above} · {checkpoint_label(ss['ckpt'])} · {len(source.tokens)} source tokens · "
-                f"{result.seconds * 1000:.0f} ms{status}")
-
-
-theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
-page_fragment(_page, ctx, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
-_end()
+# The router runs the chosen view's page as a fragment, with the list of views and the header into their slots.
+router.show(ctx, router.Frame(views=view_slot, header_slot=header_slot, header=header, comparing=comparing,
+                              facts=f"{len(source.tokens)} source tokens · {result.seconds * 1000:.0f} ms{status}"))
+router.end(_warm)

@@ -72,3 +72,56 @@ def test_no_page_draws_a_canvas_grid():
     offenders = [f"{p.relative_to(ROOT)}:{n}" for p in files("views")
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if grid.search(line)]
     assert not offenders, offenders
+
+
+def views_imports(folder: Path) -> dict[str, set[str]]:
+    """Which modules of the package `folder` (views/) each of its modules imports, at any depth of the file."""
+    mods = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    edges = {}
+    for m in mods:
+        found = set()
+        for node in ast.walk(ast.parse((folder / f"{m}.py").read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[1] for a in node.names if a.name.startswith(folder.name + ".")}
+            elif isinstance(node, ast.ImportFrom) and node.module == folder.name:
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(folder.name + "."):
+                found.add(node.module.split(".")[1])
+        edges[m] = (found & mods) - {m}
+    return edges
+
+
+def a_cycle(edges: dict[str, set[str]]) -> list[str]:
+    """One import cycle as the modules along it ([] when there is none), by depth-first search."""
+    done, path = set(), []
+
+    def walk(m: str) -> list[str]:
+        if m in path:
+            return path[path.index(m):] + [m]
+        if m in done:
+            return []
+        path.append(m)
+        for n in sorted(edges[m]):
+            if cycle := walk(n):
+                return cycle
+        path.pop()
+        done.add(m)
+        return []
+
+    return next((c for m in sorted(edges) if (c := walk(m))), [])
+
+
+def test_no_import_cycle_among_views_modules():
+    """The router imports the pages and hands them to the prefetch: no page imports a module that imports it."""
+    edges = views_imports(ROOT / "views")
+    assert "decoding" in edges["router"] and "widgets" in edges["decoding"]  # the graph is read, not empty
+    assert a_cycle(edges) == [], " → ".join(a_cycle(edges))
+
+
+def test_the_cycle_check_catches_a_cycle(tmp_path):
+    folder = tmp_path / "views"
+    folder.mkdir()
+    (folder / "a.py").write_text("from views import b\n", encoding="utf-8")
+    (folder / "b.py").write_text("def f():\n    import views.c\n", encoding="utf-8")
+    (folder / "c.py").write_text("from views.a import x\n", encoding="utf-8")
+    assert a_cycle(views_imports(folder)) == ["a", "b", "c", "a"]

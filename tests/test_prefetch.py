@@ -70,55 +70,57 @@ def test_the_model_runs_ahead_only_for_a_student_going_down_the_list(checkpoints
 
 
 def test_a_new_sentence_prepares_nothing(checkpoints):
-    from views import prefetch
+    from views import prefetch, router
 
     at = run_app(view="Overview", text="Ein Mann liest ein Buch.")
     at.sidebar.radio(key="view").set_value("Attention").run()
     prefetch.wait_idle()
     calls = []
-    original = prefetch.PAGES["Inside one head"].prepare
+    original = router.PAGES["Inside one head"].prepare
     try:
-        prefetch.PAGES["Inside one head"].prepare = lambda ctx, state: calls.append(state)
+        router.PAGES["Inside one head"].prepare = lambda ctx, state: calls.append(state)
         at.sidebar.text_area(key="text").set_value("Ein Mann liest eine Zeitung.").run()
         at.selectbox(key="layer").set_value(2).run()
         prefetch.wait_idle()
     finally:
-        prefetch.PAGES["Inside one head"].prepare = original
+        router.PAGES["Inside one head"].prepare = original
     assert not at.exception and calls == []
 
 
 def test_presenter_mode_and_the_last_page_prepare_nothing(checkpoints):
-    from views import prefetch
+    from views import prefetch, router
 
     calls = []
     at = run_app(view="Overview", text="Ein Hund liest im Park.", present=1)
     assert not at.exception
-    assert prefetch.following("Decoding") is None and prefetch.following("Masks") == "Decoding"
-    assert prefetch.following("Positional encoding") == "Inside one head"
-    original = prefetch.PAGES["Inside one head"].prepare
+    pages = router.PAGES
+    assert prefetch.following("Decoding", pages) is None and prefetch.following("Masks", pages) == "Decoding"
+    assert prefetch.following("Positional encoding", pages) == "Inside one head"
+    assert prefetch.following("Attention", pages) == "Inside one head"  # Attention has nothing to prepare itself
+    original = router.PAGES["Inside one head"].prepare
     try:
-        prefetch.PAGES["Inside one head"].prepare = lambda ctx, state: calls.append(state)
+        router.PAGES["Inside one head"].prepare = lambda ctx, state: calls.append(state)
         at.sidebar.radio(key="view").set_value("Attention").run()
         prefetch.wait_idle()
     finally:
-        prefetch.PAGES["Inside one head"].prepare = original
+        router.PAGES["Inside one head"].prepare = original
     assert calls == []
 
 
 def test_a_preparation_that_fails_is_dropped_and_the_page_still_draws(checkpoints):
-    from views import prefetch
+    from views import prefetch, router
 
     def broken(ctx, state):
         raise RuntimeError("no")
 
-    original = prefetch.PAGES["Inside one head"].prepare
+    original = router.PAGES["Inside one head"].prepare
     try:
-        prefetch.PAGES["Inside one head"].prepare = broken
+        router.PAGES["Inside one head"].prepare = broken
         at = run_app(view="Overview", text="Ein Mann tanzt am Strand.")
         at.sidebar.radio(key="view").set_value("Attention").run()
         prefetch.wait_idle()
     finally:
-        prefetch.PAGES["Inside one head"].prepare = original
+        router.PAGES["Inside one head"].prepare = original
     at.sidebar.radio(key="view").set_value("Inside one head").run()
     assert not at.exception and len(at.get("plotly_chart")) == 4
 

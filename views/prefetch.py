@@ -15,6 +15,9 @@ bench_server_cpu.py measures it per action): one worker thread; one page ahead, 
 the list; at most one task waiting (a newer one replaces it); each page prepared once per sentence and choices;
 nothing in presenter mode or side by side (their figures are built in another theme or layout). A preparation
 that fails is dropped: the page computes as before. ATLAS_PREFETCH=0 in the server's environment turns it off.
+
+The pages come from the router (views/router.py), which runs this after each page: this module imports none of
+them, so a page may import what it needs without importing, through here, the pages that import it.
 """
 from __future__ import annotations
 
@@ -22,17 +25,16 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from types import ModuleType
 
 import streamlit as st
 
-from views import decoding, embeddings, head, masks, positional
 from views.state import VIEWS, Context
 from viz.kinds import using_languages
 from viz.theme import Theme, using_theme
 
-PAGES = {"Embeddings": embeddings, "Positional encoding": positional, "Inside one head": head, "Masks": masks,
-         "Decoding": decoding}
 MAX_REMEMBERED = 256  # preparations remembered as done (a key of a few strings each)
 
 _log = logging.getLogger(__name__)
@@ -43,28 +45,36 @@ _waiting: tuple[Future, tuple] | None = None  # the task not started yet, and it
 _LAST_VIEW = "atlas_prefetch_view"  # session state: the view of the session's previous run
 
 
-def following(view: str) -> str | None:
-    """The first view after `view` in the sidebar's list that has something to prepare (None: none)."""
+def _preparing(pages: Mapping[str, ModuleType], view: str) -> ModuleType | None:
+    """The page of `view` if it has something to prepare (a `prepare(ctx, state)`), else None."""
+    page = pages.get(view)
+    return page if hasattr(page, "prepare") else None
+
+
+def following(view: str, pages: Mapping[str, ModuleType]) -> str | None:
+    """The first view after `view` in the sidebar's list whose page (in `pages`, view name → page module) has
+    something to prepare (None: none)."""
     i = VIEWS.index(view) if view in VIEWS else len(VIEWS)
-    return next((v for v in VIEWS[i + 1:] if v in PAGES), None)
+    return next((v for v in VIEWS[i + 1:] if _preparing(pages, v) is not None), None)
 
 
-def next_page(ctx: Context, theme: Theme) -> Future | None:
+def next_page(ctx: Context, theme: Theme, pages: Mapping[str, ModuleType]) -> Future | None:
     """After a page has been drawn: prepare the next page's data and figures in the background (see the module's
-    docstring for the bounds). Returns the task, or None when there is nothing to prepare."""
+    docstring for the bounds); `pages` is the router's registry, view name → page module. Returns the task, or None
+    when there is nothing to prepare."""
     global _waiting
     ss = st.session_state
     view = ss.get("view", "")
     last, ss[_LAST_VIEW] = ss.get(_LAST_VIEW), view  # a session's first run is no switch: its page is still drawing
     if last in (None, view) or ctx.present or ctx.other is not None or os.environ.get("ATLAS_PREFETCH", "1") == "0":
         return None
-    target = following(view)
+    target = following(view, pages)
     if target is None:
         return None
-    page = PAGES[target]
-    key = _key(target, ctx, theme)
+    page = pages[target]
+    key = _key(target, ctx, theme, pages)
     with _lock:
-        if key in _done or (getattr(page, "RUNS_MODEL", False) and _key(view, ctx, theme) not in _done):
+        if key in _done or (getattr(page, "RUNS_MODEL", False) and _key(view, ctx, theme, pages) not in _done):
             return None
         _done[key] = True
         while len(_done) > MAX_REMEMBERED:
@@ -76,10 +86,10 @@ def next_page(ctx: Context, theme: Theme) -> Future | None:
         return task
 
 
-def _key(view: str, ctx: Context, theme: Theme) -> tuple:
+def _key(view: str, ctx: Context, theme: Theme, pages: Mapping[str, ModuleType]) -> tuple:
     """What a page's preparation depends on: the page, the sentence and its decoding, the theme, and the session's
     choices the page reads (copies: the worker never reads the session)."""
-    page = PAGES.get(view)
+    page = _preparing(pages, view)
     state = tuple(sorted((k, _plain(st.session_state.get(k))) for k in page.STATE)) if page else ()
     return (view, ctx.key, ctx.text, ctx.max_len, ctx.mode, ctx.shows, tuple(ctx.result.raw_tokens), theme, state)
 

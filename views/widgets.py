@@ -8,12 +8,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from views import pandas_gate
 from views.figcache import drawable
-from views.state import KINDS, Context, kind_labels, restore_state, sync_url
+from views.state import KINDS, Context, kind_labels
 from views.text import md_escape, md_table
-from viz.kinds import languages, using_languages
-from viz.theme import Theme, using_theme
+from viz.kinds import languages
 
 # The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
 # was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
@@ -89,7 +87,7 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     ss = st.session_state
     cols = st.columns([3, 1, 1] if with_head else [3, 1])
     vis = "collapsed" if compact else "visible"
-    src, tgt = languages()  # the loaded model's, set by page_fragment
+    src, tgt = languages()  # the loaded model's, set by the page's fragment (views/router.py)
     labels = kind_labels({"src": src, "tgt": tgt})
     # persist_state: a page runs as a fragment, and a fragment-only run would otherwise let Streamlit forget the
     # value of a widget it did not draw (another page's, or a part presenter mode hides)
@@ -176,33 +174,3 @@ def sections(ctx: Context, names: list[str], container=st, always: bool = False)
     chosen = container.radio("Show", names, key="focus", persist_state="session", horizontal=True,
                              label_visibility="collapsed")
     return lambda name: name == chosen
-
-
-# What the header and the trace depend on. A page runs as a fragment (below); when one of its widgets changes
-# one of these (the Decoding page's forced prefix), the whole app must run again. The view is not one of them: the
-# fragment draws the list of views too, and the header's line that depends on the view.
-APP_INPUTS = ("ckpt", "text", "decoding", "beam", "max_len", "prefix", "compare", "text2", "ckpt2", "present",
-              "contrast")
-
-
-def app_inputs() -> tuple:
-    ss = st.session_state
-    return tuple(tuple(v) if isinstance(v, list) else v for v in (ss.get(k) for k in APP_INPUTS))
-
-
-@st.fragment
-def page_fragment(render: Callable[[Context], None], ctx: Context, theme: Theme, inputs: tuple) -> None:
-    """Draw a page as a Streamlit fragment: a view, layer, head or step change reruns the page only, not the
-    sidebar, the header and the trace lookup (less server time per click, and the browser redraws only the page).
-    `inputs` are the app-level choices the page was drawn for; if a widget of the page changed one, the app runs
-    again."""
-    restore_state()  # a fragment run does not pass init_state()
-    if app_inputs() != inputs:
-        st.rerun(scope="app")
-    pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there
-    with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
-        render(ctx)
-    sync_url()  # a fragment run does not reach the end of app.py
-    from views import prefetch  # here, not at the top: the pages it prepares import this module
-
-    prefetch.next_page(ctx, theme)  # the next page's first visit: its data and figures, in the background

@@ -1,0 +1,145 @@
+"""The router: which page each view opens, and what runs before and after it.
+
+app.py draws the sidebar, loads the model, answers bad input and traces the sentence; its last step, `show`, runs
+the chosen view's page as a Streamlit fragment, so that a view, layer, head or step change reruns the page only, not
+the sidebar, the header and the trace lookup (less server time per click, and the browser redraws only the page).
+One run of the fragment, in order:
+
+1. the widget state is restored (a fragment run does not pass app.py's `init_state()`); if a page widget changed
+   what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced prefix), or the view starts or
+   ends side by side, the whole app runs again; the run waits for pandas (views/pandas_gate.py);
+2. the sidebar's list of views is drawn into its slot (choosing a view is a fragment run too);
+3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
+4. the header (views/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
+   asks about a step, the header keeps that step's answer;
+5. the URL is written (a fragment run does not reach app.py's end), and the next page of the sidebar is prepared in
+   the background (views/prefetch.py, handed `PAGES`).
+
+What runs first in a session stays at app.py's top, before its other imports: the pandas gate and the warm-up
+(views/warmup.py) must start before the app's code is imported. `end` closes every run of the whole app.
+
+This module imports the pages; no page imports it or views/prefetch.py, so the imports among views/ have no cycle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import streamlit as st
+
+from views import (
+    attention,
+    decoding,
+    embeddings,
+    head,
+    heads,
+    masks,
+    overview,
+    pandas_gate,
+    positional,
+    prefetch,
+    training,
+    warmup,
+    whatif,
+)
+from views.header import Header
+from views.header import draw as draw_header
+from views.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, restore_state, sync_url
+from viz.kinds import using_languages
+from viz.theme import DEFAULT_THEME, PRESENTER_THEME, Theme, using_theme
+
+# The page registry: each view of the sidebar's list and the module that draws it. A page has `render(ctx)`; one
+# that can be prepared before it is opened also has `prepare(ctx, state)` and `STATE`, the session's choices
+# `prepare` gets (and `RUNS_MODEL` when preparing it runs the model).
+PAGES: dict[str, ModuleType] = {
+    "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
+    "Inside one head": head, "Masks": masks, "Decoding": decoding, "What if": whatif, "Heads": heads,
+    "Training": training,
+}
+
+# What the header and the trace depend on. When one of the page's widgets changes one of these (the Decoding page's
+# forced prefix), the whole app must run again. The view is not one of them: the fragment draws the list of views
+# too, and the header's line that depends on the view.
+APP_INPUTS = ("ckpt", "text", "decoding", "beam", "max_len", "prefix", "compare", "text2", "ckpt2", "present",
+              "contrast")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What app.py drew around the page, and the fragment fills in: the slots it left, and what goes there."""
+
+    views: Any  # the sidebar's container for the list of views
+    header_slot: Any  # the container above the page, for the header
+    header: Header
+    comparing: bool  # this run traced side B too (side by side, on a page that draws it)
+    facts: str  # the end of the header's caption: the model, the source's length, the time, a stop at the limit
+
+
+def app_inputs() -> tuple:
+    ss = st.session_state
+    return tuple(tuple(v) if isinstance(v, list) else v for v in (ss.get(k) for k in APP_INPUTS))
+
+
+def draw_views(slot) -> None:
+    """The list of views, in its place in the sidebar: drawn by the page's fragment, or by a run that stops first."""
+    slot.radio("View", VIEWS, key="view")
+
+
+def above(view: str, shows: str, key: str) -> str:
+    """The header's caption on what the figures below show (`shows`: the decoding, in words; `key`: the model)."""
+    if view == "Heads":
+        return (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
+                "references**")
+    if view == "Training":
+        return f"**Above: {shows}. {training.below(key)}**"
+    if view == "Masks":
+        return (f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say "
+                "on what**")
+    return f"**Every figure below shows: {shows}**"
+
+
+def show(ctx: Context, frame: Frame) -> None:
+    """Run the chosen view's page as a fragment, in the theme the sidebar chose (app.py's last step before `end`)."""
+    ss = st.session_state
+    theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
+    page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
+
+
+@st.fragment
+def page_fragment(ctx: Context, frame: Frame, theme: Theme, inputs: tuple) -> None:
+    """The page as a Streamlit fragment (the module's docstring gives the order). `inputs` are the app-level choices
+    the page was drawn for; if a widget of the page changed one, the app runs again."""
+    restore_state()  # a fragment run does not pass init_state()
+    if app_inputs() != inputs:
+        st.rerun(scope="app")
+    pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there
+    with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
+        _page(ctx, frame)
+    sync_url()  # a fragment run does not reach the end of app.py
+    prefetch.next_page(ctx, theme, PAGES)  # the next page's first visit: its data and figures, in the background
+
+
+def _page(ctx: Context, frame: Frame) -> None:
+    """The list of views, the page, and the header above it (drawn last: what it may show depends on the page)."""
+    ss = st.session_state
+    view = ss["view"]
+    if ss["compare"] != "off" and (view in COMPARE_VIEWS) != frame.comparing:
+        st.rerun(scope="app")  # side by side starts or ends: the header and the trace differ
+    draw_views(frame.views)
+    caption = above(view, ctx.shows, ss["ckpt"])
+    if ss["compare"] != "off" and not frame.comparing:
+        st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
+    ss["_quiz_secret"] = None  # presenter mode's quiz sets the step it asks about while drawing the page
+    PAGES[view].render(ctx)
+    # After the page: while the quiz asks about a step, the header keeps that step's answer.
+    draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
+                f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}")
+
+
+def end(warm) -> None:
+    """Every end of a run of the whole app: the URL says what the user chose, the warm-up (`warm`, what
+    `warmup.start` returned) is gone, pandas may be imported."""
+    sync_url()
+    warmup.done(warm)
+    pandas_gate.leave()
