@@ -49,24 +49,20 @@ from views.state import (
     traced_decoding,
     wrong_language,
 )
+from views.streamlit_internals import PAGE_CSS, PRESENTER_CSS, style
 from views.text import md_escape
-from views.widgets import PAGE_STYLE
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
                    layout="wide")
-st.markdown(PAGE_STYLE, unsafe_allow_html=True)
+st.markdown(style(PAGE_CSS), unsafe_allow_html=True)
 init_state()
 ss = st.session_state
 # Presenter mode: the sidebar folds away (its arrow, top left, opens it: sentence and views stay reachable),
 # text grows and the page uses the screen's width.
 st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "expanded")
 if ss["present"]:
-    st.markdown("<style>html, body, [class*='st-'] {font-size: 1.3rem;} "
-                ".block-container {padding: 2.6rem 1.5rem 1rem 1.5rem; max-width: 100%;} "
-                "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
-                "{font-size: 1.6rem; padding: 0.1rem 0;} "
-                "[data-testid='stVerticalBlock'] {gap: 0.6rem;}</style>", unsafe_allow_html=True)
+    st.markdown(style(PRESENTER_CSS), unsafe_allow_html=True)
 
 
 def _stop() -> None:

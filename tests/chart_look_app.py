@@ -12,12 +12,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import streamlit as st
 
-from views.widgets import PAGE_STYLE, chart
+from views.streamlit_internals import PAGE_CSS, style
+from views.widgets import chart
 from viz.attention import attention_figure
 from viz.decoding import candidates_figure
 from viz.embeddings import embedding_stages_figure, scaling_figure
 
-st.markdown(PAGE_STYLE, unsafe_allow_html=True)  # the app's CSS: Streamlit's theme sizes charts by the page's font
+st.markdown(style(PAGE_CSS), unsafe_allow_html=True)  # the app's CSS: Streamlit's theme sizes charts by the page's font
 
 rng = np.random.default_rng(0)
 toks = ["<bos>", "▁A", "▁dog", "▁runs", "."]

@@ -133,3 +133,16 @@ def test_the_single_head_figure_and_its_saved_file_name_the_attention_kind(check
     assert titled, "no figure titled with its attention kind, layer and head"
     configs = [json.loads(c.proto.config) for c in charts(at)]
     assert any(f"attention_{kind}_L2_H3" in c.get("toImageButtonOptions", {}).get("filename", "") for c in configs)
+
+
+@pytest.mark.parametrize("view", records.VIEWS)
+def test_every_view_draws_with_the_speed_layer_off(checkpoints, view, monkeypatch):
+    """ATLAS_PUBLIC_ONLY=1: public Plotly and Streamlit API only (viz/plotly_internals.py,
+    views/streamlit_internals.py), so a broken upgrade of either makes pages slower, never blank."""
+    monkeypatch.setenv("ATLAS_PUBLIC_ONLY", "1")
+    at = run_app(view=view, text=GERMAN[3])
+    assert not at.exception, [e.value for e in at.exception]
+    if view not in ("Heads", "Training"):  # those two need a report or a film the tiny checkpoint lacks
+        assert charts(at), f"{view} drew no chart"
+    markdown = " ".join(m.value for m in at.markdown)
+    assert "data-testid" not in markdown  # the CSS named no Streamlit test id

@@ -116,10 +116,11 @@ FIGURES_APP = textwrap.dedent('''
     from viz.positional import position_similarity_figure, sinusoidal_encoding
     from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
     from viz.training import entropy_figure, loss_figure
-    from views.widgets import PAGE_STYLE, chart
+    from views.streamlit_internals import PAGE_CSS, style
+    from views.widgets import chart
 
     st.set_page_config(layout="wide")
-    st.markdown(PAGE_STYLE, unsafe_allow_html=True)
+    st.markdown(style(PAGE_CSS), unsafe_allow_html=True)
     theme = PRESENTER_THEME if st.query_params.get("present") else DEFAULT_THEME
     theme = theme.high_contrast() if st.query_params.get("contrast") else theme
     steps = np.array({steps})

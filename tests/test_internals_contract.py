@@ -67,3 +67,35 @@ def test_a_page_figure_is_the_same_with_the_speed_layer_off(on):
         assert a["layout"].get("title") == b["layout"].get("title")
     z_fast, z_slow = fast[0]["data"][0]["z"], slow[0]["data"][0]["z"]
     np.testing.assert_allclose(np.array(z_fast, dtype=float), np.array(z_slow, dtype=float), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- Streamlit (views/streamlit_internals.py)
+
+def test_streamlit_still_has_the_history_flag_and_every_test_id_the_css_names():
+    import dataclasses
+    from pathlib import Path
+
+    import streamlit
+    from streamlit.runtime.scriptrunner import ScriptRunContext
+
+    from views import streamlit_internals as si
+
+    port = f"Streamlit {streamlit.__version__} changed a private name: port views/streamlit_internals.py"
+    assert "is_history_navigation" in {f.name for f in dataclasses.fields(ScriptRunContext)}, f"{port}: the flag"
+    bundle = " ".join(p.read_text(encoding="utf-8", errors="ignore")
+                      for p in (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("*.js"))
+    named = set().union(*(si.test_ids(css) for css in (si.PAGE_CSS, si.PRESENTER_CSS, si.HEADER_CSS, si.NOTE_CSS)))
+    assert {"stSidebar", "stCaptionContainer", "stMarkdownContainer"} <= named  # the test reads what it should
+    missing = sorted(t for t in named if t not in bundle)
+    assert not missing, f"{port}: the frontend has no element with data-testid {missing}"
+
+
+def test_with_the_switch_the_css_names_no_test_id_and_keeps_the_apps_own_rules():
+    from views import streamlit_internals as si
+
+    with pi.speed_layer(False):
+        plain = si.style(si.PAGE_CSS)
+        assert si.history_navigation() is None
+    assert "data-testid" not in plain and ".atlas-scroll" in plain and plain.startswith("<style>")
+    with pi.speed_layer(True):
+        assert "data-testid='stSidebar'" in si.style(si.PAGE_CSS)

@@ -14,14 +14,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from views.streamlit_internals import HEADER_CSS, style
 from views.text import md_escape
-
-# Presenter mode's header and the caption under it stay one line each (viz.theme.HEADER_PX is measured with them).
-STYLE = ("<style>.st-key-atlas_header_line h4, .st-key-atlas_header_line [data-testid='stCaptionContainer'] p "
-         "{white-space: nowrap; overflow: hidden; text-overflow: ellipsis;} "
-         ".st-key-atlas_header_line [data-testid='stMarkdownContainer'] {min-width: 0;} "
-         ".st-key-atlas_header_line {gap: 0.2rem;} "
-         ".st-key-atlas_header_line [data-testid='stPopover'] button {min-height: 0; padding: 0.15rem 0.6rem;}</style>")
 
 
 @dataclass(frozen=True)
@@ -63,7 +57,7 @@ def draw(slot, h: Header, secret_step: int | None, above: str) -> None:
         slot.caption(above)
         _notes(slot, h, secret_step)
         return
-    slot.markdown(STYLE, unsafe_allow_html=True)
+    slot.markdown(style(HEADER_CSS), unsafe_allow_html=True)
     line = slot.container(key="atlas_header_line")
     text, more = line.columns([9, 2], vertical_alignment="center")
     text.markdown(line_md)

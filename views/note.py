@@ -8,22 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from views.streamlit_internals import NOTE_CSS, style
 from views.text import md_escape
 from views.urlstate import NOTE_CHARS
 
 KEY = "lecture_note"
-# The rule also takes Streamlit's wrapper of the container out of the page's flow (else its gap stays there).
-# At most three lines of 20 px type fit the strip at 1280 px (200 characters take two); a longer line on a narrow
-# screen is cut there rather than run into the header. Dark text on pale yellow: a sticky note, legible in
-# high-contrast mode and on a washed-out projector.
-STYLE = ("<style>.st-key-KEY, [data-testid='stLayoutWrapper']:has(> .st-key-KEY) {position: fixed; top: 0.35rem; "
-         "left: 4.5rem; right: 4.5rem; z-index: 999991; width: auto; gap: 0;} "
-         ".st-key-KEY [data-testid='stMarkdownContainer'] p {margin: 0; padding: 0.1rem 0.6rem; font-size: 20px; "
-         "line-height: 1.25; color: #1f1f1f; background: #fff4c2; border-left: 0.3rem solid #b8860b; "
-         "border-radius: 0.25rem; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; "
-         "overflow: hidden;}</style>").replace("KEY", KEY)
-
-
 def field() -> None:
     """The sidebar's box for the note, bound to the URL."""
     st.text_input("Lecturer's note", key="note", max_chars=NOTE_CHARS, placeholder="e.g. Ask: why “Hund”?",
@@ -37,5 +26,5 @@ def pin(present: bool) -> None:
     if not (present and note.strip()):
         return
     with st.container(key=KEY):
-        st.markdown(STYLE, unsafe_allow_html=True)
+        st.markdown(style(NOTE_CSS), unsafe_allow_html=True)
         st.markdown(":material/push_pin: " + md_escape(note))

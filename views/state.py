@@ -376,7 +376,7 @@ class Context:
     shows: str  # the same, in words, for captions
     facts: dict
     present: bool = False  # presenter mode: one section of the page at a time, large type
-    other: "Context | None" = None  # side by side: the second sentence or model (Attention and Decoding)
+    other: Context | None = None  # side by side: the second sentence or model (Attention and Decoding)
     label: str = ""  # side by side: "A · …" / "B · …", what this side is
 
     @property

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from model import records
+from views.streamlit_internals import history_navigation
 
 KINDS_ORDER = records.KINDS
 
@@ -178,17 +179,9 @@ def _from_url(schema: dict[str, Param]) -> dict[str, object]:
     return values
 
 
-def _history_navigation() -> bool | None:
-    """True when this run was started by the browser's Back or Forward button (None: cannot tell)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return getattr(ctx, "is_history_navigation", None) if ctx is not None else None
-
-
 def from_history() -> bool:
     """True when the browser's Back or Forward button started this run (the state came from the URL)."""
-    return bool(_history_navigation())
+    return bool(history_navigation())
 
 
 def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]) -> bool:
@@ -199,7 +192,7 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
     ss = st.session_state
     written = ss.get("_url_written")
     url_now = {k: st.query_params[k] for k in st.query_params}
-    history = _history_navigation()
+    history = history_navigation()
     adopt = "_initialised" not in ss or bool(history)
     if history is None and written is not None and url_now != written:
         adopt = True  # a Streamlit without the history flag: the URL changed under us

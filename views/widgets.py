@@ -13,26 +13,6 @@ from views.state import KINDS, Context, kind_labels
 from views.text import md_escape, md_table
 from viz.kinds import languages
 
-# The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
-# was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
-# the width Streamlit measures and hands Plotly is the one Plotly measured for its first draw (a fraction of a pixel
-# apart was a change, and a second full draw: viz.transport.browser_json). Captions: Streamlit draws them in the text
-# colour at 60 % opacity (3.9:1 on white, below WCAG AA's 4.5:1 for text of this size; axe-core flagged every one,
-# docs/accessibility.md); at 75 % they read 6.1:1 on the page and 5.7:1 on the sidebar, and still look quieter than
-# the text around them. Focus: one ring that shows on every control reached by the keyboard (Streamlit marks
-# some only by a faint change of their border, select boxes and text areas among them; Plotly's toolbar buttons by
-# a 1 px line).
-PAGE_STYLE = ("<style>html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
-              "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;} "
-              "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);} "
-              ".stApp [data-testid='stCaptionContainer'] {opacity: 0.75;} "
-              "html .stApp :focus-visible, html .stApp .js-plotly-plot .plotly .modebar-btn:focus-visible "
-              "{outline: 3px solid #1d4ed8; outline-offset: 2px;} "
-              # A radio's input is clipped to 1 px (its ring would not show): the option it belongs to gets the ring.
-              "html .stApp [data-testid='stRadioOption']:has(input:focus-visible) "
-              "{outline: 3px solid #1d4ed8; outline-offset: 2px; border-radius: 0.25rem;} "
-              ".atlas-scroll {max-height: 400px; overflow-y: auto; margin-bottom: 1rem;}</style>")
-
 
 def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     """`where.plotly_chart(figure, **kwargs)` for the app's figures (`where`: st or a container).

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
+if TYPE_CHECKING:  # imported where a figure is built: views/streamlit_internals.py reads the switch before Plotly loads
+    import plotly.graph_objects as go
 
 
 def public_only() -> bool:
@@ -37,6 +39,8 @@ def props(obj) -> dict | None:
 
 def new_figure(data: list | None, layout: dict, validate: bool) -> go.Figure:
     """go.Figure, validated only when `validate` (the builders write plain, valid Plotly: tests build both ways)."""
+    import plotly.graph_objects as go
+
     if public_only() or validate:
         return go.Figure(data=data, layout=layout)
     return go.Figure(data=data, layout=layout, _validate=False)

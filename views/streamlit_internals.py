@@ -1,0 +1,82 @@
+"""Every private name of Streamlit the app relies on, in one room: the history flag of a run, and the CSS that reaches
+into Streamlit's elements by their `data-testid` (a frontend detail, not an API).
+
+A Streamlit upgrade may rename either. tests/test_internals_contract.py checks that the installed Streamlit still
+has the flag and every test id named here, and names this file when one is gone. With `ATLAS_PUBLIC_ONLY=1`
+(viz/plotly_internals.py's switch) nothing here is used: no flag (history is then told by the URL changing under
+the session, views/urlstate.py) and only the CSS that names the app's own classes and keys; the pages look plainer,
+never blank.
+"""
+from __future__ import annotations
+
+import re
+
+from viz.plotly_internals import public_only
+
+
+def history_navigation() -> bool | None:
+    """True when the browser's Back or Forward button started this run (None: cannot tell)."""
+    if public_only():
+        return None
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return getattr(ctx, "is_history_navigation", None) if ctx is not None else None
+
+
+def style(css: str) -> str:
+    """A `<style>` block for st.markdown; with the switch on, the rules that name a Streamlit test id are left out."""
+    if public_only():
+        css = " ".join(rule + "}" for rule in css.split("}") if rule.strip() and "data-testid" not in rule)
+    return f"<style>{css}</style>"
+
+
+def test_ids(css: str) -> set[str]:
+    """The Streamlit test ids a CSS text names."""
+    return set(re.findall(r"data-testid='(\w+)'", css))
+
+
+# The page's CSS. Larger base font: readable from the back of a lecture room (Streamlit's chart look, viz/look.py,
+# was read at this size). Sidebar: model names fit their select box. Charts: a whole number of pixels wide, so that
+# the width Streamlit measures and hands Plotly is the one Plotly measured for its first draw (a fraction of a pixel
+# apart was a change, and a second full draw: viz.transport.browser_json). Captions: Streamlit draws them in the text
+# colour at 60 % opacity (3.9:1 on white, below WCAG AA's 4.5:1 for text of this size; axe-core flagged every one,
+# docs/accessibility.md); at 75 % they read 6.1:1 on the page and 5.7:1 on the sidebar, and still look quieter than
+# the text around them. Focus: one ring that shows on every control reached by the keyboard (Streamlit marks
+# some only by a faint change of their border, select boxes and text areas among them; Plotly's toolbar buttons by
+# a 1 px line).
+PAGE_CSS = ("html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {padding-top: 2rem;} "
+            "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 22rem;} "
+            "[data-testid='stFullScreenFrame'] {width: round(down, 100%, 1px);} "
+            ".stApp [data-testid='stCaptionContainer'] {opacity: 0.75;} "
+            "html .stApp :focus-visible, html .stApp .js-plotly-plot .plotly .modebar-btn:focus-visible "
+            "{outline: 3px solid #1d4ed8; outline-offset: 2px;} "
+            # A radio's input is clipped to 1 px (its ring would not show): the option it belongs to gets the ring.
+            "html .stApp [data-testid='stRadioOption']:has(input:focus-visible) "
+            "{outline: 3px solid #1d4ed8; outline-offset: 2px; border-radius: 0.25rem;} "
+            ".atlas-scroll {max-height: 400px; overflow-y: auto; margin-bottom: 1rem;}")
+
+# Presenter mode: text grows and the page uses the screen's width.
+PRESENTER_CSS = ("html, body, [class*='st-'] {font-size: 1.3rem;} "
+                 ".block-container {padding: 2.6rem 1.5rem 1rem 1.5rem; max-width: 100%;} "
+                 "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
+                 "{font-size: 1.6rem; padding: 0.1rem 0;} "
+                 "[data-testid='stVerticalBlock'] {gap: 0.6rem;}")
+
+# Presenter mode's header and the caption under it stay one line each (viz.theme.HEADER_PX is measured with them).
+HEADER_CSS = (".st-key-atlas_header_line h4, .st-key-atlas_header_line [data-testid='stCaptionContainer'] p "
+              "{white-space: nowrap; overflow: hidden; text-overflow: ellipsis;} "
+              ".st-key-atlas_header_line [data-testid='stMarkdownContainer'] {min-width: 0;} "
+              ".st-key-atlas_header_line {gap: 0.2rem;} "
+              ".st-key-atlas_header_line [data-testid='stPopover'] button {min-height: 0; padding: 0.15rem 0.6rem;}")
+
+# The rule also takes Streamlit's wrapper of the container out of the page's flow (else its gap stays there).
+# At most three lines of 20 px type fit the strip at 1280 px (200 characters take two); a longer line on a narrow
+# screen is cut there rather than run into the header. Dark text on pale yellow: a sticky note, legible in
+# high-contrast mode and on a washed-out projector.
+NOTE_CSS = (".st-key-KEY, [data-testid='stLayoutWrapper']:has(> .st-key-KEY) {position: fixed; top: 0.35rem; "
+            "left: 4.5rem; right: 4.5rem; z-index: 999991; width: auto; gap: 0;} "
+            ".st-key-KEY [data-testid='stMarkdownContainer'] p {margin: 0; padding: 0.1rem 0.6rem; font-size: 20px; "
+            "line-height: 1.25; color: #1f1f1f; background: #fff4c2; border-left: 0.3rem solid #b8860b; "
+            "border-radius: 0.25rem; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; "
+            "overflow: hidden;}").replace("KEY", "lecture_note")
