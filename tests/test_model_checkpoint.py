@@ -1,6 +1,7 @@
 """model.checkpoint and model.config: exact round trips, and a clear CheckpointError for every broken folder."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import struct
@@ -321,7 +322,7 @@ def test_model_config_round_trips_through_config_json(tmp_path):
     back = ModelConfig.load(tmp_path / CONFIG)
     assert back == cfg and back.d_k == 8
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.d_model = 64  # frozen
 
 
