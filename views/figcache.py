@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io
 
+from views.streamlit_internals import serve_kept_json
 from viz.alt import describe
 from viz.kinds import languages
 from viz.theme import theme
@@ -71,25 +71,9 @@ class _Prebuilt(go.Figure):
         return self._atlas_dict
 
 
-# Plotly's own function; `__wrapped__` keeps it found when this module runs again (a reload, a second import name).
-_plotly_to_json = getattr(plotly.io.to_json, "__wrapped__", plotly.io.to_json)
-
-
-def _json(fig, *args, **kwargs):
-    """plotly.io.to_json for the whole process, answered from the kept JSON for a kept figure's dict only.
-
-    `st.plotly_chart` serialises the figure again on every run, which for a heatmap with a hover label per cell
-    (the Embeddings page's 256 dimensions) is a large part of a run. It calls
-    `plotly.io.to_json(fig.to_dict(), validate=False)` (tests/test_figcache_contract.py pins that call); only
-    that call with a kept figure's dict is answered here. Any other figure or any other arguments (even ones
-    that mean the same, such as `pretty=False`) go to Plotly's own function unchanged, and so does its result."""
-    if type(fig) is _FrozenDict and not args and kwargs == {"validate": False}:
-        return fig.json
-    return _plotly_to_json(fig, *args, **kwargs)
-
-
-_json.__wrapped__ = _plotly_to_json
-plotly.io.to_json = _json  # Streamlit looks the function up on the module at every call
+# st.plotly_chart serialises a kept figure's dict through plotly.io.to_json on every run: answered from the kept
+# JSON (views/streamlit_internals.py; tests/test_figcache_contract.py pins the call).
+serve_kept_json(_FrozenDict)
 
 
 def _prebuilt(figure, revision: str):

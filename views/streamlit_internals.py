@@ -24,6 +24,29 @@ def history_navigation() -> bool | None:
     return getattr(ctx, "is_history_navigation", None) if ctx is not None else None
 
 
+def serve_kept_json(kept: type) -> None:
+    """Answer Streamlit's serialisation of a kept figure from the JSON kept with it (views/figcache.py).
+
+    `st.plotly_chart` calls `plotly.io.to_json(fig.to_dict(), validate=False)`, looking the function up on the
+    module at every call; for a heatmap with a hover label per cell that is a large part of a run. So, once per
+    process, plotly.io.to_json is replaced by a function that answers exactly that call for a dict of type `kept`
+    (its `.json`) and hands every other call, and its result, to Plotly's own function. Not with the switch on."""
+    import plotly.io
+
+    original = getattr(plotly.io.to_json, "__wrapped__", plotly.io.to_json)  # Plotly's own, on a second import too
+    if public_only():
+        plotly.io.to_json = original
+        return
+
+    def to_json(fig, *args, **kwargs):
+        if type(fig) is kept and not args and kwargs == {"validate": False}:
+            return fig.json
+        return original(fig, *args, **kwargs)
+
+    to_json.__wrapped__ = original
+    plotly.io.to_json = to_json
+
+
 def style(css: str) -> str:
     """A `<style>` block for st.markdown; with the switch on, the rules that name a Streamlit test id are left out."""
     if public_only():
