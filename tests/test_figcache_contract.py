@@ -1,7 +1,8 @@
 """What views/figcache.py relies on in the installed Streamlit and Plotly, and what it leaves to Plotly.
 
 figcache replaces ``plotly.io.to_json`` for the whole process (views/streamlit_internals.serve_kept_json). It
-answers one call only: the one that ``st.plotly_chart`` makes with a kept figure, ``plotly.io.to_json(fig.to_dict(), validate=False)`` (Streamlit
+answers one call only: the one that ``st.plotly_chart`` makes with a kept figure,
+``plotly.io.to_json(fig.to_dict(), validate=False)`` (Streamlit
 1.67's ``streamlit/elements/plotly_chart.py``: ``plotly.tools.return_figure_from_figure_or_data`` calls
 ``to_dict()`` on a Figure, then ``plotly_chart_proto.spec = plotly.io.to_json(figure, validate=False)``). If a
 Streamlit release calls it another way, the first test fails here, not on a page that shows stale or empty charts.
