@@ -51,6 +51,7 @@ from views.state import (
 )
 from views.streamlit_internals import PAGE_CSS, PRESENTER_CSS, style
 from views.text import md_escape
+from views.urlstate import first_value
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -110,7 +111,8 @@ with st.sidebar:
     st.selectbox("Model", choices, key="ckpt", format_func=checkpoint_label, on_change=_new_sentence,
                  help="trained: the shipped model. untrained: its twin with the same architecture and random "
                       "weights (seed 0). Any other folder under checkpoints/ is listed by name.")
-    st.text_area(f"{langs['src_name'].capitalize()} sentence", key="text", height=90, max_chars=5000,
+    st.text_area(f"{langs['src_name'].capitalize()} sentence", key="text", value=first_value("text"), height=90,
+                 max_chars=5000,
                  on_change=_new_sentence,
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",

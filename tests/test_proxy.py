@@ -18,6 +18,8 @@ for p in (ROOT / "deploy", ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
+
 from classroom_client import BACKEND_COOKIE, Session, shows_sentence, squash  # noqa: E402
 from serve import NGINX_MISSING, Deployment, nginx_binary  # noqa: E402
 
@@ -120,6 +122,28 @@ def test_sessions_keep_their_own_sentence_and_backend(proxy):
         finally:
             await a.close()
             await b.close()
+
+    run_async(scenario())
+
+
+def test_the_first_run_after_a_move_keeps_the_sentence_the_browser_sent(proxy):
+    """A page moved to another process (its own stopped: the proxy rebalances, docs/load.md) starts a new session
+    there whose first run carries the sentence just typed, while the link still holds the one before. That run
+    shows the typed sentence and puts it in the link (views/urlstate.FROM_BROWSER)."""
+
+    async def scenario():
+        s = Session(proxy.url, cookies={BACKEND_COOKIE: "atlas_0"}, timeout=90)
+        try:
+            r = await s.open(_query(S4))
+            assert s.backend == "atlas_0" and shows_sentence(r, S4), r.de_line
+            wid = s.widget_id("text")
+            s.widgets[wid] = WidgetState(id=wid, string_value=S5)  # typed in the browser, not yet sent
+            s.cookies[BACKEND_COOKIE] = "atlas_1"  # the proxy sends the reconnecting page to the other process
+            r = await s.reconnect(resume=False)  # a new session there: its first run
+            assert s.backend == "atlas_1"
+            assert shows_sentence(r, S5) and not shows_sentence(r, S4), r.de_line
+        finally:
+            await s.close()
 
     run_async(scenario())
 

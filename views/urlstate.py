@@ -184,16 +184,26 @@ def from_history() -> bool:
     return bool(history_navigation())
 
 
+# Widgets whose value a reconnecting browser sends with the run it asks for (the sentence just typed): on a session's
+# first run the link's value is only their starting value (`first_value`), so what the browser sent wins over it.
+FROM_BROWSER = ("text",)
+FIRST = "_atlas_first_"  # + key: a plain session-state key holding that starting value until the widget reads it
+
+
 def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]) -> bool:
     """Load the state from the URL on a session's first run and on Back/Forward; returns True if it did.
 
     Otherwise re-assign every key, because Streamlit forgets a widget's value when a run does not draw it.
+    A session's first run may be a reconnect to another server process (one stopped, the proxy sent the page to
+    the next) carrying a sentence the user has just typed: FROM_BROWSER widgets then start from the link's value
+    without overriding what the browser sent.
     """
     ss = st.session_state
     written = ss.get("_url_written")
     url_now = {k: st.query_params[k] for k in st.query_params}
     history = history_navigation()
-    adopt = "_initialised" not in ss or bool(history)
+    first = "_initialised" not in ss
+    adopt = first or bool(history)
     if history is None and written is not None and url_now != written:
         adopt = True  # a Streamlit without the history flag: the URL changed under us
     if adopt:
@@ -202,7 +212,10 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
         values = _from_url(schema)
         fixups(values)
         for k, v in values.items():
-            ss[k] = v
+            if first and not history and k in FROM_BROWSER:
+                ss[FIRST + k] = v
+            else:
+                ss[k] = v
         ss["_url_written"] = url_now
         return True
     restore_dropped()
@@ -213,6 +226,12 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
 
 
 KEPT = "_atlas_kept"  # a plain session-state key (no widget's): the state as the last run left it
+
+
+def first_value(key: str, default=""):
+    """The starting value of a FROM_BROWSER widget on a session's first run (its link's value), else `default`: pass
+    it as the widget's `value`, which Streamlit uses only when the browser sent none."""
+    return st.session_state.pop(FIRST + key, default)
 
 
 def restore_dropped() -> None:
