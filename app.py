@@ -96,11 +96,11 @@ langs = languages_of(ss["ckpt"])
 with st.sidebar:
     st.title("Attention Atlas")
     st.caption(f"A Transformer, {langs['src_name']} → {langs['tgt_name']}, opened up.")
-    st.toggle("Presenter mode", key="present",
+    st.toggle("Presenter mode", key="present", persist_state="session",
               help="For a projector: large type (every figure's text ≥ 20 px), figures as large as the screen, one "
                    "part of a page at a time, this sidebar folded away (the arrow at the top left opens it). "
                    "A link to the page opens in presenter mode too.")
-    st.toggle("High-contrast colours", key="contrast",
+    st.toggle("High-contrast colours", key="contrast", persist_state="session",
               help="Viridis instead of light blues for attention weights and probabilities (small weights stay "
                    "visible on a washed-out projector; readable in greyscale and for colour-blind viewers), "
                    "purple–orange for signed values.")
@@ -109,9 +109,11 @@ with st.sidebar:
     if ss["ckpt"] not in choices:
         choices.append(ss["ckpt"])  # keep the URL's choice visible, even if it turns out broken
     st.selectbox("Model", choices, key="ckpt", format_func=checkpoint_label, on_change=_new_sentence,
+                 persist_state="session",
                  help="trained: the shipped model. untrained: its twin with the same architecture and random "
                       "weights (seed 0). Any other folder under checkpoints/ is listed by name.")
     st.text_area(f"{langs['src_name'].capitalize()} sentence", key="text", value=first_value("text"), height=90,
+                 persist_state="session",
                  max_chars=5000,
                  on_change=_new_sentence,
                  help="Anything you type is shown as text, never run as HTML.")
@@ -121,14 +123,15 @@ with st.sidebar:
     # only, so the browser redraws the page, not this sidebar and the header as well.
     view_slot = st.container()
     with st.expander("Side by side", expanded=ss["compare"] != "off"):
-        st.radio("Compare", list(COMPARE), key="compare", format_func=COMPARE.get,
+        st.radio("Compare", list(COMPARE), key="compare", format_func=COMPARE.get, persist_state="session",
                  help="Draws two traces next to each other on the Attention and Decoding pages, head by head, each "
                       "with its own token axes: two sentences on this model, or this sentence on two models.")
         if ss["compare"] == "sentence":
-            st.text_area("Sentence B", key="text2", height=70, max_chars=5000)
+            st.text_area("Sentence B", key="text2", height=70, max_chars=5000, persist_state="session")
             st.button("Example: the same words, the roles swapped", on_click=_role_swap, key="role_swap")
         elif ss["compare"] == "model":
             st.selectbox("Model B", choices + ([ss["ckpt2"]] if ss["ckpt2"] not in choices else []), key="ckpt2",
+                         persist_state="session",
                          format_func=checkpoint_label)
     # Its widgets are drawn only while it is open: a slider lays itself out again on every run, which makes the
     # browser lay out the whole page once more while a new page is being drawn. Their values stay in the session.
@@ -145,6 +148,7 @@ with st.sidebar:
         options.slider("Maximum output length (0 = automatic)", 0, MAX_DECODE_STEPS, key="max_len",
                        on_change=_new_sentence, persist_state="session")
     st.radio("Figures save as", ["png", "svg"], key="fig_format", horizontal=True, format_func=str.upper,
+             persist_state="session",
              help="The camera button above each figure saves it in this format (PNG at 3× scale), named after the "
                   "model, the sentence, the decoding, the view, kind, layer and head.")
 

@@ -15,7 +15,8 @@ from views.urlstate import NOTE_CHARS
 KEY = "lecture_note"
 def field() -> None:
     """The sidebar's box for the note, bound to the URL."""
-    st.text_input("Lecturer's note", key="note", max_chars=NOTE_CHARS, placeholder="e.g. Ask: why “Hund”?",
+    st.text_input("Lecturer's note", key="note", max_chars=NOTE_CHARS, persist_state="session",
+                  placeholder="e.g. Ask: why “Hund”?",
                   help="A short line shown at the top of every view in presenter mode, and kept in the link, so a "
                        "prepared link carries what to say or ask. Shown as text, never as HTML.")
 

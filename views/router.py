@@ -5,7 +5,7 @@ the chosen view's page as a Streamlit fragment, so that a view, layer, head or s
 the sidebar, the header and the trace lookup (less server time per click, and the browser redraws only the page).
 One run of the fragment, in order:
 
-1. the widget state is restored (a fragment run does not pass app.py's `init_state()`); if a page widget changed
+1. (widgets keep their values by themselves: `persist_state`, views/urlstate.py); if a page widget changed
    what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced prefix), or the view starts or
    ends side by side, the whole app runs again; the run waits for pandas (views/pandas_gate.py);
 2. the sidebar's list of views is drawn into its slot (choosing a view is a fragment run too);
@@ -45,7 +45,7 @@ from views import (
 )
 from views.header import Header
 from views.header import draw as draw_header
-from views.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, restore_state, sync_url
+from views.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PRESENTER_THEME, Theme, using_theme
 
@@ -83,7 +83,7 @@ def app_inputs() -> tuple:
 
 def draw_views(slot) -> None:
     """The list of views, in its place in the sidebar: drawn by the page's fragment, or by a run that stops first."""
-    slot.radio("View", VIEWS, key="view")
+    slot.radio("View", VIEWS, key="view", persist_state="session")
 
 
 def above(view: str, shows: str, key: str) -> str:
@@ -110,7 +110,6 @@ def show(ctx: Context, frame: Frame) -> None:
 def page_fragment(ctx: Context, frame: Frame, theme: Theme, inputs: tuple) -> None:
     """The page as a Streamlit fragment (the module's docstring gives the order). `inputs` are the app-level choices
     the page was drawn for; if a widget of the page changed one, the app runs again."""
-    restore_state()  # a fragment run does not pass init_state()
     if app_inputs() != inputs:
         st.rerun(scope="app")
     pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there

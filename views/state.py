@@ -72,11 +72,6 @@ def init_state() -> bool:
     return urlstate.adopt_url_if_needed(PARAMS, _fixups)
 
 
-def restore_state() -> None:
-    """Every choice as the last run left it, also those Streamlit dropped (see urlstate.restore_dropped)."""
-    urlstate.restore_dropped()
-
-
 def sync_url() -> None:
     """Write the current state into the URL's query parameters."""
     urlstate.write_url(PARAMS)

@@ -193,7 +193,8 @@ FIRST = "_atlas_first_"  # + key: a plain session-state key holding that startin
 def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]) -> bool:
     """Load the state from the URL on a session's first run and on Back/Forward; returns True if it did.
 
-    Otherwise re-assign every key, because Streamlit forgets a widget's value when a run does not draw it.
+    Every widget of the schema keeps its value by itself (`persist_state="session"`) when a run does not draw it
+    (another page, a part presenter mode hides, a fragment run): the value lives in one place, the widget's key.
     A session's first run may be a reconnect to another server process (one stopped, the proxy sent the page to
     the next) carrying a sentence the user has just typed: FROM_BROWSER widgets then start from the link's value
     without overriding what the browser sent.
@@ -208,7 +209,6 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
         adopt = True  # a Streamlit without the history flag: the URL changed under us
     if adopt:
         ss["_initialised"] = True
-        ss.pop(KEPT, None)
         values = _from_url(schema)
         fixups(values)
         for k, v in values.items():
@@ -218,33 +218,13 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
                 ss[k] = v
         ss["_url_written"] = url_now
         return True
-    restore_dropped()
-    for key in schema:
-        if key in ss:
-            ss[key] = ss[key]
     return False
-
-
-KEPT = "_atlas_kept"  # a plain session-state key (no widget's): the state as the last run left it
 
 
 def first_value(key: str, default=""):
     """The starting value of a FROM_BROWSER widget on a session's first run (its link's value), else `default`: pass
     it as the widget's `value`, which Streamlit uses only when the browser sent none."""
     return st.session_state.pop(FIRST + key, default)
-
-
-def restore_dropped() -> None:
-    """Put back every choice Streamlit dropped since the last run.
-
-    A page runs as a fragment; when only the fragment runs, Streamlit drops the values of the page's widgets that
-    this run did not draw (another page's layer, or the part presenter mode hid) at the run's end, and only a full
-    run's re-assignment would have kept them. The last run's state is kept under a key no widget owns, so every
-    run, full or fragment, starts from everything the user chose."""
-    ss = st.session_state
-    for key, value in (ss.get(KEPT) or {}).items():
-        if key not in ss:
-            ss[key] = value
 
 
 ALWAYS = ("text", "view")  # written even at their defaults: a link always says what it shows
@@ -267,4 +247,3 @@ def write_url(schema: dict[str, Param]) -> None:
     if current != wanted:
         st.query_params.from_dict(wanted)
     ss["_url_written"] = wanted
-    ss[KEPT] = {key: ss[key] for key in schema if key in ss}

@@ -153,6 +153,7 @@ def _sentence_b(ctx: Context, text_b: str) -> None:
     cols = st.columns([3, 2] if ctx.present else [6, 4, 2], vertical_alignment="bottom")
     c1, c2 = cols[:2]
     c1.text_input(f"Sentence B (A changed; {ctx.langs['src_name']})", key="pair_box", on_change=_edit_b,
+                  persist_state="session",
                   max_chars=5000, label_visibility=vis,
                   help="Edit one word (or anything) of sentence A; Enter applies it. Until you change it, B is a "
                        "copy of A that follows the sidebar's sentence. Activation patching needs A and B to have the "
