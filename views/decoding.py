@@ -7,6 +7,7 @@ from views import lens, quiz
 from views.figcache import cached
 from views.state import Context, attribution, beam_translation, trace_sentence
 from views.text import md_escape
+from views.urlstate import LAST, within
 from views.widgets import chart, csv_button, fig_config, sections, shows_caption, table
 from viz.decoding import attribution_figure, candidates_figure, decoding_rows, step_cross_attention_figure
 from viz.layout import PAGE_WIDTH_PX
@@ -144,15 +145,13 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
 
 def _step_no(value, n: int) -> int:
     """The session's step choice (1-based, None: not made) kept within 1..n, as the step slider keeps it."""
-    return min(max(int(value or 1), 1), n)
+    return within(value, 1, n)
 
 
 def _dec_layer_head(cfg, layer, head) -> tuple[int, int]:
-    """The session's decoder layer and head choices as the page reads them: a layer outside 1..n (0 in the URL, or
-    none) is the last layer; the head is kept within 0 (mean of heads)..n_heads."""
-    layers = cfg.n_decoder_layers
-    layer = int(layer or 0)
-    return (layer if 1 <= layer <= layers else layers), min(max(int(head or 0), 0), cfg.n_heads)
+    """The session's decoder layer and head choices as the page reads them: the layer within 1..n (none: the last),
+    the head within 0 (mean of heads)..n_heads."""
+    return within(layer, 1, cfg.n_decoder_layers, LAST), within(head, 0, cfg.n_heads)
 
 
 def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: str, title: str = "") -> None:

@@ -9,6 +9,7 @@ import streamlit as st
 from model.service import dropout_sample, max_abs_diff
 from views.figcache import cached
 from views.state import Context
+from views.urlstate import within
 from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
 from viz.head import head_pipeline_rows, score_keys_labelled
 
@@ -88,8 +89,7 @@ def prepare(ctx: Context, state: dict) -> None:
     cfg = ctx.cfg
     kind = state["kind"] if state.get("kind") in ctx.result.trace.attn else "enc_self"
     n_layers = cfg.n_encoder_layers if kind == "enc_self" else cfg.n_decoder_layers
-    _rows(ctx, kind, min(max(int(state.get("layer") or 1), 1), n_layers) - 1,
-          min(max(int(state.get("head") or 1), 1), cfg.n_heads) - 1)
+    _rows(ctx, kind, within(state.get("layer"), 1, n_layers) - 1, within(state.get("head"), 1, cfg.n_heads) - 1)
 
 
 def _step_titles(names: tuple[str, ...], titles: dict[str, str], how: str) -> None:

@@ -38,6 +38,16 @@ def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     return lambda s: min(max(int(s), lo), hi)
 
 
+def within(value, lo: int, hi: int, default: int | None = None) -> int:
+    """A layer, head or step choice (None or "" when not made: `default`, else `lo`) kept within lo..hi: the one
+    clamp every page applies to what the URL or an earlier page left."""
+    value = int(value) if value not in (None, "") else (lo if default is None else default)
+    return min(max(value, lo), hi)
+
+
+LAST = 64  # a layer number past any model's: the last layer (within() brings it down)
+
+
 def _bool(s: str) -> bool:
     if s.lower() in ("1", "true", "on", "yes"):
         return True
@@ -126,7 +136,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # Decoding
         "prefix": Param((), parse_tokens, dump_tokens),  # tokens the user forced
         "dec_step": Param(1, _int_in(1, max_steps + 1)),
-        "dec_layer": Param(0, _int_in(0, 64)),  # 0: the last decoder layer
+        "dec_layer": Param(LAST, _int_in(1, LAST)),  # the last decoder layer unless chosen (0 in older links)
         "dec_head": Param(0, _int_in(0, 64)),  # 0: mean of the heads
         "dec_beam": Param(False, _bool, _dump_bool),  # run beam search beside the greedy output
         "dec_lens": Param(False, _bool, _dump_bool),  # the logit lens at the chosen step

@@ -11,6 +11,7 @@ import streamlit as st
 from views.figcache import drawable
 from views.state import KINDS, Context, kind_labels
 from views.text import md_escape, md_table
+from views.urlstate import within
 from viz.kinds import languages
 
 
@@ -74,8 +75,7 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     kind = cols[0].selectbox("Attention", list(KINDS), key="kind", persist_state="session", format_func=labels.get,
                              label_visibility=vis)
     n_layers = n_enc if kind == "enc_self" else n_dec
-    ss["layer"] = min(max(int(ss["layer"]), 1), n_layers)
-    ss["head"] = min(max(int(ss["head"]), 1), n_heads)
+    ss["layer"], ss["head"] = within(ss["layer"], 1, n_layers), within(ss["head"], 1, n_heads)
     layer = cols[1].selectbox("Layer", list(range(1, n_layers + 1)), key="layer", persist_state="session",
                               label_visibility=vis, format_func=(lambda v: f"layer {v}") if compact else str)
     head = cols[2].selectbox("Head", list(range(1, n_heads + 1)), key="head", persist_state="session",
@@ -90,8 +90,8 @@ def layer_head(n_layers: int, n_heads: int, prefix: str, compact: bool = False, 
     ``compact`` (presenter mode): no labels above the boxes, the options say "layer 2", "head 1"; ``cols``: the two
     columns to draw them in (default: two narrow columns of their own row)."""
     ss = st.session_state
-    ss[f"{prefix}_layer"] = min(max(int(ss.get(f"{prefix}_layer", 1)), 1), n_layers)
-    ss[f"{prefix}_head"] = min(max(int(ss.get(f"{prefix}_head", 1)), 1), n_heads)
+    ss[f"{prefix}_layer"] = within(ss.get(f"{prefix}_layer"), 1, n_layers)
+    ss[f"{prefix}_head"] = within(ss.get(f"{prefix}_head"), 1, n_heads)
     c1, c2 = cols if cols is not None else st.columns([1, 1, 3])[:2]
     vis = "collapsed" if compact else "visible"
     layer = c1.selectbox("Layer", list(range(1, n_layers + 1)), key=f"{prefix}_layer", persist_state="session",
