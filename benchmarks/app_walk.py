@@ -1,7 +1,6 @@
-"""The browser walk shared by the browser benchmarks (bench_app.py, bench_server_cpu.py, bench_marian_browser.py,
-bench_film_page.py): the in-page clock that times an action from the key or pointer press, the waits that say
-when a page is drawn again, and the actions themselves (a cold start, a new sentence, a layer/head change, an
-attention-kind change, a page switch).
+"""The browser walk shared by bench_pages.py and bench_server_cpu.py: the in-page clock that times an action from
+the key or pointer press, the waits that say when a page is drawn again, and the actions themselves (a cold start,
+a new sentence, a layer/head change, an attention-kind change, a page switch, a page switch under Chromium's trace).
 
 Each action returns seconds measured inside the page, from the press to the first animation frame in which the
 script run has finished and every chart concerned has emitted plotly_afterplot after the press.
@@ -97,8 +96,9 @@ LAYER_HEAD_DONE_JS = """a => {""" + REDRAWN_JS + """
 # some sentences): then, once the run has finished, every chart it holds is drawn after the input and the page
 # has not changed for QUIET_FRAMES frames, it is done when it last changed (window.__atlasOtherContent says so).
 QUIET_FRAMES = 10
-ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
-  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) { window.__atlasStill = null; return false; }
+# The page's charts and tables, leftovers of the previous view (marked stale) left out; a table is drawn once its
+# canvases have their size.
+LIVE_JS = """
   const live = el => !el.closest("[data-stale='true']");
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
   const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
@@ -106,6 +106,10 @@ ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
     const c = [...t.querySelectorAll('canvas')];
     return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
   };
+"""
+ALL_REDRAWN_JS = """a => {""" + REDRAWN_JS + """
+  if (window.__atlasT0 === null || window.__atlasRuns <= a.runs || !idle) { window.__atlasStill = null; return false; }
+""" + LIVE_JS + """
   const ready = charts.every(gd => drawn(gd) && fresh(gd) && gd._fullLayout && !gd._fullLayout._replotting)
                 && tables.every(sized) && loaded();
   if (charts.length === a.charts && tables.length === a.tables) {
@@ -133,31 +137,35 @@ PAGE_CONTENT_JS = """quietMs => {""" + LOADED_JS + """
     return null;
   }
   if (now - q.since < quietMs) return null;
-  const live = el => !el.closest("[data-stale='true']");
-  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].filter(live);
-  const tables = [...document.querySelectorAll("[data-testid='stDataFrame']")].filter(live);
+""" + LIVE_JS + """
   const drawn = gd => gd.querySelector('.main-svg') && gd._fullLayout && !gd._fullLayout._replotting;
-  const sized = t => {
-    const c = [...t.querySelectorAll('canvas')];
-    return c.length > 0 && c.every(x => x.width > 0 && x.height > 0);
-  };
   if (!charts.every(drawn) || !tables.every(sized) || !loaded()) return null;
   return {charts: charts.length, tables: tables.length};
 }"""
 
 # For error messages: what the page holds now.
-PAGE_STATE_JS = """gen => ({
-  runs: window.__atlasRuns, t0: window.__atlasT0,
-  idle: !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']"),
-  charts: [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")].map(gd => ({
-    stale: !!gd.closest("[data-stale='true']"), tagged: gd.__atlasGen === gen, svg: !!gd.querySelector('.main-svg'),
-    plotted_after_input: (gd.__atlasPlotted || 0) > window.__atlasT0,
-    title: ((gd.querySelector('.gtitle') || {}).textContent || '').slice(0, 50)})),
-  tables: [...document.querySelectorAll("[data-testid='stDataFrame']")].map(t => ({
-    stale: !!t.closest("[data-stale='true']"),
-    canvases: [...t.querySelectorAll('canvas')].map(c => [c.width, c.height])})),
-  exceptions: document.querySelectorAll("[data-testid='stException']").length,
-})"""
+PAGE_STATE_JS = """() => {""" + LIVE_JS + """
+  return {runs: window.__atlasRuns, charts: charts.length, tables: tables.length, sized: tables.filter(sized).length,
+          drawn_after_input: charts.filter(gd => (gd.__atlasPlotted || 0) > window.__atlasT0).length,
+          idle: !!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']"),
+          exceptions: document.querySelectorAll("[data-testid='stException']").length};
+}"""
+
+
+# A first visit under Chromium's performance trace (bench_pages.py --profile): a mark at the press puts it on the
+# trace's clock, which the network's websocket frames share; trace events by kind of work.
+# "toplevel" records every task of the thread: React's scheduler runs its work in MessagePort tasks.
+CATEGORIES = ["devtools.timeline", "blink.user_timing", "toplevel"]
+PRESS_MARK_JS = "document.addEventListener('pointerdown', () => performance.mark('atlas-press'), true);"
+KINDS = {"script": ("FunctionCall MessagePort::Accept EvaluateScript TimerFire FireAnimationFrame RunMicrotasks "
+                    "EventDispatch MinorGC MajorGC FireIdleCallback XHRReadyStateChange XHRLoad ResourceReceivedData"),
+         "style+layout": ("UpdateLayoutTree Document::UpdateStyleAndLayout LocalFrameView::UpdateStyleAndLayout "
+                          "RecalculateStyles Layout UpdateLayer UpdateLayerTree HitTest ScheduleStyleRecalculation "
+                          "InvalidateLayout IntersectionObserverController::computeIntersections "
+                          "LocalFrameView::RunPostLifecycleSteps ResizeObserver::BroadcastObservations"),
+         "paint": ("Paint PaintSetup PaintImage PrePaint Layerize Commit CompositeLayers ImageDecodeTask PaintLayer "
+                   " RasterTask BeginMainThreadFrame Animation")}
+KIND_OF = {name: kind for kind, names in KINDS.items() for name in names.split()}
 
 
 def cold_start(bs, chromium, ckpt_dir: Path, model: str, env: dict, log: Path) -> tuple[dict, object]:
@@ -199,25 +207,15 @@ def new_sentence(bs, page, text: str, gen: int, before=None) -> float:
     return ms / 1000
 
 
-# What each mode opens (the Attention view) and where its one-head chart is.
-MODES = {
-    "normal": ({}, "head_fig"),
-    "presenter": ({"present": 1, "focus": "one head"}, "head_fig"),
-    "compare": ({"compare": "sentence", "text2": "Den Mann beißt der Hund.", "focus": "one head"}, "compare_fig"),
-}
-
-
-def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int, mode: str = "normal",
-                         before=None) -> float:
+def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int, before=None) -> float:
     """Pick `value` in the layer or head selectbox; seconds until the single-head chart shows layer/head.
 
     `before`, if given, is called just before the pointer press on the option."""
     bs.widget(page, key).locator("input[role='combobox']").click()
-    label = f"{key} {value}" if mode == "presenter" else str(value)  # presenter's boxes say "layer 2"
-    option = page.locator("[role='listbox'] [role='option']").get_by_text(label, exact=True)
+    option = page.locator("[role='listbox'] [role='option']").get_by_text(str(value), exact=True)
     option.wait_for(state="visible")
     page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}", "chart": MODES[mode][1]}
+    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}", "chart": "head_fig"}
     if before is not None:
         before()
     option.click()
@@ -235,18 +233,6 @@ def page_content(page, quiet_ms: float = 500, timeout: float = 120_000) -> dict:
 def views_of(bs, page) -> list[str]:
     """The options of the sidebar's "View" radio, in order."""
     return [t.strip() for t in bs.widget(page, "view").locator("[data-testid='stRadioOption']").all_inner_texts()]
-
-
-def open_sidebar(bs, page) -> None:
-    """Unfold the sidebar if it is folded (presenter mode), so its "View" radio can be clicked."""
-    sidebar = page.locator(bs.SIDEBAR)
-    if sidebar.count() and sidebar.first.get_attribute("data-collapsed") == "true":
-        page.locator("[data-testid='stExpandSidebarButton']").click()
-        page.wait_for_function("""sel => {
-            const s = document.querySelector(sel);
-            return s !== null && s.getAttribute('data-collapsed') === 'false' && s.getBoundingClientRect().right > 50;
-        }""", arg=bs.SIDEBAR, timeout=10_000)
-        page.evaluate("() => new Promise(r => setTimeout(r, 500))")  # the slide-in animation
 
 
 def settle_view(bs, page, view: str) -> dict:
@@ -282,7 +268,7 @@ def _wait_all_redrawn(page, args: dict, what: str, timeout: float) -> float:
                   "table(s) learned; timed until it last changed", file=sys.stderr)
         return seconds
     except PlaywrightTimeout:
-        state = page.evaluate(PAGE_STATE_JS, args["gen"])
+        state = page.evaluate(PAGE_STATE_JS)
         raise RuntimeError(f"{what}: the page was not drawn as expected ({args}) within {timeout / 1000:.0f} s; "
                            f"it shows {state}") from None
 
@@ -323,3 +309,71 @@ def view_cycles(views: list[str], start: str, cycles: int, first_step: int = 1) 
 def checkpoint_config(folder: Path) -> dict:
     """The checkpoint folder's config.json (layer and head counts for the layer/head walk)."""
     return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def main_thread(events: list[dict]) -> tuple[int, int]:
+    """(pid, tid) of the busiest renderer main thread: the app's page."""
+    busy = {(e["pid"], e["tid"]): 0 for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
+            and e.get("args", {}).get("name") == "CrRendererMain"}
+    for e in events:
+        if e.get("ph") == "X" and (e["pid"], e["tid"]) in busy:
+            busy[(e["pid"], e["tid"])] += e.get("dur", 0)
+    return max(busy, key=busy.get)
+
+
+def split(events: list[dict], t0: float, t1: float) -> dict:
+    """Milliseconds of self time by kind on the main thread between t0 and t1 (trace microseconds)."""
+    pid, tid = main_thread(events)
+    xs = sorted((e for e in events if e.get("ph") == "X" and (e["pid"], e["tid"]) == (pid, tid)
+                 and e["ts"] < t1 and e["ts"] + e.get("dur", 0) > t0), key=lambda e: (e["ts"], -e.get("dur", 0)))
+    out = {"script": 0.0, "style+layout": 0.0, "paint": 0.0, "other": 0.0}
+    busy = forced = 0.0  # forced: style and layout that a script asked for (a box measured)
+    stack: list[list] = []  # [start, end, kind, children's time]
+    clip = lambda a, b: max(0.0, min(b, t1) - max(a, t0))  # noqa: E731 - the part of [a, b] inside [t0, t1]
+
+    def close(item):
+        start, end, kind, children = item
+        out[kind] += max(0.0, clip(start, end) - children)
+        if stack:
+            stack[-1][3] += clip(start, end)
+
+    for e in xs:
+        start, end = e["ts"], e["ts"] + e.get("dur", 0)
+        while stack and stack[-1][1] <= start:
+            close(stack.pop())
+        busy += 0.0 if stack else clip(start, end)
+        name = e["name"]
+        kind = KIND_OF.get(name) or ("script" if name.startswith(("v8.", "V8.", "BlinkGC", "GC")) else "other")
+        forced += clip(start, end) if kind == "style+layout" and stack and stack[-1][2] == "script" else 0.0
+        stack.append([start, end, kind, 0.0])
+    while stack:
+        close(stack.pop())
+    return {k: v / 1000 for k, v in out.items()} | {"forced layout": forced / 1000, "idle": (t1 - t0 - busy) / 1000}
+
+
+def traced_switch(bs, browser, page, view: str, gen: int, expect: dict, save: Path | None) -> dict:
+    """One first visit of `view` under the trace: the walk's time, bytes in, the last frame, the main thread's split."""
+    frames: list[tuple[float, int]] = []  # (network timestamp in s, bytes) of each websocket message received
+    cdp = page.context.new_cdp_session(page)
+    cdp.on("Network.webSocketFrameReceived",
+           lambda e: frames.append((e["timestamp"], len(e["response"].get("payloadData", "")) * 3 // 4)))
+    cdp.send("Network.enable")
+    page.evaluate("() => performance.clearMarks()")
+    browser.start_tracing(page=page, categories=CATEGORIES)
+    try:
+        total = page_switch(bs, page, view, gen=gen, expect=expect)
+    finally:
+        trace = json.loads(browser.stop_tracing())
+        cdp.send("Network.disable")
+        cdp.detach()
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    if save:  # for Perfetto or chrome://tracing
+        save.mkdir(parents=True, exist_ok=True)
+        (save / f"{time.strftime('%H%M%S')}_{view.replace(' ', '_')}.json").write_text(json.dumps(events))
+    t0 = ([e["ts"] for e in events if e.get("name") == "atlas-press"] or [None])[-1]  # µs, the trace's clock
+    if t0 is None:
+        raise RuntimeError(f"{view}: the press is not in the trace")
+    after = [(ts * 1e6 - t0, n) for ts, n in frames if ts * 1e6 >= t0]
+    return {"total_ms": total * 1000, "last_frame_ms": after[-1][0] / 1000 if after else None,
+            "kb_in": sum(n for _, n in after) / 1024, "frames": len(after)} | {
+        f"{k}_ms": v for k, v in split(events, t0, t0 + total * 1e6).items()}

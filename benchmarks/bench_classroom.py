@@ -3,21 +3,14 @@
     python benchmarks/bench_classroom.py [--checkpoint-dir checkpoints] [--model multi30k-de-en]
                                          [--sessions 10 20 30] [--seconds 120] [--every 5] [--processes 1|2]
 
-Starts the app (--processes 1: one `streamlit run app.py`, connected to directly; --processes 2 or more:
-that many behind nginx with sticky sessions, from deploy/serve.py), warms each process up with one session,
-then for each N in --sessions runs N concurrent light sessions (benchmarks/classroom_client.py: Streamlit's
-websocket protocol, no browser) for --seconds:
-  open          each session loads the page with `view=Attention&text=<its own sentence>` (the openings are
-                spread over the first --every seconds) and waits for the first run to finish
-  new sentence  then, --every seconds (± --jitter) after each result, types a new sentence of its own into
-                the sidebar's text area (a rerun with the `text` widget's new value) and waits for the run:
-                latency = rerun sent -> script_finished received (the server's side of the bench_app.py
-                measure: no rendering)
-Every run's `#### :gray[DE]` line must show that session's own sentence (wrong: it does not; foreign: it shows
-a sentence another session typed). Per N: actions, errors, wrong, p50/p95/max latency, the load generator's
-own CPU (this process, as a share of one core: it competes with the servers on the same machine), and each
-server process's CPU seconds (/proc/<pid>/stat, children included; nginx's workers added to its master).
-Writes benchmarks/results/classroom.json (classroom_<P>proc.json for P processes).
+Starts the app (one `streamlit run app.py`, or --processes of them behind deploy/serve.py's nginx), warms each
+process up with one session, then for each N in --sessions runs N light sessions (classroom_client.py: Streamlit's
+websocket protocol, no browser) for --seconds: each opens `view=Attention&text=<its own sentence>` (the openings
+spread over the first --every seconds), then --every s (± --jitter) after each result types a new sentence of its own
+and waits for the run: latency = rerun sent -> script_finished (the server's part, no drawing). Every run's DE line
+must show that session's own sentence (wrong: it does not; foreign: it shows another session's). Per N: actions,
+errors, wrong, latency p50/p95/max, this load generator's CPU (it competes with the servers) and each server
+process's CPU (children included). Writes benchmarks/results/classroom.json (classroom_<P>proc.json).
 """
 from __future__ import annotations
 
@@ -32,54 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, add_server_args, distinct_sentences, machine, shown_path, summary, table, write_results
-
-sys.path.insert(0, str(ROOT / "deploy"))
 from classroom_client import Session, shows_sentence, squash
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-# ----------------------------------------------------------------------------- CPU accounting
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2:].split()  # fields from 3 (state) on; the name may contain spaces
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            kids += [int(x) for x in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return kids
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of a process and its descendants: user + system, live children and reaped ones."""
-    total, todo, seen = 0.0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        f = _stat(p)
-        if f is None:
-            continue
-        # utime, stime, cutime, cstime are fields 14-17 of /proc/<pid>/stat (here: index 11-14)
-        total += sum(int(x) for x in f[11:15]) / TICK
-        todo += _children(p)
-    return total
+from common import add_server_args, cpu_seconds, distinct_sentences, serving, shown_path, summary, table, write_results
 
 
 def own_cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    return sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # user + system
 
 
 def p95(xs: list[float]) -> float:
@@ -211,8 +162,7 @@ def print_phases(phases: list[dict], args) -> None:
                      lat["max_ms"], ph["open"]["median_ms"] if ph["open"] else float("nan"),
                      f"{ph['load_generator_cpu_share'] * 100:.1f}%", f"{ph['server_cpu_share'] * 100:.0f}%",
                      " ".join(f"{k.replace('streamlit_', 's')}={v:.0f}" for k, v in ph["server_cpu_s"].items())])
-    print()
-    print(f"{args.processes} process(es), {os.cpu_count()} CPUs, {args.seconds:.0f} s per class size, a new sentence "
+    print(f"\n{args.processes} process(es), {os.cpu_count()} CPUs, {args.seconds:.0f} s per class size, a new sentence "
           f"every {args.every:g} s (±{args.jitter * 100:.0f}%) per session")
     print(table(rows, ["sessions", "actions", "errors", "wrong", "p50 ms", "p95 ms", "max ms", "open p50 ms",
                        "client CPU", "server CPU", "server CPU s"]))
@@ -233,7 +183,6 @@ def parse_args():
 
 def main() -> int:
     args = parse_args()
-
     ckpt_dir = Path(args.checkpoint_dir).resolve()
     if not (ckpt_dir / args.model / "model.safetensors").is_file():
         print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
@@ -243,61 +192,39 @@ def main() -> int:
     per_phase = [int(n * (args.seconds / (args.every * (1 - args.jitter)) + 3)) for n in args.sessions]
     sentences = iter(distinct_sentences(min(18_432, sum(per_phase) + 4 * args.processes + 8)))
 
-    server = deployment = None
-    with tempfile.TemporaryDirectory(prefix="bench_classroom_") as tmp:
-        try:
-            if args.processes == 1:
-                import browser_support as bs
+    from serve import NGINX_MISSING, nginx_binary
 
-                server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
-                url, pids, names = server.url, {"streamlit_0": server.proc.pid}, [None]
-            else:
-                from serve import NGINX_MISSING, Deployment, nginx_binary
-
-                if nginx_binary() is None:
-                    print(NGINX_MISSING, file=sys.stderr)
-                    return 2
-                deployment = Deployment(args.processes, checkpoint_dir=ckpt_dir, model=args.model,
-                                        torch_threads=threads, workdir=Path(tmp) / "serve").start()
-                url = deployment.url
-                pids = {f"streamlit_{b.index}": b.proc.pid for b in deployment.backends}
-                pids["nginx"] = deployment.nginx.pid
-                names = [b.name for b in deployment.backends]
-            print(f"{args.processes} process(es) at {url}; warming up …", flush=True)
-            warm = asyncio.run(warm_up(url, names, sentences, args.timeout))
-            print("first run per process: " + ", ".join(f"{w:.1f} s" for w in warm), flush=True)
-            phases = []
-            for n in args.sessions:
-                print(f"\n{n} sessions for {args.seconds:.0f} s …", flush=True)
-                ph = phase(url, n, args, sentences, pids)
-                phases.append(ph)
-                lat = ph["latency"] or {}
-                print(f"  {ph['actions']} new sentences, {ph['errors']} errors, {ph['wrong']} wrong; "
-                      f"median {lat.get('median_ms', 0):.0f} ms, p95 {lat.get('p95_ms', 0):.0f} ms; "
-                      f"per backend {ph['sessions_per_backend']}", flush=True)
-                for m in ph["error_messages"][:3] + ph["wrong_messages"][:3]:
-                    print("   ", m, flush=True)
-            dead = deployment.dead() if deployment else (
-                [f"streamlit exited with {server.proc.returncode}"] if server.proc.poll() is not None else [])
-        finally:
-            if deployment is not None:
-                deployment.stop()
-            if server is not None:
-                bs.stop_server(server)
+    if args.processes > 1 and nginx_binary() is None:
+        print(NGINX_MISSING, file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench_classroom_") as tmp, \
+            serving(args.processes, ckpt_dir, args.model, Path(tmp), env) as served:
+        print(f"{args.processes} process(es) at {served.url}; warming up …", flush=True)
+        warm = asyncio.run(warm_up(served.url, served.names, sentences, args.timeout))
+        print("first run per process: " + ", ".join(f"{w:.1f} s" for w in warm), flush=True)
+        phases = []
+        for n in args.sessions:
+            print(f"\n{n} sessions for {args.seconds:.0f} s …", flush=True)
+            phases.append(ph := phase(served.url, n, args, sentences, served.pids))
+            lat = ph["latency"] or {}
+            print(f"  {ph['actions']} new sentences, {ph['errors']} errors, {ph['wrong']} wrong; "
+                  f"median {lat.get('median_ms', 0):.0f} ms, p95 {lat.get('p95_ms', 0):.0f} ms; "
+                  f"per backend {ph['sessions_per_backend']}", flush=True)
+            for m in ph["error_messages"][:3] + ph["wrong_messages"][:3]:
+                print("   ", m, flush=True)
+        dead = served.dead()
 
     print_phases(phases, args)
     if dead:
         print("\nWARNING: " + "; ".join(dead))
     name = "classroom" if args.processes == 1 else f"classroom_{args.processes}proc"
-    path = write_results(name, {
+    write_results(name, {
         "benchmark": "classroom", "processes": args.processes, "checkpoint_dir": shown_path(ckpt_dir),
         "model": args.model,
         "torch_threads": threads, "seconds": args.seconds, "every_s": args.every, "jitter": args.jitter,
         "proxy": "nginx, cookie-sticky (deploy/nginx.conf.template)" if args.processes > 1 else None,
         "client": "benchmarks/classroom_client.py (Streamlit websocket protocol, no browser)",
-        "machine": machine(), "warm_up_first_run_s": warm, "phases": phases, "processes_died": dead,
-    })
-    print(f"\nwrote {path.relative_to(ROOT)}")
+        "warm_up_first_run_s": warm, "phases": phases, "processes_died": dead})
     return 1 if any(ph["wrong"] or ph["errors"] for ph in phases) or dead else 0
 
 

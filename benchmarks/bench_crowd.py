@@ -3,26 +3,20 @@
     python benchmarks/bench_crowd.py [--pages 8 16 32] [--processes 1 2] [--rounds 1] [--checkpoint-dir checkpoints]
         [--model multi30k-de-en] [--timeout 180] [--fault | --fault-only] [--fault-pages 8] [--fault-signal TERM KILL]
 
-Crowd: per process count (1: one `streamlit run app.py`, direct; 2+: behind deploy/serve.py's nginx), N in --pages
-and round: FRESH server processes, N Chromium pages opened at once on the teacher's link (`?view=Attention&text=`
-one caption sentence) by tests/crowd_support.open_at_once: pages that got the app (header, every chart, no
-exception), seconds from the link to that first drawn page, exceptions, timeouts, pages per process (nginx's log).
-
-Fault (--fault): 2 processes behind nginx, --fault-pages Chromium pages (students), each typing a sentence of its
-own every --every s (± --jitter), as bench_classroom.py's sessions do; --fault-after s in, the process serving the
-most pages gets --fault-signal (TERM: a stop; KILL: a crash; one class each); the class goes on --fault-for s. Each
-page logs (wall clock) its websocket's openings and closings, every run drawn (DE line, view) and the texts of
-Streamlit's connection status, dialogs, exception and error boxes. Reported per student of the stopped process:
-what it showed, reconnect, the first run the other process served (by itself or with the next sentence, and the
-state it showed), whether the next sentence typed was lost, when its own sentence was shown again; for the other
-students: anything they noticed, and their action times before and after. See docs/load.md. Writes
-benchmarks/results/crowd.json.
+Crowd: per process count (1: direct; 2+: behind deploy/serve.py's nginx), N and round, FRESH servers and N Chromium
+pages opened at once on the teacher's link (tests/crowd_support.open_at_once): pages that got the app, seconds to
+that first drawn page, exceptions, timeouts, pages per process. Fault (--fault): --fault-pages students on 2
+processes, each typing a sentence every --every s (± --jitter); --fault-after s in, the process serving the most
+gets --fault-signal (TERM: a stop; KILL: a crash; a class each), and the class goes on --fault-for s. Each page logs
+its websocket's openings and closings, every run drawn and what Streamlit showed (connection status, dialogs,
+errors). Per student of the stopped process: what it showed, reconnect, the first run the other process served and
+the state it showed, whether the next sentence was lost, when its own sentence came back; for the others: anything
+they noticed, their action times before and after. See docs/load.md. Writes benchmarks/results/crowd.json.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import signal
@@ -33,11 +27,11 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from common import ROOT, add_server_args, distinct_sentences, machine, shown_path, table, write_results
+from classroom_client import squash
+from common import ROOT, add_server_args, distinct_sentences, serving, shown_path, table, write_results
 
-sys.path.insert(0, str(ROOT / "deploy"))
+assert str(ROOT / "tests") in sys.path, "common puts tests/ on the path, for the two imports below"
 import browser_support as bs  # noqa: E402
-from classroom_client import squash  # noqa: E402
 from crowd_support import PAGE_DONE_JS, open_at_once  # noqa: E402
 
 DE_LINE = f"{bs.MAIN} h4"  # the first one is the "#### DE <tokens>" line above every view
@@ -68,7 +62,7 @@ window.__crowdLog = [];
     }
   }, 100);
 })();
-""" % {"exc": bs.EXCEPTION, "idle": bs.IDLE, "de": DE_LINE, "view": VIEW}
+""" % {"exc": bs.EXCEPTION, "idle": bs.IDLE, "de": DE_LINE, "view": VIEW}  # noqa: UP031 - JavaScript braces
 
 
 def link(url: str, text: str) -> str:
@@ -84,27 +78,6 @@ def spread(xs: list[float]) -> dict:
     return {"n": len(s), "p50_s": round(statistics.median(s), 2), "p95_s": round(p95, 2), "max_s": round(s[-1], 2)}
 
 
-@contextlib.contextmanager
-def serving(processes: int, ckpt: Path, model: str, folder: Path):
-    """Fresh server process(es): yields (base URL, Deployment or None, seconds until healthy); always stopped."""
-    server, deployment, t0 = None, None, time.perf_counter()
-    try:
-        if processes == 1:
-            server = bs.start_server(ckpt, model, folder / "server.log", timeout=120, extra_env=ENV)
-            yield server.url, None, time.perf_counter() - t0
-        else:
-            from serve import Deployment
-
-            deployment = Deployment(processes, checkpoint_dir=ckpt, model=model, torch_threads=1, workdir=folder)
-            deployment.start()
-            yield deployment.url, deployment, time.perf_counter() - t0
-    finally:
-        if deployment is not None:
-            deployment.stop()
-        if server is not None:
-            bs.stop_server(server)
-
-
 def first_visits_per_backend(deployment) -> dict:
     """From nginx's access log: the page requests without a cookie (fresh visitors), per process that answered."""
     counts: dict[str, int] = {}
@@ -117,10 +90,10 @@ def first_visits_per_backend(deployment) -> dict:
 
 def crowd_phase(processes: int, pages: int, rnd: int, args, ckpt: Path, sentence: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_crowd_") as tmp, \
-            serving(processes, ckpt, args.model, Path(tmp)) as (url, deployment, start_s):
-        results = open_at_once([link(url, sentence)] * pages, timeout=args.timeout)
-        per_backend = first_visits_per_backend(deployment) if deployment else {"direct": pages}
-        dead = deployment.dead() if deployment else []
+            serving(processes, ckpt, args.model, Path(tmp), ENV) as served:
+        results = open_at_once([link(served.url, sentence)] * pages, timeout=args.timeout)
+        per_backend = first_visits_per_backend(served.deployment) if served.deployment else {"direct": pages}
+        dead, start_s = served.dead(), served.start_s
     got = [r for r in results if r.got_app]
     errors = [f"exception: {r.exceptions[0]}" if r.exceptions else (r.error or "no header drawn")
               for r in results if not r.got_app]
@@ -277,10 +250,10 @@ def judge(s: Student, killed: float, victim: str) -> dict:
 
 def fault_phase(args, ckpt: Path, signame: str, sentences) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_crowd_fault_") as tmp, \
-            serving(2, ckpt, args.model, Path(tmp)) as (url, deployment, _):
-        students, killed, victim = asyncio.run(fault_class(url, deployment, args, sentences,
+            serving(2, ckpt, args.model, Path(tmp), ENV) as served:
+        students, killed, victim = asyncio.run(fault_class(served.url, served.deployment, args, sentences,
                                                            getattr(signal, f"SIG{signame}")))
-        dead = deployment.dead()
+        dead = served.dead()
     rows = [judge(s, killed, victim) for s in students]
     hit, rest = [r for r in rows if r["on_stopped"]], [r for r in rows if not r["on_stopped"]]
     count = lambda k: sum(bool(r[k]) for r in hit)  # noqa: E731
@@ -309,11 +282,10 @@ def _f(x) -> str:
 def report(crowd: list[dict], faults: list[dict]) -> None:
     if crowd:
         print(table([[c["processes"], c["pages"], c["round"], f"{c['got_app']}/{c['pages']}", c["with_exception"],
-                      c["timed_out"], _f(c["first_drawn"]["p50_s"]), _f(c["first_drawn"]["p95_s"]),
-                      _f(c["first_drawn"]["max_s"]), _f(c["server_start_s"]),
-                      " ".join(f"{k}={v}" for k, v in c["first_visits_per_backend"].items())] for c in crowd],
-                    ["procs", "pages", "round", "got app", "exception", "timeout", "p50 s", "p95 s", "max s",
-                     "start s", "pages per process"]))
+                      c["timed_out"]] + [_f(c["first_drawn"][k]) for k in ("p50_s", "p95_s", "max_s")]
+                     + [_f(c["server_start_s"]), " ".join(f"{k}={v}" for k, v in c["first_visits_per_backend"].items())]
+                     for c in crowd], "procs pages round got_app exception timeout p50_s p95_s max_s start_s "
+                    "pages_per_process".split()))
     if faults:
         mm = lambda d: f"{_f(d['p50_s'])}/{_f(d['max_s'])}"  # noqa: E731
         print("\nA process stopped mid-class; its students' reconnect, first run and own sentence shown again, in "
@@ -355,6 +327,7 @@ def main() -> int:
         print(pre or f"No checkpoint at {ckpt / args.model} (model.safetensors missing).", file=sys.stderr)
         return 2
     from serve import NGINX_MISSING, nginx_binary
+
     if nginx_binary() is None and (args.fault or args.fault_only or max(args.processes) > 1):
         print(NGINX_MISSING, file=sys.stderr)
         return 2
@@ -372,15 +345,14 @@ def main() -> int:
         faults.append(fault_phase(args, ckpt, name, sentences))
     print()
     report(crowd, faults)
-    path = write_results("crowd", {
+    write_results("crowd", {
         "benchmark": "crowd", "checkpoint_dir": shown_path(ckpt), "model": args.model, "torch_threads": 1,
         "link": {"view": "Attention", "text": sentence}, "timeout_s": args.timeout, "rounds": args.rounds,
         "client": "Chromium pages (tests/crowd_support.py; the fault class: Playwright pages typing sentences)",
         "proxy": "nginx, cookie-sticky (deploy/nginx.conf.template)",
         "fault_settings": {k: getattr(args, k) for k in ("fault_pages", "fault_after", "fault_for", "fault_timeout",
                                                           "every", "jitter")} if faults else None,
-        "machine": machine(), "wall_s": round(time.perf_counter() - started), "crowd": crowd, "faults": faults})
-    print(f"\nwrote {path.relative_to(ROOT)}")
+        "wall_s": round(time.perf_counter() - started), "crowd": crowd, "faults": faults})
     return 1 if any(c["with_exception"] for c in crowd) else 0
 
 

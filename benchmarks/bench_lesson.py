@@ -3,15 +3,12 @@
     python benchmarks/bench_lesson.py [--model multi30k-de-en] [--sentences 5] [--repeats 3] [--browser]
                                       [--screenshot docs/screenshots/lesson.png]
 
-Builds the lesson file of the first `--sentences` of the app's example sentences (model.training.film.APP_EXAMPLES,
-the first ones its example list offers) exactly as `python -m model.export S1 … S5 --html FILE` does, on one torch
-thread: the traces (model.io.lesson.lesson_data) and the page (viz.lesson.lesson_html) timed apart, median of
-`--repeats` after one warm-up. Reports the file's bytes: in all, Plotly's code, and the page's data (figures and
-text), and how many figures it holds and how many of them are stored whole (the others as their differences,
-viz/figure_pack.py). `--browser` opens the file in headless Chromium from file:// with every request blocked (as
-tests/test_browser_lesson.py does) and times the load until every chart is drawn, and switching the sentence until
-every chart is drawn again; `--screenshot PATH` saves the top of the opened page there.
-Results: benchmarks/results/lesson.json.
+Builds the lesson file of the app's first --sentences example sentences as `python -m model.export S1 … --html FILE`
+does, on one torch thread: the traces and the page timed apart, median of --repeats after a warm-up. Reports its
+bytes (in all, Plotly's code, the figures and text) and its figures (stored whole; the rest as differences,
+viz/figure_pack.py). --browser opens it in Chromium from file:// with every request blocked and times the load
+until every chart is drawn and a sentence switch; --screenshot saves the opened page's top. Writes
+benchmarks/results/lesson.json.
 """
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, machine, open_translator, summary, table, write_results
+from common import ROOT, open_translator, summary, table, write_results
 
 # Switch to sentence 2 and wait until every chart of a sentence has drawn again; seconds, on the page's clock.
 SWITCH_JS = """async () => {
@@ -116,7 +113,7 @@ def main() -> int:
         return 2
     sentences = APP_EXAMPLES[: args.sentences]
     page, seconds = build(translator, sentences, args.model, args.repeats)
-    result = {"machine": machine(), "model": args.model, "sentences": sentences, "repeats": args.repeats,
+    result = {"model": args.model, "sentences": sentences, "repeats": args.repeats,
               "torch_threads": 1, "command": f"python -m model.export {' '.join(repr(s) for s in sentences)} "
                                             f"--checkpoint checkpoints/{args.model} --html lesson.html",
               **sizes(page), "seconds": seconds}
@@ -131,9 +128,8 @@ def main() -> int:
             path = Path(tmp) / "lesson.html"
             path.write_text(page, encoding="utf-8")
             result["browser"] = in_browser(path, args.repeats, args.screenshot)
-    out = write_results("lesson", result)
+    write_results("lesson", result)
     report(result)
-    print(f"\nwrote {out.relative_to(ROOT)}")
     return 0
 
 
@@ -154,6 +150,7 @@ def report(r: dict) -> None:
     print(table(rows, ["", "value"]))
     if "browser" in r and r["browser"]["blocked_requests"]:
         print("the page asked for: " + ", ".join(r["browser"]["blocked_requests"][:5]), file=sys.stderr)
+
 
 if __name__ == "__main__":
     sys.exit(main())

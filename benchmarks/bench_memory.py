@@ -2,14 +2,10 @@
 
     python benchmarks/bench_memory.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--sentences 200]
 
-Starts `streamlit run app.py`, opens the Attention view in Debian's Chromium (Playwright) and types
---sentences different sentences, one after another, each committed with Ctrl+Enter. After each
-run has finished it reads the resident memory (VmRSS from /proc) of the server process and its
-children. Reports the RSS after the last sentence and its growth over the last 100 sentences.
+Types --sentences different sentences on the Attention view in Chromium, one after another, and reads the server's
+resident memory (VmRSS, children included) after each run: the RSS after the last and its growth over the last 100.
+The app caches 64 traces, so memory grows while that cache fills, by design; a leak grows without levelling off.
 Writes benchmarks/results/memory.json.
-
-Note: the app caches up to 256 traced sentences (st.cache_data), so part of the growth is that
-cache filling up, by design; a leak shows as growth that does not level off.
 """
 from __future__ import annotations
 
@@ -19,36 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (
-    ROOT,
-    add_server_args,
-    distinct_sentences,
-    machine,
-    server_preflight,
-    shown_path,
-    table,
-    verdict,
-    write_results,
-)
+import common
+from common import add_server_args, descendants, distinct_sentences, server_preflight, table, verdict, write_results
 
 TARGETS = {"rss_mb": 600.0, "growth_last_100_mb": 50.0}
-
-
-def descendants(pid: int) -> list[int]:
-    """pid and every process below it (from /proc/*/stat)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += children.get(p, [])
-    return out
 
 
 def rss_mb(pid: int) -> float:
@@ -103,29 +73,24 @@ def main() -> int:
     n = len(samples)
     window = min(100, n - 1)
     growth = samples[-1] - samples[-1 - window] if window > 0 else 0.0
-    rows = [["server started, no session", f"{idle_mb:.0f}"], ["first page drawn", f"{first_mb:.0f}"]]
-    for k in sorted({1, n // 4, n // 2, 3 * n // 4, n} - {0}):
-        rows.append([f"after {k} sentences", f"{samples[k - 1]:.0f}"])
-    rows += [["peak", f"{max(samples):.0f}"], [f"growth over the last {window} sentences", f"{growth:+.1f}"]]
-    print()
-    print(table(rows, ["server RSS (with children)", "MB"]))
-    checks = [("RSS after %d sentences" % n, f"{samples[-1]:.0f} MB", "<= 600 MB",
+    rows = [["server started, no session", idle_mb], ["first page drawn", first_mb]]
+    rows += [[f"after {k} sentences", samples[k - 1]] for k in sorted({1, n // 4, n // 2, 3 * n // 4, n} - {0})]
+    rows += [["peak", max(samples)], [f"growth over the last {window} sentences", f"{growth:+.1f}"]]
+    print("\n" + table(rows, ["server RSS (with children)", "MB"]))
+    checks = [(f"RSS after {n} sentences", f"{samples[-1]:.0f} MB", "<= 600 MB",
                verdict(samples[-1], TARGETS["rss_mb"])),
               (f"growth over the last {window}", f"{growth:+.1f} MB", "<= 50 MB",
                verdict(growth, TARGETS["growth_last_100_mb"]))]
-    print()
-    print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
+    print("\n" + table([list(c) for c in checks], ["target", "measured", "limit", ""]))
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
-    path = write_results("memory", {
-        "benchmark": "memory", "checkpoint_dir": shown_path(ckpt_dir), "model": args.model, "sentences": n,
-        "torch_threads": args.torch_threads or 1, "machine": machine(), "seconds": time.perf_counter() - t_start,
+    write_results("memory", {
+        "benchmark": "memory", "checkpoint_dir": common.shown_path(ckpt_dir), "model": args.model, "sentences": n,
+        "torch_threads": args.torch_threads or 1, "seconds": time.perf_counter() - t_start,
         "rss_mb_idle": idle_mb, "rss_mb_first_page": first_mb, "rss_mb_after_each": samples,
         "rss_mb_final": samples[-1], "rss_mb_peak": max(samples), "growth_window": window, "growth_mb": growth,
         "exceptions_seen": exceptions, "targets": TARGETS,
-        "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
-    })
-    print(f"\nwrote {path.relative_to(ROOT)}")
+        "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks]})
     return 0
 
 

@@ -362,6 +362,6 @@ class Session:
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, 10)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 self._reader.cancel()
             self._reader = None

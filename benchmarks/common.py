@@ -1,6 +1,7 @@
 """Shared by the benchmark scripts: paths, German test sentences, statistics, result files."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -9,12 +10,15 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-for p in (ROOT, ROOT / "tests"):  # the model package, and tests/browser_support.py for the browser scripts
+TICKS = os.sysconf("SC_CLK_TCK")  # /proc counts CPU time in clock ticks
+for p in (ROOT, ROOT / "tests", ROOT / "deploy"):  # the model package, tests/browser_support.py, deploy/serve.py
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
@@ -89,9 +93,12 @@ def shown_path(path) -> str:
 
 
 def write_results(name: str, data: dict) -> Path:
+    """Write benchmarks/results/NAME.json with the machine it was measured on (unless `data` says), and say so."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
+    data = {"machine": machine()} | data
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {shown_path(path)}")
     return path
 
 
@@ -110,38 +117,18 @@ def add_server_args(ap) -> None:
     ap.add_argument("--model", default="multi30k-de-en")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch threads per request in the server (ATLAS_TORCH_THREADS; the app's default is 1)")
-    ap.add_argument("--from-source", action="store_true",
-                    help="start the servers without the checkout's bytecode when the machine keeps Python from "
-                         "writing it (PYTHONDONTWRITEBYTECODE): every start then compiles the app's modules, as only "
-                         "a deployment's very first start does")
+    ap.add_argument("--from-source", action="store_true", help="start servers without compiling the checkout first "
+                    "(with PYTHONDONTWRITEBYTECODE every start then compiles, as only a deployment's first does)")
 
 
 def compile_checkout(root: Path = ROOT) -> bool:
-    """Write the bytecode of the checkout's Python files (__pycache__, ignored by git), as a server has it after its
-    first start. Python writes it on import by itself, except where PYTHONDONTWRITEBYTECODE is set (as on the
-    machine these benchmarks were written on): there every start would compile some 300 modules from source."""
+    """Write the checkout's bytecode (__pycache__), as a server has it after its first start: where
+    PYTHONDONTWRITEBYTECODE is set, every start would otherwise compile some 300 modules from source."""
     import compileall
 
     folders = [root / name for name in ("model", "views", "viz", "benchmarks")]
     done = [compileall.compile_dir(f, quiet=1) for f in folders]
     return all(done) and bool(compileall.compile_file(root / "app.py", quiet=1))
-
-
-def add_app_root_arg(ap) -> None:
-    """--app-root DIR: run another checkout's app.py as the app (read back with :func:`app_script`)."""
-    ap.add_argument("--app-root", default=None,
-                    help="run another checkout's app.py as the app (e.g. an older commit in a git worktree), "
-                         "compiled first like this one")
-
-
-def app_script(args) -> str | None:
-    """The app.py of --app-root's checkout, its bytecode written first (unless --from-source); None, with the
-    reason printed, when compiling it failed."""
-    root = Path(args.app_root).resolve()
-    if not args.from_source and not compile_checkout(root):
-        print(f"compiling {root} failed (see above)", file=sys.stderr)
-        return None
-    return str(root / "app.py")
 
 
 def checkout_name(root: Path) -> str:
@@ -150,6 +137,62 @@ def checkout_name(root: Path) -> str:
         return "."
     run = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return f"another checkout, at commit {run.stdout.strip()}" if run.returncode == 0 else "another checkout"
+
+
+def checkout(ref: str, stack: contextlib.ExitStack) -> Path:
+    """The folder of `ref`: a folder as it is ("." is this checkout), or a commit checked out into a temporary git
+    worktree that `stack` removes again."""
+    folder = Path(ref) if Path(ref).is_absolute() else ROOT / ref
+    if folder.is_dir():
+        return folder.resolve()
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="atlas-ref-"))) / "tree"
+    run = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tmp), ref],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"{ref!r} is neither a folder nor a commit git knows: {run.stderr.strip()}")
+    stack.callback(subprocess.run, ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp)],
+                   capture_output=True)
+    return tmp
+
+
+def variants(specs: list[str], stack: contextlib.ExitStack) -> dict[str, Path]:
+    """NAME=DIR|COMMIT pairs -> {NAME: folder}, in order (a name may appear once)."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, ref = spec.partition("=")
+        if not sep or not name or name in out:
+            raise SystemExit(f"variants are NAME=DIR or NAME=COMMIT, each name once; got {spec!r}")
+        out[name] = checkout(ref or ".", stack)
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it (from /proc/*/stat)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by pid with all its threads, and by its children (live and reaped)."""
+    ticks = 0
+    for p in descendants(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        ticks += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime: fields 14-17 of the file
+    return ticks / TICKS
 
 
 def server_preflight(args):
@@ -169,6 +212,37 @@ def server_preflight(args):
         return None
     env = {"ATLAS_TORCH_THREADS": str(args.torch_threads)} if args.torch_threads else {}
     return bs, ckpt_dir, env
+
+
+@contextlib.contextmanager
+def serving(processes: int, ckpt_dir: Path, model: str, folder: Path, env: dict):
+    """Fresh app servers, stopped afterwards: one `streamlit run app.py` connected to directly (processes=1), or that
+    many behind deploy/serve.py's nginx. Yields its url, pids ({name: pid}), names (the backends', or [None]),
+    deployment (or None), start_s (until healthy) and dead() (what exited, in words)."""
+    import browser_support as bs
+    from serve import Deployment
+
+    server = deployment = None
+    t0 = time.perf_counter()
+    try:
+        if processes == 1:
+            server = bs.start_server(ckpt_dir, model, folder / "server.log", timeout=120, extra_env=env)
+            yield SimpleNamespace(url=server.url, pids={"streamlit_0": server.proc.pid}, names=[None], deployment=None,
+                                  start_s=time.perf_counter() - t0, dead=lambda: [] if server.proc.poll() is None
+                                  else [f"streamlit exited with {server.proc.returncode}"])
+        else:
+            threads = int(env.get("ATLAS_TORCH_THREADS", 1))
+            deployment = Deployment(processes, checkpoint_dir=ckpt_dir, model=model, torch_threads=threads,
+                                    workdir=folder / "serve").start()
+            yield SimpleNamespace(url=deployment.url, names=[b.name for b in deployment.backends],
+                                  pids={f"streamlit_{b.index}": b.proc.pid for b in deployment.backends}
+                                  | {"nginx": deployment.nginx.pid}, deployment=deployment,
+                                  start_s=time.perf_counter() - t0, dead=deployment.dead)
+    finally:
+        if deployment is not None:
+            deployment.stop()
+        if server is not None:
+            bs.stop_server(server)
 
 
 def open_translator(checkpoint, threads: int | None = None, draft: bool | None = None):

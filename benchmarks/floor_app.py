@@ -1,10 +1,8 @@
-"""The floor that bench_floor.py measures the app against: what Streamlit and Plotly alone cost.
+"""The floor that bench_pages.py measures the app against: what Streamlit and Plotly alone cost.
 
-The app's sidebar (a sentence box, the list of views) and, on every view, three ordinary Plotly figures of the
-app's sizes: four 12 × 12 heatmaps side by side, one large heatmap, a bar chart of candidates. They are built with
-Plotly's normal API on every run, from nothing: no model, no cache, no figure kept between runs.
-
-    streamlit run benchmarks/floor_app.py       (bench_floor.py starts it)
+The app's sidebar (a sentence box, the list of views) and, on every view, three ordinary Plotly figures of the app's
+sizes (four 12 × 12 heatmaps side by side, one large heatmap, a bar chart of candidates), built with Plotly's normal
+API on every run from nothing: no model, no cache. `streamlit run benchmarks/floor_app.py` (bench_pages.py starts it).
 """
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 A and AA rules on any view, in normal, presenter and high-contrast mode; every chart has a text alternative as its
 accessible name; an opened text description (its list and its table) passes too.
 
-The same check on the shipped model, with the counts per view: python benchmarks/bench_axe.py
-(docs/accessibility.md).
+The counts per view once taken on the shipped model, before and after the fixes: docs/accessibility.md.
 """
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ from viz.embeddings import (
 from viz.tables import matrix_csv
 
 # Vocabulary entries drawn as named dots (the most frequent, for a vocabulary listed so); the rest are counted into
-# the grey density. Each hundred dots adds about 4 ms to the map's draw (benchmarks/bench_vocab_map.py).
+# the grey density. Each hundred dots adds to the map's draw time (`git show 8180d3c:benchmarks/bench_vocab_map.py`
+# measured it).
 VOCAB_DOTS = 300
 
 

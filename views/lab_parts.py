@@ -14,6 +14,7 @@ from views.state import KINDS, Context, traced_decoding
 from views.state import knockout as knockout_of
 from views.state import patching as patching_of
 from views.text import md_escape
+from views.urlstate import within
 from views.widgets import chart, fig_config
 from viz.heads import head_name
 from viz.lab import head_effect_grid, position_effect_figure, token_bars_figure
@@ -31,7 +32,7 @@ def scored_tokens(ctx: Context) -> tuple[str, ...]:
 def measured_on(tokens: tuple[str, ...], compact: bool = False) -> int | None:
     """The "Measured on" box (URL `lab_token`): None for the whole translation, else a 0-based token index."""
     ss = st.session_state
-    ss["lab_token"] = min(max(int(ss.get("lab_token", 0)), 0), len(tokens))
+    ss["lab_token"] = within(ss.get("lab_token"), 0, len(tokens))
     n = st.selectbox("Measured on", list(range(len(tokens) + 1)), key="lab_token", persist_state="session",
                      label_visibility="collapsed" if compact else "visible",
                      format_func=lambda i: "the whole translation" if i == 0 else f"output token {i}: {tokens[i - 1]}",

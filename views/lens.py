@@ -14,6 +14,7 @@ from model import service
 from views.figcache import cached
 from views.state import Context, contrast, logit_lens
 from views.text import md_escape
+from views.urlstate import within
 from views.widgets import chart, fig_config
 from viz.heads import head_name
 from viz.lab import contrast_figure, head_effect_grid, lens_figure
@@ -26,7 +27,7 @@ LENS_K = 5  # candidates per layer: as many as the candidates chart shows
 def _step(ctx: Context) -> tuple[int, object, tuple[str, ...]]:
     """(1-based step shown, its Step, the tokens of the decoding shown) as the step slider above left them."""
     steps = ctx.result.steps
-    n = min(max(int(st.session_state.get("dec_step", 1)), 1), len(steps))
+    n = within(st.session_state.get("dec_step"), 1, len(steps))
     return n, steps[n - 1], tuple(s.chosen_token for s in steps)
 
 

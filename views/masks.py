@@ -10,6 +10,7 @@ from model.service import weight_on_keys
 from views.figcache import cached
 from views.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.text import md_escape
+from views.urlstate import within
 from views.widgets import chart, fig_config, layer_head, sections, table
 from viz.masks import causal_figure, padding_figure
 from viz.theme import TEXT_LINE_PX, below_controls, theme
@@ -154,7 +155,7 @@ def prepare(ctx: Context, state: dict) -> None:
 
 def _index(value, n: int) -> int:
     """A 1-based choice of the session, kept within 1..n as the page's select box keeps it, as a 0-based index."""
-    return min(max(int(value or 1), 1), n) - 1
+    return within(value, 1, n) - 1
 
 
 def render(ctx: Context) -> None:

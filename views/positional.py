@@ -6,6 +6,7 @@ import streamlit as st
 from model.service import max_abs_diff, position_similarity
 from views.figcache import cached
 from views.state import Context
+from views.urlstate import within
 from views.widgets import chart, fig_config, sections
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.theme import below_controls
@@ -20,7 +21,7 @@ def render(ctx: Context) -> None:
         st.subheader("Positional encoding")
         st.write(_explanation(layout, d))
     top = min(256, ctx.cfg.max_len)
-    ss["pe_positions"] = min(max(int(ss["pe_positions"]), 10), top)
+    ss["pe_positions"] = within(ss["pe_positions"], 10, top)
     ss["pe_dims"] = [i for i in ss["pe_dims"] if 0 <= i < d]
     parts = ["waves", "the whole matrix", "similarity between positions"]
     show = sections(ctx, parts) if ctx.present else None  # presenter: the part first, then only its controls
@@ -32,7 +33,7 @@ def render(ctx: Context) -> None:
                   else "Even dimensions are sines, odd ones cosines.")
         dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims", persist_state="session", help=parity)
     elif show("similarity between positions"):
-        ss["pe_ref"] = min(max(int(ss["pe_ref"]), 0), n - 1)
+        ss["pe_ref"] = within(ss["pe_ref"], 0, n - 1)
         c1.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
     pe = sinusoidal_encoding(n, d, layout)  # (n, d) the formula, in this model's layout
     recorded = ctx.result.trace.src_embed["positional"]  # (s, d) what the model added to this sentence
@@ -62,11 +63,11 @@ def prepare(ctx: Context, state: dict) -> None:
     (views/prefetch.py runs it in the background while another page is on screen). They do not depend on the
     sentence: after the first visit with these choices they are kept."""
     d, layout = ctx.cfg.d_model, getattr(ctx.cfg, "pe_layout", "interleaved")
-    n = min(max(int(state.get("pe_positions") or 10), 10), min(256, ctx.cfg.max_len))
+    n = within(state.get("pe_positions"), 10, min(256, ctx.cfg.max_len))
     pe = sinusoidal_encoding(n, d, layout)
     cached(waves_figure, pe, [i for i in state.get("pe_dims") or () if 0 <= i < d] or [0], layout)
     cached(pe_heatmap, pe)
-    cached(position_similarity_figure, pe, ref_position=min(max(int(state.get("pe_ref") or 0), 0), n - 1))
+    cached(position_similarity_figure, pe, ref_position=within(state.get("pe_ref"), 0, n - 1))
 
 
 def _explanation(layout: str, d: int) -> str:
@@ -87,7 +88,7 @@ def _similarity(ctx: Context, pe, n: int, n_src: int) -> None:
     if ctx.present:  # drawn in the row of sliders above
         ref = ss["pe_ref"]
     else:
-        ss["pe_ref"] = min(max(int(ss["pe_ref"]), 0), n - 1)
+        ss["pe_ref"] = within(ss["pe_ref"], 0, n - 1)
         ref = st.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
     chart(st, cached(position_similarity_figure, pe, ref_position=ref), width="stretch",
           config=fig_config(ctx, f"positional_similarity_to_{ref}"))

@@ -18,6 +18,7 @@ from views import jobs
 from views.figcache import cached
 from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
 from views.text import md_escape
+from views.urlstate import within
 from views.widgets import chart, fig_config, kind_layer_head, sections
 from viz.attention import attention_figure, heads_figure
 from viz.layout import PAGE_WIDTH_PX
@@ -90,7 +91,7 @@ def _film(ctx: Context, part: str | None = None) -> None:
                    "of each probe, and the losses. One colour scale, 0 to 1, in every frame.")
     ss = st.session_state
     probes = film.probes
-    ss["film_probe"] = min(max(int(ss.get("film_probe", 1)), 1), len(probes))
+    ss["film_probe"] = within(ss.get("film_probe"), 1, len(probes))
     # Presenter mode: the probe, kind, layer and the play button in one row, so the figure keeps the screen.
     row = st.columns([4, 7, 2], vertical_alignment="bottom") if ctx.present else [st.container()] * 3
     row[0].selectbox("Probe sentence", list(range(1, len(probes) + 1)), key="film_probe", persist_state="session",

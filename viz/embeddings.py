@@ -164,7 +164,8 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
     words) are drawn as dots that name themselves on hover. Points ``highlight_idx`` (e.g. the
     sentence's token ids) are always drawn large and labelled with ``highlight_labels``
     (default: their vocabulary tokens). Why not one WebGL scatter of every point: Chromium without a
-    GPU draws that several times slower than the density and dots (benchmarks/bench_vocab_map.py).
+    GPU draws that several times slower than the density and dots (measured by a script since removed: `git show
+    8180d3c:benchmarks/bench_vocab_map.py`).
     """
     c = np.asarray(coords, dtype=np.float32)
     if c.ndim != 2 or c.shape[1] != 2 or c.shape[0] != len(vocab_tokens):

@@ -2,12 +2,12 @@
 
 A page's first visit costs the browser a fixed amount per chart (Streamlit's element, Plotly's setup of a plot,
 its own layout pass), so a row of panels drawn as one figure is drawn in about half the time of the same panels
-as separate charts (benchmarks/profile_first_visit.py). :func:`panel_row` keeps every panel exactly as its own
-builder made it: the same traces (values, hover text, colour range and colour bar), the same axes and tick labels,
-the same notes and lines; only the axes get new names and each panel a share of the width. Its title becomes a
-note centred above it, as in a grid of facets (:func:`viz.heatmap.grid_figure`). With ``one_scale`` the panels'
-colour ranges become one and only the last panel keeps its colour bar: fewer bars to draw, and a colour that
-means the same number across the row.
+as separate charts (`python benchmarks/bench_pages.py --profile`). :func:`panel_row` keeps every panel exactly
+as its own builder made it: the same traces (values, hover text, colour range and colour bar), the same axes and
+tick labels, the same notes and lines; only the axes get new names and each panel a share of the width. Its title
+becomes a note centred above it, as in a grid of facets (:func:`viz.heatmap.grid_figure`). With ``one_scale`` the
+panels' colour ranges become one and only the last panel keeps its colour bar: fewer bars to draw, and a colour
+that means the same number across the row.
 """
 
 from __future__ import annotations

@@ -124,7 +124,8 @@ class _Float32s:
 
     A page's first visit waits for its charts' JSON to arrive, and a websocket message of a few hundred kB reaches
     the page well after the server wrote it while the page is drawing the charts before it (the network frames'
-    times in benchmarks/profile_first_visit.py). Nine digits are also written faster than float64's seventeen."""
+    times in `python benchmarks/bench_pages.py --profile`). Nine digits are also written faster than float64's
+    seventeen."""
     __slots__ = ("array",)
 
     def __init__(self, array: np.ndarray):

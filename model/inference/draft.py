@@ -12,7 +12,7 @@ comes from the float32 model only; the draft decides nothing, it only saves step
 
 `torch.ao.quantization.quantize_dynamic` gives the copy: int8 weights (a quarter of the bytes) and
 fbgemm's int8 kernels: a single-row product with a large generator (Marian's 58,000 x 512) runs several
-times faster (benchmarks/bench_marian.py measures it).
+times faster (`python benchmarks/bench_model.py --opus-size` measures it).
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from model.nn.transformer import EncoderDecoder
 
 # A draft pays where a step's weights do not fit the CPU caches: the generator's float32 bytes. The shipped model's
 # (7.7 MB, with 12 MB of decoder layers) fits the caches of some CPUs (then a draft changes nothing) and not of
-# others (then it saves about a quarter of a trace; `python benchmarks/bench_trace.py` tells which);
-# below 4 MB (the tests' tiny models, the toy tasks) a step is small enough that the draft could only add work.
+# others (then it saves about a quarter of a trace; the "no draft" column of `python benchmarks/bench_model.py`
+# tells which); below 4 MB (the tests' tiny models, the toy tasks) a step is small enough that the draft could only
+# add work.
 MIN_GENERATOR_BYTES = 4 * 2**20
 
 

@@ -11,7 +11,7 @@ def use_threads(n: int) -> None:
 
     NumPy's OpenBLAS starts one thread per core, and after each call its idle threads spin for about a tenth of a
     second before they sleep, so a short NumPy call costs many times its own CPU time with two threads
-    (`benchmarks/bench_blas_spin.py` measures it; `bench_server_cpu.py` counts that spinning as the server's).
+    (`benchmarks/bench_server_cpu.py --blas` measures it; `bench_server_cpu.py` counts that spinning as the server's).
     Torch's own pools follow set_num_threads; OpenBLAS is limited through threadpoolctl, as it is already loaded by now.
     """
     n = max(1, int(n))

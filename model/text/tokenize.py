@@ -2,7 +2,7 @@
 
 spaCy and sacremoses are imported when a word model first needs them: a SentencePiece model (the shipped one,
 an imported Marian) never does, and the two imports are a large part of the app's cold start
-(benchmarks/cold_start_timeline.py).
+(measured by `python benchmarks/bench_pages.py --baseline floor --cold-only`).
 """
 from __future__ import annotations
 

@@ -34,11 +34,11 @@ TASKS: dict[str, Callable[[list[str]], list[str]]] = {
     "sort": lambda xs: sorted(xs),
 }
 # Tasks a lecturer is offered: copy and reverse must reach 100 % exact outputs on held-out sequences within
-# DEFAULT_STEPS (<= 30 s on one core), sort at least 90 %. Measured by benchmarks/bench_toy.py (results/toy.json):
-# all three reach 100 %, sort included, so all three are offered.
+# DEFAULT_STEPS (<= 30 s on one core), sort at least 90 %. Measured by `python benchmarks/bench_train.py toy`
+# (results/toy.json): all three reach 100 %, sort included, so all three are offered.
 OFFERED = ("copy", "reverse", "sort")
 MIN_LEN, MAX_LEN = 3, 8  # sequence lengths drawn uniformly; up to 10 needed ~20 % more steps for reverse
-DEFAULT_STEPS = 900  # optimizer steps of a live run: the schedule decays to 0 here (bench_toy.py times them)
+DEFAULT_STEPS = 900  # optimizer steps of a live run: the schedule decays to 0 here (bench_train.py toy times them)
 BATCH = 64
 EXAMPLE = "3 1 4 1 5 9 2 6"  # the fixed example whose cross-attention a live run reports
 
