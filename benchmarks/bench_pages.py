@@ -2,7 +2,7 @@
 
     python benchmarks/bench_pages.py [--repeats 10] [--cold-repeats 3] [--page-cycles N] [--opus-size]   (app.json)
     python benchmarks/bench_pages.py --baseline floor [--walks 3] [--cold-only] [--app COMMIT|DIR]      (floor.json)
-    python benchmarks/bench_pages.py --baseline ref=COMMIT|DIR [--actions switch:VIEW sentence layer-head]  (ab.json)
+    python benchmarks/bench_pages.py --baseline ref=COMMIT|DIR|public [--actions switch:VIEW sentence …]  (ab.json)
     python benchmarks/bench_pages.py --profile [--baseline floor|ref=…] [--views …] [--save-traces DIR]  (profile.json)
 
 Times are taken in the page, from the press to the first frame where the run has finished and every chart concerned
@@ -14,8 +14,9 @@ floor_app.py and the app (--app: another checkout), each on a fresh server and C
 launch included, until no element waits for its code), a new sentence, then every other view's first visit; app /
 floor (What if is skipped: its sentence B keeps the last sentence). --baseline ref=: that version, this one and this
 one again (the control) served at once, a tab each in one Chromium, every action on each in turn, the order
-reversed every other repeat. --profile: the floor walk with each first visit under Chromium's performance trace:
-the renderer's scripting, style + layout (and what scripts forced), paint and idle, and the websocket bytes.
+reversed every other repeat (ref=public: this checkout, its speed layer off). --profile: the floor walk with each
+first visit under Chromium's performance trace: the renderer's scripting, style + layout (and what scripts forced),
+paint and idle, and the websocket bytes.
 """
 from __future__ import annotations
 
@@ -251,7 +252,9 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
     from playwright.sync_api import sync_playwright
 
     this = str(ROOT / "app.py")
-    scripts = {"ref": served(args.baseline.partition("=")[2], args, stack), "this": this, "again": this}
+    ref = args.baseline.partition("=")[2]  # public: this checkout, ATLAS_PUBLIC_ONLY=1 (public Plotly/Streamlit API)
+    scripts = {"ref": this if ref == "public" else served(ref, args, stack), "this": this, "again": this}
+    envs = {name: env | ({"ATLAS_PUBLIC_ONLY": "1"} if name == "ref" and ref == "public" else {}) for name in scripts}
     sentences = distinct_sentences(args.repeats + 1)
     seconds = {(name, a): [] for name in scripts for a in args.actions}
     opened = {}
@@ -259,7 +262,7 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
         browser = bs.launch_chromium(p)
         try:
             for name, script in scripts.items():
-                opened[name] = ab_open(bs, browser, script, ckpt_dir, args.model, env, Path(tmp) / f"{name}.log")
+                opened[name] = ab_open(bs, browser, script, ckpt_dir, args.model, envs[name], Path(tmp) / f"{name}.log")
             gen = 100
             for i in range(args.repeats):
                 for action in args.actions:
@@ -277,16 +280,16 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
                   f"{min(s) * 1000:.0f}", len(s)] for (n, a), s in sorted(
                       seconds.items(), key=lambda kv: (args.actions.index(kv[0][1]), list(scripts).index(kv[0][0])))],
                 ["action", "variant", "median ms", "mean ms", "min ms", "n"]))
-    record(args, args.results or "ab", {
-        "variants": {n: checkout_name(Path(s).parent) for n, s in scripts.items()}, "actions": args.actions,
-        "repeats": args.repeats, "seconds": {f"{n} | {a}": s for (n, a), s in seconds.items()}})
+    variants = {n: checkout_name(Path(s).parent) + " (public)" * (envs[n] != env) for n, s in scripts.items()}
+    record(args, args.results or "ab", {"variants": variants, "actions": args.actions, "repeats": args.repeats,
+                                        "seconds": {f"{n} | {a}": v for (n, a), v in seconds.items()}})
     return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_server_args(ap)
-    ap.add_argument("--baseline", help="floor, or ref=COMMIT|DIR (another version, served at the same time)")
+    ap.add_argument("--baseline", help="floor, or ref=COMMIT|DIR|public (public: this one, speed layer off)")
     ap.add_argument("--profile", action="store_true", help="trace each first visit of a floor walk in Chromium")
     ap.add_argument("--repeats", type=int, default=None, help="actions of each kind (app: 10; side by side: 12)")
     ap.add_argument("--cold-repeats", type=int, default=3, help="cold starts of the app alone")
@@ -302,7 +305,7 @@ def main() -> int:
     ap.add_argument("--results", default=None, help="result file name in benchmarks/results/")
     args = ap.parse_args()
     if args.baseline and args.baseline != "floor" and not args.baseline.startswith("ref="):
-        ap.error("--baseline is floor or ref=COMMIT|DIR")
+        ap.error("--baseline is floor or ref=COMMIT|DIR|public")
     args.repeats, args.walks = args.repeats or (12 if args.baseline else 10), args.walks or (1 if args.profile else 3)
     with contextlib.ExitStack() as stack:
         if args.opus_size:
@@ -310,8 +313,7 @@ def main() -> int:
 
             args.checkpoint_dir, args.model = stack.enter_context(tempfile.TemporaryDirectory()), "opus-mt-size"
             build_folder(Path(args.checkpoint_dir) / args.model)
-        ready = common.server_preflight(args)
-        if ready is None:
+        if (ready := common.server_preflight(args)) is None:
             return 2
         bs, ckpt_dir, env = ready
         if args.profile or args.baseline == "floor":
