@@ -11,7 +11,7 @@ Waits until every backend and the proxy answer /_stcore/health, prints the URL, 
 Ctrl+C. Needs Debian's nginx: `apt-get install nginx`.
 
 Importable: `Deployment(...).start()` / `.stop()` (or `with Deployment(...) as d:`) is what
-benchmarks/bench_classroom.py and tests/test_proxy.py use.
+benchmarks/bench_classroom.py and tests/browser/test_proxy.py use.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ A page holds a `Model` (an opaque handle) and asks this module: load a checkpoin
 the tokens of a reference, the config facts it shows, a teacher-forced pass, an attribution, the masks'
 experiments, the head-report job, a toy run, an ablation. Every answer is a record of model/records.py, a string,
 a number, a dict or a NumPy array: no tensor, module or vocabulary passes this door. Pages import this module and
-model.records, nothing else of model/ (tests/test_service_door.py imports every page with this module stubbed and finds
-no torch loaded).
+model.records, nothing else of model/ (tests/views/test_service_door.py imports every page with this module stubbed
+and finds no torch loaded).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """axe-core in the real browser: run the WCAG 2.1 A/AA rules on one view of the app and count what it finds.
 
-Used by tests/test_browser_axe.py (every view, three modes, tiny model; docs/accessibility.md has the counts once
-taken on the shipped model). axe-core itself comes with the
+Used by tests/browser/test_browser_axe.py (every view, three modes, tiny model; docs/accessibility.md has the counts
+once taken on the shipped model). axe-core itself comes with the
 `axe-playwright-python` package (its axe.min.js is injected into the page): nothing is downloaded at run time.
 """
 from __future__ import annotations

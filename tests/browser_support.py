@@ -5,7 +5,7 @@ As in Streamlit's own e2e suite: start the server, poll `/_stcore/health`, and w
 browser serve a whole test session; every test gets a fresh page (a fresh Streamlit session).
 
 The plain functions (free_port, start_server, stop_server, launch_chromium, wait_*) are also used by
-the scripts in benchmarks/; the pytest fixtures at the bottom are imported by tests/test_browser.py.
+the scripts in benchmarks/; the pytest fixtures at the bottom are imported by tests/browser/test_browser.py.
 """
 from __future__ import annotations
 

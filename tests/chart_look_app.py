@@ -1,4 +1,4 @@
-"""A page for tests/test_browser_single_draw.py: the same figures drawn twice, side by side in the page's order.
+"""A page for tests/browser/test_browser_single_draw.py: the same figures drawn twice, side by side in the page's order.
 
 `st.plotly_chart(fig)` as the app drew its figures before (Streamlit's theme over the figure's plotly_white template,
 typed arrays), then `views.widgets.chart` as the app draws them now (the look written into the figure, theme=None).

@@ -7,12 +7,19 @@ and the model package happen inside the fixtures, so the viz tests never pay for
 from __future__ import annotations
 
 import copy
+import sys
+from pathlib import Path
 
 import pytest
 
+# The tests live in folders that mirror the packages (model/, viz/, views/, browser/); a few import helpers from each
+# other by bare name (test_model_data's corpus, test_marian's tiny model): every folder is on the import path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(_HERE / d) for d in ("model", "viz", "views", "browser") if str(_HERE / d) not in sys.path]
+
 # The real-browser fixtures (one server and one Chromium for the whole session) are registered here, once:
 # imported into two test modules they would become two "session" fixtures and start Playwright twice.
-from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: F401
+from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: E402,F401
 
 # A test that needs one of these needs Chromium: it is a browser test whether or not its module says so, so that
 # `pytest -m "not browser"` never starts a browser.

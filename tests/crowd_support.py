@@ -1,6 +1,6 @@
 """A class opening the link at once: N browser pages load the app in the same second.
 
-Used by tests/test_browser_crowd.py (does every page get its app?) and benchmarks/bench_crowd.py (how long
+Used by tests/browser/test_browser_crowd.py (does every page get its app?) and benchmarks/bench_crowd.py (how long
 until each page is drawn, with one process and with two behind nginx). Each page is a fresh browser context,
 so a fresh Streamlit session, and all of them are opened concurrently from one Chromium.
 """

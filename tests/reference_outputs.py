@@ -7,7 +7,7 @@ is reached (hooks instead of forward arguments) can be checked to change no numb
 translation (every array of the SentenceTrace and every step's candidates), a teacher-forced pass without the
 causal mask, the padded batch, translation and scoring with heads switched off, every attribution method,
 `model.patch`'s JSON (knockout, patching, logit lens), why-A-not-B and a head report over a few sentence pairs.
-tests/test_reference_outputs.py computes them again and compares.
+tests/model/test_reference_outputs.py computes them again and compares.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(ROOT), str(HERE)]
+sys.path[:0] = [str(ROOT), str(HERE), str(HERE / "model")]  # test_marian.py builds the tiny Marian
 
 from model.analysis import lens, patch  # noqa: E402
 from model.analysis.analyze import analyze  # noqa: E402
@@ -129,12 +129,13 @@ def _outputs(tr: Translator) -> dict[str, np.ndarray]:
 
 
 def _make_marian() -> None:
-    """The tiny Marian model of tests/test_marian.py, imported once and kept (its random draws are not rerun)."""
+    """The tiny Marian model of tests/model/test_marian.py, imported once and kept (its random draws are not rerun)."""
     import shutil
     import tempfile
 
-    from model.io.import_marian import import_marian
     from test_marian import build_marian
+
+    from model.io.import_marian import import_marian
 
     with tempfile.TemporaryDirectory() as tmp:
         src = build_marian(Path(tmp) / "hf", shared=True, activation="swish")
@@ -154,7 +155,7 @@ def main() -> int:
         print(f"{name}: {len(values)} arrays, {sum(v.size for v in values.values()):,} numbers")
     (REFERENCE / "README.md").write_text(
         "Outputs recorded by `python tests/reference_outputs.py` (see its docstring); compared by "
-        "tests/test_reference_outputs.py. `tiny-marian/` is the tiny Marian model of tests/test_marian.py, "
+        "tests/model/test_reference_outputs.py. `tiny-marian/` is the tiny Marian model of tests/model/test_marian.py, "
         "imported once.\n", encoding="utf-8")
     print(json.dumps({p.name: p.stat().st_size for p in REFERENCE.rglob("*") if p.is_file()}))
     return 0

@@ -8,7 +8,7 @@ run 10 times each; analyze, attribution, import_marian and evaluate, slower (spa
 3 times each. Every process imports torch (a few seconds), so the runs go two at a time, one per core of the
 2-core CI machine; each run still is its own process with its own exit. Data: the tiny checkpoint of
 tests/tiny_checkpoint.py and its four sentence pairs, written here; import_marian imports a tiny Marian model
-built here (tests/test_marian.py's build_marian).
+built here (tests/model/test_marian.py's build_marian).
 
 The --help test runs in-process: every option of every command line has a help text, and each help shows a
 full example.
@@ -217,8 +217,9 @@ def test_evaluate_exits_0_every_time_and_scores_the_translations(tiny, tmp_path)
 def test_import_marian_exits_0_every_time_and_writes_a_checkpoint(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
-    from model.inference.translator import Translator
     from test_marian import SENTENCES, build_marian
+
+    from model.inference.translator import Translator
 
     marian = build_marian(tmp_path / "hf")
     procs = run_many(FEW, "import_marian", lambda i: [marian, "--out", tmp_path / f"ours{i}"])

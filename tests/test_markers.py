@@ -19,7 +19,7 @@ def test_not_browser_selects_no_test_that_drives_chromium():
     """Every test module that starts Chromium (its name says browser, or it uses the browser fixtures) is left out."""
     chosen = collected("not browser")
     assert chosen, "nothing collected"
-    browser_modules = {p.name for p in (ROOT / "tests").glob("test_browser*.py")}
+    browser_modules = {p.name for p in (ROOT / "tests").rglob("test_browser*.py")}
     leaked = [t for t in chosen if t.split("::")[0].split("/")[-1] in browser_modules]
     assert leaked == [], f"browser tests selected by -m 'not browser': {leaked[:5]}"
     browser = collected("browser")

@@ -72,7 +72,7 @@ class _Prebuilt(go.Figure):
 
 
 # st.plotly_chart serialises a kept figure's dict through plotly.io.to_json on every run: answered from the kept
-# JSON (views/streamlit_internals.py; tests/test_figcache_contract.py pins the call).
+# JSON (views/streamlit_internals.py; tests/views/test_figcache_contract.py pins the call).
 serve_kept_json(_FrozenDict)
 
 

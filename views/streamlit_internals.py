@@ -1,7 +1,7 @@
 """Every private name of Streamlit the app relies on, in one room: the history flag of a run, and the CSS that reaches
 into Streamlit's elements by their `data-testid` (a frontend detail, not an API).
 
-A Streamlit upgrade may rename either. tests/test_internals_contract.py checks that the installed Streamlit still
+A Streamlit upgrade may rename either. tests/views/test_internals_contract.py checks that the installed Streamlit still
 has the flag and every test id named here, and names this file when one is gone. With `ATLAS_PUBLIC_ONLY=1`
 (viz/plotly_internals.py's switch) nothing here is used: no flag (history is then told by the URL changing under
 the session, views/urlstate.py) and only the CSS that names the app's own classes and keys; the pages look plainer,

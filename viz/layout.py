@@ -56,7 +56,7 @@ def figure(data: list | None = None, layout: dict | None = None, template: str =
 
     Validation checks every property name and coerces every value, and it costs two to three times the rest of
     a heatmap's build (most of a page's server CPU per new sentence). The builders
-    write plain, valid plotly (no shorthands for validation to expand), so tests/test_viz_fast_build.py builds
+    write plain, valid plotly (no shorthands for validation to expand), so tests/viz/test_viz_fast_build.py builds
     every figure made here both ways, with validation inside :func:`validating`, and checks that the JSON sent to
     the browser is the same. Attribute access (``fig.layout.title.text``, ``fig.data[0].z``) works either way.
     """
@@ -78,7 +78,7 @@ def template_dict(name: str) -> dict:
     Set as a template object, plotly deep-copies it (``to_plotly_json``), twice per figure
     (the default template, then ours), up to half of a small heatmap's build. An unvalidated layout keeps a dict
     as it is given, so each figure gets its own copy made by ``json.loads`` from text kept once; the figure's
-    JSON is the same (tests/test_viz_fast_build.py)."""
+    JSON is the same (tests/viz/test_viz_fast_build.py)."""
     return json.loads(_template_text(name))
 
 
@@ -154,7 +154,7 @@ def label_margins(layout: dict, base: float) -> tuple[float, float]:
     heatmap in the browser. Margins set to this estimate beforehand leave nothing to push, so the figure is drawn
     once. The browser gets no automargin at all (viz/axis_notes.py: measuring the labels is itself a forced
     layout of the page per label), so this estimate is what keeps every label in the figure:
-    tests/test_browser_margins.py checks it against Chromium's own measurements of the labels and titles.
+    tests/browser/test_browser_margins.py checks it against Chromium's own measurements of the labels and titles.
     """
     left = bottom = 0.0
     for name, axis in layout.items():

@@ -12,7 +12,7 @@ layout gets the template's layout under its own settings (the figure's own setti
 trace its type's template entry, and the title its bold weight; only the text's grey is darker (CHART_TEXT).
 ``chart_look.json`` is the template Streamlit's light theme makes of plotly_white (Streamlit 1.67, read back from a
 chart in Chromium; the parts for 3-D, polar, ternary and map plots left out, which the app never draws);
-``tests/test_browser_single_draw.py`` reads it back from a live chart again and fails when Streamlit's theme has
+``tests/browser/test_browser_single_draw.py`` reads it back from a live chart again and fails when Streamlit's theme has
 changed.
 """
 from __future__ import annotations

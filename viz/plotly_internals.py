@@ -3,9 +3,9 @@
 Plotly's property objects validate and copy on every access; reading a built figure's raw dicts, building one without
 validation and setting a registered template as plain JSON made a page's figures several times cheaper to build
 and send (docs/performance.md). Those are private names (`fig._data`, `fig._layout`, `obj._props`, `_validate`,
-`_plotly_utils`), which a Plotly upgrade may change. So they live here only, tests/test_internals_contract.py fails
-with a clear message when one changes, and `ATLAS_PUBLIC_ONLY=1` switches every one to Plotly's public API: slower,
-never blank.
+`_plotly_utils`), which a Plotly upgrade may change. So they live here only, tests/views/test_internals_contract.py
+fails with a clear message when one changes, and `ATLAS_PUBLIC_ONLY=1` switches every one to Plotly's public API:
+slower, never blank.
 """
 from __future__ import annotations
 

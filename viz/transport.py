@@ -33,7 +33,7 @@ def figure_json(fig: go.Figure) -> str:
     ``to_json`` deep-copies the whole figure (every hover label of every cell) and then walks it again in Python
     to make it JSON-safe: slow for big figures (the Embeddings page's heatmaps of 256 dimensions). Here each dict
     and list is copied once, numeric arrays become plotly's typed arrays (base64, as ``to_json`` writes them),
-    other arrays become lists, and the C encoder of ``json`` writes the rest. tests/test_viz_fast_build.py checks
+    other arrays become lists, and the C encoder of ``json`` writes the rest. tests/viz/test_viz_fast_build.py checks
     that the browser gets the same figure as from ``to_json``.
     """
     if plotly_internals.public_only():

@@ -193,7 +193,7 @@ def test_sixteen_concurrent_sessions_each_see_their_own_translation_and_attentio
     """16 pages (16 Streamlit sessions) send different sentences at once through one cached model."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from model.inference.translator import Translator
 
     translator = Translator.from_checkpoint(app_server.checkpoint_dir / "demo")

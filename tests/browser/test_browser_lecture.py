@@ -4,6 +4,7 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
+from test_browser_truth import OVERLAPS_JS
 
 from browser_support import (
     CHART,
@@ -17,7 +18,6 @@ from browser_support import (
     wait_new_run,
     widget,
 )
-from test_browser_truth import OVERLAPS_JS
 
 SENTENCE = "Ein Hund läuft im Schnee."
 OTHER = "Ein Mann fährt Fahrrad."

@@ -18,7 +18,7 @@ from viz.figure_pack import FigurePack
 from viz.lesson_page import page_data
 
 pytestmark = pytest.mark.browser
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Real-browser tests of the views on a Marian model: `streamlit run app.py` serving an imported Marian model (a random
-MarianMTModel imported as French → English, built in the test by tests/test_app_marian.py's fixture), in Chromium.
+MarianMTModel imported as French → English, built in the test by tests/views/test_app_marian.py's fixture), in Chromium.
 Every view draws without an exception, the Attention heatmap's axes carry the model's SentencePiece pieces and its
 own languages, and a new sentence redraws the axes with that sentence's pieces."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from browser_support import (
     stop_server,
     wait_charts,
 )
-from tests.test_app_marian import TEXT, VIEWS, marian_root  # noqa: F401  (marian_root is a fixture)
+from tests.views.test_app_marian import TEXT, VIEWS, marian_root  # noqa: F401  (marian_root is a fixture)
 
 MODEL = "tiny-marian"
 NEW_TEXT = "Ein Zebra frisst Äpfel im Schnee!"

@@ -7,10 +7,10 @@ rows are at least viz.rows.MIN_ROW_PX tall (a long sentence's rows are a window 
 from __future__ import annotations
 
 import pytest
+from test_browser_presenter import MAIN_CHART, SETTLED_JS, model_for
 
 from browser_js import LAID_OUT_JS
 from browser_support import new_page, open_app
-from test_browser_presenter import MAIN_CHART, SETTLED_JS, model_for
 from tiny_checkpoint import GERMAN
 
 SIZES = [(1280, 720), (1920, 1080)]

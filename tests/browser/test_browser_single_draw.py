@@ -30,7 +30,7 @@ pytestmark = pytest.mark.browser  # every test here drives Chromium
 # Counts full draws per chart: Plotly gives each chart div its event methods, `emit` last, when it first plots;
 # a setter on the div prototype catches that and subscribes to plotly_beforeplot, which starts every full draw.
 # Not counted: Plotly's own redraw when labels turn out to need wider margins (viz.layout.label_margins keeps
-# those rare; tests/test_browser_margins.py checks them).
+# those rare; tests/browser/test_browser_margins.py checks them).
 DRAW_COUNTER_JS = """(() => {
   Object.defineProperty(HTMLDivElement.prototype, 'emit', {
     configurable: true,

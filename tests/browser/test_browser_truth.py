@@ -231,7 +231,7 @@ def test_the_json_download_equals_the_cli_file(page, app_server, tmp_path):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from model.io import export
 
     open_app(page, app_server.link(view="Attention", text=SENTENCE))

@@ -22,7 +22,7 @@ from model.records import KINDS
 from model.text.vocab import Vocab
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The tiny model's sentences, plus two with words it has never seen (rare-word candidates) and one without a stop.
 SRC = GERMAN + ["Ein Zebra rennt im Schnee!", "Zwei Männer spielen Fußball", "Ein Hund schläft."]
 REF = ENGLISH + ["A zebra runs in the snow!", "Two men play soccer", "A dog sleeps."]
@@ -315,7 +315,7 @@ def test_a_marian_models_start_query_counts_in_the_head_measures(tmp_path):
 
     from model.inference.translator import Translator
     from model.io.import_marian import import_marian
-    from tests.test_marian import DE, EN, build_marian, sentences
+    from tests.model.test_marian import DE, EN, build_marian, sentences
 
     import_marian(str(build_marian(tmp_path / "hf")), tmp_path / "ours")
     tr = Translator.from_checkpoint(tmp_path / "ours")

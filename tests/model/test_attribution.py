@@ -265,7 +265,7 @@ def test_faithfulness_writes_into_the_current_folder_and_names_files_relative_to
 
     from tiny_checkpoint import GERMAN, make_tiny_checkpoint
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     folder = make_tiny_checkpoint(tmp_path / "ck")
     src = tmp_path / "s.de"
     src.write_text("\n".join(GERMAN) + "\n", encoding="utf-8")

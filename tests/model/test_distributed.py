@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_film import film_args, write_corpus
 
 from model.io.checkpoint import load_checkpoint
 from model.training.distributed import Ranks, share, weights_digest
-from test_film import film_args, write_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def torchrun(data_dir: Path, out: Path, epochs: int, *extra: str) -> subprocess.CompletedProcess:

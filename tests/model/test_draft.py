@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_model_decode import BOS, EOS, check_result_trace, check_steps_against_teacher_forcing, src_tensor
 
 from model.inference import decode
 from model.inference.decode import greedy_decode
@@ -16,7 +17,6 @@ from model.inference.translator import Translator
 from model.nn.config import ModelConfig
 from model.nn.hooks import gate_hooks
 from model.nn.transformer import EncoderDecoder
-from test_model_decode import BOS, EOS, check_result_trace, check_steps_against_teacher_forcing, src_tensor
 
 pytestmark = pytest.mark.skipif(not quantization_available(), reason="this torch has no int8 engine")
 

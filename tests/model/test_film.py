@@ -27,7 +27,7 @@ from model.training.film import (
 from test_model_data import synthetic_corpus, train_args
 
 torch.set_num_threads(1)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_corpus(d: Path) -> Path:

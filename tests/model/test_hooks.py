@@ -270,7 +270,7 @@ def _toy():
     return ToyTranslator(EncoderDecoder(toy_config()).eval(), "reverse")
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"pieces": ROOT / "checkpoints" / "multi30k-de-en", "words": ROOT / "checkpoints" / "multi30k-de-en-words",
            "marian": ROOT / "tests" / "data" / "reference" / "tiny-marian"}
 

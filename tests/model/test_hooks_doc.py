@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "hooks.md"
 CHECKPOINTS = {"shipped": ROOT / "checkpoints" / "multi30k-de-en",
                "tiny-marian": ROOT / "tests" / "data" / "reference" / "tiny-marian"}

@@ -25,7 +25,7 @@ from model.io.import_marian import ImportRefused, import_marian, main  # noqa: E
 from model.nn.hooks import attn_name  # noqa: E402
 from model.nn.trace import patterns  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DE = ("der die das ein eine Hund Katze Mann Frau Kind läuft spielt liest schläft im Park Schnee Haus "
       "mit einem roten blauen großen kleinen Ball Buch Wasser und sieht 1 2 3").split()
 EN = ("the a dog cat man woman child runs plays reads sleeps in park snow house with red blue big small "

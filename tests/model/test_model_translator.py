@@ -236,7 +236,7 @@ def test_padded_batch_line_is_a_greedy_search_of_the_padded_sentence(translator,
 
     # The shipped model too: without the mask its translation of a padded sentence changes (the tiny test model's
     # often does not), so the search after a disagreement is exercised as well.
-    shipped = Translator.from_checkpoint(Path(__file__).resolve().parent.parent / "checkpoints" / "multi30k-de-en",
+    shipped = Translator.from_checkpoint(Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en",
                                          draft=False)
     cases = [(translator, de) for de, _ in pairs[:4]] + [(shipped, de) for de in
                                                          ("Eine ältere Frau spielt im Park in einem blauen Hemd.",

@@ -29,7 +29,7 @@ from model.inference.translator import Translator
 from model.nn.hooks import attn_name
 from model.records import MIN_GAP
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLEAN, CORRUPT = "Ein Mann fährt Fahrrad.", "Ein Kind liest Fahrrad."  # five tokens each
 
 
@@ -235,8 +235,9 @@ def marian(tmp_path_factory):
     """The tiny Marian model of test_marian.py, imported into a checkpoint (built here, nothing downloaded)."""
     pytest.importorskip("transformers")
     pytest.importorskip("sentencepiece")
-    from model.io.import_marian import import_marian
     from test_marian import build_marian
+
+    from model.io.import_marian import import_marian
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("marian-patch")

@@ -22,7 +22,7 @@ from model.text.reading import (
 )
 from viz.tables import source_token_rows
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # "Zwei Männr spielen Fussbal im Park." as the shipped model's pieces read it
 TYPOS = ["▁Zwei", "▁M", "ä", "n", "n", "r", "▁spielen", "▁F", "uss", "b", "al", "▁im", "▁Park", "."]
 

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_film import write_corpus
 
 from model.inference.translator import Translator
 from model.io.checkpoint import SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
@@ -17,7 +18,6 @@ from model.text.vocab import SPECIALS, UNK, Vocab
 from model.training import train as train_cli
 from model.training.film import load_film
 from model.training.vocabularies import encode_pairs
-from test_film import write_corpus
 from test_model_data import synthetic_corpus, train_args
 
 torch.set_num_threads(1)

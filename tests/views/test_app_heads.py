@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from tests.app_support import array, demo_checkpoints, run_app, serving, visible_text
-from tests.test_app_heads_effect import assert_agreement_line
 from tests.tiny_checkpoint import ENGLISH, GERMAN
+from tests.views.test_app_heads_effect import assert_agreement_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en"
 SRC = GERMAN + ["Ein Zebra rennt im Schnee!", "Zwei Männer spielen Fußball"]
 REF = ENGLISH + ["A zebra runs in the snow!", "Two men play soccer"]

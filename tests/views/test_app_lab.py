@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.app_support import array, demo_checkpoints, run_app, visible_text
-from tests.test_app_truth import toy_key  # noqa: F401  (a fixture)
 from tests.tiny_checkpoint import GERMAN
+from tests.views.test_app_truth import toy_key  # noqa: F401  (a fixture)
 
 A = GERMAN[3]  # "Ein Hund läuft im Schnee."
 B = "Zwei Hunde spielen im Schnee."  # as many tokens as A
@@ -360,7 +360,7 @@ def test_the_lab_works_on_the_shipped_models_and_every_example_pair_can_be_patch
     from tests.app_support import serving
     from views.whatif import EXAMPLE_PAIRS
 
-    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    root = Path(__file__).resolve().parents[2] / "checkpoints"
     shipped = service.load(str(root / model_name))
     for a, b in EXAMPLE_PAIRS.values():  # the page's promise: each example pair runs through patching
         assert len(service.trace(shipped, a).source.tokens) == len(service.trace(shipped, b).source.tokens), (a, b)

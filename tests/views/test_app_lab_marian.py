@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tests.app_support import run_app, visible_text
-from tests.test_app_marian import marian_root  # noqa: F401  (a fixture)
+from tests.views.test_app_marian import marian_root  # noqa: F401  (a fixture)
 
 TEXT, PAIR = "Le chien court dans le parc.", "Le chat court dans le parc."
 

@@ -14,7 +14,7 @@ from model import records
 from tests.app_support import demo_checkpoints, md_tables, run_app, visible_text
 from tests.tiny_checkpoint import ENGLISH, GERMAN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
 
 

@@ -20,7 +20,7 @@ def marian_root(tmp_path_factory):
     import torch
 
     from model.io.import_marian import import_marian
-    from tests.test_marian import build_marian
+    from tests.model.test_marian import build_marian
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

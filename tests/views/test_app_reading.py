@@ -16,7 +16,7 @@ from model.text.reading import fragmented_words, repeated_run, spelled
 from tests.app_support import md_tables, run_app, serving, visible_text
 from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TYPO = "Ein Hnud läuft im Schnee."  # "Hund" misspelt: no piece spells it, no word vocabulary holds it
 RIGHT = "Ein Hund läuft im Schnee."
 

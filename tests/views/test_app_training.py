@@ -18,7 +18,7 @@ def root(tmp_path_factory):
     import torch
 
     from model.training import train as train_cli
-    from tests.test_model_data import synthetic_corpus, train_args
+    from tests.model.test_model_data import synthetic_corpus, train_args
 
     data = tmp_path_factory.mktemp("training_data")
     pairs = synthetic_corpus()

@@ -251,12 +251,12 @@ def test_the_favicon_is_a_local_file():
     import ast
     from pathlib import Path
 
-    src = (Path(__file__).resolve().parent.parent / "app.py").read_text(encoding="utf-8")
+    src = (Path(__file__).resolve().parents[2] / "app.py").read_text(encoding="utf-8")
     call = next(n for n in ast.walk(ast.parse(src))
                 if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "set_page_config")
     icon = next(k.value for k in call.keywords if k.arg == "page_icon")
     assert "favicon.png" in ast.unparse(icon)
-    assert (Path(__file__).resolve().parent.parent / "docs" / "favicon.png").is_file()
+    assert (Path(__file__).resolve().parents[2] / "docs" / "favicon.png").is_file()
 
 
 def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, translator):
@@ -305,7 +305,7 @@ def test_training_header_promises_a_film_only_where_there_is_one(checkpoints, ck
 def test_training_header_names_the_film_of_a_model_that_has_one(monkeypatch):
     from views import training
 
-    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    root = Path(__file__).resolve().parents[2] / "checkpoints"
     monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(root))
     assert (root / "multi30k-de-en" / "film.json").is_file()
     assert not (root / "multi30k-de-en-words" / "film.json").exists()

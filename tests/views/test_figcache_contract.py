@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 from views.figcache import FigureCache, drawable
 from viz.attention import attention_figure
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKS = ["<bos>", "▁A", "▁dog", "&", "<b>"]
 
 # Run by AppTest in this process: the kept figure goes through st.plotly_chart as the app hands it over, with a

@@ -1,7 +1,7 @@
 """The lesson file: `python -m model.export SENTENCE… --html FILE` writes one offline HTML page with the app's figures.
 
 In process on the tiny checkpoint of tests/tiny_checkpoint.py, and once as a subprocess. The page's own
-JavaScript is exercised in tests/test_browser_lesson.py.
+JavaScript is exercised in tests/browser/test_browser_lesson.py.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from viz.lesson import KINDS, formula_gap, lesson_pack, readable
 from viz.lesson_page import page_data
 from viz.text import escape_tokens
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Anything that would make a browser fetch a script, a style sheet or a font from elsewhere.
 FETCHES = re.compile(r"<script[^>]*\bsrc\s*=|<link[^>]*\bhref\s*=|@import|url\(\s*['\"]?\s*(https?:)?//", re.I)
 

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A stand-in for pandas' import: slow, and recorded, so a test can tell what happened while it ran.
 PRELUDE = """

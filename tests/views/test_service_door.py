@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(p for p in (ROOT / "views").glob("*.py") if p.name != "__init__.py")
 
 # model.service replaced by a module whose every attribute is a stand-in: importing every page and what app.py

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_viz_fast_build import _builders
+
 from viz.alt import Alt, describe, fmt_number, grid_alt, plain, with_alt
 from viz.alt_series import wave_period
 from viz.attention import attention_figure, heads_figure, overview_figure

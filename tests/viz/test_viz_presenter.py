@@ -1,5 +1,5 @@
 """viz in presenter mode and high contrast: figures fit the screen, colour bars only where asked, bars that stand
-out, and the cosmetic mends that can be measured without a browser (tests/test_browser_presenter.py measures the
+out, and the cosmetic mends that can be measured without a browser (tests/browser/test_browser_presenter.py measures the
 pixels)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.test_viz_fast_build import _builders
+from tests.viz.test_viz_fast_build import _builders
 from viz.architecture import architecture_figure
 from viz.attention import heads_figure
 from viz.decoding import candidates_figure, step_cross_attention_figure
