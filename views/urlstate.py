@@ -24,6 +24,12 @@ class Param:
     parse: Callable[[str], object]  # raises ValueError on a bad value (then the default is used)
     dump: Callable[[object], str] = str
     needed: Callable[[dict], bool] | None = None  # written to the URL only when this holds for the state
+    default_text: str = ""  # the default in words where its value says too little (the schema's table)
+
+
+def _accepts(parse: Callable, text: str) -> Callable:
+    parse.accepts = text  # what the schema's table says a parser takes (accepts())
+    return parse
 
 
 def _choice(options) -> Callable[[str], str]:
@@ -31,11 +37,11 @@ def _choice(options) -> Callable[[str], str]:
         if s not in options:
             raise ValueError(s)
         return s
-    return parse
+    return _accepts(parse, r" \| ".join(f"`{o}`" for o in options))
 
 
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
-    return lambda s: min(max(int(s), lo), hi)
+    return _accepts(lambda s: min(max(int(s), lo), hi), f"an integer, brought within {lo}–{hi}")
 
 
 def within(value, lo: int, hi: int, default: int | None = None) -> int:
@@ -58,6 +64,22 @@ def _bool(s: str) -> bool:
 
 def _dump_bool(v: object) -> str:
     return "1" if v else "0"
+
+
+def accepts(p: Param) -> str:
+    """What a parameter's parser takes, in words (the URL schema's table, docs/url-parameters.md)."""
+    named = {str: "text", _bool: "`1` or `0`", parse_heads: "heads `kind-layer-head`, comma-separated",
+             parse_tokens: "tokens, space-separated", parse_ints: "integers, comma-separated",
+             parse_note: "one line of text, cut at 200 characters"}
+    return getattr(p.parse, "accepts", None) or named.get(p.parse, p.parse.__name__)
+
+
+def schema_rows(schema: dict[str, Param]) -> list[str]:
+    """The schema as Markdown table rows: parameter | default (as the URL writes it) | accepted values."""
+    def default(p: Param) -> str:
+        dumped = "" if p.default is None else p.dump(p.default)
+        return " ".join(filter(None, [f"`{dumped}`" if dumped else "", p.default_text])) or "(empty)"
+    return [f"| `{key}` | {default(p)} | {accepts(p)} |" for key, p in schema.items()]
 
 
 def parse_heads(s: str) -> tuple[tuple[str, int, int], ...]:
@@ -107,10 +129,10 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
     return {
         "text": Param(examples_default, str),
         "view": Param("Overview", _choice(views)),
-        "ckpt": Param(None, str),  # None: the default model (ATLAS_DEFAULT_MODEL)
+        "ckpt": Param(None, str, default_text="the server's default model"),  # ATLAS_DEFAULT_MODEL
         "decoding": Param("greedy", _choice(("greedy", "beam"))),
         "beam": Param(5, _int_in(2, 10)),
-        "max_len": Param(0, _int_in(0, max_steps)),
+        "max_len": Param(0, _int_in(0, max_steps), default_text="(automatic)"),
         "fig_format": Param("png", _choice(("png", "svg"))),  # what a figure's camera button saves
         # Presenter mode: large type, one thing at a time; `focus` is the page's section shown
         "present": Param(False, _bool, _dump_bool),
@@ -120,7 +142,8 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "compare": Param("off", _choice(compare)),
         "text2": Param(second_text, str, needed=lambda state: state.get("compare") == "sentence"),
         # ckpt2 None: the untrained twin of `ckpt` (or the trained model of a twin)
-        "ckpt2": Param(None, str, needed=lambda state: state.get("compare") == "model"),
+        "ckpt2": Param(None, str, needed=lambda state: state.get("compare") == "model",
+                       default_text="the untrained twin of `ckpt`"),
         # Attention, Inside one head
         "kind": Param("cross", _choice(kinds)),
         "layer": Param(1, layer),
@@ -136,8 +159,8 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # Decoding
         "prefix": Param((), parse_tokens, dump_tokens),  # tokens the user forced
         "dec_step": Param(1, _int_in(1, max_steps + 1)),
-        "dec_layer": Param(LAST, _int_in(1, LAST)),  # the last decoder layer unless chosen (0 in older links)
-        "dec_head": Param(0, _int_in(0, 64)),  # 0: mean of the heads
+        "dec_layer": Param(LAST, _int_in(1, LAST), default_text="(the last layer)"),  # 0 in an older link: the same
+        "dec_head": Param(0, _int_in(0, 64), default_text="(the mean of the heads)"),
         "dec_beam": Param(False, _bool, _dump_bool),  # run beam search beside the greedy output
         "dec_lens": Param(False, _bool, _dump_bool),  # the logit lens at the chosen step
         "dec_why": Param(False, _bool, _dump_bool),  # why A and not B at the chosen step
@@ -146,7 +169,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # and not B" ("": the page's default pair)
         "pair": Param("", str, needed=lambda state: (state.get("pair") or "").strip()
                       != (state.get("text") or "").strip()),
-        "lab_token": Param(0, _int_in(0, max_steps + 1)),
+        "lab_token": Param(0, _int_in(0, max_steps + 1), default_text="(the whole translation)"),
         "lab_patch": Param(False, _bool, _dump_bool),  # What if: run activation patching
         "why_a": Param("", str),
         "why_b": Param("", str),
@@ -165,7 +188,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "heads_sent": Param(1, _int_in(1, 64)),
         # Training: the film's probe sentence and frame (1-based), the toy task
         "film_probe": Param(1, _int_in(1, 64)),
-        "film_frame": Param(0, _int_in(0, 10_000)),  # 0: the last frame
+        "film_frame": Param(0, _int_in(0, 10_000), default_text="(the last frame)"),
         "toy_task": Param("copy", _choice(("copy", "reverse", "sort"))),
         # Presenter mode's quiz on the Decoding page (views/quiz.py): the question asked before the step is shown,
         # the seed of the options' order, whether the answer is shown; the lecturer's note shown on every view
