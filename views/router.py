@@ -5,15 +5,17 @@ the chosen view's page as a Streamlit fragment, so that a view, layer, head or s
 the sidebar, the header and the trace lookup (less server time per click, and the browser redraws only the page).
 One run of the fragment, in order:
 
-1. (widgets keep their values by themselves: `persist_state`, views/urlstate.py); if a page widget changed
-   what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced prefix), or the view starts or
-   ends side by side, the whole app runs again; the run waits for pandas (views/pandas_gate.py);
+1. if a page widget changed what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced
+   prefix), or the view starts or ends side by side, the whole app runs again; the run waits for pandas
+   (views/pandas_gate.py);
 2. the sidebar's list of views is drawn into its slot (choosing a view is a fragment run too);
 3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
 4. the header (views/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
    asks about a step, the header keeps that step's answer;
 5. the URL is written (a fragment run does not reach app.py's end), and the next page of the sidebar is prepared in
    the background (views/prefetch.py, handed `PAGES`).
+
+Widgets keep their values by themselves between runs that do not draw them (`persist_state`, views/urlstate.py).
 
 What runs first in a session stays at app.py's top, before its other imports: the pandas gate and the warm-up
 (views/warmup.py) must start before the app's code is imported. `end` closes every run of the whole app.
