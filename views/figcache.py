@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import threading
 import uuid
 from collections import OrderedDict
@@ -21,6 +22,7 @@ import plotly.graph_objects as go
 from views.streamlit_internals import serve_kept_json
 from viz.alt import describe
 from viz.kinds import languages
+from viz.plotly_internals import public_only
 from viz.theme import theme
 from viz.transport import browser_json
 
@@ -86,8 +88,12 @@ def _prebuilt(figure, revision: str):
         # Its text alternative (views.widgets.chart shows it), read from the figure's data before that is dropped.
         alt = describe(figure)
         layout = figure.layout
-        kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
-        kept.json = browser_json(figure, revision)
+        sent = browser_json(figure, revision)
+        if public_only():  # Plotly's own to_json writes what Streamlit sends (serve_kept_json is off): the whole figure
+            kept = _FrozenDict(json.loads(sent))
+        else:
+            kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
+        kept.json = sent
         light = _Prebuilt(layout={"template": {}})  # an empty template: plotly would deep-copy its default into it
         light._atlas_dict = kept
         light._atlas_alt = alt

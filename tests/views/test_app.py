@@ -1,6 +1,8 @@
 """The app through streamlit.testing.v1.AppTest, on a tiny checkpoint built by the tests."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from model import records
@@ -144,5 +146,9 @@ def test_every_view_draws_with_the_speed_layer_off(checkpoints, view, monkeypatc
     assert not at.exception, [e.value for e in at.exception]
     if view not in ("Heads", "Training"):  # those two need a report or a film the tiny checkpoint lacks
         assert charts(at), f"{view} drew no chart"
+    for chart in charts(at):  # what the browser gets holds the figure, not only its size
+        sent = json.loads(chart.proto.spec)
+        drawn = sent.get("data") or sent.get("layout", {}).get("annotations") or sent.get("layout", {}).get("shapes")
+        assert "data" in sent and drawn, f"{view}: an empty chart was sent"
     markdown = " ".join(m.value for m in at.markdown)
     assert "data-testid" not in markdown  # the CSS named no Streamlit test id
