@@ -107,9 +107,10 @@ def hook_names(cfg) -> list[str]:
 
 def check_names(cfg, fwd_hooks: FwdHooks) -> None:
     """ValueError for a hook named by a string that is no point of this model (a typo would otherwise do nothing)."""
-    known = set(hook_names(cfg))
-    for name, _ in fwd_hooks:
-        if isinstance(name, str) and name not in known:
+    named = [name for name, _ in fwd_hooks if isinstance(name, str)]
+    known = set(hook_names(cfg)) if named else set()  # every translation passes here: no list without a name
+    for name in named:
+        if name not in known:
             close = difflib.get_close_matches(name, known, n=3)
             raise ValueError(f"{name!r} is not a hook point of this model" +
                              (f"; did you mean {', '.join(close)}?" if close else " (see docs/hooks.md)"))
