@@ -2,21 +2,23 @@
 
     python benchmarks/bench_pages.py [--repeats 10] [--cold-repeats 3] [--page-cycles N] [--opus-size]   (app.json)
     python benchmarks/bench_pages.py --baseline floor [--walks 3] [--cold-only] [--app COMMIT|DIR]      (floor.json)
-    python benchmarks/bench_pages.py --baseline ref=COMMIT|DIR|public [--actions switch:VIEW sentence …]  (ab.json)
+    python benchmarks/bench_pages.py --baseline "ref=REF[;REF…]" [--actions switch:VIEW sentence …]     (ab.json)
+    python benchmarks/bench_pages.py --baseline "ref=REF[;REF…]" --walks N [--cold-only]                (floor.json)
     python benchmarks/bench_pages.py --profile [--baseline floor|ref=…] [--views …] [--save-traces DIR]  (profile.json)
 
 Times are taken in the page, from the press to the first frame where the run has finished and every chart concerned
-has plotted again (app_walk.py). Alone: cold starts (server start -> Overview drawn), then on Attention --repeats new
-sentences, layer or head changes and attention-kind changes, each after a warm-up, then a warm-up cycle through
+has plotted again (app_walk.py). Alone: cold starts (server start -> Overview drawn), then on Attention --repeats
+new sentences, layer or head changes and attention-kind changes, each after a warm-up, then a warm-up cycle through
 every view and --page-cycles rotations of page switches. --opus-size serves bench_model.py's opus-mt-size model
 (random weights, 20 output tokens, cross-attention, no selector changes). --baseline floor: walks alternating
 floor_app.py and the app (--app: another checkout), each on a fresh server and Chromium: the cold start (browser
 launch included, until no element waits for its code), a new sentence, then every other view's first visit; app /
-floor (What if is skipped: its sentence B keeps the last sentence). --baseline ref=: that version, this one and this
-one again (the control) served at once, a tab each in one Chromium, every action on each in turn, the order
-reversed every other repeat (ref=public: this checkout, its speed layer off). --profile: the floor walk with each
-first visit under Chromium's performance trace: the renderer's scripting, style + layout (and what scripts forced),
-paint and idle, and the websocket bytes.
+floor (What if is skipped: its sentence B keeps the last sentence). --baseline ref=: those versions (REF: a COMMIT
+or DIR; public: this checkout with every private-name device off; off:A,B: with those speed devices off,
+viz/speed.py), this one and this one again (the control) served at once, a tab each in one Chromium, every action on
+each in turn, the order reversed every other repeat; with --walks, floor walks instead, the refs and the app in turn
+(app / ref <= 1.05). --profile: the floor walk with each first visit under Chromium's performance trace: the
+renderer's scripting, style + layout (and what scripts forced), paint and idle, and the websocket bytes.
 """
 from __future__ import annotations
 
@@ -34,16 +36,29 @@ from common import ROOT, checkout_name, distinct_sentences, summary, table, verd
 
 TARGETS = {"cold_start_s": 4.0, "new_sentence_s": 0.5, "layer_head_s": 0.25, "page_switch_s": 0.5}
 FLOOR_TARGETS = {"first_visit": 1.25, "new_sentence": 1.0, "cold_start": 1.2}  # app / floor, at most
+REF_LIMIT = 1.05  # app / another version (or this one with a speed device off), at most
 OPUS_LINK = {"kind": "cross", "layer": 1, "head": 1, "max_len": 20}
 PAUSE_S = 0.3  # after each side-by-side action: the prefetch and the browser's idle work settle before the next
 
 
 def served(ref: str, args, stack: contextlib.ExitStack) -> str:
-    """The app.py of checkout `ref` (a COMMIT or DIR), its bytecode written first unless --from-source."""
-    root = common.checkout(ref, stack)
+    """The app.py of checkout `ref` (a COMMIT or DIR; public or off:NAME: this one), compiled first unless
+    --from-source."""
+    root = ROOT if ref == "public" or ref.startswith("off:") else common.checkout(ref, stack)
     if root != ROOT and not args.from_source and not common.compile_checkout(root):
         raise SystemExit(f"compiling {root} failed (see above)")
     return str(root / "app.py")
+
+
+def ref_env(ref: str) -> dict:
+    """public: every private-name device off; off:A,B: those speed devices off (viz/speed.py); else nothing."""
+    return {"ATLAS_PUBLIC_ONLY": "1"} if ref == "public" else {"ATLAS_SPEED_OFF": ref[4:]} if ref.startswith(
+        "off:") else {}
+
+
+def refs(args) -> list[str]:
+    """--baseline ref=A;B;…: the versions to compare this one with (a ref is COMMIT, DIR, public or off:A,B)."""
+    return args.baseline.partition("=")[2].split(";")
 
 
 def record(args, name: str, data: dict) -> None:
@@ -175,39 +190,42 @@ def medians(walks: list[dict]) -> dict:
 def floor_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) -> int:
     from playwright.sync_api import sync_playwright
 
-    base = "ref" if (args.baseline or "").startswith("ref=") else "floor"
-    scripts = {base: str(ROOT / "benchmarks" / "floor_app.py") if base == "floor" else
-               served(args.baseline.partition("=")[2], args, stack), "app": served(args.app, args, stack)}
-    sentences = distinct_sentences(2 * args.walks)
+    bases = refs(args) if (args.baseline or "").startswith("ref=") else ["floor"]
+    scripts = {b: str(ROOT / "benchmarks" / "floor_app.py") if b == "floor" else served(b, args, stack) for b in bases}
+    scripts["app"] = served(args.app, args, stack)
+    envs = {name: env | ref_env(name) for name in scripts}
+    sentences = distinct_sentences(len(scripts) * args.walks)
     walks: dict[str, list] = {name: [] for name in scripts}
     with tempfile.TemporaryDirectory(prefix="bench_pages_") as tmp, sync_playwright() as p:
         for i in range(args.walks):
             for name, script in scripts.items():
-                w = floor_walk(bs, p, script, ckpt_dir, env, sentences[2 * i + (name == "app")],
-                               Path(tmp) / f"{name}{i}.log", args)
+                w = floor_walk(bs, p, script, ckpt_dir, envs[name], sentences[len(walks) * i + list(walks).index(
+                    name)], Path(tmp) / f"walk{i}-{list(walks).index(name)}.log", args)
                 walks[name].append(w)
                 print(f"walk {i + 1} {name}: cold {w['cold_start']:.2f} s" + ("" if args.cold_only else
                       f", new sentence {w['new_sentence']:.2f} s"), flush=True)
     got = {name: medians(ws) for name, ws in walks.items()}
-    rows = [{"measure": k.replace("_", " "), "key": k, "app": got["app"][k], base: got[base][k]}
-            for k in ("cold_start", "new_sentence") if k in got["app"]]
-    rows += [{"measure": f"first visit: {v}", "key": "first_visit", "view": v, "app": s,
-              base: got[base]["first_visit"][v]} for v, s in got["app"].get("first_visit", {}).items()]
+    keys = [("cold_start", "cold start", None), ("new_sentence", "new sentence", None)] + [
+        ("first_visit", f"first visit: {v}", v) for v in got["app"].get("first_visit", {})]
+    rows = [{"measure": m, "key": k, **({"view": v} if v else {}), "app": got["app"][k] if v is None else
+             got["app"][k][v], **{b: got[b][k] if v is None else got[b][k][v] for b in bases}}
+            for k, m, v in keys if k in got["app"]]
     if args.profile:
         cols = ["total_ms", "last_frame_ms", "kb_in", "script_ms", "style+layout_ms", "forced layout_ms", "paint_ms",
                 "idle_ms"]
         print(table([[r["view"], name] + [f"{r[name].get(c, float('nan')):.0f}" for c in cols] for r in rows
                      if isinstance(r.get("app"), dict) for name in scripts], ["view", "variant"] + cols))
     else:
-        for r in rows:
-            r |= {"ratio": r["app"] / r[base], "limit": FLOOR_TARGETS[r["key"]]}
-        print(table([[r["measure"], f"{r['app']:.2f}", f"{r[base]:.2f}", f"{r['ratio']:.2f}", f"<= {r['limit']}",
-                      verdict(r["ratio"], r["limit"])] for r in rows],
-                    ["measure (median of walks)", "app s", f"{base} s", f"app/{base}", "target", ""]))
+        for r in rows:  # against a floor: the targets; against another version: no more than 5 % slower
+            r |= {"ratio": {b: r["app"] / r[b] for b in bases},
+                  "limit": FLOOR_TARGETS[r["key"]] if bases == ["floor"] else REF_LIMIT}
+        print(table([[r["measure"], f"{r['app']:.2f}"] + [f"{r[b]:.2f} ({r['ratio'][b]:.2f})" for b in bases] + [
+            f"<= {r['limit']}", verdict(max(r["ratio"].values()), r["limit"])] for r in rows],
+            ["measure (median of walks)", "app s"] + [f"{b} s (app/{b})" for b in bases] + ["target", ""]))
     name = args.results or ("profile" if args.profile else "floor_cold" if args.cold_only else "floor")
     record(args, name, {
-        "walks": args.walks, "variants": {n: "floor" if n == "floor" else checkout_name(Path(s).parent)
-                                          for n, s in scripts.items()},
+        "walks": args.walks, "variants": {n: "floor" if n == "floor" else checkout_name(Path(s).parent) + f" ({n})" * (
+            envs[n] != env) for n, s in scripts.items()},
         "bytecode": "from source" if args.from_source else "compiled first", "rows": rows, "runs": walks,
         "targets": FLOOR_TARGETS, "exceptions_seen": sum(w["exceptions"] for ws in walks.values() for w in ws)})
     return 0
@@ -252,9 +270,8 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
     from playwright.sync_api import sync_playwright
 
     this = str(ROOT / "app.py")
-    ref = args.baseline.partition("=")[2]  # public: this checkout, ATLAS_PUBLIC_ONLY=1 (public Plotly/Streamlit API)
-    scripts = {"ref": this if ref == "public" else served(ref, args, stack), "this": this, "again": this}
-    envs = {name: env | ({"ATLAS_PUBLIC_ONLY": "1"} if name == "ref" and ref == "public" else {}) for name in scripts}
+    scripts = {ref: served(ref, args, stack) for ref in refs(args)} | {"this": this, "again": this}
+    envs = {name: env | ref_env(name) for name in scripts}
     sentences = distinct_sentences(args.repeats + 1)
     seconds = {(name, a): [] for name in scripts for a in args.actions}
     opened = {}
@@ -262,7 +279,8 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
         browser = bs.launch_chromium(p)
         try:
             for name, script in scripts.items():
-                opened[name] = ab_open(bs, browser, script, ckpt_dir, args.model, envs[name], Path(tmp) / f"{name}.log")
+                log = Path(tmp) / f"server{len(opened)}.log"
+                opened[name] = ab_open(bs, browser, script, ckpt_dir, args.model, envs[name], log)
             gen = 100
             for i in range(args.repeats):
                 for action in args.actions:
@@ -280,7 +298,7 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
                   f"{min(s) * 1000:.0f}", len(s)] for (n, a), s in sorted(
                       seconds.items(), key=lambda kv: (args.actions.index(kv[0][1]), list(scripts).index(kv[0][0])))],
                 ["action", "variant", "median ms", "mean ms", "min ms", "n"]))
-    variants = {n: checkout_name(Path(s).parent) + " (public)" * (envs[n] != env) for n, s in scripts.items()}
+    variants = {n: checkout_name(Path(s).parent) + f" ({n})" * (envs[n] != env) for n, s in scripts.items()}
     record(args, args.results or "ab", {"variants": variants, "actions": args.actions, "repeats": args.repeats,
                                         "seconds": {f"{n} | {a}": v for (n, a), v in seconds.items()}})
     return 0
@@ -289,7 +307,8 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_server_args(ap)
-    ap.add_argument("--baseline", help="floor, or ref=COMMIT|DIR|public (public: this one, speed layer off)")
+    ap.add_argument("--baseline", help="floor, or ref=REF[;REF…] (REF: COMMIT, DIR, public: this one with every "
+                    "private-name device off, off:A,B: this one with those speed devices off)")
     ap.add_argument("--profile", action="store_true", help="trace each first visit of a floor walk in Chromium")
     ap.add_argument("--repeats", type=int, default=None, help="actions of each kind (app: 10; side by side: 12)")
     ap.add_argument("--cold-repeats", type=int, default=3, help="cold starts of the app alone")
@@ -306,6 +325,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.baseline and args.baseline != "floor" and not args.baseline.startswith("ref="):
         ap.error("--baseline is floor or ref=COMMIT|DIR|public")
+    args.walks_given = args.walks is not None  # against a ref: floor walks (cold start, first visits), not side by side
     args.repeats, args.walks = args.repeats or (12 if args.baseline else 10), args.walks or (1 if args.profile else 3)
     with contextlib.ExitStack() as stack:
         if args.opus_size:
@@ -316,7 +336,7 @@ def main() -> int:
         if (ready := common.server_preflight(args)) is None:
             return 2
         bs, ckpt_dir, env = ready
-        if args.profile or args.baseline == "floor":
+        if args.profile or args.baseline == "floor" or args.walks_given:
             return floor_main(args, bs, ckpt_dir, env, stack)
         if args.baseline:
             return ab_main(args, bs, ckpt_dir, env, stack)

@@ -1,8 +1,8 @@
 """Figures built once and kept: `cached(builder, *args, **kwargs)` instead of `builder(*args, **kwargs)`.
 
 Building a Plotly figure is most of the cost of a page (mostly Plotly's validation; sending a built one costs a
-small part of that). The key is the builder and the *content* of its arguments (arrays are
-hashed byte for byte, token lists and numbers as they are) plus the viz theme in force, so a cached figure is
+small part of that). The key is the builder and the *content* of its arguments (arrays are hashed byte for byte,
+token lists and numbers as they are) plus the viz theme and speed switches in force (viz/speed.py), so a cached figure is
 exactly the one the builder would return now: there is no list of dependencies to forget. One cache serves every
 session; its figures are never modified after building (Streamlit copies a figure before sending it).
 """
@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from views.streamlit_internals import serve_kept_json
 from viz.alt import describe
 from viz.kinds import languages
-from viz.plotly_internals import public_only
+from viz.speed import off, switched_off
 from viz.theme import theme
 from viz.transport import browser_json
 
@@ -89,7 +89,7 @@ def _prebuilt(figure, revision: str):
         alt = describe(figure)
         layout = figure.layout
         sent = browser_json(figure, revision)
-        if public_only():  # Plotly's own to_json writes what Streamlit sends (serve_kept_json is off): the whole figure
+        if off("figcache"):  # Plotly's to_json writes what Streamlit sends (serve_kept_json off): the whole figure
             kept = _FrozenDict(json.loads(sent))
         else:
             kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
@@ -126,7 +126,8 @@ class FigureCache:
 
     def get(self, builder: Callable, *args, **kwargs):
         try:
-            key = (builder.__module__, builder.__qualname__, theme(), languages(), _key(args), _key(kwargs))
+            key = (builder.__module__, builder.__qualname__, theme(), languages(), frozenset(switched_off()),
+                   _key(args), _key(kwargs))
         except _Unhashable:
             return builder(*args, **kwargs)  # an argument we cannot compare: build every time, never guess
         for _ in range(2):  # once more if the other builder failed or its figure was evicted already

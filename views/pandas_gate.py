@@ -17,13 +17,16 @@ Plotly while pandas is being imported:
 The first run ends for this module when `leave` is called (every exit of app.py), when its thread starts another run,
 or when its thread is gone (a run that failed): whichever comes first.
 
-Nothing here imports pandas before that: this module imports only the standard library.
+Nothing here imports pandas before that: this module imports only the standard library (and viz/speed.py, whose
+switch turns the gate off).
 """
 from __future__ import annotations
 
 import logging
 import sys
 import threading
+
+from viz.speed import off
 
 WAIT_S = 120.0  # a first run on a busy two-core machine can take 30 s; past this, go on rather than hang
 _POLL_S = 0.05
@@ -40,6 +43,9 @@ def enter() -> bool:
     run returns once pandas is whole (at once on a warm server)."""
     global _first
     if _ready.is_set():
+        return False
+    if off("pandas_gate"):  # the plain way: every run imports pandas first (the first run waits for it too)
+        _import()
         return False
     me = threading.current_thread()
     with _lock:

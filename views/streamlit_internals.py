@@ -3,7 +3,7 @@ into Streamlit's elements by their `data-testid` (a frontend detail, not an API)
 
 A Streamlit upgrade may rename either. tests/views/test_internals_contract.py checks that the installed Streamlit still
 has the flag and every test id named here, and names this file when one is gone. With `ATLAS_PUBLIC_ONLY=1`
-(viz/plotly_internals.py's switch) nothing here is used: no flag (history is then told by the URL changing under
+(viz/speed.py's switches) nothing here is used: no flag (history is then told by the URL changing under
 the session, views/urlstate.py) and only the CSS that names the app's own classes and keys; the pages look plainer,
 never blank.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 
-from viz.plotly_internals import public_only
+from viz.speed import off
 
 
 def history_navigation() -> bool | None:
     """True when the browser's Back or Forward button started this run (None: cannot tell)."""
-    if public_only():
+    if off("streamlit"):
         return None
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -34,7 +34,7 @@ def serve_kept_json(kept: type) -> None:
     import plotly.io
 
     original = getattr(plotly.io.to_json, "__wrapped__", plotly.io.to_json)  # Plotly's own, on a second import too
-    if public_only():
+    if off("figcache"):
         plotly.io.to_json = original
         return
 
@@ -49,7 +49,7 @@ def serve_kept_json(kept: type) -> None:
 
 def style(css: str) -> str:
     """A `<style>` block for st.markdown; with the switch on, the rules that name a Streamlit test id are left out."""
-    if public_only():
+    if off("streamlit"):
         css = " ".join(rule + "}" for rule in css.split("}") if rule.strip() and "data-testid" not in rule)
     return f"<style>{css}</style>"
 

@@ -13,6 +13,7 @@ from views.state import KINDS, Context, kind_labels
 from views.text import md_escape, md_table
 from views.urlstate import within
 from viz.kinds import languages
+from viz.speed import off
 
 
 def chart(where, figure, *, details: bool = True, **kwargs) -> None:
@@ -25,7 +26,8 @@ def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     screen; not with ``details=False``, for a chart drawn into an `st.empty` slot again and again)."""
     shown = drawable(figure)
     alt = getattr(shown, "_atlas_alt", None)
-    where.plotly_chart(shown, theme=None, alt=alt.summary if alt is not None else None, **kwargs)
+    look = "streamlit" if off("look") else None  # the look switched off: Streamlit's theme styles it in the browser
+    where.plotly_chart(shown, theme=look, alt=alt.summary if alt is not None else None, **kwargs)
     if alt is not None and details and not st.session_state.get("present"):
         described(where, alt, kwargs.get("key"))
 

@@ -13,13 +13,15 @@ import os
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from viz import speed
+
 if TYPE_CHECKING:  # imported where a figure is built: views/streamlit_internals.py reads the switch before Plotly loads
     import plotly.graph_objects as go
 
 
 def public_only() -> bool:
-    """True when the speed layer is off (`ATLAS_PUBLIC_ONLY=1`): public Plotly API only."""
-    return os.environ.get("ATLAS_PUBLIC_ONLY", "") not in ("", "0")
+    """True when Plotly's private names are off (`ATLAS_PUBLIC_ONLY=1` or `ATLAS_SPEED_OFF=plotly`, viz/speed.py)."""
+    return speed.off("plotly")
 
 
 def traces(fig: go.Figure) -> list[dict]:

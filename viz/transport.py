@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from viz import look, plotly_internals
+from viz import look, plotly_internals, speed
 from viz.axis_notes import place_titles
 from viz.theme import theme
 
@@ -65,8 +65,9 @@ def browser_json(fig: go.Figure, datarevision: str) -> str:
     """
     if plotly_internals.public_only():
         return _dumps(_finished(_untyped(json.loads(pio.to_json(fig.to_dict(), validate=False))), datarevision))
-    # The template is left out here rather than copied and then dropped by look.bake.
-    layout = {k: _plain(v, k, typed=False) for k, v in plotly_internals.layout(fig).items() if k != "template"}
+    # The template is left out here rather than copied and then dropped by look.bake (kept when the look is off).
+    layout = {k: _plain(v, k, typed=False) for k, v in plotly_internals.layout(fig).items()
+              if k != "template" or speed.off("look")}
     out = {"data": [_plain(trace, typed=False) for trace in plotly_internals.traces(fig)], "layout": layout}
     for trace in out["data"]:
         trace.pop("uid", None)
@@ -78,11 +79,14 @@ def browser_json(fig: go.Figure, datarevision: str) -> str:
 
 def _finished(out: dict, datarevision: str) -> dict:
     """The look written in, the theme's smallest font kept by what came with it (as by enforce_min_font), the axis
-    titles as notes (viz.axis_notes), named."""
-    look.bake(out)
+    titles as notes (viz.axis_notes), named. A device switched off (viz/speed.py) leaves its step to the browser:
+    Streamlit's theme then styles the chart (views/widgets.chart), Plotly places the axis titles."""
+    if not speed.off("look"):
+        look.bake(out)
     if theme().min_font:
         _floor_sizes(out, theme().min_font)
-    place_titles(out)  # after the floor: the labels' reach is estimated at the sizes drawn
+    if not speed.off("axis_notes"):
+        place_titles(out)  # after the floor: the labels' reach is estimated at the sizes drawn
     out["layout"]["datarevision"] = datarevision
     return out
 

@@ -137,11 +137,13 @@ def test_the_single_head_figure_and_its_saved_file_name_the_attention_kind(check
     assert any(f"attention_{kind}_L2_H3" in c.get("toImageButtonOptions", {}).get("filename", "") for c in configs)
 
 
+@pytest.mark.parametrize("switch", ["ATLAS_PUBLIC_ONLY=1", "ATLAS_SPEED_OFF=all"])
 @pytest.mark.parametrize("view", records.VIEWS)
-def test_every_view_draws_with_the_speed_layer_off(checkpoints, view, monkeypatch):
+def test_every_view_draws_with_the_speed_layer_off(checkpoints, view, switch, monkeypatch):
     """ATLAS_PUBLIC_ONLY=1: public Plotly and Streamlit API only (viz/plotly_internals.py,
-    views/streamlit_internals.py), so a broken upgrade of either makes pages slower, never blank."""
-    monkeypatch.setenv("ATLAS_PUBLIC_ONLY", "1")
+    views/streamlit_internals.py), so a broken upgrade of either makes pages slower, never blank;
+    ATLAS_SPEED_OFF=all: every speed device off (viz/speed.py), the way each is measured against the app."""
+    monkeypatch.setenv(*switch.split("="))
     at = run_app(view=view, text=GERMAN[3])
     assert not at.exception, [e.value for e in at.exception]
     if view not in ("Heads", "Training"):  # those two need a report or a film the tiny checkpoint lacks
@@ -152,3 +154,7 @@ def test_every_view_draws_with_the_speed_layer_off(checkpoints, view, monkeypatc
         assert "data" in sent and drawn, f"{view}: an empty chart was sent"
     markdown = " ".join(m.value for m in at.markdown)
     assert "data-testid" not in markdown  # the CSS named no Streamlit test id
+    if switch.endswith("all"):  # the look left to Streamlit's theme, the axis titles to Plotly
+        assert all(c.proto.theme == "streamlit" for c in charts(at)), f"{view}: a chart without Streamlit's theme"
+        assert not any(a.get("name", "").endswith(" title") for c in charts(at)
+                       for a in json.loads(c.proto.spec).get("layout", {}).get("annotations", [])), "axis notes left"
