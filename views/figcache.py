@@ -2,8 +2,8 @@
 
 Building a Plotly figure is most of the cost of a page (mostly Plotly's validation; sending a built one costs a
 small part of that). The key is the builder and the *content* of its arguments (arrays are hashed byte for byte,
-token lists and numbers as they are) plus the viz theme and speed switches in force (viz/speed.py), so a cached figure is
-exactly the one the builder would return now: there is no list of dependencies to forget. One cache serves every
+token lists and numbers as they are) plus the viz theme and speed switches in force (viz/speed.py), so a cached figure
+is exactly the one the builder would return now: there is no list of dependencies to forget. One cache serves every
 session; its figures are never modified after building (Streamlit copies a figure before sending it).
 """
 from __future__ import annotations
