@@ -198,9 +198,9 @@ def floor_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack)
     walks: dict[str, list] = {name: [] for name in scripts}
     with tempfile.TemporaryDirectory(prefix="bench_pages_") as tmp, sync_playwright() as p:
         for i in range(args.walks):
-            for name, script in scripts.items():
-                w = floor_walk(bs, p, script, ckpt_dir, envs[name], sentences[len(walks) * i + list(walks).index(
-                    name)], Path(tmp) / f"walk{i}-{list(walks).index(name)}.log", args)
+            for j, (name, script) in list(enumerate(scripts.items()))[:: 1 if i % 2 == 0 else -1]:  # order reversed
+                w = floor_walk(bs, p, script, ckpt_dir, envs[name], sentences[len(walks) * i + j],
+                               Path(tmp) / f"walk{i}-{j}.log", args)
                 walks[name].append(w)
                 print(f"walk {i + 1} {name}: cold {w['cold_start']:.2f} s" + ("" if args.cold_only else
                       f", new sentence {w['new_sentence']:.2f} s"), flush=True)
