@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT), str(HERE), str(HERE / "model")]  # test_marian.py builds the tiny Marian
 
-from model.analysis import lens, patch  # noqa: E402
+from model import patch  # noqa: E402
+from model.analysis import lens  # noqa: E402
 from model.analysis.analyze import analyze  # noqa: E402
 from model.analysis.attribution import METHODS, attribute  # noqa: E402
 from model.inference.translator import Translator  # noqa: E402

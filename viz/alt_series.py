@@ -4,8 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from viz.alt import MAX_DETAIL_ROWS, FigureView, Part, Table, fmt_number, is_whole, listing, plain
-from viz.alt_traces import axis_title, caption, cut_rows, labels, layout_axis, panel_name, ticks_cover
+from viz.alt_base import (
+    MAX_DETAIL_ROWS,
+    FigureView,
+    Part,
+    Table,
+    axis_title,
+    caption,
+    cut_rows,
+    fmt_number,
+    is_whole,
+    labels,
+    layout_axis,
+    listing,
+    panel_name,
+    plain,
+    ticks_cover,
+)
 
 
 def highlighted(marker) -> int | None:

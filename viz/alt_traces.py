@@ -7,28 +7,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from viz.alt import (
+from viz.alt_base import (
     MAX_DETAIL_ROWS,
-    MAX_TABLE_CELLS,
     TOP_K,
     FigureView,
     Part,
     Table,
-    axis_name,
+    axis_title,
+    caption,
+    cut_rows,
     fmt_number,
     is_whole,
+    labels,
+    layout_axis,
     listing,
+    panel_name,
     plain,
+    trace_axes,
 )
+from viz.alt_series import bar_part, box_part, dots_part, line_part
 from viz.heatmap import MASK_TRACE_NAME
 
 
 def trace_parts(fig: FigureView) -> list[Part]:
     """One part per heatmap panel, set of bars, line, set of dots and box of ``fig``, in drawing order. Lines that
     share their x values share one table."""
-    from viz.alt_series import bar_part, box_part, dots_part, line_part  # they use the axis helpers below
-
-    masks = {_axes(t): t for t in fig.data if t.type == "heatmap" and t.name == MASK_TRACE_NAME}
+    masks = {trace_axes(t): t for t in fig.data if t.type == "heatmap" and t.name == MASK_TRACE_NAME}
     parts: list[Part] = []
     lines: dict[tuple, Part] = {}  # a panel's lines with the same x values share the first one's table
     for t in fig.data:
@@ -36,7 +40,7 @@ def trace_parts(fig: FigureView) -> list[Part]:
         if name.startswith(MASK_TRACE_NAME):
             continue  # the grey overlay and its crosses: read with the heatmap they cover
         if t.type == "heatmap":
-            part = heatmap_part(fig, t, masks.get(_axes(t)))
+            part = heatmap_part(fig, t, masks.get(trace_axes(t)))
         elif t.type == "bar":
             part = bar_part(fig, t)
         elif t.type == "scatter" and "lines" in (t.mode or ""):
@@ -52,92 +56,6 @@ def trace_parts(fig: FigureView) -> list[Part]:
     return parts
 
 
-# ----------------------------------------------------------------------------- axes and labels
-
-def _axes(t) -> tuple[str, str]:
-    return t.xaxis or "x", t.yaxis or "y"
-
-
-def layout_axis(fig: FigureView, ref: str):
-    """The layout axis of a trace's axis reference ("x2" -> layout.xaxis2)."""
-    return fig.layout[ref[0] + "axis" + ref[1:]]
-
-
-def axis_title(fig: FigureView, ref: str) -> str:
-    """The axis title of ``ref``, or (facets title only their outer axes) of the first axis of its letter that has
-    one."""
-    own = axis_name(layout_axis(fig, ref).title.text)
-    if own:
-        return own
-    for key in sorted(k for k in fig.layout if k.startswith(ref[0] + "axis")):
-        title = axis_name(fig.layout[key].title.text)
-        if title:
-            return title
-    return ""
-
-
-def labels(values, axis, n: int, word: str) -> list[str]:
-    """The names of ``n`` cells along an axis: category names, tick labels of numeric positions, or the
-    numbers themselves ("dim 17")."""
-    if values is None:
-        values = range(n)
-    values = list(values)
-    if values and isinstance(values[0], str):
-        return [plain(v) for v in values]
-    ticks = {float(v): plain(t) for v, t in zip(axis.tickvals or (), axis.ticktext or ())}
-    whole = is_whole(np.asarray(values, dtype=np.float64))
-    out = []
-    for v in values:
-        text = ticks.get(float(v))
-        if text is None or _is_number(text):  # a bare number says more with its axis' word: "layer 2"
-            text = f"{word} {text if text is not None else fmt_number(v, whole)}".strip()
-        out.append(text)
-    return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text.replace(",", ""))
-    except ValueError:
-        return False
-    return True
-
-
-def ticks_cover(axis, values) -> bool:
-    """Whether the axis names every one of ``values`` with a tick label (a thinned axis names only some)."""
-    named = {float(v) for v in axis.tickvals or ()} if axis.ticktext else set()
-    return bool(named) and all(float(v) in named for v in values)
-
-
-def panel_name(fig: FigureView, xref: str, yref: str) -> str:
-    """The panel's title: the annotation centred above its plot area, with the row title beside it (a grid of
-    layers × heads names both)."""
-    x_dom = list(layout_axis(fig, xref).domain or (0, 1))
-    y_dom = list(layout_axis(fig, yref).domain or (0, 1))
-    centre, middle = sum(x_dom) / 2, sum(y_dom) / 2
-    above, beside = "", ""
-    for a in fig.layout.annotations or ():
-        if a.xref != "paper" or a.x is None or a.y is None:
-            continue
-        if a.textangle in (90, -90) and abs(a.y - middle) < 1e-3:
-            beside = plain(a.text)
-        elif a.xanchor == "center" and a.yanchor == "bottom" and abs(a.x - centre) < 1e-3 and a.y >= y_dom[1] - 1e-3:
-            if not above or abs(a.y - y_dom[1]) < 1e-3:
-                above = plain(a.text)
-    return ", ".join(p for p in (beside, above) if p)
-
-
-def cut_rows(n_rows: int, n_cols: int) -> int:
-    """How many rows of an (n_rows, n_cols) table fit MAX_TABLE_CELLS (at least one)."""
-    return max(1, min(n_rows, MAX_TABLE_CELLS // max(n_cols, 1)))
-
-
-def caption(what: str, kept: int, total: int) -> str:
-    return what + (f" (the first {kept} of {total} rows)" if kept < total else "")
-
-
-# ----------------------------------------------------------------------------- heatmaps
-
 def heatmap_part(fig: FigureView, t, mask_trace=None) -> Part | None:
     """A heatmap panel: size, range, the largest cell, and per row the TOP_K largest columns (by absolute value
     when values are signed), or every column with the words written in its cells (a head's role); a two-valued map
@@ -146,7 +64,7 @@ def heatmap_part(fig: FigureView, t, mask_trace=None) -> Part | None:
     z = np.asarray(t.z, dtype=np.float64) if t.z is not None else np.zeros((0, 0))
     if z.ndim != 2 or z.size == 0:
         return None
-    xref, yref = _axes(t)
+    xref, yref = trace_axes(t)
     row_name, col_name = axis_title(fig, yref) or "row", axis_title(fig, xref) or "column"
     rows = labels(t.y, layout_axis(fig, yref), z.shape[0], row_name.split(" (")[0])
     cols = labels(t.x, layout_axis(fig, xref), z.shape[1], col_name.split(" (")[0])

@@ -29,18 +29,12 @@ switched off) or the clean run's cached value into `hook_z` or `hook_resid_post`
 component, so a grid costs a few batched passes, not one pass per cell; rows that touch only the decoder reuse the
 encoder output. Nothing is stored on the model, which may serve other requests meanwhile.
 
-Command line (writes knockout, patching and logit-lens results; schema in docs/patch-format.md):
-    python -m model.patch --checkpoint DIR --clean "…" --corrupt "…" [--out FILE.json] [--step N]
+The command line that writes knockout, patching and logit-lens results as JSON is model/patch.py.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -52,7 +46,6 @@ from model.records import KINDS, MIN_GAP, Knockout, Patching
 
 STREAMS = ("enc_resid", "dec_resid")
 ENCODER_SIDE = ("enc_self", "enc_resid")
-SCHEMA = "attention-atlas-patch/1"
 DEFAULT_BATCH_TOKENS = 8192  # source + target positions per batch row, summed over the rows of one pass
 # One batch row's intervention: ("off", kind, layer, head) switches a head off; ("patch", component, layer, k)
 # patches head k (enc_self, dec_self, cross) or position k (enc_resid, dec_resid); None leaves the row as it is.
@@ -262,93 +255,3 @@ def patching(translator, clean: str, corrupt: str, tgt_tokens: Sequence[str], po
                        batch_tokens, min_gap)
     return Patching(a.axis_tokens, b.axis_tokens, list(tgt_tokens), res["positions"], res["clean_log_probs"],
                     res["corrupt_log_probs"], res["log_probs"], res["effect"], min_gap)
-
-
-def _num(x, digits: int = 6):
-    """Nested lists of floats rounded to `digits`; NaN becomes null (JSON has no NaN)."""
-    a = np.round(np.asarray(x, dtype=np.float64), digits)
-    return np.where(np.isnan(a), None, a.astype(object)).tolist()
-
-
-def report(translator, clean: str, corrupt: str, step: int | None = None, name: str = "", k: int = 5) -> dict:
-    """The command line's JSON (docs/patch-format.md): knockout on the clean sentence, patching clean -> corrupt
-    and the logit lens, all teacher-forced on the clean sentence's greedy translation (with its end token when it
-    finished), at every step or at 1-based `step`. ValueError for an empty sentence, a length mismatch or a step
-    out of range."""
-    from model.analysis.lens import logit_lens_ids
-
-    out = translator.translate(clean)
-    if not out.source.tokens:
-        raise ValueError("the clean sentence has no tokens the model reads")
-    tv = translator.tgt_vocab
-    tgt = out.raw_tokens + ([tv.token("eos")] if out.finished else [])
-    if step is not None and not 1 <= step <= len(tgt):
-        raise ValueError(f"--step must be 1..{len(tgt)} for this translation ({' '.join(tgt)})")
-    positions = None if step is None else [step - 1]
-    t0 = time.perf_counter()
-    ko = knockout(translator, clean, tgt, positions)
-    t1 = time.perf_counter()
-    pa = patching(translator, clean, corrupt, tgt, positions)
-    t2 = time.perf_counter()
-    lens = logit_lens_ids(translator.model, out.source.ids, tv.encode(tgt), tv.bos_idx, ko.positions, k)
-    t3 = time.perf_counter()
-    cfg = translator.cfg
-    return {
-        "schema": SCHEMA,
-        "model": {"name": name, "d_model": cfg.d_model, "n_heads": cfg.n_heads,
-                  "n_encoder_layers": cfg.n_encoder_layers, "n_decoder_layers": cfg.n_decoder_layers},
-        "clean": {"text": clean, "src_tokens": pa.src_tokens},
-        "corrupt": {"text": corrupt, "src_tokens": pa.corrupt_tokens},
-        "translation": out.text,
-        "tgt_tokens": tgt,
-        "decoder_input": [tv.token("bos")] + tgt[:-1],
-        "steps": [p + 1 for p in ko.positions],
-        "knockout": {"log_probs": _num(ko.log_probs), "delta": {kind: _num(v) for kind, v in ko.delta.items()}},
-        "patching": {"clean_log_probs": _num(pa.clean_log_probs), "corrupt_log_probs": _num(pa.corrupt_log_probs),
-                     "min_gap": pa.min_gap, "effect": {c: _num(v) for c, v in pa.effect.items()},
-                     "log_probs": {c: _num(v) for c, v in pa.log_probs.items()}},
-        "logit_lens": [
-            {"step": p + 1, "chosen": tgt[p], "layers": [
-                {"layer": l + 1, "chosen_prob": _num(lens["chosen_probs"][n, l]),
-                 "chosen_rank": int(lens["chosen_ranks"][n, l]),
-                 "top": [{"token": tv.itos[int(i)], "id": int(i), "prob": _num(q)}
-                         for i, q in zip(lens["top_ids"][n, l], lens["top_probs"][n, l])]}
-                for l in range(cfg.n_decoder_layers)]}
-            for n, p in enumerate(ko.positions)],
-        "seconds": {"knockout": round(t1 - t0, 4), "patching": round(t2 - t1, 4), "logit_lens": round(t3 - t2, 4)},
-    }
-
-
-def main(argv: list[str] | None = None) -> int:
-    from model.inference.translator import Translator
-    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-
-    ap = argparse.ArgumentParser(prog="python -m model.patch", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
-    ap.add_argument("--clean", required=True, help="the clean source sentence (its translation is scored)")
-    ap.add_argument("--corrupt", required=True, help="the corrupted source sentence, as many tokens as --clean")
-    ap.add_argument("--out", help="write the JSON here (default: standard output)")
-    ap.add_argument("--step", type=int, help="report only this output step (1-based; default: every step)")
-    ap.add_argument("--top-k", type=int, default=5, help="logit-lens candidates per layer (default 5)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    args = ap.parse_args(argv)
-    if args.top_k < 1:
-        ap.error("--top-k must be at least 1")
-    torch.set_num_threads(max(1, args.threads))
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-        result = report(translator, args.clean, args.corrupt, args.step, Path(args.checkpoint).name, args.top_k)
-    except (CheckpointError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    text = json.dumps(result, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

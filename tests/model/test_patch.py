@@ -15,11 +15,9 @@ from model.analysis.attribution import attribute
 from model.analysis.lens import contrast, contrast_ids, logit_lens, logit_lens_ids
 from model.analysis.patch import (
     KINDS,
-    SCHEMA,
     forced_tensors,
     knockout,
     knockout_ids,
-    main,
     patching,
     patching_ids,
     point,
@@ -27,6 +25,7 @@ from model.analysis.patch import (
 )
 from model.inference.translator import Translator
 from model.nn.hooks import attn_name
+from model.patch import SCHEMA, main
 from model.records import MIN_GAP
 
 ROOT = Path(__file__).resolve().parents[2]
