@@ -3,7 +3,7 @@
     streamlit run app.py
 
 This file is the entry point: sidebar controls, loading, bad-input handling, the translation the
-figures show, then the router (views/router.py) runs one view. Every figure comes from viz/; every number from
+figures show, then the router (views/plumbing/router.py) runs one view. Every figure comes from viz/; every number from
 model/.
 """
 from __future__ import annotations
@@ -13,24 +13,25 @@ from pathlib import Path
 import numpy  # noqa: F401  (see below)
 import streamlit as st
 
-from views import pandas_gate, warmup  # these two import only Streamlit and the standard library
+from views.plumbing import pandas_gate, warmup  # these two import only Streamlit and the standard library
 
 # Plotly looks NumPy and pandas up in sys.modules (it never imports them): when a fresh server's first sessions run at
 # once, another session's thread can be halfway through importing them, and a chart would meet a half-made module
 # ("partially initialized module 'pandas' has no attribute 'Series'"). An import statement instead waits until the
 # other thread's import of the same module has finished: NumPy's is cheap and every run needs it. pandas is not
 # needed by a server's first page: that run goes without, pandas is imported once it has ended, and every other run
-# waits here until it is whole (views/pandas_gate.py).
+# waits here until it is whole (views/plumbing/pandas_gate.py).
 pandas_gate.enter()
-# The browser starts on Plotly's code while this run loads the model (views/warmup.py).
+# The browser starts on Plotly's code while this run loads the model (views/plumbing/warmup.py).
 _warm = warmup.start()
 
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
 # ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).
-from views.header import Header
-from views.note import field as note_field
-from views.note import pin as pin_note
-from views.state import (
+from views.parts.header import Header
+from views.parts.note import field as note_field
+from views.parts.note import pin as pin_note
+from views.parts.text import md_escape
+from views.plumbing.state import (
     COMPARE,
     COMPARE_VIEWS,
     EXAMPLES,
@@ -49,9 +50,8 @@ from views.state import (
     traced_decoding,
     wrong_language,
 )
-from views.streamlit_internals import PAGE_CSS, PRESENTER_CSS, style
-from views.text import md_escape
-from views.urlstate import first_value
+from views.plumbing.streamlit_internals import PAGE_CSS, PRESENTER_CSS, style
+from views.plumbing.urlstate import first_value
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -119,7 +119,7 @@ with st.sidebar:
                  help="Anything you type is shown as text, never run as HTML.")
     st.selectbox("…or an example from Multi30k's validation set", [""] + EXAMPLES, key="example",
                  on_change=_use_example, format_func=lambda s: s or "choose an example")
-    # The list of views is drawn by the page's fragment (views/router.py): choosing a view reruns the page
+    # The list of views is drawn by the page's fragment (views/plumbing/router.py): choosing a view reruns the page
     # only, so the browser redraws the page, not this sidebar and the header as well.
     view_slot = st.container()
     with st.expander("Side by side", expanded=ss["compare"] != "off"):
@@ -154,9 +154,10 @@ with st.sidebar:
 
 # torch (a second or more on a first run) and the pages' code (the router imports the pages)
 from model.service import file_stem, untrained_summary
-from views import compare, router
-from views.lesson import lesson_html
-from views.reading import input_notes, output_captions  # how the model read the sentence and what it wrote
+from views.parts import compare
+from views.parts.lesson import lesson_html
+from views.parts.reading import input_notes, output_captions  # how the model read the sentence and what it wrote
+from views.plumbing import router
 
 model, error = load_model(ss["ckpt"])  # cached; an error is reported below the note
 pin_note(ss["present"])  # the lecturer's note, on every view (also when the page stops below)

@@ -12,7 +12,8 @@ import numpy as np
 from model.nn.config import ModelConfig  # noqa: F401  (a page reads the config facts it shows from this record)
 from model.text.vocab import BOS, EOS
 
-# The app's example sentences, all from Multi30k's val: views/state.py shows these as EXAMPLES, and the trainer's film
+# The app's example sentences, all from Multi30k's val: views/plumbing/state.py shows these as EXAMPLES, and the
+# trainer's film
 # (model/training/film.py) uses them as its first probes: one list.
 APP_EXAMPLES = [
     "Ein brauner Hund rennt dem schwarzen Hund hinterher.",

@@ -40,7 +40,8 @@ def visible_text(at: AppTest) -> str:
 
 
 def md_tables(at: AppTest) -> list[list[dict]]:
-    """The run's Markdown tables (views/widgets.py `table`), each as rows of {header: cell text}, cells unescaped."""
+    """The run's Markdown tables (views/parts/widgets.py `table`), each as rows of {header: cell text}, cells
+    unescaped."""
     import html
     import re
 

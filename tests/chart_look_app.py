@@ -1,7 +1,8 @@
 """A page for tests/browser/test_browser_single_draw.py: the same figures drawn twice, side by side in the page's order.
 
 `st.plotly_chart(fig)` as the app drew its figures before (Streamlit's theme over the figure's plotly_white template,
-typed arrays), then `views.widgets.chart` as the app draws them now (the look written into the figure, theme=None).
+typed arrays), then `views.parts.widgets.chart` as the app draws them now (the look written into the figure,
+theme=None).
 Run from the repository root: `streamlit run tests/chart_look_app.py`.
 """
 import sys
@@ -12,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import streamlit as st
 
-from views.streamlit_internals import PAGE_CSS, style
-from views.widgets import chart
+from views.parts.widgets import chart
+from views.plumbing.streamlit_internals import PAGE_CSS, style
 from viz.attention import attention_figure
 from viz.decoding import candidates_figure
 from viz.embeddings import embedding_stages_figure, scaling_figure

@@ -47,7 +47,7 @@ def test_package_imports_respect_the_layers(package):
 
 def test_pages_read_no_module_attributes():
     """Pages get data: no `.model.`, no `.lut`, no vocabularies' id maps, no head-mask tensors in views/ or app.py."""
-    # `page.prepare(` is a page's own hook (views/prefetch.py), not the Translator's
+    # `page.prepare(` is a page's own hook (views/plumbing/prefetch.py), not the Translator's
     patterns = re.compile(r"\.model\.|\.lut\b|\.stoi\b|\.itos\[|\b(tgt|src)_vocab\b|(?<!page)\.prepare\(|head_mask")
     offenders = []
     for p in files("views"):

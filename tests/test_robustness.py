@@ -133,7 +133,7 @@ def test_heavy_job_limit_gives_a_visible_message(app_env, tmp_path, monkeypatch)
     """While the server's slot for BLEU measurements is taken, another request is told so."""
     import gzip
 
-    from views import jobs
+    from views.plumbing import jobs
 
     data = tmp_path / "data"
     data.mkdir()

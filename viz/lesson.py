@@ -35,7 +35,7 @@ from viz.text import fmt_prob
 from viz.theme import DEFAULT_THEME, using_theme
 
 KINDS = ("enc_self", "dec_self", "cross")
-PE_POSITIONS = 50  # the Positional encoding page's defaults (views/urlstate.py)
+PE_POSITIONS = 50  # the Positional encoding page's defaults (views/plumbing/urlstate.py)
 PE_DIMS = (0, 1, 4, 5, 16, 17, 64, 65)
 SIDES = ("src", "tgt")
 

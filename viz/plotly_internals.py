@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from viz import speed
 
-if TYPE_CHECKING:  # imported where a figure is built: views/streamlit_internals.py reads the switch before Plotly loads
+# Plotly is imported where a figure is built: views/plumbing/streamlit_internals.py reads the switch before it loads.
+if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 

@@ -135,7 +135,7 @@ def test_empty_input_asks_for_a_sentence(page, app_server, text):
 
 @pytest.mark.browser
 def test_first_run_starts_loading_plotly_and_leaves_no_trace_of_it(chromium, atlas_checkpoints, tmp_path_factory):
-    """A fresh server's first run asks the browser for Plotly's code before it imports torch (views/warmup.py),
+    """A fresh server's first run asks the browser for Plotly's code before it imports torch (views/plumbing/warmup.py),
     even on a page without a chart, and for the code of the first page's metric and download buttons. The hidden
     warm-up elements are gone when each run ends. The pages' tables are Markdown, so neither st.table's code nor
     st.dataframe's canvas grid is asked for, on the first run or the next (a page with tables). A server of its

@@ -49,7 +49,7 @@ def test_presenter_why_a_not_b_draws_no_text_over_another(chromium, sentence):
     ixg = rng.normal(scale=0.3, size=len(src))
     rel = np.abs(rng.normal(size=len(src)))
     rel /= rel.sum()
-    with using_theme(PRESENTER_THEME):  # as views/lens.py builds it in presenter mode
+    with using_theme(PRESENTER_THEME):  # as views/parts/lens.py builds it in presenter mode
         fig = contrast_figure(ixg, rel, src, "▁brown", "▁black", title="step 2: source words for A, not B",
                               width_px=PAGE_WIDTH_PX // 2)
         spec = json.loads(browser_json(fig, "why"))

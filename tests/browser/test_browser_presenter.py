@@ -32,7 +32,7 @@ def settle(pg) -> None:
 
 
 def parts(pg) -> list[str]:
-    """The page parts presenter mode offers (the radio of views.widgets.sections)."""
+    """The page parts presenter mode offers (the radio of views.parts.widgets.sections)."""
     return [t.strip() for t in widget(pg, "focus").locator("[data-testid='stRadioOption']").all_inner_texts()]
 
 
@@ -45,7 +45,7 @@ def model_for(view: str) -> dict:
 
 @pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_every_chart_of_every_page_part_fits_the_screen(chromium, app_server, width, height):
-    from views.state import VIEWS
+    from views.plumbing.state import VIEWS
 
     pg = new_page(chromium, width=width, height=height, timeout=60_000)
     over, measured = [], 0
@@ -116,8 +116,8 @@ FIGURES_APP = textwrap.dedent('''
     from viz.positional import position_similarity_figure, sinusoidal_encoding
     from viz.theme import DEFAULT_THEME, PRESENTER_THEME, using_theme
     from viz.training import entropy_figure, loss_figure
-    from views.streamlit_internals import PAGE_CSS, style
-    from views.widgets import chart
+    from views.plumbing.streamlit_internals import PAGE_CSS, style
+    from views.parts.widgets import chart
 
     st.set_page_config(layout="wide")
     st.markdown(style(PAGE_CSS), unsafe_allow_html=True)

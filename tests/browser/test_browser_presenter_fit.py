@@ -73,7 +73,7 @@ FIT_JS = r"""
 @pytest.mark.slow
 @pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_every_page_fits_the_screen_for_any_sentence(chromium, app_server, screenshot_dir, width, height):
-    from views.state import VIEWS
+    from views.plumbing.state import VIEWS
     from viz.rows import MIN_ROW_PX
 
     pg = new_page(chromium, width=width, height=height, timeout=90_000)

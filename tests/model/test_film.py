@@ -64,7 +64,7 @@ def test_schedule_is_log_spaced():
 
 def test_app_examples_are_the_pages_examples():
     """One list: the app's example sentences are the film's first probes (both take model.records')."""
-    tree = ast.parse((ROOT / "views" / "state.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "views" / "plumbing" / "state.py").read_text(encoding="utf-8"))
     found = [node.value for node in ast.walk(tree)
              if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EXAMPLES" for t in node.targets)]
     assert len(found) == 1 and ast.unparse(found[0]) == "records.APP_EXAMPLES"

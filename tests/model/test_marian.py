@@ -302,8 +302,9 @@ def test_app_start_up_never_imports_transformers_and_a_word_model_needs_no_sente
 
     words = make_tiny_checkpoint(tmp_path / "words")
     code = ("import sys\n"
-            "from views import attention, compare, decoding, embeddings, head, heads, masks, overview, "
-            "positional, state\n"
+            "from views.pages import attention, decoding, embeddings, head, heads, masks, overview, positional\n"
+            "from views.parts import compare\n"
+            "from views.plumbing import state\n"
             "import model, model.io.export, model.io.import_marian\n"
             "from model.inference.translator import Translator\n"
             "loaded = lambda: ('transformers' in sys.modules, 'sentencepiece' in sys.modules)\n"

@@ -1,5 +1,6 @@
 """How the model read a sentence and what it wrote (model/text/reading.py): words read in fragments, a translation
-caught in a loop, the token table's rows (viz/tables.py), the model card's limits (views/reading.py), and both on the
+caught in a loop, the token table's rows (viz/tables.py), the model card's limits (views/parts/reading.py), and both
+on the
 shipped models."""
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def test_source_token_rows_mark_the_pieces_of_a_fragmented_word():
 
 
 def test_the_card_limits_are_read_only_when_the_checkpoint_states_them():
-    from views.reading import card_limits
+    from views.parts.reading import card_limits
 
     assert card_limits({"limits": ["Domain: captions.", "", 3]}) == ["Domain: captions."]
     assert card_limits({}) == []

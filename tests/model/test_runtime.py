@@ -13,8 +13,8 @@ PROBE = """
 import json, numpy, torch
 from threadpoolctl import threadpool_info
 before = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
-import views.state
-views.state._service()  # what loading a model does first: it applies ATLAS_TORCH_THREADS
+import views.plumbing.state
+views.plumbing.state._service()  # what loading a model does first: it applies ATLAS_TORCH_THREADS
 after = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
 print(json.dumps({"before": before, "after": after, "torch": torch.get_num_threads()}))
 """

@@ -141,7 +141,7 @@ def test_the_single_head_figure_and_its_saved_file_name_the_attention_kind(check
 @pytest.mark.parametrize("view", records.VIEWS)
 def test_every_view_draws_with_the_speed_layer_off(checkpoints, view, switch, monkeypatch):
     """ATLAS_PUBLIC_ONLY=1: public Plotly and Streamlit API only (viz/plotly_internals.py,
-    views/streamlit_internals.py), so a broken upgrade of either makes pages slower, never blank;
+    views/plumbing/streamlit_internals.py), so a broken upgrade of either makes pages slower, never blank;
     ATLAS_SPEED_OFF=all: every speed device off (viz/speed.py), the way each is measured against the app."""
     monkeypatch.setenv(*switch.split("="))
     at = run_app(view=view, text=GERMAN[3])

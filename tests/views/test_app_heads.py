@@ -47,7 +47,7 @@ def chart(at, key: str) -> dict:
 
 
 def wait_for_job(name: str, timeout: float = 90.0):
-    from views import jobs
+    from views.plumbing import jobs
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -142,7 +142,7 @@ def test_an_older_report_naming_a_server_path_shows_only_the_folder_and_file(env
 
 
 def test_only_one_heavy_job_at_a_time(env):
-    from views import jobs
+    from views.plumbing import jobs
 
     other = env["root"] / "other"
     shutil.copytree(env["root"] / "demo", other, dirs_exist_ok=True)
@@ -233,7 +233,7 @@ def assert_one_vocabulary(text: str, report: dict) -> None:
     'mixed' is the grid's '·'."""
     import re
 
-    from views.ablation import head_name as ablation_name
+    from views.parts.ablation import head_name as ablation_name
     from viz.heads import head_short
 
     assert not re.search(r"\b(enc|dec|cross) \d+\.\d+|\b(enc_self|dec_self|cross)-\d+-\d+", text), text
@@ -268,7 +268,7 @@ def test_shipped_pruning_part_draws_the_reports_curves_in_either_order():
 
 
 def test_measure_labels_name_the_models_own_start_and_end_tokens():
-    from views.heads import measure_label
+    from views.pages.heads import measure_label
 
     marian = {"end_token": "</s>", "start_token": "<pad>"}
     assert (measure_label("eos_share", marian) == "weight on </s>"

@@ -129,7 +129,7 @@ def test_the_measured_token_and_the_head_come_from_the_link_and_go_back_into_it(
 
 
 def test_an_example_pair_sets_both_sentences(checkpoints):
-    from views.whatif import EXAMPLE_PAIRS
+    from views.pages.whatif import EXAMPLE_PAIRS
 
     at = run_app(view="What if", text=A)
     label = next(iter(EXAMPLE_PAIRS))
@@ -358,7 +358,7 @@ def test_the_lab_works_on_the_shipped_models_and_every_example_pair_can_be_patch
 
     from model import service
     from tests.app_support import serving
-    from views.whatif import EXAMPLE_PAIRS
+    from views.pages.whatif import EXAMPLE_PAIRS
 
     root = Path(__file__).resolve().parents[2] / "checkpoints"
     shipped = service.load(str(root / model_name))

@@ -72,7 +72,7 @@ def test_the_comparison_calls_traced_only_the_decoding_the_figures_show(checkpoi
 
 def test_the_toy_task_sentence_is_grammatical(checkpoints):
     from model import service
-    from views.training import TASK_VERB, _either
+    from views.pages.training import TASK_VERB, _either
 
     at = run_app(view="Training", text=SENTENCE)
     assert not at.exception
@@ -188,7 +188,7 @@ def test_error_states_show_no_server_path(checkpoints, ckpt):
 
 
 def test_public_message_names_each_server_folder_by_its_setting(tmp_path, monkeypatch):
-    from views import state
+    from views.plumbing import state
 
     monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(tmp_path / "ck"))
     monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path / "data"))

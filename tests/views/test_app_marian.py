@@ -96,7 +96,7 @@ def test_the_sidebar_takes_the_languages_the_loaded_model_gives(marian_root):
     """A first run draws the sidebar before the model loads, so the sidebar reads the languages from config.json
     (languages_of): they must be the labels of the loaded model (model_facts), and a folder whose config cannot be
     read gets neutral words, not the shipped model's languages."""
-    from views import state
+    from views.plumbing import state
 
     at = run_app(view="Overview", text=TEXT)
     assert not at.exception, at.exception

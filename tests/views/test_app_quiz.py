@@ -35,7 +35,7 @@ def toy_key():
     """A toy model kept on the server as if trained on the Training page (random weights)."""
     from model import service
     from model.training import toy
-    from views import state
+    from views.plumbing import state
 
     return state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
 
@@ -176,7 +176,7 @@ def test_the_quiz_is_presenter_modes_only(checkpoints):
 @pytest.mark.parametrize("which", ["twin", "toy"])
 def test_the_quiz_holds_on_an_untrained_twin_and_a_toy(checkpoints, translator, toy_key, which):
     from model import service
-    from views import state
+    from views.plumbing import state
 
     key, text = ("demo:untrained", SENTENCE) if which == "twin" else (toy_key, "3 1 4 1 5")
     model, error = state.load_model(key)

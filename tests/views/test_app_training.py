@@ -97,7 +97,7 @@ def test_a_toy_task_trained_live_opens_in_the_decoding_view(root):
     key = at.session_state["ckpt"]
     assert key.startswith("toy:reverse:") and at.session_state["view"] == "Decoding"
     from model import service
-    from views.state import load_model
+    from views.plumbing.state import load_model
 
     toy, _ = load_model(key)
     expected = service.translate(toy, "3 1 4 1 5 9 2 6").text

@@ -262,7 +262,7 @@ def test_the_favicon_is_a_local_file():
 def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, translator):
     """Beam search costs a third of a first visit of the page: it runs when the toggle (URL dec_beam)
     says so, or when the figures already trace it, and then shows what Translator.translate(beam) gives."""
-    from views.text import md_escape
+    from views.parts.text import md_escape
 
     said = lambda at: " ".join(m.value for m in at.markdown)  # noqa: E731
     at = run_app(view="Decoding", text=SENTENCE, beam=3)
@@ -303,7 +303,7 @@ def test_training_header_promises_a_film_only_where_there_is_one(checkpoints, ck
 
 
 def test_training_header_names_the_film_of_a_model_that_has_one(monkeypatch):
-    from views import training
+    from views.pages import training
 
     root = Path(__file__).resolve().parents[2] / "checkpoints"
     monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(root))
@@ -319,7 +319,7 @@ def toy_key():
     """A toy model kept on the server as if trained on the Training page (random weights: what it says must hold)."""
     from model import service
     from model.training import toy
-    from views import state
+    from views.plumbing import state
 
     return state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
 

@@ -1,11 +1,11 @@
-"""views/figcache.py: kept figures, and the name each one's content gets in the browser (its datarevision)."""
+"""views/plumbing/figcache.py: kept figures, and the name each one's content gets in the browser (its datarevision)."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 
-from views.figcache import FigureCache, drawable
+from views.plumbing.figcache import FigureCache, drawable
 from viz.attention import attention_figure
 
 TOKS = ["<bos>", "▁A", "▁dog"]

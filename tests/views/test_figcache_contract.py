@@ -1,4 +1,4 @@
-"""What views/figcache.py relies on in the installed Streamlit and Plotly, and what it leaves to Plotly.
+"""What views/plumbing/figcache.py relies on in the installed Streamlit and Plotly, and what it leaves to Plotly.
 
 figcache replaces ``plotly.io.to_json`` for the whole process (views/streamlit_internals.serve_kept_json). It
 answers one call only: the one that ``st.plotly_chart`` makes with a kept figure,
@@ -21,7 +21,7 @@ import plotly.io
 import plotly.io._json
 from streamlit.testing.v1 import AppTest
 
-from views.figcache import FigureCache, drawable
+from views.plumbing.figcache import FigureCache, drawable
 from viz.attention import attention_figure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ import numpy as np
 import plotly.io
 import streamlit as st
 
-from views.figcache import FigureCache
+from views.plumbing.figcache import FigureCache
 from viz.attention import attention_figure
 
 p = np.random.default_rng(0).dirichlet(np.ones(5), size=5).astype(np.float32)
@@ -111,7 +111,7 @@ def test_figures_and_arguments_figcache_does_not_own_get_exactly_what_plotly_wri
 
 
 def test_importing_figcache_again_keeps_plotlys_function_as_the_fallback():
-    code = ("import importlib, plotly.io, plotly.io._json as own, views.figcache as f; importlib.reload(f); "
+    code = ("import importlib, plotly.io, plotly.io._json as own, views.plumbing.figcache as f; importlib.reload(f); "
             "assert plotly.io.to_json.__wrapped__ is own.to_json; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr

@@ -69,7 +69,8 @@ def test_a_page_figure_is_the_same_with_the_speed_layer_off(on):
     np.testing.assert_allclose(np.array(z_fast, dtype=float), np.array(z_slow, dtype=float), rtol=1e-6)
 
 
-# ----------------------------------------------------------------------------- Streamlit (views/streamlit_internals.py)
+# ----------------------------------------------------------------------------- Streamlit
+# (views/plumbing/streamlit_internals.py)
 
 def test_streamlit_still_has_the_history_flag_and_every_test_id_the_css_names():
     import dataclasses
@@ -78,9 +79,9 @@ def test_streamlit_still_has_the_history_flag_and_every_test_id_the_css_names():
     import streamlit
     from streamlit.runtime.scriptrunner import ScriptRunContext
 
-    from views import streamlit_internals as si
+    from views.plumbing import streamlit_internals as si
 
-    port = f"Streamlit {streamlit.__version__} changed a private name: port views/streamlit_internals.py"
+    port = f"Streamlit {streamlit.__version__} changed a private name: port views/plumbing/streamlit_internals.py"
     assert "is_history_navigation" in {f.name for f in dataclasses.fields(ScriptRunContext)}, f"{port}: the flag"
     bundle = " ".join(p.read_text(encoding="utf-8", errors="ignore")
                       for p in (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("*.js"))
@@ -91,7 +92,7 @@ def test_streamlit_still_has_the_history_flag_and_every_test_id_the_css_names():
 
 
 def test_with_the_switch_the_css_names_no_test_id_and_keeps_the_apps_own_rules():
-    from views import streamlit_internals as si
+    from views.plumbing import streamlit_internals as si
 
     with pi.speed_layer(False):
         plain = si.style(si.PAGE_CSS)

@@ -1,4 +1,5 @@
-"""views/pandas_gate.py: a server's first run goes without pandas; nobody works with Plotly while it is imported.
+"""views/plumbing/pandas_gate.py: a server's first run goes without pandas; nobody works with Plotly while it is
+imported.
 
 Each test runs in a fresh interpreter: the gate is process-wide, and this test process imported pandas long ago.
 """
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRELUDE = """
 import sys, threading, time
 sys.path.insert(0, {root!r})
-from views import pandas_gate as g
+from views.plumbing import pandas_gate as g
 events = []
 def slow_import():
     events.append("import start")

@@ -1,4 +1,4 @@
-"""views/prefetch.py: once a page is drawn, the next page's data and figures are ready before it is opened."""
+"""views/plumbing/prefetch.py: once a page is drawn, the next page's data and figures are ready before it is opened."""
 from __future__ import annotations
 
 import threading
@@ -19,8 +19,8 @@ def checkpoints(tmp_path_factory):
 
 def _misses_opening(at, view: str) -> int:
     """How many figures the first visit of `view` had to build (0: all came ready from the background)."""
-    from views import prefetch
-    from views.figcache import FIGURES
+    from views.plumbing import prefetch
+    from views.plumbing.figcache import FIGURES
 
     prefetch.wait_idle()
     misses, ahead, prepare = FIGURES.misses, [], prefetch._prepare
@@ -70,7 +70,7 @@ def test_the_model_runs_ahead_only_for_a_student_going_down_the_list(checkpoints
 
 
 def test_a_new_sentence_prepares_nothing(checkpoints):
-    from views import prefetch, router
+    from views.plumbing import prefetch, router
 
     at = run_app(view="Overview", text="Ein Mann liest ein Buch.")
     at.sidebar.radio(key="view").set_value("Attention").run()
@@ -88,7 +88,7 @@ def test_a_new_sentence_prepares_nothing(checkpoints):
 
 
 def test_presenter_mode_and_the_last_page_prepare_nothing(checkpoints):
-    from views import prefetch, router
+    from views.plumbing import prefetch, router
 
     calls = []
     at = run_app(view="Overview", text="Ein Hund liest im Park.", present=1)
@@ -108,7 +108,7 @@ def test_presenter_mode_and_the_last_page_prepare_nothing(checkpoints):
 
 
 def test_a_preparation_that_fails_is_dropped_and_the_page_still_draws(checkpoints):
-    from views import prefetch, router
+    from views.plumbing import prefetch, router
 
     def broken(ctx, state):
         raise RuntimeError("no")
@@ -128,7 +128,7 @@ def test_a_preparation_that_fails_is_dropped_and_the_page_still_draws(checkpoint
 def test_a_figure_being_built_is_waited_for_not_built_twice():
     import numpy as np
 
-    from views.figcache import FigureCache
+    from views.plumbing.figcache import FigureCache
     from viz.attention import attention_figure
 
     cache, started, release, built = FigureCache(), threading.Event(), threading.Event(), []

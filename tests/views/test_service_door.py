@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted(p for p in (ROOT / "views").glob("*.py") if p.name != "__init__.py")
+PAGES = sorted(p for p in (ROOT / "views").rglob("*.py") if p.name != "__init__.py")  # every views module
 
 # model.service replaced by a module whose every attribute is a stand-in: importing every page and what app.py
 # imports must then load no torch at all.
@@ -38,7 +38,7 @@ def test_records_load_no_torch():
 
 
 def test_every_page_and_app_import_without_torch_when_the_service_is_stubbed():
-    pages = ", ".join(f"views.{p.stem}" for p in PAGES)
+    pages = ", ".join(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in PAGES)
     # app.py is a script that draws as it runs: its import statements are what it brings into the process
     app = ast.parse((ROOT / "app.py").read_text()).body
     app_imports = [n for n in app if isinstance(n, (ast.Import, ast.ImportFrom))
@@ -53,11 +53,11 @@ def test_every_page_and_app_import_without_torch_when_the_service_is_stubbed():
 
 def test_the_real_service_does_load_the_model_code():
     """The check above could pass by importing nothing: without the stub, a page's import does load torch, and so
-    does views.state's first use of the model (it imports model.service then)."""
-    run = _run("import sys, views.attention; print('torch' in sys.modules)")
+    does views.plumbing.state's first use of the model (it imports model.service then)."""
+    run = _run("import sys, views.pages.attention; print('torch' in sys.modules)")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-1] == "True"
-    run = _run("import sys, views.state; a = 'torch' in sys.modules; views.state._service(); "
+    run = _run("import sys, views.plumbing.state; a = 'torch' in sys.modules; views.plumbing.state._service(); "
                "print(a, 'torch' in sys.modules)")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-2:] == ["False", "True"]
@@ -103,7 +103,7 @@ def test_no_page_names_a_translator_or_a_tensor():
 
 def test_kinds_and_pages_are_defined_once():
     from model import records
-    from views import state
+    from views.plumbing import state
 
     assert state.KINDS is records.KINDS and tuple(state.VIEWS) == records.VIEWS
     for path in [*(ROOT / "model").rglob("*.py"), *(ROOT / "views").rglob("*.py"), ROOT / "app.py"]:

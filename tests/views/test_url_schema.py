@@ -10,13 +10,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "url-parameters.md"
-START, END = "<!-- schema: generated from views/urlstate.py -->", "<!-- /schema -->"
+START, END = "<!-- schema: generated from views/plumbing/urlstate.py -->", "<!-- /schema -->"
 
 
 def table() -> str:
     sys.path.insert(0, str(ROOT))
-    from views.state import PARAMS
-    from views.urlstate import schema_rows
+    from views.plumbing.state import PARAMS
+    from views.plumbing.urlstate import schema_rows
 
     return "\n".join(["| parameter | default | accepts |", "|---|---|---|", *schema_rows(PARAMS)])
 
@@ -41,6 +41,6 @@ if __name__ == "__main__" and "--write" in sys.argv:
     head, _, rest = text.partition(START)
     tail = rest.partition(END)[2] if rest else "\n"
     DOC.write_text(f"{head.rstrip()}\n\n{START}\n{table()}\n{END}\n{tail.lstrip()}" if rest else
-                   f"{text.rstrip()}\n\n## Every parameter\n\nAs `views/urlstate.py` defines them (a test checks this "
-                   f"table against the code):\n\n{START}\n{table()}\n{END}\n", encoding="utf-8")
+                   f"{text.rstrip()}\n\n## Every parameter\n\nAs `views/plumbing/urlstate.py` defines them (a "
+                   f"test checks this table against the code):\n\n{START}\n{table()}\n{END}\n", encoding="utf-8")
     print(f"wrote the schema's table into {DOC.relative_to(ROOT)}")

@@ -218,7 +218,8 @@ def _other_figures():
 
 @pytest.mark.parametrize("name", list(_builders()) + list(_other_figures()))
 def test_browser_json_is_the_figure_with_its_look_written_in(name):
-    """The JSON a chart gets (views/figcache.py) holds what plotly's JSON does, with the template's look written
+    """The JSON a chart gets (views/plumbing/figcache.py) holds what plotly's JSON does, with the template's look
+    written
     into the figure (the figure's own settings win), plain lists instead of typed arrays, null for NaN, the title
     in bold and a name for the content; nothing a figure shows changes."""
     built = (_builders() | _other_figures())[name]()

@@ -171,7 +171,7 @@ def test_csv_numbers_are_written_in_one_notation():
 
 
 def test_inside_one_head_says_how_many_keys_are_labelled_and_hover_names_every_one():
-    from views.head import keys_note
+    from views.pages.head import keys_note
     from viz.head import score_keys_labelled
 
     keys = [f"wort{i}" for i in range(31)]

@@ -11,11 +11,11 @@ import math
 import streamlit as st
 
 from model import service
-from views.figcache import cached
-from views.state import Context, contrast, logit_lens
-from views.text import md_escape
-from views.urlstate import within
-from views.widgets import chart, fig_config
+from views.parts.text import md_escape
+from views.parts.widgets import chart, fig_config
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, contrast, logit_lens
+from views.plumbing.urlstate import within
 from viz.heads import head_name
 from viz.lab import contrast_figure, head_effect_grid, lens_figure
 from viz.layout import PAGE_WIDTH_PX

@@ -4,10 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from model.service import max_abs_diff, position_similarity
-from views.figcache import cached
-from views.state import Context
-from views.urlstate import within
-from views.widgets import chart, fig_config, sections
+from views.parts.widgets import chart, fig_config, sections
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context
+from views.plumbing.urlstate import within
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.theme import below_controls
 
@@ -60,7 +60,7 @@ STATE = ("pe_positions", "pe_dims", "pe_ref")  # the session's choices prepare g
 
 def prepare(ctx: Context, state: dict) -> None:
     """Build the three figures a first visit will show, for the session's choices `state`, without drawing anything
-    (views/prefetch.py runs it in the background while another page is on screen). They do not depend on the
+    (views/plumbing/prefetch.py runs it in the background while another page is on screen). They do not depend on the
     sentence: after the first visit with these choices they are kept."""
     d, layout = ctx.cfg.d_model, getattr(ctx.cfg, "pe_layout", "interleaved")
     n = within(state.get("pe_positions"), 10, min(256, ctx.cfg.max_len))

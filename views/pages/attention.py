@@ -4,12 +4,12 @@ from __future__ import annotations
 import streamlit as st
 
 from model.service import entropy
-from views import ablation
-from views.compare import heads_match
-from views.figcache import cached
-from views.state import Context
-from views.text import md_escape
-from views.widgets import chart, csv_button, fig_config, kind_layer_head, sections, shows_caption
+from views.parts import ablation
+from views.parts.compare import heads_match
+from views.parts.text import md_escape
+from views.parts.widgets import chart, csv_button, fig_config, kind_layer_head, sections, shows_caption
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context
 from viz.attention import (
     attention_figure,
     heads_figure,

@@ -7,10 +7,10 @@ import numpy as np
 import streamlit as st
 
 from model.service import dropout_sample, max_abs_diff
-from views.figcache import cached
-from views.state import Context
-from views.urlstate import within
-from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
+from views.parts.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context
+from views.plumbing.urlstate import within
 from viz.head import head_pipeline_rows, score_keys_labelled
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
@@ -85,7 +85,7 @@ STATE = ("kind", "layer", "head")  # the choices of the session the page's figur
 
 def prepare(ctx: Context, state: dict) -> None:
     """Build the figures a first visit will show, with the session's choices `state`, without drawing anything
-    (views/prefetch.py runs it in the background while another page is on screen)."""
+    (views/plumbing/prefetch.py runs it in the background while another page is on screen)."""
     cfg = ctx.cfg
     kind = state["kind"] if state.get("kind") in ctx.result.trace.attn else "enc_self"
     n_layers = cfg.n_encoder_layers if kind == "enc_self" else cfg.n_decoder_layers

@@ -20,13 +20,13 @@ import streamlit as st
 
 from model import records
 from model.records import Attribution, ModelConfig, SentenceTrace, Translation
-from views import urlstate
+from views.plumbing import urlstate
 from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import kind_labels from here)
 
 if TYPE_CHECKING:
     from model import service
 
-from views.paths import ROOT, checkpoint_dir, public_message  # noqa: F401  (pages import them from here)
+from views.plumbing.paths import ROOT, checkpoint_dir, public_message  # noqa: F401  (pages import them from here)
 
 
 @functools.cache

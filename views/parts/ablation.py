@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from model.service import DataError, find_data_dir, paired_bootstrap
-from views.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot
-from views.state import KINDS, Context, ablated, public_message, val_translations
-from views.text import md_escape
+from views.parts.text import md_escape
+from views.plumbing.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot
+from views.plumbing.state import KINDS, Context, ablated, public_message, val_translations
 
 SHORT = {"enc_self": "encoder self", "dec_self": "decoder self", "cross": "cross"}
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from views.figcache import drawable
-from views.state import KINDS, Context, kind_labels
-from views.text import md_escape, md_table
-from views.urlstate import within
+from views.parts.text import md_escape, md_table
+from views.plumbing.figcache import drawable
+from views.plumbing.state import KINDS, Context, kind_labels
+from views.plumbing.urlstate import within
 from viz.kinds import languages
 from viz.speed import off
 
@@ -36,7 +36,8 @@ def table(rows: list[dict], name: str, right: tuple[str, ...] = (), scroll: bool
     """A page's table, drawn with the page as Markdown (an HTML table): whole up to ten rows, then scrolling at
     400 px (always whole without `scroll`); the columns in `right` (numbers) are right-aligned. Not st.table: it
     sends an Arrow table that the browser decodes before drawing, and converts through pandas, which a server's
-    first page goes without (views/pandas_gate.py). Not st.dataframe: a canvas grid whose 1.3 MB of code a first
+    first page goes without (views/plumbing/pandas_gate.py). Not st.dataframe: a canvas grid whose 1.3 MB of code a
+    first
     visit would wait for. A scrolling table is a region named `name` that the keyboard reaches (Tab) and scrolls
     (arrow keys), which an st.container of fixed height is not."""
     text = md_table(rows, right)
@@ -70,7 +71,7 @@ def kind_layer_head(n_enc: int, n_dec: int, n_heads: int, with_head: bool = True
     ss = st.session_state
     cols = st.columns([3, 1, 1] if with_head else [3, 1])
     vis = "collapsed" if compact else "visible"
-    src, tgt = languages()  # the loaded model's, set by the page's fragment (views/router.py)
+    src, tgt = languages()  # the loaded model's, set by the page's fragment (views/plumbing/router.py)
     labels = kind_labels({"src": src, "tgt": tgt})
     # persist_state: a page runs as a fragment, and a fragment-only run would otherwise let Streamlit forget the
     # value of a widget it did not draw (another page's, or a part presenter mode hides)

@@ -3,7 +3,7 @@
 Everything on this page comes from the head report that `python -m model.analyze` writes (beside the
 checkpoint, or in the cache folder when that folder is read-only); the only thing the page runs the model for
 is the heatmap of a corpus sentence (a teacher-forced pass, as the report's own). Where the report is and how it
-is computed from the page: views/heads_report.py.
+is computed from the page: views/parts/heads_report.py.
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import numpy as np
 import streamlit as st
 
 from model import records, service
-from views import jobs
-from views.figcache import cached
-from views.heads_report import compute_button, find_report, job_name, no_report, place, progress, report_paths
-from views.state import Context, is_toy, load_model, teacher_forced
-from views.text import md_escape, md_table
-from views.widgets import chart, fig_config, kind_layer_head, sections
+from views.parts.heads_report import compute_button, find_report, job_name, no_report, place, progress, report_paths
+from views.parts.text import md_escape, md_table
+from views.parts.widgets import chart, fig_config, kind_layer_head, sections
+from views.plumbing import jobs
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, is_toy, load_model, teacher_forced
 from viz.attention import attention_figure
 from viz.heads import (
     GROUP_NAMES,

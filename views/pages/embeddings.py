@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from views.figcache import cached
-from views.state import Context, is_toy, is_twin, vocab_embeddings
-from views.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from views.parts.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, is_toy, is_twin, vocab_embeddings
 from viz.embeddings import (
     embedding_heatmap,
     embedding_stages_figure,
@@ -80,7 +80,7 @@ STATE = ("emb_side",)  # the session's choices prepare gets
 
 def prepare(ctx: Context, state: dict) -> None:
     """Build the figures and the neighbour table a first visit will show, for the session's side `state`, without
-    drawing anything (views/prefetch.py runs it in the background while another page is on screen)."""
+    drawing anything (views/plumbing/prefetch.py runs it in the background while another page is on screen)."""
     side = "tgt" if state.get("emb_side") == "tgt" else "src"
     tr = ctx.result.trace
     emb, tokens = (tr.src_embed, tr.src_tokens) if side == "src" else (tr.tgt_embed, tr.tgt_tokens)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views import lens, quiz
-from views.figcache import cached
-from views.state import Context, attribution, beam_translation, trace_sentence
-from views.text import md_escape
-from views.urlstate import LAST, within
-from views.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from views.parts import lens, quiz
+from views.parts.text import md_escape
+from views.parts.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, attribution, beam_translation, trace_sentence
+from views.plumbing.urlstate import LAST, within
 from viz.decoding import attribution_figure, candidates_figure, decoding_rows, step_cross_attention_figure
 from viz.layout import PAGE_WIDTH_PX
 from viz.tables import candidates_csv
@@ -248,12 +248,13 @@ def _attribution_chart(ctx: Context, steps: list, step_no: int):
 
 
 STATE = ("dec_step", "dec_layer", "dec_head")  # the session's choices the page's figures depend on (prepare gets them)
-RUNS_MODEL = True  # the attribution runs the model (views/prefetch.py prepares it for a student going in order)
+# The attribution runs the model (views/plumbing/prefetch.py prepares it for a student going in order).
+RUNS_MODEL = True
 
 
 def prepare(ctx: Context, state: dict) -> None:
     """Build what a first visit of the page shows (the step's candidates, where it looked, the attribution of its
-    token), with the session's choices `state`, without drawing anything (views/prefetch.py runs it in the
+    token), with the session's choices `state`, without drawing anything (views/plumbing/prefetch.py runs it in the
     background while the page before it is on screen)."""
     steps = ctx.result.steps or []
     if not steps:

@@ -2,7 +2,7 @@
 
 A report lives beside the checkpoint, or in the cache folder (always for the untrained twin, whose weights are not
 that folder's). A page names it relative to the checkpoint folder or by the cache folder's setting, never by the
-server's absolute path. Without a report the page offers to compute one in a background job (views/jobs.py).
+server's absolute path. Without a report the page offers to compute one in a background job (views/plumbing/jobs.py).
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import streamlit as st
 
 from model import service
-from views import jobs
-from views.state import TWIN, Context, checkpoint_dir, is_twin, load_model, public_message
-from views.text import md_escape
+from views.parts.text import md_escape
+from views.plumbing import jobs
+from views.plumbing.state import TWIN, Context, checkpoint_dir, is_twin, load_model, public_message
 
 
 def report_name(key: str) -> str:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from model import service
-from views.state import is_twin, load_model, trace_sentence
+from views.plumbing.state import is_twin, load_model, trace_sentence
 from viz.lesson import lesson_html as _page
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views.streamlit_internals import NOTE_CSS, style
-from views.text import md_escape
-from views.urlstate import NOTE_CHARS
+from views.parts.text import md_escape
+from views.plumbing.streamlit_internals import NOTE_CSS, style
+from views.plumbing.urlstate import NOTE_CHARS
 
 KEY = "lecture_note"
 def field() -> None:

@@ -7,20 +7,22 @@ One run of the fragment, in order:
 
 1. if a page widget changed what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced
    prefix), or the view starts or ends side by side, the whole app runs again; the run waits for pandas
-   (views/pandas_gate.py);
+   (views/plumbing/pandas_gate.py);
 2. the sidebar's list of views is drawn into its slot (choosing a view is a fragment run too);
 3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
-4. the header (views/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
+4. the header (views/parts/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
    asks about a step, the header keeps that step's answer;
 5. the URL is written (a fragment run does not reach app.py's end), and the next page of the sidebar is prepared in
-   the background (views/prefetch.py, handed `PAGES`).
+   the background (views/plumbing/prefetch.py, handed `PAGES`).
 
-Widgets keep their values by themselves between runs that do not draw them (`persist_state`, views/urlstate.py).
+Widgets keep their values by themselves between runs that do not draw them (`persist_state`,
+views/plumbing/urlstate.py).
 
 What runs first in a session stays at app.py's top, before its other imports: the pandas gate and the warm-up
-(views/warmup.py) must start before the app's code is imported. `end` closes every run of the whole app.
+(views/plumbing/warmup.py) must start before the app's code is imported. `end` closes every run of the whole app.
 
-This module imports the pages; no page imports it or views/prefetch.py, so the imports among views/ have no cycle.
+This module imports the pages; no page imports it or views/plumbing/prefetch.py, so the imports among views/ have no
+cycle.
 """
 from __future__ import annotations
 
@@ -30,24 +32,11 @@ from typing import Any
 
 import streamlit as st
 
-from views import (
-    attention,
-    decoding,
-    embeddings,
-    head,
-    heads,
-    masks,
-    overview,
-    pandas_gate,
-    positional,
-    prefetch,
-    training,
-    warmup,
-    whatif,
-)
-from views.header import Header
-from views.header import draw as draw_header
-from views.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
+from views.pages import attention, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
+from views.parts.header import Header
+from views.parts.header import draw as draw_header
+from views.plumbing import pandas_gate, prefetch, warmup
+from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PRESENTER_THEME, Theme, using_theme
 

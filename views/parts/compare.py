@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from views.state import COMPARE, Context, checkpoint_label, load_model, model_facts, traced_decoding
-from views.text import md_escape
+from views.parts.text import md_escape
+from views.plumbing.state import COMPARE, Context, checkpoint_label, load_model, model_facts, traced_decoding
 
 LABEL_CHARS = 48  # a side's label above its figures; longer sentences are cut with "…"
 

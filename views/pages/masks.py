@@ -7,11 +7,11 @@ from __future__ import annotations
 import streamlit as st
 
 from model.service import weight_on_keys
-from views.figcache import cached
-from views.state import Context, causal_experiment, padded_batch, reference_tokens
-from views.text import md_escape
-from views.urlstate import within
-from views.widgets import chart, fig_config, layer_head, sections, table
+from views.parts.text import md_escape
+from views.parts.widgets import chart, fig_config, layer_head, sections, table
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, causal_experiment, padded_batch, reference_tokens
+from views.plumbing.urlstate import within
 from viz.masks import causal_figure, padding_figure
 from viz.theme import TEXT_LINE_PX, below_controls, theme
 
@@ -136,12 +136,13 @@ def _causal_chart(on, off, layer: int, head: int):
 
 
 STATE = ("pad_on", "pad_layer", "pad_head", "causal_layer", "causal_head")  # the session's choices prepare gets
-RUNS_MODEL = True  # preparing this page runs the model (views/prefetch.py prepares it for a student going in order)
+# Preparing this page runs the model (views/plumbing/prefetch.py prepares it for a student going in order).
+RUNS_MODEL = True
 
 
 def prepare(ctx: Context, state: dict) -> None:
     """Run what a first visit will show (the padded batch, the teacher-forced passes) and build its figures, with
-    the session's choices `state`, without drawing anything (views/prefetch.py runs it in the background)."""
+    the session's choices `state`, without drawing anything (views/plumbing/prefetch.py runs it in the background)."""
     cfg = ctx.cfg
     use_mask = state.get("pad_on") is not False
     _, demo = _padding_data(ctx, use_mask)

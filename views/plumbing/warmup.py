@@ -7,7 +7,8 @@ sidebar does not fetch, which would otherwise show grey skeletons after the run 
 removed when the run ends (`done`) and hidden until then
 (`visibility: hidden` also keeps them out of screen readers and the tab order): a page never shows them. On a warm
 server a first run can end before the browser has drawn them; then the page's own elements ask for the same code as
-soon, and there was nothing to overlap. The pages' tables are Markdown (views/widgets.py `table`): no page waits for
+soon, and there was nothing to overlap. The pages' tables are Markdown (views/parts/widgets.py `table`): no page waits
+for
 st.table's code or the 1.3 MB code of st.dataframe's canvas grid. Only a text description's tables, opened on
 demand, are st.table.
 

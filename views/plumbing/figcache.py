@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import plotly.graph_objects as go
 
-from views.streamlit_internals import serve_kept_json
+from views.plumbing.streamlit_internals import serve_kept_json
 from viz.alt import describe
 from viz.kinds import languages
 from viz.speed import off, switched_off
@@ -74,7 +74,7 @@ class _Prebuilt(go.Figure):
 
 
 # st.plotly_chart serialises a kept figure's dict through plotly.io.to_json on every run: answered from the kept
-# JSON (views/streamlit_internals.py; tests/views/test_figcache_contract.py pins the call).
+# JSON (views/plumbing/streamlit_internals.py; tests/views/test_figcache_contract.py pins the call).
 serve_kept_json(_FrozenDict)
 
 
@@ -85,7 +85,7 @@ def _prebuilt(figure, revision: str):
     collector: keeping it as well tripled the memory of the cache. The JSON is the one that a chart draws once
     (`viz.transport.browser_json`), with `revision` as its datarevision: a name for the content."""
     if isinstance(figure, go.Figure):
-        # Its text alternative (views.widgets.chart shows it), read from the figure's data before that is dropped.
+        # Its text alternative (views.parts.widgets.chart shows it), read from the figure's data before that is dropped.
         alt = describe(figure)
         layout = figure.layout
         sent = browser_json(figure, revision)
@@ -140,7 +140,8 @@ class FigureCache:
                 if other is None:
                     done = self._building[key] = threading.Event()
                     break
-            # Another thread (a session, or views/prefetch.py preparing this page) is building this very figure:
+            # Another thread (a session, or views/plumbing/prefetch.py preparing this page) is building this very
+            # figure:
             # wait for it rather than build it a second time beside it.
             other.wait(timeout=60)
         else:

@@ -4,7 +4,7 @@ A student types a sentence and then opens the pages one after another, so almost
 visit for that sentence: the server runs what the page shows (a padded batch, teacher-forced passes) and builds
 its figures while the student waits. When the student opens a page, the next page of the sidebar that has
 something to prepare (a `prepare(ctx, state)`) gets that done in the background, through the same caches the
-page itself reads (st.cache_resource, views/figcache.py), so its first visit finds everything ready. A page
+page itself reads (st.cache_resource, views/plumbing/figcache.py), so its first visit finds everything ready. A page
 opened while its preparation is still running waits for that computation instead of repeating it (both caches
 compute a value once).
 
@@ -16,7 +16,7 @@ the list; at most one task waiting (a newer one replaces it); each page prepared
 nothing in presenter mode or side by side (their figures are built in another theme or layout). A preparation
 that fails is dropped: the page computes as before. ATLAS_PREFETCH=0 in the server's environment turns it off.
 
-The pages come from the router (views/router.py), which runs this after each page: this module imports none of
+The pages come from the router (views/plumbing/router.py), which runs this after each page: this module imports none of
 them, so a page may import what it needs without importing, through here, the pages that import it.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from types import ModuleType
 
 import streamlit as st
 
-from views.state import VIEWS, Context
+from views.plumbing.state import VIEWS, Context
 from viz.kinds import using_languages
 from viz.theme import Theme, using_theme
 

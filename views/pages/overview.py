@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views.figcache import cached
-from views.reading import FRAGMENTS_HELP, card_section, fragment_spans, repetition_caption
-from views.state import Context
-from views.widgets import chart, fig_config, sections, shows_caption, table
+from views.parts.reading import FRAGMENTS_HELP, card_section, fragment_spans, repetition_caption
+from views.parts.widgets import chart, fig_config, sections, shows_caption, table
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context
 from viz.architecture import architecture_figure, parameter_table
 from viz.tables import source_token_rows
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 from model.records import ModelConfig, Source
 from model.service import describe_fragments, describe_repetition, fragmented_words, repeated_run
-from views.text import md_escape
+from views.parts.text import md_escape
 
 FRAGMENTS_HELP = ("“in N pieces”: every piece is in the vocabulary (✓), the word as a whole is not; the model reads "
                   "it as fragments. Often a typo, a name or a number.")
@@ -24,7 +24,7 @@ def reads_pieces(cfg: ModelConfig) -> bool:
 
 def input_notes(source: Source, cfg: ModelConfig) -> list[tuple[str, str]]:
     """The header's notes on how the model read the sentence, on every page, as (kind, Markdown) for
-    views/header.py: the unknown words, and the words read in fragments with their piece counts."""
+    views/parts/header.py: the unknown words, and the words read in fragments with their piece counts."""
     notes = []
     unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
     if unknown:
@@ -37,7 +37,7 @@ def input_notes(source: Source, cfg: ModelConfig) -> list[tuple[str, str]]:
 
 def output_captions(tokens: list[str], source: Source, cfg: ModelConfig) -> list[str]:
     """The header's line on the translation it shows (its output `tokens`), when it repeats a run, as Markdown. It
-    speaks of the output, so it belongs with the captions that a quiz question hides (views/header.py)."""
+    speaks of the output, so it belongs with the captions that a quiz question hides (views/parts/header.py)."""
     line = describe_repetition(repeated_run(tokens, source.tokens), reads_pieces(cfg))
     return [md_escape(line)] if line else []
 
@@ -48,7 +48,7 @@ def fragment_spans(source: Source, cfg: ModelConfig) -> list[tuple[int, int, str
 
 
 def repetition_caption(tokens: list[str], source: Source, cfg: ModelConfig) -> None:
-    """Under the output tokens: the run the translation repeats, if any (the header's line, views/header.py)."""
+    """Under the output tokens: the run the translation repeats, if any (the header's line, views/parts/header.py)."""
     for line in output_captions(tokens, source, cfg):
         st.caption(line)
 

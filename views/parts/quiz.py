@@ -3,7 +3,7 @@
 The quiz takes the place of the Decoding page's "this step" part (URL `quiz`: `next` or `looks`; `focus=quiz`): the
 step's two charts wait until "Reveal" (URL `reveal`), which shows the model's answer with its probability or weight,
 then the same charts "this step" draws. Until then the page's header shows the translation only up to the prefix the
-step read (views/header.py). The questions come from the trace (`viz.quiz`); the options' order from
+step read (views/parts/header.py). The questions come from the trace (`viz.quiz`); the options' order from
 `quiz_seed`, so a prepared link shows every projector and every student the same question.
 
 Only in presenter mode: outside it the page shows all its parts at once, and the step's charts, its attribution and
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views import urlstate
-from views.state import Context
-from views.text import md_escape
+from views.parts.text import md_escape
+from views.plumbing import urlstate
+from views.plumbing.state import Context
 from viz.quiz import Question, looks_at, next_word
 from viz.text import fmt_prob
 

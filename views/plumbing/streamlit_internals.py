@@ -4,7 +4,8 @@ into Streamlit's elements by their `data-testid` (a frontend detail, not an API)
 A Streamlit upgrade may rename either. tests/views/test_internals_contract.py checks that the installed Streamlit still
 has the flag and every test id named here, and names this file when one is gone. With `ATLAS_PUBLIC_ONLY=1`
 (viz/speed.py's switches) nothing here is used: no flag (history is then told by the URL changing under
-the session, views/urlstate.py) and only the CSS that names the app's own classes and keys; the pages look plainer,
+the session, views/plumbing/urlstate.py) and only the CSS that names the app's own classes and keys; the pages look
+plainer,
 never blank.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ def history_navigation() -> bool | None:
 
 
 def serve_kept_json(kept: type) -> None:
-    """Answer Streamlit's serialisation of a kept figure from the JSON kept with it (views/figcache.py).
+    """Answer Streamlit's serialisation of a kept figure from the JSON kept with it (views/plumbing/figcache.py).
 
     `st.plotly_chart` calls `plotly.io.to_json(fig.to_dict(), validate=False)`, looking the function up on the
     module at every call; for a heatmap with a hover label per cell that is a large part of a run. So, once per

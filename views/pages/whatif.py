@@ -12,11 +12,11 @@ from __future__ import annotations
 import streamlit as st
 
 from model import service
-from views import lab_parts
-from views.figcache import cached
-from views.state import Context, traced_decoding
-from views.text import md_escape
-from views.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
+from views.parts import lab_parts
+from views.parts.text import md_escape
+from views.parts.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, traced_decoding
 from viz.compare import Side, side_by_side_figure
 from viz.heads import head_name
 from viz.lab import pair_difference_figure

@@ -14,12 +14,12 @@ import numpy as np
 import streamlit as st
 
 from model import service
-from views import jobs
-from views.figcache import cached
-from views.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
-from views.text import md_escape
-from views.urlstate import within
-from views.widgets import chart, fig_config, kind_layer_head, sections
+from views.parts.text import md_escape
+from views.parts.widgets import chart, fig_config, kind_layer_head, sections
+from views.plumbing import jobs
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
+from views.plumbing.urlstate import within
 from viz.attention import attention_figure, heads_figure
 from viz.layout import PAGE_WIDTH_PX
 from viz.theme import TEXT_LINE_PX, below_controls

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from views.streamlit_internals import HEADER_CSS, style
-from views.text import md_escape
+from views.parts.text import md_escape
+from views.plumbing.streamlit_internals import HEADER_CSS, style
 
 
 @dataclass(frozen=True)

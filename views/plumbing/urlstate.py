@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from model import records
-from views.streamlit_internals import history_navigation
+from views.plumbing.streamlit_internals import history_navigation
 
 KINDS_ORDER = records.KINDS
 
@@ -190,7 +190,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "film_probe": Param(1, _int_in(1, 64)),
         "film_frame": Param(0, _int_in(0, 10_000), default_text="(the last frame)"),
         "toy_task": Param("copy", _choice(("copy", "reverse", "sort"))),
-        # Presenter mode's quiz on the Decoding page (views/quiz.py): the question asked before the step is shown,
+        # Presenter mode's quiz on the Decoding page (views/parts/quiz.py): the question asked before the step is shown,
         # the seed of the options' order, whether the answer is shown; the lecturer's note shown on every view
         "quiz": Param("off", _choice(("off", "next", "looks"))),
         "quiz_seed": Param(1, _int_in(0, 9999)),

@@ -9,13 +9,13 @@ from __future__ import annotations
 import streamlit as st
 
 from model import service
-from views.figcache import cached
-from views.state import KINDS, Context, traced_decoding
-from views.state import knockout as knockout_of
-from views.state import patching as patching_of
-from views.text import md_escape
-from views.urlstate import within
-from views.widgets import chart, fig_config
+from views.parts.text import md_escape
+from views.parts.widgets import chart, fig_config
+from views.plumbing.figcache import cached
+from views.plumbing.state import KINDS, Context, traced_decoding
+from views.plumbing.state import knockout as knockout_of
+from views.plumbing.state import patching as patching_of
+from views.plumbing.urlstate import within
 from viz.heads import head_name
 from viz.lab import head_effect_grid, position_effect_figure, token_bars_figure
 from viz.layout import PAGE_WIDTH_PX
