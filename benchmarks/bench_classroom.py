@@ -3,14 +3,12 @@
     python benchmarks/bench_classroom.py [--checkpoint-dir checkpoints] [--model multi30k-de-en]
                                          [--sessions 10 20 30] [--seconds 120] [--every 5] [--processes 1|2]
 
-Starts the app (one `streamlit run app.py`, or --processes of them behind deploy/serve.py's nginx), warms each
-process up with one session, then for each N in --sessions runs N light sessions (classroom_client.py: Streamlit's
-websocket protocol, no browser) for --seconds: each opens `view=Attention&text=<its own sentence>` (the openings
-spread over the first --every seconds), then --every s (± --jitter) after each result types a new sentence of its own
-and waits for the run: latency = rerun sent -> script_finished (the server's part, no drawing). Every run's DE line
-must show that session's own sentence (wrong: it does not; foreign: it shows another session's). Per N: actions,
-errors, wrong, latency p50/p95/max, this load generator's CPU (it competes with the servers) and each server
-process's CPU (children included). Writes benchmarks/results/classroom.json (classroom_<P>proc.json).
+The app (one `streamlit run app.py`, or --processes behind deploy/serve.py's nginx), each process warmed up by one
+session; per N in --sessions, N light sessions (classroom_client.py: the websocket protocol, no browser) for
+--seconds, each on `view=Attention&text=<its own sentence>`, typing a new sentence of its own --every s (± --jitter)
+after each result: latency = rerun sent -> script_finished. Every run's DE line must show that session's own sentence
+(wrong: it does not; foreign: another's). Per N: actions, errors, wrong, latency p50/p95/max, this generator's CPU and
+each server process's CPU. Writes benchmarks/results/classroom.json (classroom_<P>proc.json).
 """
 from __future__ import annotations
 

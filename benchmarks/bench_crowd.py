@@ -3,15 +3,12 @@
     python benchmarks/bench_crowd.py [--pages 8 16 32] [--processes 1 2] [--rounds 1] [--checkpoint-dir checkpoints]
         [--model multi30k-de-en] [--timeout 180] [--fault | --fault-only] [--fault-pages 8] [--fault-signal TERM KILL]
 
-Crowd: per process count (1: direct; 2+: behind deploy/serve.py's nginx), N and round, FRESH servers and N Chromium
-pages opened at once on the teacher's link (tests/crowd_support.open_at_once): pages that got the app, seconds to
-that first drawn page, exceptions, timeouts, pages per process. Fault (--fault): --fault-pages students on 2
-processes, each typing a sentence every --every s (± --jitter); --fault-after s in, the process serving the most
-gets --fault-signal (TERM: a stop; KILL: a crash; a class each), and the class goes on --fault-for s. Each page logs
-its websocket's openings and closings, every run drawn and what Streamlit showed (connection status, dialogs,
-errors). Per student of the stopped process: what it showed, reconnect, the first run the other process served and
-the state it showed, whether the next sentence was lost, when its own sentence came back; for the others: anything
-they noticed, their action times before and after. See docs/load.md. Writes benchmarks/results/crowd.json.
+Crowd: per process count (1: direct; 2+: behind deploy/serve.py's nginx), N and round, fresh servers and N Chromium
+pages opened at once on the teacher's link: pages that got the app, seconds to the first drawn page, exceptions,
+timeouts, pages per process. --fault: --fault-pages students on 2 processes typing a sentence every --every s; after
+--fault-after s the busiest process gets --fault-signal (TERM: a stop; KILL: a crash), the class goes on --fault-for
+s. Per student of that process: what it showed, reconnect, the state the other process served, whether the next
+sentence was lost, when its own came back; the others: anything they noticed. docs/load.md; results/crowd.json.
 """
 from __future__ import annotations
 

@@ -4,16 +4,14 @@
                                           [--settle-ms 300] [--tail-ms 500]
     python benchmarks/bench_server_cpu.py --blas [--repeats 10] [--tail-ms 500]
 
-Starts `streamlit run app.py`, opens Attention in Chromium and, --repeats times after a warm-up round: types a new
-sentence, changes the layer and the head, then switches through every page (a rotation with another step each
-round: each switch is that page's first visit for the sentence). Around each action it reads the server's CPU
-(utime + stime of every thread, ended ones and children included, /proc/PID/stat) just before the press and
---settle-ms after the page is drawn again (app_walk.py's waits). A reading has 10 ms resolution, so the table gives
-the mean beside the median; also the main thread's part (Streamlit's event loop), the browser's time, and the CPU
-in the --tail-ms after (work left after a run). Writes benchmarks/results/server_cpu.json.
---blas: the Embeddings page's nearest-neighbour table in this process with OpenBLAS limited to one thread (the
-app's setting, model/inference/runtime.py) and to one per core, alternating: wall time and this process's CPU
-until --tail-ms after, so the idle threads' spinning counts. Medians of --repeats. Writes results/blas_spin.json.
+`streamlit run app.py`, Attention in Chromium; --repeats rounds after a warm-up: a new sentence, a layer and a head
+change, then every page (a rotation with another step each round: each switch is that page's first visit for the
+sentence). The server's CPU (utime + stime of every thread, ended ones and children included, /proc/PID/stat) is read
+just before the press and --settle-ms after the page is drawn again (app_walk.py's waits); 10 ms resolution, so the
+table gives the mean beside the median, with the main thread's part, the browser's time, and the CPU in the
+--tail-ms after. --blas: the Embeddings page's nearest-neighbour table in this process with OpenBLAS at one thread
+(the app's setting, model/inference/runtime.py) and one per core, alternating: wall time and CPU until --tail-ms
+after, so idle threads' spinning counts. Medians of --repeats. Writes results/server_cpu.json or blas_spin.json.
 """
 from __future__ import annotations
 

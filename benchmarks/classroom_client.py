@@ -1,31 +1,18 @@
 """A light Streamlit client: one session over the websocket, as the browser's frontend talks to the server.
 
-No browser and no JavaScript: this speaks Streamlit's own protocol (the protobufs in `streamlit.proto`) on
-`ws://HOST:PORT/_stcore/stream`, so one load-generating process can hold dozens of sessions. What it does,
-step by step, is what Streamlit 1.67's frontend does (static/js/index.*.js, web/server/starlette/*):
-
-1. GET the page (`/?query`): behind the proxy in deploy/ this is where the `atlas_backend` cookie is set;
-   then `/_stcore/health` (sets Streamlit's `_streamlit_xsrf` cookie) and `/_stcore/host-config`.
-   The page's JavaScript and CSS bundles are not fetched (that is what makes this client light).
-2. Open the websocket with `Sec-WebSocket-Protocol: streamlit, <xsrf cookie or PLACEHOLDER_AUTH_TOKEN>
-   [, <last session id>]` and the page's cookies; the third entry asks the server to resume that session.
-3. Send a BackMsg `rerun_script` (a ClientState: the URL's query string, the widget states, the page's script
-   hash, the browser's context) and read ForwardMsgs until `script_finished` (a status other than
-   FINISHED_EARLY_FOR_RERUN). `new_session` starts every run; `delta` messages carry the elements;
-   `page_info_changed` carries the query string the app wrote (the browser puts it in its address bar and
-   sends it with the next rerun, so does this client).
-
-Widget states, as the browser keeps them: every widget element a run draws carries its id (for a keyed
-widget `$$ID-<hash>-<key>`), its default and, when the script set it, `set_value` with the value. The client
-keeps the value it last saw per widget id (the default when the widget is new, the script's value when
-`set_value` says so) and sends the values of the widgets the last run drew with each rerun, as the
-frontend's WidgetStateManager does; `type_text` changes the `text` text area's value before the rerun.
-Buttons (trigger values) are never sent: nobody clicks them here.
-
-Message cache: the frontend reports the hashes of the messages it has cached (ClientState.
-cached_message_hashes) and the server then sends `ref_hash` stubs in their place. This client caches
-nothing and reports no hashes, so the server always sends the full messages; a `ref_hash` would be a
-protocol error here and is counted as one.
+No browser and no JavaScript: Streamlit's own protocol (the protobufs in `streamlit.proto`) on
+`ws://HOST:PORT/_stcore/stream`, so one process holds dozens of sessions, doing what Streamlit 1.67's frontend does:
+1. GET the page (`/?query`; behind deploy/'s proxy this sets the `atlas_backend` cookie), `/_stcore/health` (the
+   `_streamlit_xsrf` cookie) and `/_stcore/host-config`; no JavaScript or CSS bundle.
+2. Open the websocket with `Sec-WebSocket-Protocol: streamlit, <xsrf cookie or PLACEHOLDER_AUTH_TOKEN>[, <last
+   session id>]` (the third entry resumes that session) and the page's cookies.
+3. Send a BackMsg `rerun_script` (ClientState: the query string, widget states, page script hash, browser context)
+   and read ForwardMsgs until `script_finished` (not FINISHED_EARLY_FOR_RERUN); `page_info_changed` carries the
+   query string the app wrote, sent back with the next rerun as the browser does.
+Widget states as the frontend's WidgetStateManager keeps them: per widget id (`$$ID-<hash>-<key>` when keyed) the
+value last seen (its default when new, the script's when `set_value` says so), sent for the widgets the last run drew;
+`type_text` changes the `text` area's value first; buttons are never sent. No message cache is reported, so the
+server sends every message whole; a `ref_hash` stub is counted as a protocol error.
 """
 from __future__ import annotations
 
