@@ -51,16 +51,21 @@ window.WebSocket = class extends PageSocket {
 };
 """
 
-# Polled once an animation frame: true once more than n runs have finished, the app is idle, and the
-# page has not changed for two frames in a row, so React has rendered what the finished run sent.
+# Polled once an animation frame: true once more than n runs have finished, the app is idle, no element is
+# still waiting for its code (Streamlit loads a widget's or chart's code lazily and shows a stSkeleton until it
+# arrives, which under load takes longer than two frames), and the page has not changed for two frames in a
+# row, so React has rendered what the finished run sent.
 SETTLED_JS = """([n, idle]) => {
-  if (!(window.__atlasRuns > n && document.querySelector(idle))) { window.__atlasQuiet = null; return false; }
+  if (!(window.__atlasRuns > n && document.querySelector(idle)
+        && !document.querySelector("[data-testid='stSkeleton']"))) { window.__atlasQuiet = null; return false; }
   return window.__atlasQuietFor(n);
 }"""
 
-# At least n charts are on the page, every one has drawn its SVG and Plotly is not in the middle of drawing it.
+# At least n charts are on the page, no element is still waiting for its code (a chart behind a stSkeleton is
+# not counted yet), every chart has drawn its SVG and Plotly is not in the middle of drawing it.
 CHARTS_DRAWN_JS = """([sel, n]) => {
   const charts = [...document.querySelectorAll(sel)];
+  if (document.querySelector("[data-testid='stSkeleton']")) return false;
   return charts.length >= Math.max(n, 1) && charts.every(c => {
     const gd = c.querySelector('.js-plotly-plot');
     return gd && gd.querySelector('.main-svg') && gd._fullLayout && !gd._fullLayout._replotting;

@@ -184,6 +184,21 @@ def wait_charts(page, timeout: float = 30_000, at_least: int = 1) -> int:
     return page.locator(CHART).count()
 
 
+def wait_texts(page, selector: str, *parts: str, start: bool = False, timeout: float = 120_000) -> None:
+    """Wait until, for each of `parts`, an element matching `selector` holds it in its text (begins with it, with
+    `start`): a page's charts draw one by one, so the one that should show a text may come after the first."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function("""([sel, parts, start]) => {
+            const texts = [...document.querySelectorAll(sel)].map(e => e.textContent.trim());
+            return parts.every(p => texts.some(t => start ? t.startsWith(p) : t.includes(p)));
+        }""", arg=[selector, list(parts), start], timeout=timeout, polling="raf")
+    except PlaywrightTimeout:
+        raise AssertionError(f"no {selector} held each of {parts} within {timeout / 1000:.0f} s; the page has "
+                             f"{page.locator(selector).all_text_contents()[:20]}") from None
+
+
 def open_app(page, url: str, timeout: float = 120_000) -> None:
     """Load the app and wait for its first script run to finish.
 

@@ -18,6 +18,7 @@ from browser_support import (
     wait_charts,
     wait_idle,
     wait_new_run,
+    wait_texts,
     widget,
 )
 
@@ -49,6 +50,7 @@ def test_heads_page_draws_the_report_and_opens_a_head_in_the_attention_view(page
     assert selectbox_value(page, "kind").startswith("Decoder masked self-attention")
     assert (selectbox_value(page, "layer"), selectbox_value(page, "head")) == ("2", "4")
     assert "view=Attention" in page.url and "layer=2" in page.url and "head=4" in page.url
+    wait_texts(page, f"{CHART} .main-svg .gtitle", "layer 2, head 4")  # that head's chart may draw after the first
     assert any("layer 2, head 4" in t for t in chart_titles(page))
     page.go_back()  # Back: the Heads page again, as it was
     page.wait_for_function("() => location.search.includes('view=Heads')", timeout=30_000)
@@ -121,6 +123,7 @@ def test_heads_scale_and_pruning_order_are_in_the_link(page, app_server):
 def test_decoding_shows_where_the_chosen_step_came_from(page, app_server):
     open_app(page, app_server.link(view="Decoding", dec_step=2, text="Ein Hund läuft im Schnee."))
     wait_charts(page)
+    wait_texts(page, f"{CHART} .gtitle", "step 2: attribution of", start=True)  # not the page's first chart
     titles = chart_titles(page)
     assert any(t.startswith("step 2: attribution of") for t in titles), titles
     rows = page.locator(f"{CHART}", has_text="attribution of").locator(".ytick text").all_text_contents()

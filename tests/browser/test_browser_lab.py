@@ -71,11 +71,19 @@ def hover(pg, key: str, trace: int, i: int, j: int = 0) -> tuple[str, float]:
     return label.text_content(), cell["v"]
 
 
-def assert_drawn(pg, keys: list[str]) -> None:
-    wait_charts(pg)
-    assert pg.locator(EXCEPTION).count() == 0, pg.locator(EXCEPTION).all_inner_texts()
+def assert_drawn(pg, keys: list[str], timeout: float = 120_000) -> None:
+    """Wait for each key's chart to draw: the page's charts mount one by one, so the first drawn says nothing
+    about the others."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    wait_charts(pg, timeout)
     for key in keys:
-        assert pg.locator(f".st-key-{key} .js-plotly-plot .main-svg").count() >= 1, f"{key} was not drawn"
+        try:
+            pg.locator(f".st-key-{key} .js-plotly-plot .main-svg").first.wait_for(state="attached", timeout=timeout)
+        except PlaywrightTimeout:
+            raise AssertionError(f"{key} was not drawn within {timeout / 1000:.0f} s; the page's errors: "
+                                 f"{pg.locator(EXCEPTION).all_inner_texts()}") from None
+    assert pg.locator(EXCEPTION).count() == 0, pg.locator(EXCEPTION).all_inner_texts()
 
 
 @pytest.mark.browser

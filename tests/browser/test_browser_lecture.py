@@ -16,6 +16,7 @@ from browser_support import (
     select_option,
     wait_charts,
     wait_new_run,
+    wait_texts,
     widget,
 )
 
@@ -82,8 +83,11 @@ def test_presenter_mode_uses_the_screen_and_keeps_the_sidebar_reachable(projecto
     # The sidebar's arrow brings back the sentence and the views.
     projector.locator("[data-testid='stExpandSidebarButton']").click()
     projector.wait_for_function(SIDEBAR_OPEN_JS, arg=SIDEBAR, timeout=10_000)
-    assert widget(projector, "text").locator("textarea").is_visible()
-    assert widget(projector, "view").is_visible()
+    from playwright.sync_api import expect
+
+    # the sidebar slides in: its controls show once it has arrived
+    expect(widget(projector, "text").locator("textarea")).to_be_visible(timeout=30_000)
+    expect(widget(projector, "view")).to_be_visible(timeout=30_000)
 
 
 @pytest.mark.browser
@@ -95,8 +99,10 @@ def test_the_presenter_toggle_folds_the_sidebar_and_writes_the_link(page, app_se
     widget(page, "present").locator("label").click()
     wait_new_run(page, before)
     page.wait_for_function(f"() => !({SIDEBAR_OPEN_JS})({SIDEBAR!r})", timeout=10_000)
+    from playwright.sync_api import expect
+
     assert query(page).get("present") == "1"
-    assert page.locator(CHART).count() == 1
+    expect(page.locator(CHART)).to_have_count(1, timeout=60_000)  # the normal page's charts go, the one stays
 
 
 @pytest.mark.browser
@@ -106,6 +112,7 @@ def test_side_by_side_link_round_trips_and_survives_a_layer_change(page, app_ser
     wait_charts(page)
     main = page.locator("[data-testid='stMain']").inner_text()
     assert "B · DE" in main and "Fahrrad" in main
+    wait_texts(page, f"{CHART} .annotation-text", "A · Ein Hund", "B · Ein Mann", start=True)  # B's may draw later
     heads = page.locator(f"{CHART} .annotation-text").all_text_contents()
     assert any(t.startswith("A · Ein Hund") for t in heads) and any(t.startswith("B · Ein Mann") for t in heads)
     select_option(page, "layer", "2")
@@ -122,6 +129,7 @@ def test_side_by_side_link_round_trips_and_survives_a_layer_change(page, app_ser
 def test_side_by_side_of_two_models_draws_both_decodings(page, app_server):
     open_app(page, app_server.link(view="Decoding", text=SENTENCE, compare="model", ckpt2="demo:untrained"))
     wait_charts(page)
+    wait_texts(page, f"{CHART} .gtitle", "A, step 1", "B, step 1", start=True)  # each decoding's chart draws apart
     titles = [t.strip() for t in page.locator(f"{CHART} .gtitle").all_text_contents()]
     assert any(t.startswith("A, step 1") for t in titles) and any(t.startswith("B, step 1") for t in titles)
     assert "demo (untrained)" in page.locator("[data-testid='stMain']").inner_text()

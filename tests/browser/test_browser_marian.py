@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 
 import pytest
+from playwright.sync_api import expect
 
 from browser_support import (
     CHART,
@@ -75,6 +76,8 @@ def assert_clean(page, where: str) -> None:
 
 def head_axes(page) -> dict:
     """The one-head heatmap's axes: tick texts unescaped as Plotly draws them, titles, and the drawn tick labels."""
+    # the page's charts draw one by one: wait for this one (by its key), not only for the first
+    page.locator(".st-key-head_fig .js-plotly-plot .main-svg").first.wait_for(state="attached", timeout=60_000)
     axes = page.evaluate(HEAD_AXES_JS)
     for a in ("x", "y"):
         axes[a]["ticktext"] = [html.unescape(t) for t in axes[a]["ticktext"]]
@@ -89,7 +92,7 @@ def test_every_view_draws_the_imported_model(marian_page, marian_server):
             choose_view(marian_page, view, timeout=60_000)
         main = marian_page.locator(MAIN)
         if view in NO_CHARTS:
-            assert main.get_by_text(NO_CHARTS[view]).count() >= 1, view
+            expect(main.get_by_text(NO_CHARTS[view]), view).not_to_have_count(0, timeout=60_000)
         else:
             assert wait_charts(marian_page, 60_000) >= 1, view
         assert_clean(marian_page, view)

@@ -156,9 +156,12 @@ def figures_server(atlas_checkpoints, tmp_path_factory):
 
 def figures_page(chromium, server, width: int, height: int, **params):
     pg = new_page(chromium, width=width, height=height)
+    from playwright.sync_api import expect
+
     open_app(pg, server.link(**params))
+    # the six charts mount one by one: wait for all of them, then for them to be laid out
+    expect(pg.locator(MAIN_CHART), server.log_tail()).to_have_count(6, timeout=60_000)
     settle(pg)
-    assert pg.locator(MAIN_CHART).count() == 6, server.log_tail()
     return pg
 
 

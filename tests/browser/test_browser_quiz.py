@@ -65,7 +65,7 @@ def test_a_quiz_link_asks_then_reveals_on_one_screen_and_back_asks_again(chromiu
         assert len(options) >= 2
         click(pg, "quiz_pick_next_2_3", options[0])  # the room's guess
         click(pg, "quiz_reveal")
-        wait_charts(pg)
+        wait_charts(pg, at_least=2)  # the answer's chart and the step's: both are read below
         said = main_text(pg)
         answer = re.search(r"Next: (\S+) \(p = ([0-9.<]+)\)", said)
         assert answer, said[:500]

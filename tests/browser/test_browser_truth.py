@@ -144,6 +144,9 @@ def test_a_link_restores_every_choice_and_keeps_it_in_the_url(page, app_server, 
     main = page.locator(MAIN)
     if name == "Masks":
         assert not widget(page, "pad_on").locator("input").is_checked()
+        # the note or a chart's title: that chart may draw after the first
+        main.get_by_text("mask OFF").or_(page.locator(f"{CHART} .gtitle", has_text="OFF")).first.wait_for(
+            state="attached", timeout=60_000)
         assert main.get_by_text("mask OFF").count() + page.locator(f"{CHART} .gtitle", has_text="OFF").count() >= 1
     if name == "Decoding":
         assert "You forced the first 2 token(s): A dog" in main.inner_text()
