@@ -6,7 +6,8 @@ the sidebar, the header and the trace lookup (less server time per click, and th
 One run of the fragment, in order:
 
 1. if a page widget changed what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced
-   prefix), or the view starts or ends side by side, the whole app runs again;
+   prefix), or the view starts or ends side by side, the whole app runs again; the run waits for pandas
+   (views/plumbing/pandas_gate.py);
 2. the sidebar's list of views is drawn into its slot (choosing a view is a fragment run too);
 3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
 4. the header (views/parts/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
@@ -17,9 +18,8 @@ One run of the fragment, in order:
 Widgets keep their values by themselves between runs that do not draw them (`persist_state`,
 views/plumbing/urlstate.py).
 
-What runs first in a session stays at app.py's top, before its other imports: NumPy and pandas imported whole, and
-the warm-up (views/plumbing/warmup.py), which must start before the app's code is imported. `end` closes every run
-of the whole app.
+What runs first in a session stays at app.py's top, before its other imports: the pandas gate and the warm-up
+(views/plumbing/warmup.py) must start before the app's code is imported. `end` closes every run of the whole app.
 
 This module imports the pages; no page imports it or views/plumbing/prefetch.py, so the imports among views/ have no
 cycle.
@@ -35,7 +35,7 @@ import streamlit as st
 from views.pages import attention, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
 from views.parts.header import Header
 from views.parts.header import draw as draw_header
-from views.plumbing import prefetch, warmup
+from views.plumbing import pandas_gate, prefetch, warmup
 from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PRESENTER_THEME, Theme, using_theme
@@ -103,6 +103,7 @@ def page_fragment(ctx: Context, frame: Frame, theme: Theme, inputs: tuple) -> No
     the page was drawn for; if a widget of the page changed one, the app runs again."""
     if app_inputs() != inputs:
         st.rerun(scope="app")
+    pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there
     with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
         _page(ctx, frame)
     sync_url()  # a fragment run does not reach the end of app.py
@@ -128,6 +129,7 @@ def _page(ctx: Context, frame: Frame) -> None:
 
 def end(warm) -> None:
     """Every end of a run of the whole app: the URL says what the user chose, the warm-up (`warm`, what
-    `warmup.start` returned) is gone."""
+    `warmup.start` returned) is gone, pandas may be imported."""
     sync_url()
     warmup.done(warm)
+    pandas_gate.leave()
