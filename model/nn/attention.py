@@ -1,8 +1,9 @@
 """Multi-head attention, written out so that every step has a named hook point.
 
 Shape letters: see model/__init__.py. Points (model/nn/hooks.py, inside `attn.` or `cross_attn.`): hook_q, hook_k,
-hook_v and hook_z are (b, pos, h, d_head); hook_scaled_scores (QKᵀ/√d_head before the mask), hook_attn_scores
-(after the mask: -inf where a key is hidden) and hook_pattern (the softmax) are (b, h, query, key).
+hook_v and hook_z are (b, pos, h, d_head); hook_scaled_scores (QKᵀ/√d_head before the mask, plus the position
+bias where the model has one: T5, which also leaves the scores unscaled), hook_attn_scores (after the mask: -inf
+where a key is hidden) and hook_pattern (the softmax) are (b, h, query, key).
 """
 from __future__ import annotations
 
@@ -16,17 +17,19 @@ from model.nn.hooks import EXPLICIT, Hooks
 
 
 class MultiHeadAttention(nn.Module):
-    """softmax(QKᵀ/√d_k) V for h heads in parallel, then an output projection."""
+    """softmax(QKᵀ/√d_k + B) V for h heads in parallel, then an output projection; B is a position bias (T5's
+    relative positions) or nothing, and T5 leaves out the 1/√d_k (`scale=False`)."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, scale: bool = True):
         super().__init__()
         assert d_model % n_heads == 0
         self.h, self.d_k = n_heads, d_model // n_heads
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model)
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = dropout
+        self.scaled = scale
 
     def _heads(self, x: torch.Tensor, hooks: Hooks | None, name: str) -> torch.Tensor:
         """(b, n, d) projection -> (b, h, n, d_k), through its hook point in (b, n, h, d_k)."""
@@ -45,6 +48,7 @@ class MultiHeadAttention(nn.Module):
         hooks: Hooks | None = None,  # this call's hook points (model/nn/hooks.py), inside this attention's name
         cache: dict | None = None,  # the caller's per-request key/value cache for incremental decoding
         static_kv: bool = False,  # keys/values do not grow (cross-attention): project them once
+        pos_bias: torch.Tensor | None = None,  # (1, h, i, j) added to the scores (relative positions)
     ) -> torch.Tensor:
         """(b, i, d). With a `cache`, hook_k and hook_v see the new positions only (cross-attention: the first
         call's), as TransformerLens's with a key/value cache."""
@@ -59,7 +63,10 @@ class MultiHeadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
         p_drop = self.dropout if self.training else 0.0
         if hooks is not None and hooks.wants(*EXPLICIT):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (b, h, i, j)
+            scores = q @ k.transpose(-2, -1)  # (b, h, i, j)
+            scores = scores / math.sqrt(self.d_k) if self.scaled else scores
+            if pos_bias is not None:
+                scores = scores + pos_bias
             scores = hooks("hook_scaled_scores", scores)
             masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
             masked = hooks("hook_attn_scores", masked)
@@ -68,7 +75,10 @@ class MultiHeadAttention(nn.Module):
             heads = F.dropout(probs, p_drop, self.training) @ v  # (b, h, i, d_k)
         else:
             # Fused kernel: same maths, no probabilities kept (tests check both paths agree).
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
+            if pos_bias is not None:  # one additive mask: the bias, and -inf where a key is hidden
+                mask = pos_bias if mask is None else pos_bias.masked_fill(~mask, float("-inf"))
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop,
+                                                   scale=None if self.scaled else 1.0)
         z = heads.transpose(1, 2)  # (b, i, h, d_k) each head's output before W_O
         if hooks is not None:
             z = hooks("hook_z", z)

@@ -6,12 +6,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FORMAT_VERSION = 2  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
+FORMAT_VERSION = 3  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
 # Version 1 folders predate the fields below `pad_idx`; they load with those fields' defaults, which
 # describe exactly the model version 1 could express (ReLU, interleaved sin/cos, <bos> = 2, <eos> = 3, ...).
-READABLE_VERSIONS = (1, 2)
+# Version 3 adds the fields below `tokenizer` (other model families); a version-2 file gets their defaults.
+READABLE_VERSIONS = (1, 2, 3)
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # gelu is the exact (erf) one; swish and silu are the same function
-PE_LAYOUTS = ("interleaved", "sin_then_cos")
+PE_LAYOUTS = ("interleaved", "sin_then_cos", "fairseq")
+NORMS = ("layer", "rms")
+POSITIONS = ("sinusoidal", "learned", "relative")
 TOKENIZERS = ("spacy", "sentencepiece")
 
 
@@ -51,6 +54,23 @@ class ModelConfig:
     tgt_lang: str = field(default="en", metadata={"help": "target language code"})
     tokenizer: str = field(default="spacy", metadata={
         "help": "spacy (words, Moses detokenizer) or sentencepiece (source.spm / target.spm in the folder)"})
+    # Format version 3: what other translation families are (M2M100/NLLB, mBART, T5), each today's model by default.
+    norm: str = field(default="layer", metadata={"help": "layer (LayerNorm) or rms (RMSNorm: no mean, no bias; T5)"})
+    norm_eps: float = field(default=1e-5, metadata={"help": "epsilon of every norm"})
+    positions: str = field(default="sinusoidal", metadata={
+        "help": "sinusoidal (a fixed table), learned (a trained table; mBART) or relative (no table: a learned "
+                "bias per head and bucket of relative distance in the scores; T5)"})
+    pos_offset: int = field(default=0, metadata={
+        "help": "row of the position table that position 0 reads (M2M100 and mBART: 2)"})
+    rel_buckets: int = field(default=32, metadata={"help": "relative positions: buckets of distance (T5)"})
+    rel_max_distance: int = field(default=128, metadata={"help": "relative positions: distance of the last bucket"})
+    embed_norm: bool = field(default=False, metadata={"help": "a norm after the positions are added (mBART)"})
+    scale_attention: bool = field(default=True, metadata={"help": "scores divided by √d_k; off in T5"})
+    ff_gated: bool = field(default=False, metadata={
+        "help": "gated feed-forward act(x W_gate) ⊙ (x W_1) W_2 (T5 v1.1, mT5, Flan-T5)"})
+    bias: bool = field(default=True, metadata={"help": "the attention and feed-forward projections have biases"})
+    generator_scale: float = field(default=1.0, metadata={
+        "help": "the decoder's output is multiplied by this before the generator (T5 v1.0, tied: d_model^-0.5)"})
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -58,7 +78,8 @@ class ModelConfig:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name, allowed in (("activation", ACTIVATIONS), ("pe_layout", PE_LAYOUTS), ("tokenizer", TOKENIZERS)):
+        for name, allowed in (("activation", ACTIVATIONS), ("pe_layout", PE_LAYOUTS), ("tokenizer", TOKENIZERS),
+                              ("norm", NORMS), ("positions", POSITIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
@@ -89,6 +110,8 @@ class ModelConfig:
             raise ValueError(f"format_version {version} is not supported "
                              f"(this code reads {', '.join(map(str, READABLE_VERSIONS))})")
         known = {f.name for f in dataclasses.fields(cls)}
+        if version == 2:  # a version-2 file cannot describe the version-3 fields: their defaults are its model
+            known = {f.name for f in dataclasses.fields(cls)} - set(V3_FIELDS)
         if version == 1:  # a version-1 file cannot describe the later fields: their defaults are its model
             known = {f.name for f in dataclasses.fields(cls) if f.name in V1_FIELDS}
         unknown = sorted(set(d) - known)
@@ -106,3 +129,5 @@ class ModelConfig:
 
 V1_FIELDS = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",
              "dropout", "attn_dropout", "max_len", "norm_first", "tie_weights", "pad_idx")
+V3_FIELDS = ("norm", "norm_eps", "positions", "pos_offset", "rel_buckets", "rel_max_distance", "embed_norm",
+             "scale_attention", "ff_gated", "bias", "generator_scale")

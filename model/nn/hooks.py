@@ -95,10 +95,13 @@ def attn_name(kind: str, layer: int, point: str) -> str:
 def hook_names(cfg) -> list[str]:
     """Every point of a model with this config, in the order a pass reaches them."""
     attn = lambda a: [f"{a}.{p}" for p in ("hook_q", "hook_k", "hook_v", *EXPLICIT, "hook_z")]  # noqa: E731
-    mlp = ["mlp.hook_pre", "mlp.hook_post", "hook_mlp_out", "hook_resid_post"]
+    mlp = ["mlp.hook_pre", *["mlp.hook_pre_linear"] * getattr(cfg, "ff_gated", False), "mlp.hook_post",
+           "hook_mlp_out", "hook_resid_post"]
     enc = ["hook_resid_pre", *attn("attn"), "hook_attn_out", "hook_resid_mid", *mlp]
     dec = enc[:10] + attn("cross_attn") + ["hook_cross_attn_out", "hook_resid_mid_cross"] + mlp
-    embed = ["hook_token_embed", "hook_embed", "hook_pos_embed"]
+    relative = getattr(cfg, "positions", "sinusoidal") == "relative"
+    embed = (["hook_token_embed", "hook_embed"] + ["hook_pos_embed"] * (not relative)
+             + ["embed_ln.hook_normalized"] * getattr(cfg, "embed_norm", False) + ["hook_pos_bias"] * relative)
     return (embed + [f"encoder.{l}.{p}" for l in range(cfg.n_encoder_layers) for p in enc]
             + ["encoder_final_ln.hook_normalized"] * cfg.norm_first + [f"decoder.{p}" for p in embed]
             + [f"decoder.{l}.{p}" for l in range(cfg.n_decoder_layers) for p in dec]

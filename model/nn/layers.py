@@ -19,7 +19,15 @@ def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleav
 
     "interleaved" (the paper): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...).
     "sin_then_cos" (Marian): the same sines in columns 0..⌈d/2⌉-1, then the cosines.
+    "fairseq" (M2M100, NLLB): sines then cosines at wavelengths 10000^(i/(d/2 - 1)), i < d/2 (a zero column
+    last when d is odd); the rows are the table's own indices (M2M100 reads row pos + 2: `pos_offset`).
     """
+    if layout == "fairseq":
+        half = d_model // 2
+        freq = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000.0) / (half - 1)))
+        angle = torch.arange(n_positions, dtype=torch.int64).float().unsqueeze(1) * freq.unsqueeze(0)  # (n, d/2)
+        pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+        return torch.cat([pe, torch.zeros(n_positions, 1)], dim=1) if d_model % 2 else pe
     if layout == "sin_then_cos":
         # Computed in float64 as Marian's table is (transformers builds it with NumPy), then rounded once.
         pos = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n, 1)
@@ -36,11 +44,22 @@ def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleav
     return pe
 
 
+def make_norm(d_model: int, kind: str = "layer", eps: float = 1e-5) -> nn.Module:
+    """LayerNorm, or RMSNorm (T5: x / √(mean(x²) + eps) × g, no mean subtracted, no bias)."""
+    return nn.RMSNorm(d_model, eps=eps) if kind == "rms" else nn.LayerNorm(d_model, eps=eps)
+
+
 class Embeddings(nn.Module):
-    """Token embedding × √d_model (or × 1 without `scale`) + sinusoidal positional encoding, then dropout."""
+    """Token embedding × √d_model (or × 1 without `scale`) + the positions, an optional norm (mBART), dropout.
+
+    positions: "sinusoidal" (a fixed table in `pe_layout`), "learned" (a trained table, `pos` here) or "relative"
+    (none: the model adds a bias to the attention scores instead, RelativePositionBias). Position p reads row
+    p + `pos_offset` of the table (M2M100 and mBART keep two rows before position 0).
+    """
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float, pad_idx: int,
-                 scale: bool = True, pe_layout: str = "interleaved", init: bool = True):
+                 scale: bool = True, pe_layout: str = "interleaved", init: bool = True, positions: str = "sinusoidal",
+                 pos_offset: int = 0, norm: str | None = None, eps: float = 1e-5):
         super().__init__()
         self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx)
         if init:  # without: the weights are loaded next (EncoderDecoder's `init`)
@@ -48,55 +67,120 @@ class Embeddings(nn.Module):
             with torch.no_grad():
                 self.lut.weight[pad_idx].zero_()
         self.scale = math.sqrt(d_model) if scale else 1.0
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, pe_layout), persistent=False)
+        self.max_len, self.offset, self.positions = max_len, pos_offset, positions
+        if positions == "sinusoidal":
+            self.register_buffer("pe", sinusoidal_encoding(max_len + pos_offset, d_model, pe_layout), persistent=False)
+        elif positions == "learned":
+            self.pos = nn.Embedding(max_len + pos_offset, d_model)
+            if init:
+                nn.init.normal_(self.pos.weight, mean=0.0, std=d_model**-0.5)
+        self.norm = make_norm(d_model, norm, eps) if norm else None
         self.dropout = nn.Dropout(dropout)
+
+    def table(self) -> torch.Tensor | None:
+        """(max_len, d) the position vectors of positions 0.., or None for relative positions."""
+        if self.positions == "relative":
+            return None
+        full = self.pe if self.positions == "sinusoidal" else self.pos.weight
+        return full[self.offset:]
 
     def forward(self, ids: torch.Tensor, hooks: Hooks | None = None, offset: int = 0) -> torch.Tensor:
         """(b, n) ids -> (b, n, d). `offset` is the position of ids[:, 0] (incremental decoding feeds one
         position at a time)."""
         b, n = ids.shape
-        if offset + n > self.pe.shape[0]:
-            raise ValueError(f"sequence of {offset + n} tokens is longer than max_len {self.pe.shape[0]}")
+        if offset + n > self.max_len:
+            raise ValueError(f"sequence of {offset + n} tokens is longer than max_len {self.max_len}")
         token = self.lut(ids)  # (b, n, d)
-        pe = self.pe[offset : offset + n]  # (n, d)
         if hooks is not None:
             token = hooks("hook_token_embed", token)
-        scaled = token * self.scale  # × 1.0 when unscaled: the points are the same
+        total = scaled = token * self.scale  # × 1.0 when unscaled: the points are the same
         if hooks is not None:
-            scaled = hooks("hook_embed", scaled)
-            pe = hooks("hook_pos_embed", pe.expand(b, n, pe.shape[-1]))
-        total = scaled + pe
+            total = scaled = hooks("hook_embed", scaled)
+        table = self.table()
+        if table is not None:
+            pe = table[offset : offset + n]  # (n, d)
+            if hooks is not None:
+                pe = hooks("hook_pos_embed", pe.expand(b, n, pe.shape[-1]))
+            total = scaled + pe
+        if self.norm is not None:
+            total = self.norm(total)
+            if hooks is not None:
+                total = hooks("embed_ln.hook_normalized", total)
         return self.dropout(total) if self.training else total  # skip no-op calls: decoding is per token
+
+
+class RelativePositionBias(nn.Module):
+    """T5's positions: a learned bias per head and bucket of the key's distance from the query, added to every
+    layer's self-attention scores (computed once per stack). Distances up to n_buckets/2 (bidirectional: /4, each
+    direction) have a bucket each; longer ones share buckets on a log scale up to `max_distance`. The decoder is
+    causal: keys after the query all fall in bucket 0, which the mask hides anyway."""
+
+    def __init__(self, n_buckets: int, max_distance: int, n_heads: int, bidirectional: bool):
+        super().__init__()
+        self.n_buckets, self.max_distance, self.bidirectional = n_buckets, max_distance, bidirectional
+        self.bias = nn.Embedding(n_buckets, n_heads)
+
+    def buckets(self, distance: torch.Tensor) -> torch.Tensor:
+        """Bucket of each key - query distance (as transformers' T5Attention._relative_position_bucket)."""
+        n, out = self.n_buckets, torch.zeros_like(distance)
+        if self.bidirectional:
+            n //= 2
+            out = out + (distance > 0).long() * n
+            distance = distance.abs()
+        else:
+            distance = -torch.clamp(distance, max=0)
+        exact = n // 2
+        large = exact + (torch.log(distance.float() / exact) / math.log(self.max_distance / exact)
+                         * (n - exact)).long()
+        large = torch.clamp(large, max=n - 1)
+        return out + torch.where(distance < exact, distance, large)
+
+    def forward(self, n_queries: int, n_keys: int, offset: int = 0) -> torch.Tensor:
+        """(1, h, i, j): the bias of queries offset..offset+i-1 over keys 0..j-1."""
+        query = torch.arange(offset, offset + n_queries, device=self.bias.weight.device).unsqueeze(1)
+        key = torch.arange(n_keys, device=self.bias.weight.device).unsqueeze(0)
+        return self.bias(self.buckets(key - query)).permute(2, 0, 1).unsqueeze(0)
 
 
 ACTIVATION = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}  # gelu: exact (erf), as Marian's
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = W2 act(W1 x + b1) + b2, applied at every position alike; act is ReLU in the paper."""
+    """FFN(x) = W2 act(W1 x + b1) + b2, applied at every position alike; act is ReLU in the paper.
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str = "relu"):
+    Gated (T5 v1.1): W2 (act(W_gate x) ⊙ W1 x); hook_pre is act's input, hook_pre_linear the other factor, as in
+    TransformerLens's gated MLPs."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str = "relu", gated: bool = False,
+                 bias: bool = True):
         super().__init__()
-        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff, bias=bias), nn.Linear(d_ff, d_model, bias=bias)
+        self.w_gate = nn.Linear(d_model, d_ff, bias=bias) if gated else None
         self.dropout = nn.Dropout(dropout)
         self.act = ACTIVATION[activation]
 
     def forward(self, x: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
-        pre = self.w_1(x)  # (b, n, d_ff)
+        pre = (self.w_1 if self.w_gate is None else self.w_gate)(x)  # (b, n, d_ff)
         if hooks is not None:
             pre = hooks("hook_pre", pre)
         h = self.act(pre)
+        if self.w_gate is not None:
+            linear = self.w_1(x)
+            if hooks is not None:
+                linear = hooks("hook_pre_linear", linear)
+            h = h * linear
         if hooks is not None:
             h = hooks("hook_post", h)
         return self.w_2(self.dropout(h) if self.training else h)
 
 
 class SublayerConnection(nn.Module):
-    """Residual + LayerNorm around a sub-layer: pre-norm x + f(LN(x)) or post-norm LN(x + f(x))."""
+    """Residual + norm around a sub-layer: pre-norm x + f(N(x)) or post-norm N(x + f(x)); N is LayerNorm or
+    RMSNorm."""
 
-    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+    def __init__(self, d_model: int, dropout: float, norm_first: bool, norm: str = "layer", eps: float = 1e-5):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = make_norm(d_model, norm, eps)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
@@ -113,21 +197,31 @@ def _point(hooks: Hooks | None, name: str, x: torch.Tensor) -> torch.Tensor:
     return x if hooks is None else hooks(name, x)
 
 
+def block_parts(cfg) -> dict:
+    """The keyword arguments a layer takes from the model's config (model/nn/config.py)."""
+    return {"norm": cfg.norm, "eps": cfg.norm_eps, "gated": cfg.ff_gated, "bias": cfg.bias,
+            "scale": cfg.scale_attention}
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the source, then feed-forward."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool,
-                 activation: str = "relu"):
+                 activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
+                 bias: bool = True, scale: bool = True):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(2)])
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
+        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(2)])
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, hooks: Hooks | None = None) -> torch.Tensor:
-        """(b, s, d) -> (b, s, d); `hooks` seen from inside this block (`encoder.{l}.`)."""
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, hooks: Hooks | None = None,
+                pos_bias: torch.Tensor | None = None) -> torch.Tensor:
+        """(b, s, d) -> (b, s, d); `hooks` seen from inside this block (`encoder.{l}.`); `pos_bias` (1, h, s, s)
+        is added to the self-attention scores (relative positions)."""
         attn, mlp = inside(hooks, "attn"), inside(hooks, "mlp")
         x = _point(hooks, "hook_resid_pre", x)
-        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, attn), hooks, "hook_attn_out")
+        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, attn, pos_bias=pos_bias), hooks,
+                        "hook_attn_out")
         x = _point(hooks, "hook_resid_mid", x)
         x = self.sub[1](x, lambda y: self.ff(y, mlp), hooks, "hook_mlp_out")
         return _point(hooks, "hook_resid_post", x)
@@ -137,22 +231,26 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention to the encoder memory, then feed-forward."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool,
-                 activation: str = "relu"):
+                 activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
+                 bias: bool = True, scale: bool = True):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first) for _ in range(3)])
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
+        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(3)])
 
-    def forward(self, x, memory, src_mask, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None):
+    def forward(self, x, memory, src_mask, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None,
+                pos_bias: torch.Tensor | None = None):
         """(b, t, d) -> (b, t, d); `hooks` seen from inside this block (`decoder.{l}.`). `cache`
-        ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding."""
+        ({"self": {}, "cross": {}}, owned by the caller) turns on incremental decoding. `pos_bias` (1, h, t, t+past)
+        is added to the self-attention scores (relative positions); cross-attention has none."""
         self_cache = cross_cache = None
         if cache is not None:
             self_cache, cross_cache = cache["self"], cache["cross"]
         attn, cross, mlp = inside(hooks, "attn"), inside(hooks, "cross_attn"), inside(hooks, "mlp")
         x = _point(hooks, "hook_resid_pre", x)
-        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, attn, self_cache), hooks, "hook_attn_out")
+        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, attn, self_cache, pos_bias=pos_bias), hooks,
+                        "hook_attn_out")
         x = _point(hooks, "hook_resid_mid", x)
         x = self.sub[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross, cross_cache, static_kv=True),
                         hooks, "hook_cross_attn_out")

@@ -11,7 +11,7 @@ from torch import nn
 
 from model.nn.config import ModelConfig
 from model.nn.hooks import FwdHooks, Hooks, check_names, inside
-from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer
+from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer, RelativePositionBias, block_parts, make_norm
 
 
 def subsequent_mask(size: int, device=None) -> torch.Tensor:
@@ -58,7 +58,9 @@ class Generator(nn.Module):
 
 
 class EncoderDecoder(nn.Module):
-    """The Transformer of "Attention Is All You Need", with an optional pre-norm variant."""
+    """The Transformer of "Attention Is All You Need", with an optional pre-norm variant, and what the config says
+    other families are (model/nn/config.py): RMSNorm, learned or relative positions, an embedding norm, no
+    scaling of the scores, a gated feed-forward, no biases."""
 
     def __init__(self, cfg: ModelConfig, init: bool = True):
         """`init=False` skips the model's own random initialisation (half of building the shipped model's time),
@@ -68,16 +70,22 @@ class EncoderDecoder(nn.Module):
         self.cfg = cfg
         layer_args = (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attn_dropout, cfg.norm_first, cfg.activation)
         embed_args = (cfg.d_model, cfg.max_len, cfg.dropout, cfg.pad_idx, cfg.scale_embedding, cfg.pe_layout)
-        self.src_embed = Embeddings(cfg.src_vocab_size, *embed_args, init=init)
-        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, *embed_args, init=init)
-        self.encoder_layers = nn.ModuleList([EncoderLayer(*layer_args) for _ in range(cfg.n_encoder_layers)])
-        self.decoder_layers = nn.ModuleList([DecoderLayer(*layer_args) for _ in range(cfg.n_decoder_layers)])
-        # Pre-norm leaves the residual stream un-normalised, so each stack ends with a LayerNorm.
-        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        embed_kw = {"init": init, "positions": cfg.positions, "pos_offset": cfg.pos_offset,
+                    "norm": cfg.norm if cfg.embed_norm else None, "eps": cfg.norm_eps}
+        self.src_embed = Embeddings(cfg.src_vocab_size, *embed_args, **embed_kw)
+        self.tgt_embed = Embeddings(cfg.tgt_vocab_size, *embed_args, **embed_kw)
+        parts = block_parts(cfg)
+        self.encoder_layers = nn.ModuleList([EncoderLayer(*layer_args, **parts) for _ in range(cfg.n_encoder_layers)])
+        self.decoder_layers = nn.ModuleList([DecoderLayer(*layer_args, **parts) for _ in range(cfg.n_decoder_layers)])
+        if cfg.positions == "relative":  # one bias per stack, shared by its layers' self-attention (T5)
+            self.src_pos_bias = RelativePositionBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads, True)
+            self.tgt_pos_bias = RelativePositionBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads, False)
+        # Pre-norm leaves the residual stream un-normalised, so each stack ends with a norm.
+        final = (lambda: make_norm(cfg.d_model, cfg.norm, cfg.norm_eps)) if cfg.norm_first else nn.Identity
+        self.encoder_norm, self.decoder_norm = final(), final()
         self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size, cfg.final_logits_bias)
         for name, p in self.named_parameters():
-            if init and p.dim() > 1 and "lut" not in name:
+            if init and p.dim() > 1 and "lut" not in name and "pos" not in name:
                 nn.init.xavier_uniform_(p)
         if cfg.share_embeddings:  # one matrix for both sides (Marian's `shared`)
             self.tgt_embed.lut.weight = self.src_embed.lut.weight
@@ -91,9 +99,19 @@ class EncoderDecoder(nn.Module):
     def encode_from(self, x: torch.Tensor, src_mask: torch.Tensor, start: int, hooks: Hooks | None = None):
         """Encoder layers start.. on x (b, s, d), the input of layer `start`, then the final norm: an analysis that
         changes layer `start` keeps the layers below as they ran (x is their encoder.{start}.hook_resid_pre)."""
+        bias = self._pos_bias("src_pos_bias", x.shape[1], x.shape[1], 0, hooks)
         for n in range(start, len(self.encoder_layers)):
-            x = self.encoder_layers[n](x, src_mask, inside(hooks, f"encoder.{n}"))
+            x = self.encoder_layers[n](x, src_mask, inside(hooks, f"encoder.{n}"), bias)
         return self._final(self.encoder_norm, x, hooks, "encoder_final_ln")
+
+    def _pos_bias(self, which: str, n_queries: int, n_keys: int, offset: int, hooks: Hooks | None):
+        """(1, h, i, j) the relative-position bias of one stack (`src_pos_bias` or `tgt_pos_bias`), through its
+        point (`hook_pos_bias`, `decoder.hook_pos_bias`), or None for a model with a position table."""
+        if self.cfg.positions != "relative":
+            return None
+        bias = getattr(self, which)(n_queries, n_keys, offset)
+        name = "hook_pos_bias" if which == "src_pos_bias" else "decoder.hook_pos_bias"
+        return bias if hooks is None else hooks(name, bias)
 
     def decode(self, memory, src_mask, tgt, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None):
         """(b, t) ids + memory -> (b, t, d) decoder states after the final norm (the generator's input).
@@ -111,10 +129,13 @@ class EncoderDecoder(nn.Module):
     def decode_from(self, y, memory, src_mask, tgt_mask, start: int, hooks: Hooks | None = None,
                     cache: dict | None = None) -> torch.Tensor:
         """Decoder layers start.. on y (b, t, d), the input of layer `start`, then the final norm."""
+        past = 0 if cache is None else cache["len"]
+        bias = self._pos_bias("tgt_pos_bias", y.shape[1], past + y.shape[1], past, hooks)
         for n in range(start, len(self.decoder_layers)):
             y = self.decoder_layers[n](y, memory, src_mask, tgt_mask, inside(hooks, f"decoder.{n}"),
-                                       None if cache is None else cache["layers"][n])
-        return self._final(self.decoder_norm, y, hooks, "decoder_final_ln")
+                                       None if cache is None else cache["layers"][n], bias)
+        y = self._final(self.decoder_norm, y, hooks, "decoder_final_ln")
+        return y * self.cfg.generator_scale if self.cfg.generator_scale != 1.0 else y
 
     @staticmethod
     def _final(norm: nn.Module, x: torch.Tensor, hooks: Hooks | None, name: str) -> torch.Tensor:

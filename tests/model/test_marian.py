@@ -210,7 +210,7 @@ def test_checkpoint_folder_and_model_card(imported):
                  "source.spm", "target.spm"):
         assert (folder / name).is_file(), name
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    assert config["format_version"] == 2 and config["tokenizer"] == "sentencepiece"
+    assert config["format_version"] == 3 and config["tokenizer"] == "sentencepiece"
     metrics = (folder / "metrics.json").read_text(encoding="utf-8")
     card = json.loads(metrics)["imported"]
     assert str(root) not in metrics  # a checkpoint may be shipped: no path of this machine
@@ -329,17 +329,21 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
     from model.nn.config import FORMAT_VERSION, ModelConfig
 
     v1 = dict(CONFIG_V1)
-    assert FORMAT_VERSION == 2
+    assert FORMAT_VERSION == 3
     cfg = ModelConfig.from_dict(v1)
     assert (cfg.activation, cfg.pe_layout, cfg.scale_embedding, cfg.share_embeddings, cfg.final_logits_bias) == (
         "relu", "interleaved", True, False, True)
     assert ((cfg.decoder_start_idx, cfg.eos_idx, cfg.src_lang, cfg.tgt_lang, cfg.tokenizer)
             == (2, 3, "de", "en", "spacy"))
-    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 2, read back the same
+    assert (cfg.norm, cfg.positions, cfg.scale_attention, cfg.ff_gated, cfg.bias, cfg.embed_norm) == (
+        "layer", "sinusoidal", True, False, True, False)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 3, read back the same
     with pytest.raises(ValueError, match="activation"):
         ModelConfig.from_dict({**v1, "activation": "gelu"})  # a version-1 file cannot describe that
     with pytest.raises(ValueError, match="activation"):
         ModelConfig.from_dict({**v1, "format_version": 2, "activation": "tanh"})
+    with pytest.raises(ValueError, match="norm"):
+        ModelConfig.from_dict({**v1, "format_version": 2, "norm": "rms"})  # nor can a version-2 file
 
 
 def test_shared_embeddings_are_stored_once_and_reload_tied(tmp_path):
