@@ -187,6 +187,16 @@ def test_error_states_show_no_server_path(checkpoints, ckpt):
             assert "checkpoints/broken/model.safetensors" in visible_text(at).replace("\\", "")
 
 
+def test_the_default_checkpoint_folder_is_the_repositorys(monkeypatch):
+    """Without ATLAS_CHECKPOINT_DIR the app looks in the repository's checkpoints/, where the shipped model is (the
+    plain `streamlit run app.py`), wherever views/ keeps the module that says so."""
+    from views.plumbing.paths import ROOT, checkpoint_dir
+
+    monkeypatch.delenv("ATLAS_CHECKPOINT_DIR", raising=False)
+    assert (ROOT / "app.py").is_file() and (ROOT / "views").is_dir()
+    assert (checkpoint_dir() / "multi30k-de-en" / "config.json").is_file()
+
+
 def test_public_message_names_each_server_folder_by_its_setting(tmp_path, monkeypatch):
     from views.plumbing import state
 

@@ -5,7 +5,7 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # views/plumbing/ -> the repository
 
 
 def checkpoint_dir() -> Path:
