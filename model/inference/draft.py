@@ -49,6 +49,8 @@ class Draft(nn.Module):
         super().__init__()
         self.cfg = model.cfg
         self.tgt_embed, self.decoder_norm = model.tgt_embed, model.decoder_norm  # shared, not copied
+        if model.cfg.positions == "relative":  # the decoder's position bias, shared too
+            self.tgt_pos_bias = model.tgt_pos_bias
         self.decoder_layers = _int8(model.decoder_layers)
         self.generator = _int8(model.generator)
         self.eval()
@@ -56,6 +58,7 @@ class Draft(nn.Module):
     decode = EncoderDecoder.decode
     decode_from = EncoderDecoder.decode_from
     _final = staticmethod(EncoderDecoder._final)
+    _pos_bias = EncoderDecoder._pos_bias
     new_cache = EncoderDecoder.new_cache
 
 

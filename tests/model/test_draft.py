@@ -48,9 +48,12 @@ def test_the_draft_is_int8_and_shares_the_embeddings(trained_model):
     assert all(type(m.w_q) is torch.nn.Linear for m in [trained_model.decoder_layers[0].self_attn])
 
 
-@pytest.mark.parametrize("which", ["trained", "untrained"])
-def test_drafted_record_equals_the_unaided_one(which, trained_model, tiny_model, vocabs, pairs):
-    model = trained_model if which == "trained" else tiny_model
+@pytest.mark.parametrize("which", ["trained", "untrained", "t5-like"])
+def test_drafted_record_equals_the_unaided_one(which, trained_model, tiny_model, make_model, vocabs, pairs):
+    """The draft shares what it does not quantize: the target embeddings, the norms, a relative-position bias."""
+    from test_families_nn import T5_LIKE
+
+    model = {"trained": trained_model, "untrained": tiny_model}.get(which) or make_model(**T5_LIKE)
     draft = build_draft(model)
     sv, _ = vocabs
     for de, _ in pairs[:6]:
