@@ -87,6 +87,12 @@ def load(folder: str) -> Model:
     return Model(Translator.from_checkpoint(folder))
 
 
+def with_languages(model: Model, src_lang: str, tgt_lang: str) -> Model:
+    """A many-to-many model between two other of its languages: the same weights, read and decoding otherwise
+    (ValueError for a code the model does not have)."""
+    return Model(model._translator.with_languages(src_lang, tgt_lang))
+
+
 def untrained_twin(model: Model, seed: int = 0) -> Model:
     """The same architecture and vocabularies with random weights."""
     return Model(model._translator.untrained_twin(seed=seed))
@@ -172,7 +178,10 @@ def facts(model: Model) -> dict:
             "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang, "src_specials": tuple(tr.special_ids("src")),
             "tgt_specials": tuple(tr.special_ids("tgt")),
             # the target tokens that start and end a translation (Marian: <pad> and </s>)
-            "start_token": tr.tgt_vocab.itos[tr.cfg.decoder_start_idx], "end_token": tr.tgt_vocab.itos[tr.cfg.eos_idx]}
+            "start_token": tr.tgt_vocab.itos[tr.cfg.decoder_start_idx], "end_token": tr.tgt_vocab.itos[tr.cfg.eos_idx],
+            # a many-to-many model's codes (code -> token) and the T5 family's prompt, "" where none
+            "languages": dict(tr.languages), "prompt": tr.cfg.src_prefix,
+            "family": tr.metrics["imported"].get("family", "marian") if "imported" in tr.metrics else "atlas"}
 
 
 # ----------------------------------------------------------------------------- what-if experiments

@@ -149,7 +149,9 @@ def allowed_log_probs(log_probs: np.ndarray, banned: list[int]) -> np.ndarray:
 
 def never_generated(translator) -> list[int]:
     """The target ids greedy decoding never writes: the start token and <pad> (model/inference/decode.py's `search`)."""
-    return sorted({translator.tgt_vocab.bos_idx, translator.cfg.pad_idx})
+    from model.inference.decode import never_generated as banned
+
+    return banned(translator.model, translator.tgt_vocab.bos_idx, translator.tgt_vocab.eos_idx)
 
 
 def causal_experiment(log_probs_on: np.ndarray, log_probs_off: np.ndarray, dec_self_off: np.ndarray,

@@ -43,6 +43,12 @@ def decode_step(model: EncoderDecoder, memory, src_mask, tokens: torch.Tensor, c
     return model.generator(x[:, -1])
 
 
+def never_generated(model: EncoderDecoder, bos: int, eos: int) -> list[int]:
+    """Ids set to -inf at every step: the decoder's start token and <pad>, unless the start token is also the end
+    token (M2M100, NLLB and mBART start from </s>)."""
+    return sorted({bos, model.cfg.pad_idx} - {eos})
+
+
 def allowed_log_probs(log_probs: torch.Tensor, banned: torch.Tensor) -> torch.Tensor:
     """(b, V) -> (b, V): the `banned` ids at -inf and the other tokens renormalised to sum to 1."""
     log_probs = log_probs.index_fill(-1, banned, float("-inf"))
@@ -98,10 +104,10 @@ def search(
         raise ValueError(f"{len(max_lens)} max_len values for {b} sentences")
     if record and (b != 1 or beam_size != 1):
         raise ValueError("only greedy decoding of one sentence (beam_size 1) can be recorded")
-    banned_list = sorted({bos, model.cfg.pad_idx})
+    banned_list = never_generated(model, bos, eos)
     prefix = list(prefix or [])
     if any(tok in banned_list for tok in prefix):
-        raise ValueError("a forced prefix cannot hold <bos> or <pad>: the model never generates them")
+        raise ValueError("a forced prefix cannot hold the start token or <pad>: the model never generates them")
     banned = torch.tensor(banned_list, device=src.device)
     src_mask = make_src_mask(src, model.cfg.pad_idx, use_src_padding_mask)  # (b, 1, 1, s)
     trace: dict | None = {} if record else None
@@ -312,21 +318,23 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
 
 
 def greedy_from_guess(model: EncoderDecoder, src: torch.Tensor, bos: int, eos: int, max_len: int, guess: list[int],
-                      guess_finished: bool, log_probs: torch.Tensor, use_src_padding_mask: bool = True) -> Decoded:
+                      guess_finished: bool, log_probs: torch.Tensor, use_src_padding_mask: bool = True,
+                      forced: int = 0) -> Decoded:
     """Greedy decoding of one sentence src (1, s), starting from a guess of its output that the model checks.
 
     `log_probs` (t, V) are the model's own teacher-forced log-probabilities for this source over <bos> + guess
     (row i: after the first i guessed tokens), from a pass the caller runs anyway. Where every row's allowed
     argmax is the guessed token, and <eos> after the last one when the guess ended, the guess is the greedy
     decoding, as checked_greedy decides for a draft's guess, and no search runs. Otherwise the search runs on
-    from the first row that disagrees, with the model's own tokens before it forced (they are its argmax).
+    from the first row that disagrees, with the model's own tokens before it forced (they are its argmax). The
+    first `forced` tokens of the guess were forced (a target language's token), not chosen: they are not checked.
     """
     want = (list(guess) + [eos] if guess_finished else list(guess))[:max_len]  # the tokens greedy would choose
     if log_probs.shape[0] < len(want):
         raise ValueError(f"{log_probs.shape[0]} rows of log-probabilities cannot check {len(want)} tokens")
-    banned = torch.tensor(sorted({bos, model.cfg.pad_idx}), device=log_probs.device)
+    banned = torch.tensor(never_generated(model, bos, eos), device=log_probs.device)
     best = allowed_log_probs(log_probs, banned).argmax(-1).tolist()  # (t,) the model's choice after each prefix
-    wrong = next((i for i in range(len(want)) if best[i] != want[i]), None)
+    wrong = next((i for i in range(forced, len(want)) if best[i] != want[i]), None)
     known = want if wrong is None else want[:wrong] + [best[wrong]]  # the model's own choices so far
     if known[-1:] == [eos]:  # the model ends it here
         return Decoded(known[:-1], True)

@@ -45,7 +45,8 @@ def padded_batch(translator, text: str, partner: str | None = None, use_padding_
     t0 = time.perf_counter()
     alone_src = translator._src_tensor(a)
     if alone_ids is None:
-        decoded = greedy_decode(translator.model, alone_src, v.bos_idx, v.eos_idx, translator.max_steps(a, None))
+        decoded = greedy_decode(translator.model, alone_src, v.bos_idx, v.eos_idx, translator.max_steps(a, None),
+                                translator.start_prefix)
         alone_ids, alone_finished = decoded.ids, decoded.finished
         alone_text = translator._finish(a, decoded, t0, alone_src, [], True, "greedy").text
     else:
@@ -60,7 +61,8 @@ def padded_batch(translator, text: str, partner: str | None = None, use_padding_
     # teacher-forced on the translation alone: where its argmax agrees at every step, that is the padded
     # decoding and no search runs (usually so with the mask on); where not, the search goes on from there.
     padded = greedy_from_guess(translator.model, src[:1], v.bos_idx, v.eos_idx, translator.max_steps(a, None),
-                               alone_ids, alone_finished, log_probs[0], use_src_padding_mask=use_padding_mask)
+                               alone_ids, alone_finished, log_probs[0], use_src_padding_mask=use_padding_mask,
+                               forced=len(translator.start_prefix))
     src_axis = a.axis_tokens + [translator.src_vocab.token("pad")] * (width - n)
     return {
         "trace": to_sentence_trace(cache, log_probs, src_axis, [v.token("bos")] + v.decode(alone_ids), index=0),

@@ -17,13 +17,13 @@ import torch
 from model.inference.decode import Decoded, greedy_decode, search
 from model.inference.draft import build_draft, worth_a_draft
 from model.inference.unknown import replace_unknown
-from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint
+from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint, read_languages
 from model.nn.config import ModelConfig
 from model.nn.hooks import FwdHooks, Hooks, check_names, gate_hooks, off_gates
 from model.nn.trace import for_trace, patterns, probs, to_sentence_trace
 from model.nn.transformer import EncoderDecoder
 from model.nn.transformer import parameter_counts as _parameter_counts
-from model.records import KINDS, SentenceTrace, Source, Translation
+from model.records import SentenceTrace, Source, Translation
 from model.text.language import looks_like_target_language, pieces_look_like_target_language
 from model.text.tokenize import clean_text, detokenize, tokenize
 from model.text.vocab import DEFAULT_SPECIALS, UNK, Vocab
@@ -38,11 +38,13 @@ class Translator:
     """A model with its vocabularies and tokenizers (languages and tokenizer kind from its config).
 
     `pieces` (a PieceCodec) is required when the config's tokenizer is "sentencepiece"; word models
-    (spaCy + Moses) need none.
+    (spaCy + Moses) need none. `languages` (code -> token) are a many-to-many model's (config.lang_tokens): the
+    source starts with src_lang's token and every decoding with tgt_lang's, forced, as generate() does.
     """
 
     def __init__(self, model: EncoderDecoder, src_vocab: Vocab, tgt_vocab: Vocab, metrics: dict | None = None,
-                 src_lang: str | None = None, tgt_lang: str | None = None, pieces=None, draft: bool | None = None):
+                 src_lang: str | None = None, tgt_lang: str | None = None, pieces=None, draft: bool | None = None,
+                 languages: dict[str, str] | None = None):
         self.model = model.eval()
         # An int8 copy of the decoder that guesses a trace's greedy tokens, which the model then checks
         # (model/inference/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
@@ -57,6 +59,15 @@ class Translator:
         self.metrics = metrics or {}
         self.src_lang = src_lang or model.cfg.src_lang
         self.tgt_lang = tgt_lang or model.cfg.tgt_lang
+        self.languages = dict(languages or {})
+        self.lead: list[str] = []  # the source's first token: its language's
+        self.start_prefix: list[int] = []  # target ids forced before the model chooses: the target language's
+        if model.cfg.lang_tokens:
+            for code in (self.src_lang, self.tgt_lang):
+                if code not in self.languages:
+                    raise ValueError(f"{code!r} is not one of this model's languages")
+            self.lead = [self.languages[self.src_lang]]
+            self.start_prefix = [tgt_vocab.stoi[self.languages[self.tgt_lang]]]
         if model.cfg.tokenizer == "sentencepiece" and pieces is None:
             raise ValueError("a SentencePiece model needs its PieceCodec (source.spm, target.spm): use from_checkpoint")
         self.pieces = pieces if model.cfg.tokenizer == "sentencepiece" else None
@@ -75,24 +86,35 @@ class Translator:
     def _build_draft(self) -> None:
         self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft
 
+    def with_languages(self, src_lang: str, tgt_lang: str) -> Translator:
+        """This model between two other of its languages: the same model, vocabularies and tokenizer (a view, no
+        copy of weights). Its own draft is built when a trace first wants it."""
+        if (src_lang, tgt_lang) == (self.src_lang, self.tgt_lang):
+            return self
+        return Translator(self.model, self.src_vocab, self.tgt_vocab, self.metrics, src_lang, tgt_lang, self.pieces,
+                          draft=False if not self._draft_wanted else None, languages=self.languages)
+
     @classmethod
     def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT, draft: bool | None = None) -> Translator:
         """Load a checkpoint folder; raises CheckpointError with a clear message. `draft`: see __init__."""
         model, src_vocab, tgt_vocab, metrics = load_checkpoint(folder)
+        languages = read_languages(folder) if model.cfg.lang_tokens else {}
         pieces = None
         if model.cfg.tokenizer == "sentencepiece":
             from model.text.pieces import PieceCodec
 
-            specials = {t for v in (src_vocab, tgt_vocab) for t in v.specials.values()}
-            # Marian's vocabularies name their own specials (</s> ...) and may see language codes; one
-            # trained here (model.train --tokenizer sentencepiece) has ours at 0..3 and no codes.
-            marian = src_vocab.specials != DEFAULT_SPECIALS
+            specials = {t for v in (src_vocab, tgt_vocab) for t in v.specials.values()} | set(languages.values())
+            # Marian's vocabularies name their own specials (</s> ...) and may see language codes (">>fra<<"); one
+            # trained here (model.train --tokenizer sentencepiece) has ours at 0..3 and no codes, nor has another
+            # family's import (its languages are tokens of their own).
+            family = (metrics.get("imported") or {}).get("family", "marian")
+            marian = src_vocab.specials != DEFAULT_SPECIALS and family == "marian"
             try:
                 pieces = PieceCodec(Path(folder) / SRC_SPM, Path(folder) / TGT_SPM, specials, language_codes=marian)
             except (OSError, RuntimeError) as e:
                 raise CheckpointError(f"{folder}: {SRC_SPM} or {TGT_SPM} is not a SentencePiece model ({e}). "
                                       "Copy both from where the model came from, or import it again.") from e
-        return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces, draft=draft)
+        return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces, draft=draft, languages=languages)
 
     def untrained_twin(self, seed: int = 0) -> Translator:
         """The same architecture and vocabularies with random weights (fixed seed)."""
@@ -103,7 +125,7 @@ class Translator:
         finally:
             torch.random.set_rng_state(gen_state)
         return Translator(model, self.src_vocab, self.tgt_vocab, {"note": f"untrained: random weights, seed {seed}"},
-                          self.src_lang, self.tgt_lang, self.pieces)
+                          self.src_lang, self.tgt_lang, self.pieces, languages=self.languages)
 
     @property
     def cfg(self) -> ModelConfig:
@@ -120,8 +142,11 @@ class Translator:
         return (self.src_vocab if side == "src" else self.tgt_vocab).special_ids
 
     def source_tokens(self, text: str) -> list[str]:
-        """Source text -> the tokens the model reads (words, or SentencePiece pieces), without the end token."""
-        return self.pieces.source_pieces(text) if self.pieces is not None else tokenize(text, self.src_lang)
+        """Source text -> the tokens the model reads (words, or SentencePiece pieces), without the end token and the
+        language token; a T5 prompt (config.src_prefix) is read with the text, as its tokenizer reads both."""
+        if self.pieces is None:
+            return tokenize(text, self.src_lang)
+        return self.pieces.source_pieces(self.cfg.src_prefix + text) if text else []
 
     def target_tokens(self, text: str) -> list[str]:
         """Target text (a reference translation) -> tokens of the target vocabulary's kind."""
@@ -159,19 +184,7 @@ class Translator:
         off = list(off_heads or ())
         if not off:
             return None
-        cfg = self.cfg
-        layers = cfg.kind_layers
-        for item in off:
-            try:
-                kind, layer, head = item
-            except (TypeError, ValueError):
-                raise ValueError(f"off_heads holds (kind, layer, head) triples, got {item!r}") from None
-            if kind not in layers:
-                raise ValueError(f"unknown attention kind {kind!r}: use one of {', '.join(KINDS)}")
-            for name, value, n in (("layer", layer, layers[kind]), ("head", head, cfg.n_heads)):
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
-                    raise ValueError(f"{kind} {name} {value!r} is out of range: 0-based, 0 to {n - 1}")
-        return off_gates(cfg, off)
+        return off_gates(self.cfg, off)
 
     def hooks(self, off_heads: OffHeads | None = None, fwd_hooks: FwdHooks | None = None) -> list:
         """The forward hooks of one call: the switched-off heads' gates on hook_z, then the caller's own."""
@@ -185,11 +198,19 @@ class Translator:
         text = clean_text(text)
         chars_cut = max(0, len(text) - MAX_CHARS)
         tokens = self.source_tokens(text[:MAX_CHARS])
-        limit = min(max_tokens, self.cfg.max_len - 1)  # room for <eos>
-        kept, dropped = tokens[:limit], tokens[limit:]
+        lead = self.lead if tokens else []
+        limit = min(max_tokens, self.cfg.max_len - 1) - len(lead)  # room for <eos> and the language token
+        kept, dropped = lead + tokens[:limit], tokens[limit:]
         ids = self.src_vocab.encode(kept) + [self.src_vocab.eos_idx]
         unknown = [t not in self.src_vocab for t in kept]
         return Source(kept, ids, unknown, dropped, chars_cut, self.src_vocab.token("eos"))
+
+    def forced_ids(self, prefix: list[str] | None) -> list[int]:
+        """Target ids a decoding is forced to start with: the target language's token (many-to-many models), then the
+        tokens of `prefix` (which may already start with it: a prefix taken from a translation)."""
+        ids = self.tgt_vocab.encode(list(prefix or []))
+        start = self.start_prefix
+        return ids if ids[: len(start)] == start else start + ids
 
     def max_steps(self, source: Source, max_len: int | None) -> int:
         limit = self.cfg.max_len - 1
@@ -220,7 +241,8 @@ class Translator:
         start = v.token("bos")
         trace = (None if dec.trace is None
                  else to_sentence_trace(dec.trace, dec.log_probs, source.axis_tokens, [start] + raw))
-        return Translation(self.detokenize(tokens), tokens, raw, source, dec.finished,
+        said = tokens[len(self.start_prefix):] if dec.ids[: len(self.start_prefix)] == self.start_prefix else tokens
+        return Translation(self.detokenize(said), tokens, raw, source, dec.finished,
                            time.perf_counter() - t0, steps=steps, trace=trace, decoding=decoding, start_token=start)
 
     def translate(self, text: str, beam: int = 1, max_len: int | None = None, replace_unk: bool = True,
@@ -238,7 +260,7 @@ class Translator:
         src = self._src_tensor(source)
         v = self.tgt_vocab
         dec = search(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), max(beam, 1),
-                     alpha if beam > 1 else 0.0, fwd_hooks=hm)[0]
+                     alpha if beam > 1 else 0.0, self.start_prefix, fwd_hooks=hm)[0]
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding)
 
     def trace(self, text: str, max_len: int | None = None, prefix: list[str] | None = None, top_k: int = 5,
@@ -251,7 +273,8 @@ class Translator:
         as in translate; the trace shows the activations as the hooks left them.
         """
         t0 = time.perf_counter()
-        n = len(prefix or [])
+        forced = self.forced_ids(prefix)
+        n = len(forced) - len(self.start_prefix)  # the target language's token is how decoding starts, not a choice
         decoding = f"greedy after a forced prefix of {n} token{'s' if n != 1 else ''}" if n else "greedy"
         hm = self.hooks(off_heads, fwd_hooks)
         source = self.prepare(text)
@@ -260,10 +283,9 @@ class Translator:
                                start_token=self.tgt_vocab.token("bos"))
         v = self.tgt_vocab
         src = self._src_tensor(source)
-        forced = v.encode(prefix) if prefix else None
         # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone.
         draft = None if fwd_hooks else self._trace_draft()
-        dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced,
+        dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced or None,
                             record=True, top_k=top_k, fwd_hooks=hm, draft=draft)
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
@@ -277,7 +299,8 @@ class Translator:
         v, src = self.tgt_vocab, self._src_tensor(source)
         if target is None:
             with torch.inference_mode():
-                dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, None))
+                dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, None),
+                                    self.start_prefix)
             ids = dec.ids + ([v.eos_idx] if dec.finished else [])
         else:
             ids = v.encode(list(target))
@@ -354,7 +377,7 @@ class Translator:
                     src[r, : len(sources[i].ids)] = torch.tensor(sources[i].ids)
                 limits = [self.max_steps(sources[i], max_len) for i in idx]
                 decoded = search(self.model, src, v.bos_idx, v.eos_idx, limits, max(beam, 1),
-                                 alpha if beam > 1 else 0.0, fwd_hooks=fwd_hooks)
+                                 alpha if beam > 1 else 0.0, self.start_prefix, fwd_hooks=fwd_hooks)
                 for i, dec in zip(idx, decoded):
                     out[i] = dec
             if progress is not None:

@@ -26,6 +26,7 @@ WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB, METRICS = (
 )
 REQUIRED = (WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB)
 SRC_SPM, TGT_SPM = "source.spm", "target.spm"  # SentencePiece models, for tokenizer "sentencepiece"
+LANGUAGES = "languages.json"  # a many-to-many model's language codes -> tokens (config.lang_tokens)
 TIED_KEY = "generator.proj.weight"  # the same tensor as tgt_embed.lut.weight when tied
 SHARED_KEY = "tgt_embed.lut.weight"  # the same tensor as src_embed.lut.weight when share_embeddings
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
@@ -47,7 +48,8 @@ def aliases(cfg: ModelConfig) -> dict[str, str]:
 
 def required_files(cfg: ModelConfig) -> tuple[str, ...]:
     """The files a folder with this config must hold."""
-    return REQUIRED + ((SRC_SPM, TGT_SPM) if cfg.tokenizer == "sentencepiece" else ())
+    return (REQUIRED + ((SRC_SPM, TGT_SPM) if cfg.tokenizer == "sentencepiece" else ())
+            + ((LANGUAGES,) if cfg.lang_tokens else ()))
 
 
 def weights_state(model: EncoderDecoder, half: bool = False) -> dict[str, torch.Tensor]:
@@ -236,3 +238,16 @@ def _check_weights(folder: Path, model: EncoderDecoder, state: dict[str, torch.T
     if bad:
         raise _fail(folder / WEIGHTS, f"holds NaN or infinite values ({', '.join(bad[:3])})",
                     "Restore the file or retrain.")
+
+
+def read_languages(folder: str | Path) -> dict[str, str]:
+    """A checkpoint's languages.json: {code: token}; CheckpointError when missing or broken."""
+    path = Path(folder) / LANGUAGES
+    try:
+        codes = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path.name} in {Path(folder).name} cannot be read ({type(e).__name__}): a "
+                              "many-to-many model needs its language codes; import the model again") from None
+    if not isinstance(codes, dict) or not codes or not all(isinstance(v, str) for v in codes.values()):
+        raise CheckpointError(f"{path.name} in {Path(folder).name} must map language codes to tokens")
+    return {str(k): v for k, v in codes.items()}

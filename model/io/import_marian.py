@@ -32,7 +32,8 @@ from model.text.vocab import Vocab
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 METADATA = ("config.json", "source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
-            "generation_config.json", "README.md")
+            "generation_config.json", "README.md", "spiece.model", "sentencepiece.bpe.model", "tokenizer.json",
+            "special_tokens_map.json", "added_tokens.json")  # Marian's, and the other families' (model.import_hf)
 AGREE = 1e-3  # largest |Δ log-probability| accepted in the check against transformers (float32 differs by ~1e-6)
 # Keys of a saved MarianConfig that describe a model the transformers code (and ours) does not run: BART leftovers
 # in old opus-mt configs. They must hold these values, or the weights belong to another architecture.
@@ -314,6 +315,7 @@ def import_marian(src: str, out: str | Path, force: bool = False, src_lang: str 
         raise ImportRefused(f"the imported model disagrees with transformers (max |Δ log p| = {diff:.2e} > {AGREE}); "
                             "not written")
     card = {
+        "family": "marian",
         # a local folder by its name only: a checkpoint may be shipped, and must not hold this machine's paths
         "source": hub_id or f"local folder {Path(src).resolve().name}",
         "hub_id": hub_id,

@@ -11,7 +11,8 @@ FORMAT_VERSION = 3  # of the checkpoint folder (config.json, model.safetensors, 
 # describe exactly the model version 1 could express (ReLU, interleaved sin/cos, <bos> = 2, <eos> = 3, ...).
 # Version 3 adds the fields below `tokenizer` (other model families); a version-2 file gets their defaults.
 READABLE_VERSIONS = (1, 2, 3)
-ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # gelu is the exact (erf) one; swish and silu are the same function
+# gelu: exact (erf); gelu_new: its tanh approximation (T5 v1.1); swish and silu are the same function
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
 PE_LAYOUTS = ("interleaved", "sin_then_cos", "fairseq")
 NORMS = ("layer", "rms")
 POSITIONS = ("sinusoidal", "learned", "relative")
@@ -71,6 +72,11 @@ class ModelConfig:
     bias: bool = field(default=True, metadata={"help": "the attention and feed-forward projections have biases"})
     generator_scale: float = field(default=1.0, metadata={
         "help": "the decoder's output is multiplied by this before the generator (T5 v1.0, tied: d_model^-0.5)"})
+    src_prefix: str = field(default="", metadata={
+        "help": "text put before every source sentence, read with it (T5: 'translate German to English: ')"})
+    lang_tokens: bool = field(default=False, metadata={
+        "help": "many-to-many: the source starts with its language's token and the target's is forced first "
+                "(NLLB, M2M100, mBART-50; the codes are in languages.json)"})
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -130,4 +136,4 @@ class ModelConfig:
 V1_FIELDS = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",
              "dropout", "attn_dropout", "max_len", "norm_first", "tie_weights", "pad_idx")
 V3_FIELDS = ("norm", "norm_eps", "positions", "pos_offset", "rel_buckets", "rel_max_distance", "embed_norm",
-             "scale_attention", "ff_gated", "bias", "generator_scale")
+             "scale_attention", "ff_gated", "bias", "generator_scale", "src_prefix", "lang_tokens")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
 import torch
 
 HookFn = Callable[[torch.Tensor, str], "torch.Tensor | None"]
@@ -132,7 +133,20 @@ def gate_hooks(gates: dict[str, torch.Tensor]) -> list[tuple[str, HookFn]]:
 
 
 def off_gates(cfg, off: Iterable[tuple[str, int, int]]) -> dict[str, torch.Tensor]:
-    """kind -> (L, h) gates with the given (kind, 0-based layer, 0-based head) at 0, every other head at 1."""
+    """kind -> (L, h) gates with the given (kind, 0-based layer, 0-based head) at 0, every other head at 1; ValueError
+    for a head the model does not have."""
+    off = list(off)
+    layers = cfg.kind_layers
+    for item in off:
+        try:
+            kind, layer, head = item
+        except (TypeError, ValueError):
+            raise ValueError(f"off_heads holds (kind, layer, head) triples, got {item!r}") from None
+        if kind not in layers:
+            raise ValueError(f"unknown attention kind {kind!r}: use one of {', '.join(layers)}")
+        for name, value, n in (("layer", layer, layers[kind]), ("head", head, cfg.n_heads)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+                raise ValueError(f"{kind} {name} {value!r} is out of range: 0-based, 0 to {n - 1}")
     gates = {kind: torch.ones(n, cfg.n_heads) for kind, n in cfg.kind_layers.items()}
     for kind, layer, head in off:
         gates[kind][int(layer), int(head)] = 0.0

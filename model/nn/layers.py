@@ -5,6 +5,7 @@ Shape letters: see model/__init__.py. The hook points (model/nn/hooks.py) and th
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -142,7 +143,8 @@ class RelativePositionBias(nn.Module):
         return self.bias(self.buckets(key - query)).permute(2, 0, 1).unsqueeze(0)
 
 
-ACTIVATION = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}  # gelu: exact (erf), as Marian's
+ACTIVATION = {"relu": F.relu, "gelu": F.gelu, "gelu_new": partial(F.gelu, approximate="tanh"), "swish": F.silu,
+              "silu": F.silu}  # gelu: exact (erf), as Marian's; gelu_new: the tanh form, as T5 v1.1's
 
 
 class FeedForward(nn.Module):

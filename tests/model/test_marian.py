@@ -246,7 +246,7 @@ def _edit_config(src: Path, dst: Path, **changes) -> Path:
 
 
 @pytest.mark.parametrize("changes, field", [
-    ({"activation_function": "gelu_new"}, "activation_function"),
+    ({"activation_function": "quick_gelu"}, "activation_function"),
     ({"normalize_before": True}, "normalize_before"),
     ({"add_final_layer_norm": True}, "add_final_layer_norm"),
     ({"static_position_embeddings": False}, "static_position_embeddings"),

@@ -415,7 +415,7 @@ def test_bos_and_pad_are_never_generated(bos_lover, vocabs, pairs):
 def test_a_prefix_cannot_force_bos_or_pad(trained_model, vocabs, pairs):
     src = src_tensor(vocabs[0], pairs[0][0])
     for bad in (BOS, PAD):
-        with pytest.raises(ValueError, match="cannot hold <bos> or <pad>"):
+        with pytest.raises(ValueError, match="cannot hold the start token or <pad>"):
             greedy_decode(trained_model, src, BOS, EOS, max_len=5, prefix=[5, bad])
     with pytest.raises(ValueError, match="recorded"):
         search(trained_model, src, BOS, EOS, 5, beam_size=2, record=True)
