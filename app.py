@@ -31,6 +31,7 @@ from views.parts.header import Header
 from views.parts.note import field as note_field
 from views.parts.note import pin as pin_note
 from views.parts.text import md_escape
+from views.plumbing.languages import language_name
 from views.plumbing.state import (
     COMPARE,
     COMPARE_VIEWS,
@@ -40,11 +41,14 @@ from views.plumbing.state import (
     Context,
     checkpoint_choices,
     checkpoint_label,
+    config_languages,
     init_state,
     is_twin,
+    language_codes,
     languages_of,
     load_model,
     model_facts,
+    pair_key,
     trace_json,
     trace_sentence,
     traced_decoding,
@@ -79,6 +83,26 @@ def _new_sentence() -> None:
     ss["prefix"], ss["dec_step"] = (), 1
 
 
+def _language(code: str) -> str:
+    name = language_name(code)
+    return code if name == code else f"{name} ({code})"
+
+
+def _languages(codes: list[str]) -> None:
+    """A many-to-many model's pair: the source carries its language's token, decoding starts from the target's."""
+    mine = config_languages(ss["ckpt"]) or (codes[0], codes[-1])
+    for side, default in zip(("src_lang", "tgt_lang"), mine):
+        if ss[side] not in codes:
+            ss[side] = default  # a link's unknown code, or a model switched: the model's own choice
+    left, right = st.columns(2)
+    left.selectbox("From", codes, key="src_lang", format_func=_language, on_change=_new_sentence,
+                   persist_state="session", help="The source language: its token starts the sentence the encoder "
+                                                 "reads, as the model's tokenizer puts it.")
+    right.selectbox("Into", codes, key="tgt_lang", format_func=_language, on_change=_new_sentence,
+                    persist_state="session", help="The target language: its token is forced as the first output "
+                                                  "token, as the model's generate() does.")
+
+
 def _role_swap() -> None:
     ss["text"], ss["text2"] = ROLE_SWAP
     _new_sentence()
@@ -92,7 +116,9 @@ def _use_example() -> None:
 
 # The sidebar names the languages of the model that is open, read from its config: on a session's first run it
 # goes out before torch is imported and the model loaded, and the browser draws it meanwhile.
-langs = languages_of(ss["ckpt"])
+codes = language_codes(ss["ckpt"])  # a many-to-many model's (NLLB, M2M100, mBART-50), else none
+key = pair_key(ss["ckpt"], ss["src_lang"], ss["tgt_lang"]) if codes else ss["ckpt"]
+langs = languages_of(key)
 with st.sidebar:
     st.title("Attention Atlas")
     st.caption(f"A Transformer, {langs['src_name']} → {langs['tgt_name']}, opened up.")
@@ -112,6 +138,8 @@ with st.sidebar:
                  persist_state="session",
                  help="trained: the shipped model. untrained: its twin with the same architecture and random "
                       "weights (seed 0). Any other folder under checkpoints/ is listed by name.")
+    if codes:
+        _languages(codes)
     st.text_area(f"{langs['src_name'].capitalize()} sentence", key="text", value=first_value("text"), height=90,
                  persist_state="session",
                  max_chars=5000,
@@ -159,13 +187,13 @@ from views.parts.lesson import lesson_html
 from views.parts.reading import input_notes, output_captions  # how the model read the sentence and what it wrote
 from views.plumbing import router
 
-model, error = load_model(ss["ckpt"])  # cached; an error is reported below the note
+model, error = load_model(key)  # cached; an error is reported below the note
 pin_note(ss["present"])  # the lecturer's note, on every view (also when the page stops below)
 if error:
     st.error(f"**The model could not be loaded.** {md_escape(error)}")
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
     _stop()
-facts = model_facts(ss["ckpt"])
+facts = model_facts(key)
 
 text = ss["text"] or ""
 if not text.strip():
@@ -173,7 +201,7 @@ if not text.strip():
             "translates it.")
     _stop()
 
-greedy = trace_sentence(ss["ckpt"], text, ss["max_len"])
+greedy = trace_sentence(key, text, ss["max_len"])
 source = greedy.source
 if not source.tokens:
     st.info("This text has no words the tokenizer can read (only control characters or spaces). "
@@ -182,7 +210,7 @@ if not source.tokens:
 
 # The figures show one decoding; the header shows that same translation and says which one it is.
 comparing = ss["compare"] != "off" and ss["view"] in COMPARE_VIEWS
-traced = traced_decoding(ss["ckpt"], text, ss["decoding"], ss["beam"], ss["max_len"],
+traced = traced_decoding(key, text, ss["decoding"], ss["beam"], ss["max_len"],
                          () if comparing else tuple(ss["prefix"]))  # side by side: both sides decode alike
 result, greedy, beam, mode, shows, forced = (traced.result, traced.greedy, traced.beam, traced.mode, traced.shows,
                                              traced.forced)
@@ -192,16 +220,16 @@ with st.sidebar:
     # Greedy and forced traces describe themselves; a beam traced along its tokens needs saying so.
     st.download_button("Download this trace (JSON)",
                        # runs on click, in another thread: bind the values now, not the session state
-                       lambda key=ss["ckpt"], n=ss["max_len"], how=shows if mode == "beam" else "":
+                       lambda key=key, n=ss["max_len"], how=shows if mode == "beam" else "":
                        trace_json(key, text, n, forced, how),
-                       file_name=file_stem(ss["ckpt"], text, shows) + ".json", mime="application/json",
+                       file_name=file_stem(key, text, shows) + ".json", mime="application/json",
                        on_click="ignore", key="download_trace",
                        help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
                             "every step's candidates. Same schema as `python -m model.export` (docs/formats.md).")
     st.download_button("Download a lesson file (HTML)",
-                       lambda key=ss["ckpt"], n=ss["max_len"], how=shows if mode == "beam" else "":
+                       lambda key=key, n=ss["max_len"], how=shows if mode == "beam" else "":
                        lesson_html(key, text, n, forced, how),
-                       file_name=file_stem(ss["ckpt"], text, shows) + ".html", mime="text/html",
+                       file_name=file_stem(key, text, shows) + ".html", mime="text/html",
                        on_click="ignore", key="download_lesson",
                        help="One HTML page with this sentence's figures: every attention kind × layer × head, the "
                             "decoding steps, the embeddings and the positional encoding. It opens in any browser "
@@ -223,11 +251,11 @@ if source.truncated:
                              f"shared server). Left out: {len(source.dropped)} tokens{extra}: {md_escape(cut)}"))
 notes += input_notes(source, model.cfg)
 captions += output_captions(result.tokens, source, model.cfg)
-if wrong_language(ss["ckpt"], text):
+if wrong_language(key, text):
     notes.append(("info", f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than "
                           f"{langs['src_name']}. It translates {langs['src_name']} into {langs['tgt_name']}: type a "
                           f"{langs['src_name']} sentence."))
-if is_twin(ss["ckpt"]) and result.trace is not None:
+if is_twin(key) and result.trace is not None:
     notes.append(("info", md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps],
                                                       result.finished))))
 header = Header(src_tag=f"{'A · ' if comparing else ''}{langs['src']}", tgt_tag=langs["tgt"],
@@ -236,7 +264,7 @@ header = Header(src_tag=f"{'A · ' if comparing else ''}{langs['src']}", tgt_tag
                 one_line=ss["present"] or comparing, present=ss["present"], captions=tuple(captions),
                 notes=tuple(notes))
 
-ctx = Context(key=ss["ckpt"], cfg=model.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
+ctx = Context(key=key, cfg=model.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,
               shows=shows, facts=facts, present=ss["present"])
 if comparing:
     ctx = compare.with_side_b(ctx, ss)

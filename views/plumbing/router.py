@@ -52,8 +52,8 @@ PAGES: dict[str, ModuleType] = {
 # What the header and the trace depend on. When one of the page's widgets changes one of these (the Decoding page's
 # forced prefix), the whole app must run again. The view is not one of them: the fragment draws the list of views
 # too, and the header's line that depends on the view.
-APP_INPUTS = ("ckpt", "text", "decoding", "beam", "max_len", "prefix", "compare", "text2", "ckpt2", "present",
-              "contrast")
+APP_INPUTS = ("ckpt", "src_lang", "tgt_lang", "text", "decoding", "beam", "max_len", "prefix", "compare", "text2",
+              "ckpt2", "present", "contrast")
 
 
 @dataclass(frozen=True)

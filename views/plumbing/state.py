@@ -26,6 +26,14 @@ from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import k
 if TYPE_CHECKING:
     from model import service
 
+from views.plumbing.languages import (  # noqa: F401  (pages import them from here)
+    NO_LANGUAGES,
+    config_languages,
+    language_codes,
+    language_labels,
+    pair_key,
+    split_pair,
+)
 from views.plumbing.paths import ROOT, checkpoint_dir, public_message  # noqa: F401  (pages import them from here)
 
 
@@ -95,8 +103,9 @@ def checkpoint_choices() -> list[str]:
 
 
 def offered(key: str) -> bool:
-    """Does the server offer this model? Its folders and their untrained twins (toys are checked on loading)."""
-    name = key.removesuffix(TWIN)
+    """Does the server offer this model? Its folders and their untrained twins (toys are checked on loading), read
+    between any two of its languages."""
+    name = split_pair(key)[0].removesuffix(TWIN)
     return name in _offered_folders() or (name == default_model() and "/" not in name and name not in ("", ".", ".."))
 
 
@@ -143,8 +152,26 @@ def _twin(folder: str) -> service.Model:
     return _service().untrained_twin(_load(folder), seed=0)
 
 
+@st.cache_resource(show_spinner=False)
+def _paired(key: str, src: str, tgt: str) -> service.Model:
+    """A many-to-many model read between src and tgt: a view of the loaded model, no copy of its weights."""
+    model, error = load_model(key)
+    if model is None:
+        raise _service().CheckpointError(error)
+    return _service().with_languages(model, src, tgt)
+
+
 def load_model(key: str) -> tuple[service.Model | None, str | None]:
     """(model, None) or (None, a message saying what is wrong and how to fix it)."""
+    base, pair = split_pair(key)
+    if pair is not None:
+        try:
+            return _paired(base, *pair), None
+        except _service().CheckpointError as e:
+            return None, str(e)
+        except ValueError:
+            return None, (f"The model {base.removesuffix(TWIN)} has no language {pair[0]!r} or {pair[1]!r}: choose "
+                          "its languages in the sidebar.")
     if is_toy(key):
         with _toys_lock:
             toy = _toys.get(key)
@@ -277,30 +304,14 @@ def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
     return _service().embedding_matrix(_model(key), side)
 
 
-def language_labels(key: str, src_lang: str, tgt_lang: str) -> dict:
-    """What the pages call the two sides: short codes for axes ("DE") and names for sentences ("German")."""
-    if is_toy(key):  # a toy task reads and writes digits
-        return {"src": "IN", "tgt": "OUT", "src_name": "input digits", "tgt_name": "output digits"}
-    name = lambda code: LANGUAGE_NAMES.get(code.lower(), code)  # noqa: E731
-    return {"src": src_lang.upper(), "tgt": tgt_lang.upper(), "src_name": name(src_lang), "tgt_name": name(tgt_lang)}
-
-
-NO_LANGUAGES = {"src": "source", "tgt": "target", "src_name": "source", "tgt_name": "target"}
-
-
 def languages_of(key: str) -> dict:
-    """language_labels of `key`'s model, read from its config.json without loading the model (a session's first run
-    draws the sidebar before torch is imported); NO_LANGUAGES where the folder or its config cannot be read. The
-    same labels as model_facts(key)["langs"]: a checkpoint's languages are its config's."""
+    """language_labels of `key`'s model (its language pair, else its config's), read without loading the model (a
+    session's first run draws the sidebar before torch is imported); NO_LANGUAGES where the folder or its config
+    cannot be read. The same labels as model_facts(key)["langs"]."""
     if is_toy(key):
         return language_labels(key, "", "")
-    if not offered(key):
-        return NO_LANGUAGES
-    try:
-        cfg = ModelConfig.load(checkpoint_dir() / key.removesuffix(TWIN) / "config.json")
-    except (OSError, ValueError, TypeError, UnicodeDecodeError):  # model loading says what is wrong with it
-        return NO_LANGUAGES
-    return language_labels(key, cfg.src_lang, cfg.tgt_lang)
+    langs = config_languages(key) if offered(key) else None
+    return NO_LANGUAGES if langs is None else language_labels(key, *langs)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run

@@ -130,6 +130,9 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "text": Param(examples_default, str),
         "view": Param("Overview", _choice(views)),
         "ckpt": Param(None, str, default_text="the server's default model"),  # ATLAS_DEFAULT_MODEL
+        # A many-to-many model's languages (NLLB, M2M100, mBART-50); None: the ones its import chose
+        "src_lang": Param(None, str, default_text="the model's source language"),
+        "tgt_lang": Param(None, str, default_text="the model's target language"),
         "decoding": Param("greedy", _choice(("greedy", "beam"))),
         "beam": Param(5, _int_in(2, 10)),
         "max_len": Param(0, _int_in(0, max_steps), default_text="(automatic)"),

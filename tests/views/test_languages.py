@@ -1,0 +1,77 @@
+"""A many-to-many model's languages in the sidebar and the URL; a prompted T5 model has none to choose."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("sentencepiece")
+
+from tests.app_support import run_app, visible_text  # noqa: E402
+from tests.hf_support import build, import_args  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A checkpoint folder holding a tiny imported NLLB-200 and a tiny imported Flan-T5-like model."""
+    from model.io.import_hf import import_hf
+
+    root = tmp_path_factory.mktemp("families")
+    for family in ("nllb", "t5"):
+        import_hf(str(build(family, root / "hf" / family)), root / "ckpts" / family, **import_args(family))
+    return root / "ckpts"
+
+
+@pytest.fixture()
+def server(folder, monkeypatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(folder))
+    monkeypatch.setenv("ATLAS_DEFAULT_MODEL", "nllb")
+    return folder
+
+
+def test_pair_keys_round_trip():
+    from views.plumbing.languages import language_labels, language_name, split_pair
+
+    assert split_pair("nllb@deu_Latn>eng_Latn:untrained") == ("nllb:untrained", ("deu_Latn", "eng_Latn"))
+    assert split_pair("multi30k-de-en") == ("multi30k-de-en", None)
+    assert split_pair("toy:copy:ab12") == ("toy:copy:ab12", None)
+    assert [language_name(c) for c in ("de", "de_DE", "deu_Latn", "xx_Yyyy")] == ["German"] * 3 + ["xx_Yyyy"]
+    assert language_labels("m", "deu_Latn", "en_XX")["src"] == "DEU"
+
+
+def test_the_sidebar_offers_the_models_languages_and_the_url_keeps_the_pair(server):
+    at = run_app(view="Decoding", text="Der Hund läuft.", src_lang="fra_Latn", tgt_lang="spa_Latn")
+    assert not at.exception
+    boxes = {s.label: s for s in at.selectbox}
+    assert boxes["From"].value == "fra_Latn" and boxes["Into"].value == "spa_Latn"
+    assert set(boxes["From"].options) >= {"French (fra_Latn)", "German (deu_Latn)", "Spanish (spa_Latn)"}
+    assert at.query_params["src_lang"] == "fra_Latn" and at.query_params["tgt_lang"] == "spa_Latn"
+    text = visible_text(at)
+    assert "French" in text and "German sentence" not in text
+
+
+def test_an_unknown_code_in_a_link_falls_back_to_the_models_own(server):
+    at = run_app(view="Overview", text="Der Hund läuft.", src_lang="xx_Unknown", tgt_lang="spa_Latn")
+    assert not at.exception
+    boxes = {s.label: s.value for s in at.selectbox}
+    assert boxes["From"] == "deu_Latn" and boxes["Into"] == "spa_Latn"
+
+
+def test_the_pair_is_what_the_model_reads_and_writes(server):
+    """The trace the pages draw starts from the chosen languages' tokens: the page's model is the pair's."""
+    from views.plumbing import state
+
+    key = state.pair_key("nllb", "fra_Latn", "spa_Latn")
+    model, error = state.load_model(key)
+    assert error is None
+    r = state.trace_sentence(key, "Der Hund läuft.", 0)
+    assert r.source.tokens[0] == "fra_Latn" and r.raw_tokens[0] == "spa_Latn" and r.steps[0].forced
+    assert "spa_Latn" not in r.text.split()[:1]  # the forced language token is not part of the text
+    assert state.languages_of(key)["tgt_name"] == "Spanish"
+
+
+def test_a_prompted_model_has_no_languages_to_choose_and_shows_its_prompt(server, monkeypatch):
+    monkeypatch.setenv("ATLAS_DEFAULT_MODEL", "t5")
+    at = run_app(view="Overview", text="Der Hund läuft.")
+    assert not at.exception
+    assert not {"From", "Into"} & {s.label for s in at.selectbox}
+    assert "translate" in visible_text(at)  # the prompt's pieces are what the encoder reads: on the source line
