@@ -19,11 +19,24 @@ report ("definitions"), with the thresholds the roles use.
 
 Sums and counts are accumulated batch by batch; no attention matrix outlives its batch.
 Shape letters: see model/__init__.py (b batch, L layers, h heads, i queries, j keys, s source, t target).
+
+Several processes share the work under torchrun, on one machine or several (model/training/distributed.py joins
+them: gloo on CPUs, NCCL where there are GPUs; the report itself runs on the CPUs). Each rank measures every
+world-th batch and decodes every world-th chunk of the pruning curve (model/analysis/sharded.py); rank 0 writes the
+report one process writes, and alone prints:
+
+    torchrun --nproc_per_node 4 -m model.analyze [--src F --ref F --out FILE.json ...]
+    torchrun --nnodes 2 --node_rank K --nproc_per_node 4 --rdzv_endpoint HOST:PORT -m model.analyze ...
+
+The second line runs on each machine, K = 0 on the one whose HOST:PORT the others reach, 1 on the other; every
+machine must see the checkpoint and the corpus files at the same paths. --threads defaults to a machine's cores
+divided among its ranks. NCCL wants a GPU of its own per rank: for more ranks than GPUs, hide them
+(CUDA_VISIBLE_DEVICES=) and the ranks join by gloo.
 """
 # This module is the driver and the command line (its docstring is --help). The steps live beside it:
 # sentences.py (each pair's ids, final punctuation and rarest word), measures.py (HeadStats, role labels),
 # importance.py (the gated corpus pass), pruning.py (ablation and the pruning curve), report.py (the schema,
-# the definitions, reading and writing).
+# the definitions, reading and writing), sharded.py (the same on several processes).
 from __future__ import annotations
 
 import argparse
@@ -42,7 +55,9 @@ from model.analysis.measures import THRESHOLDS, head_roles
 from model.analysis.pruning import DEFAULT_PRUNING_LIMIT, ablation_losses, pruning_curve
 from model.analysis.report import DEFINITIONS, REPORT_NAME, SCHEMA, corpus_file_name, rounded, write_report
 from model.analysis.sentences import Example, prepare
+from model.analysis.sharded import ShardedTranslator, sharded_ablation_losses, sharded_measures_and_importance
 from model.records import KINDS
+from model.training.distributed import Ranks
 
 
 class _Progress:
@@ -79,13 +94,16 @@ def analyze(
     name: str = "",
     src_path: str | None = None,
     ref_path: str | None = None,
+    ranks: Ranks | None = None,
 ) -> dict:
     """The head report (a dict in the schema SCHEMA) of `translator` on the sentence pairs.
 
     `progress(fraction, message)` is called as the work goes on (fraction 0..1). `ablation_limit` /
     `pruning_limit` use only the first N sentences for those steps (None or 0: all). Uses the torch
-    threads the caller set. Floats keep DIGITS significant figures.
+    threads the caller set. Floats keep DIGITS significant figures. With `ranks` of several processes
+    (distributed.setup()), every rank must call this: each works on its share and all return the same report.
     """
+    ranks = ranks or Ranks()
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
     t0 = time.perf_counter()
@@ -102,22 +120,20 @@ def analyze(
                                 "pruning": 0.25 * pr_n * (2 if ablation else 1) if pruning else 0.0})
 
     # --- 1. one traced, gated forward + backward per batch: every attention measure and the gate gradients
-    prog.start("measures")
-    t0 = time.perf_counter()
-    results, importance_raw, importance, total_nll = measures_and_importance(
-        translator, examples, len(src_texts), n_tgt_tok, batch_tokens, prog.update)
-    timings["measures_importance"] = time.perf_counter() - t0
+    results, importance_raw, importance, total_nll = _measures(translator, examples, len(src_texts), n_tgt_tok,
+                                                               batch_tokens, prog, timings, ranks)
     # --- 2. ablation: one plain forward per head switched off, batched sentences; decoder heads reuse the memory
     ablation_section = None
     if ablation:
-        ablation_section = _ablation(translator, examples[:abl_n], batch_tokens, results, prog, timings)
+        ablation_section = _ablation(translator, examples[:abl_n], batch_tokens, results, prog, timings, ranks)
     _add_roles(results, translator.cfg)  # they need no pruning
     # --- 3. pruning curve: greedy BLEU with the least important heads off
     pruning_section = None
     if pruning:
         prog.start("pruning")
         t0 = time.perf_counter()
-        pruning_section = pruning_curve(translator, list(src_texts[:pr_n]), list(ref_texts[:pr_n]), importance,
+        decoder = ShardedTranslator(translator, ranks) if ranks.world > 1 else translator
+        pruning_section = pruning_curve(decoder, list(src_texts[:pr_n]), list(ref_texts[:pr_n]), importance,
                                         lambda f, msg: prog.update(f, msg),
                                         loss_increase=ablation_section["loss_increase"] if ablation_section else None)
         pruning_section["limit"] = pruning_limit or None
@@ -131,7 +147,7 @@ def analyze(
         "corpus": _corpus_section(src_texts, ref_texts, src_path, ref_path, examples, skipped, total_nll, results),
         "settings": {"batch_tokens": batch_tokens, "ablation": ablation, "pruning": pruning,
                      "ablation_limit": ablation_limit or None, "pruning_limit": pruning_limit or None,
-                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+                     "torch_threads": torch.get_num_threads(), "ranks": ranks.world, "torch": torch.__version__},
         "definitions": DEFINITIONS,
         "thresholds": THRESHOLDS,
         "kinds": {k: {"layers": translator.cfg.kind_layers[k], "heads": translator.cfg.n_heads, **results[k]}
@@ -145,16 +161,33 @@ def analyze(
     return rounded(report)
 
 
+def _measures(translator, examples: list[Example], n_lines: int, n_tgt_tok: int, batch_tokens: int, prog: _Progress,
+              timings: dict[str, float], ranks: Ranks) -> tuple:
+    """The corpus pass of measures_and_importance, on this rank's share when there are several."""
+    prog.start("measures")
+    t0 = time.perf_counter()
+    if ranks.world > 1:
+        out = sharded_measures_and_importance(translator, examples, n_lines, n_tgt_tok, batch_tokens, ranks,
+                                              prog.update)
+    else:
+        out = measures_and_importance(translator, examples, n_lines, n_tgt_tok, batch_tokens, prog.update)
+    timings["measures_importance"] = time.perf_counter() - t0
+    return out
+
+
 def _ablation(translator, examples: list[Example], batch_tokens: int, results: dict, prog: _Progress,
-              timings: dict[str, float]) -> dict:
+              timings: dict[str, float], ranks: Ranks) -> dict:
     """Every head switched off alone: its loss increase joins results[kind]["measures"]; the report's section."""
     prog.start("ablation")
     t0 = time.perf_counter()
     cfg = translator.cfg
     n_layers = cfg.kind_layers
     all_heads = [(k, l, hh) for k in KINDS for l in range(n_layers[k]) for hh in range(cfg.n_heads)]
-    base, off = ablation_losses(translator, examples, all_heads, batch_tokens,
-                                lambda f: prog.update(f, f"ablation: {len(all_heads)} heads, one at a time"))
+    step = lambda f: prog.update(f, f"ablation: {len(all_heads)} heads, one at a time")  # noqa: E731
+    if ranks.world > 1:
+        base, off = sharded_ablation_losses(translator, examples, all_heads, batch_tokens, ranks, step)
+    else:
+        base, off = ablation_losses(translator, examples, all_heads, batch_tokens, step)
     tokens = sum(len(e.tgt_ids) + 1 for e in examples)
     delta = {k: np.zeros((n_layers[k], cfg.n_heads)) for k in KINDS}
     for (kind, l, hh), v in off.items():
@@ -225,36 +258,35 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _corpus_paths(args: argparse.Namespace) -> tuple[str, str] | None:
-    """(source file, reference file): as given, or the Multi30k validation split; None after printing why not."""
+class _Refused(Exception):
+    """A reason to stop with exit status 2 (bad arguments, files or corpus); rank 0 prints it."""
+
+
+def _corpus_paths(args: argparse.Namespace) -> tuple[str, str]:
+    """(source file, reference file): as given, or the Multi30k validation split; raises _Refused saying why not."""
     from model.analysis.experiments import find_data_dir
     from model.training.data import DataError, find_file
 
     if (args.src is None) != (args.ref is None):
-        print("error: give both --src and --ref, or neither (then the Multi30k validation split is used)",
-              file=sys.stderr)
-        return None
+        raise _Refused("give both --src and --ref, or neither (then the Multi30k validation split is used)")
     if args.src is not None:
         return args.src, args.ref
     folder, looked = find_data_dir("val")
     if folder is None:
-        print("error: the Multi30k validation split (val.de[.gz], val.en[.gz]) was not found; looked in: "
-              + ", ".join(str(p) for p in looked) + " (set ATLAS_DATA_DIR or pass --src and --ref)",
-              file=sys.stderr)
-        return None
+        raise _Refused("the Multi30k validation split (val.de[.gz], val.en[.gz]) was not found; looked in: "
+                       + ", ".join(str(p) for p in looked) + " (set ATLAS_DATA_DIR or pass --src and --ref)")
     try:
         return str(find_file(folder, "val", "de")), str(find_file(folder, "val", "en"))
     except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None
+        raise _Refused(str(e)) from e
 
 
 def _analyze_with_bar(translator, src: list[str], ref: list[str], args: argparse.Namespace, src_path: str,
-                      ref_path: str) -> dict:
-    """analyze() with a progress bar on stderr (per mille, so that the bar moves within a long stage)."""
+                      ref_path: str, ranks: Ranks) -> dict:
+    """analyze() with a progress bar on stderr (per mille, so that the bar moves within a long stage); rank 0's."""
     from tqdm import tqdm
 
-    with tqdm(total=1000, desc="analysing", unit="‰", file=sys.stderr, disable=None,
+    with tqdm(total=1000, desc="analysing", unit="‰", file=sys.stderr, disable=None if ranks.main else True,
               bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]") as bar:
         def progress(fraction: float, message: str) -> None:
             bar.set_description_str(message, refresh=False)
@@ -263,43 +295,56 @@ def _analyze_with_bar(translator, src: list[str], ref: list[str], args: argparse
         return analyze(translator, src, ref, ablation=not args.no_ablation, pruning=not args.no_pruning,
                        progress=progress, batch_tokens=args.batch_tokens, ablation_limit=args.ablation_limit,
                        pruning_limit=args.pruning_limit, name=Path(args.checkpoint).resolve().name,
-                       src_path=src_path, ref_path=ref_path)
+                       src_path=src_path, ref_path=ref_path, ranks=ranks)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from model.training.distributed import setup, teardown
+
+    args = _parser().parse_args(argv)
+    ranks = setup()  # one rank unless torchrun started several
+    try:
+        _run(args, ranks)
+        code = 0
+    except _Refused as e:  # every rank meets the same files and corpus, so all stop here together
+        if ranks.main:
+            print(f"error: {e}", file=sys.stderr)
+        code = 2
+    # An exception other than these leaves without the barrier: torchrun then stops the other ranks, which a rank
+    # waiting here while they wait in a gather would not let it do.
+    teardown(ranks)
+    return code
+
+
+def _run(args: argparse.Namespace, ranks: Ranks) -> None:
+    """Read, analyse, and (rank 0) write the report and say where; raises _Refused."""
     from model.inference.translator import Translator
     from model.io.checkpoint import CheckpointError
     from model.training.data import DataError, read_parallel
 
-    args = _parser().parse_args(argv)
-    paths = _corpus_paths(args)
-    if paths is None:
-        return 2
-    src_path, ref_path = paths
+    src_path, ref_path = _corpus_paths(args)
     try:
         translator = Translator.from_checkpoint(args.checkpoint)
         src, ref = read_parallel(src_path, ref_path)
     except (CheckpointError, DataError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise _Refused(str(e)) from e
     if args.limit > 0:
         src, ref = src[: args.limit], ref[: args.limit]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    torch.set_num_threads(args.threads if args.threads > 0 else cores)
+    torch.set_num_threads(args.threads if args.threads > 0 else max(1, cores // ranks.local_world))
     try:
-        report = _analyze_with_bar(translator, src, ref, args, src_path, ref_path)
+        report = _analyze_with_bar(translator, src, ref, args, src_path, ref_path, ranks)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise _Refused(str(e)) from e
+    if not ranks.main:
+        return
     try:
         path = write_report(report, args.out, Path(args.checkpoint))
     except OSError as e:
-        print(f"error: cannot write the report ({e})", file=sys.stderr)
-        return 2
+        raise _Refused(f"cannot write the report ({e})") from e
     t = report["timings"]
     print(f"wrote {path}  ({report['corpus']['sentences']} sentences; "
           + ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) + ")")
-    return 0
 
 
 if __name__ == "__main__":

@@ -92,23 +92,37 @@ def measures_and_importance(translator, examples: list[Example], n_lines: int, n
     target token of the corpus: n_tgt_tok) and importance (normalise_importance) added; `n_lines` is the number
     of corpus lines (top_sentences index them). progress(fraction, message) follows each batch.
     """
+    stats, grad_abs, total_nll = corpus_pass(translator, examples, n_lines, example_batches(examples, batch_tokens),
+                                             progress)
+    return (*finish_measures(stats, grad_abs, n_tgt_tok), total_nll)
+
+
+def corpus_pass(translator, examples: list[Example], n_lines: int, batches: list[list[int]],
+                progress: Callable[[float, str], object] | None = None):
+    """The sums of the given batches (indices into examples): ({kind: HeadStats}, {kind: (L, h) sum over sentences
+    of |dL(x)/dxi|}, summed token NLL). Sums of disjoint batches add up (model/analysis/sharded.py)."""
     cfg = translator.cfg
     n_layers = cfg.kind_layers
     stats = {k: HeadStats(k, n_layers[k], cfg.n_heads, n_lines) for k in KINDS}
     grad_abs = {k: np.zeros((n_layers[k], cfg.n_heads)) for k in KINDS}
     total_nll = 0.0
-    batches = example_batches(examples, batch_tokens)
     for n, batch in enumerate(batches):
         total_nll += _gated_batch(translator, examples, batch, stats, grad_abs)
         if progress is not None:
             progress((n + 1) / len(batches), f"attention measures and importance: batch {n + 1}/{len(batches)}")
+    return stats, grad_abs, total_nll
+
+
+def finish_measures(stats: dict[str, HeadStats], grad_abs: dict[str, np.ndarray], n_tgt_tok: int):
+    """(results, importance_raw, importance) from the corpus sums: per-head means, and the importance per target
+    token (importance_raw) and normalised, added to each kind's measures."""
     results = {k: stats[k].result() for k in KINDS}
     importance_raw = {k: v / n_tgt_tok for k, v in grad_abs.items()}
     importance = normalise_importance(importance_raw)
     for k in KINDS:
         results[k]["measures"]["importance_raw"] = importance_raw[k]
         results[k]["measures"]["importance"] = importance[k]
-    return results, importance_raw, importance, total_nll
+    return results, importance_raw, importance
 
 
 def _gated_batch(translator, examples: list[Example], batch: list[int], stats: dict[str, HeadStats],

@@ -210,6 +210,31 @@ class HeadStats:
         self.fwd_hits += ((am[..., 1:] >= am[..., :-1]) & pairs[:, None, None, :]).sum((0, 3))
         self.fwd_n += pairs.sum()
 
+    # How the sums of disjoint shares of one corpus combine (combine(); model/analysis/sharded.py): these add up,
+    # the argmax paths are concatenated, and sent_conf (-1 = not seen) takes each sentence from the share that saw it.
+    _summed = ("n_q", "pattern_w", "pattern_n", "offset_hits", "offset_n", "rare_hits", "rare_n", "rare_chance",
+               "rho_head", "rho_layer", "rho_n", "fwd_hits", "fwd_n")
+    _listed = ("head_argmax", "layer_argmax", "loo_argmax")
+
+    @classmethod
+    def combine(cls, parts: Sequence[HeadStats]) -> HeadStats:
+        """One HeadStats of the sentences of all `parts`, each fed a disjoint share of the same corpus.
+
+        Its result() is the one of a single HeadStats fed every batch: the means are taken after the sums and counts
+        are added, and agreement is a mean over queries, whatever order their argmax paths come in.
+        """
+        first = parts[0]
+        out = cls(first.kind, first.L, first.h, len(first.sent_conf))
+        for part in parts:
+            for name in cls._summed:
+                setattr(out, name, getattr(out, name) + getattr(part, name))
+            for name, s in part.sums.items():
+                out.sums[name] = out.sums[name] + s
+            for name in cls._listed:
+                getattr(out, name).extend(getattr(part, name))
+        out.sent_conf = np.max([part.sent_conf for part in parts], axis=0)  # (sentences, L, h)
+        return out
+
     def best_layer(self) -> int:
         """cross: the decoder layer whose head-averaged argmax path is most monotone (Spearman)."""
         return int(np.argmax(self.rho_layer / max(self.rho_n, 1)))
