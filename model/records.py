@@ -63,14 +63,24 @@ class SentenceTrace:
 
     src_tokens: list[str]  # source axis (keys of enc_self and cross): words + <eos>
     tgt_tokens: list[str]  # decoder axis (queries of dec_self and cross): <bos> + output
-    src_embed: dict[str, np.ndarray]  # token, scaled, positional, total: (s, d)
+    # token, scaled, positional (none without a position table: T5), sum (the embedding norm's input, only where
+    # the model has that norm: mBART), total (what enters layer 1): (s, d)
+    src_embed: dict[str, np.ndarray]
     tgt_embed: dict[str, np.ndarray]  # (t, d)
     attn: dict[str, list[dict[str, np.ndarray]]]  # kind -> per layer -> q, k, v, scores, mask, probs, out
     log_probs: np.ndarray  # (t, V) the generator's output at every decoder position
+    # Relative positions (T5): the bias the encoder / decoder added to every self-attention layer's scores; None
+    # for a model with a position table (and in a trace recorded before these fields existed).
+    src_pos_bias: np.ndarray | None = None  # (h, s, s)
+    tgt_pos_bias: np.ndarray | None = None  # (h, t, t)
 
     def probs(self, kind: str) -> np.ndarray:
         """(L, h, i, j) attention probabilities of every layer and head."""
         return np.stack([layer["probs"] for layer in self.attn[kind]])
+
+    def pos_bias(self, kind: str) -> np.ndarray | None:
+        """(h, i, j) the position bias added to an attention kind's scores, or None (cross-attention has none)."""
+        return {"enc_self": self.src_pos_bias, "dec_self": self.tgt_pos_bias}.get(kind)
 
     def axes(self, kind: str) -> tuple[list[str], list[str]]:
         """(query tokens, key tokens) of an attention kind."""

@@ -18,7 +18,7 @@ EN = ("the a dog cat man woman child runs plays reads sleeps in park snow house 
       "ball book water and sees 1 2 3").split()
 FAMILIES = ("m2m100", "nllb", "mbart", "t5", "t5-v1.0")
 LANGS = {"m2m100": ("de", "en"), "nllb": ("deu_Latn", "eng_Latn"), "mbart": ("de_DE", "en_XX"),
-         "t5": (None, None), "t5-v1.0": (None, None)}
+         "t5": ("de", "en"), "t5-v1.0": ("de", "en")}  # T5: labels only, the prompt says which
 PREFIX = "translate German to English: "
 NLLB_CODES = ["deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn"]
 

@@ -116,15 +116,46 @@ def embedding_stages_figure(token_emb: np.ndarray, scaled: np.ndarray, positiona
     relative sizes of embedding and positional encoding are visible (which is
     the point of the √d_model factor); otherwise each panel has its own range.
     """
-    stages = [np.asarray(m, dtype=np.float32) for m in (token_emb, scaled, positional, total)]
-    shapes = {s.shape for s in stages}
+    titles = ("token embedding", "× √d_model", "+ positional encoding", "= input to layer 1")
+    return stages_figure(titles, [token_emb, scaled, positional, total], tokens, shared_scale)
+
+
+POSITION_STAGE = {"sinusoidal": "+ positional encoding", "learned": "+ learned position vector"}
+NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm"}
+
+
+def embedding_stages(emb: dict[str, np.ndarray], scaled: bool = True, positions: str = "sinusoidal",
+                     norm: str = "layer") -> tuple[tuple[str, ...], list[np.ndarray]]:
+    """(panel titles, (s, d) arrays) of the stages a model has, from a trace's embedding dict ``emb``: the token
+    rows; × √d_model only where the model ``scaled`` them; the position vectors only where it added some (a trace
+    of a model with relative positions has none); the sum and then its ``norm`` where the model has an embedding
+    norm (``emb`` holds "sum"); what enters layer 1 last."""
+    stages = [("token embedding", emb["token"])]
+    if scaled:
+        stages.append(("× √d_model", emb["scaled"]))
+    if "positional" in emb:
+        stages.append((POSITION_STAGE.get(positions, "+ position vector"), emb["positional"]))
+    if "sum" in emb:
+        stages += [("= sum", emb["sum"]), (f"{NORM_NAMES.get(norm, norm)} = input to layer 1", emb["total"])]
+    else:
+        stages.append(("= input to layer 1", emb["total"]))
+    return tuple(t for t, _ in stages), [a for _, a in stages]
+
+
+def stages_figure(titles: Sequence[str], stages: Sequence[np.ndarray], tokens: Sequence[str],
+                  shared_scale: bool = True) -> go.Figure:
+    """One panel per stage (each (s, d), rows = tokens), titled ``titles``; ``shared_scale``: one symmetric colour
+    range for all, so the stages' sizes compare (as :func:`embedding_stages_figure`)."""
+    arrays = [np.asarray(m, dtype=np.float32) for m in stages]
+    shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
-        raise ValueError(f"all four stages must have the same (s, d) shape, got {sorted(shapes)}")
-    lim = _sym_limit(*stages)
-    titles = ["token embedding", "× √d_model", "+ positional encoding", "= input to layer 1"]
-    return facet_heatmaps(np.stack(stages), titles, tokens, None, row_title="token ↓",
+        raise ValueError(f"all {len(arrays)} stages must have the same (s, d) shape, got {sorted(shapes)}")
+    if len(titles) != len(arrays):
+        raise ValueError(f"{len(titles)} titles for {len(arrays)} stages")
+    lim = _sym_limit(*arrays)
+    return facet_heatmaps(np.stack(arrays), list(titles), tokens, None, row_title="token ↓",
                           col_title="dimension →", zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE,
-                          value_name="value", row_name="token", col_name="dim", max_cols=4,
+                          value_name="value", row_name="token", col_name="dim", max_cols=max(4, len(arrays)),
                           fmt=".3f", shared_scale=shared_scale, as_shown=True,
                           title="From token to layer input")
 

@@ -1,4 +1,4 @@
-"""Inside one attention head: Q, K, V, scores, scaling, mask, softmax, dropout, output.
+"""Inside one attention head: Q, K, V, scores, scaling, position bias (T5), mask, softmax, dropout, output.
 
 Shape letters (see :mod:`viz`): ``i`` query positions, ``j`` key positions, ``d_k``
 per-head size. Masks are bool (i, j) with True = may attend.
@@ -181,11 +181,15 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                           probs: np.ndarray, out: np.ndarray, query_tokens: Sequence[str],
                           key_tokens: Sequence[str], kind: str,
                           dropout_probs: np.ndarray | None = None, *, scaled_scores: np.ndarray | None = None,
-                          src_lang: str | None = None, tgt_lang: str | None = None) -> dict[str, go.Figure]:
+                          src_lang: str | None = None, tgt_lang: str | None = None,
+                          pos_bias: np.ndarray | None = None, scaled: bool = True) -> dict[str, go.Figure]:
     """Every step of one head as an ordered dict of figures.
 
-    ``scaled_scores`` (i, j): the model's recorded Q·Kᵀ/√d_k. When given, the "scaled" and "masked" panels
-    draw exactly these numbers and the raw panel shows them × √d_k (pass None for ``raw_scores`` then).
+    ``scaled_scores`` (i, j): the scores the model recorded before the mask, Q·Kᵀ/√d_k (+ ``pos_bias`` where the
+    model adds one). When given, the "summed"/"masked" panels draw exactly these numbers, "scaled" shows them less
+    the bias, and the raw panel that × √d_k (pass None for ``raw_scores`` then). ``pos_bias`` (i, j): the position
+    bias B the model added to this head's scores (T5's relative positions), or None. ``scaled=False``: the model
+    does not divide by √d_k (T5): no "scaled" step, and the raw scores are the recorded ones less the bias.
 
     Inputs: ``q`` (i, d_k), ``k`` (j, d_k), ``v`` (j, d_k), ``raw_scores`` the
     UNSCALED Q·Kᵀ (i, j) or None to compute it here (recommended; masked_fill
@@ -193,42 +197,53 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     broadcastable (True = may attend) or None, ``probs`` softmax weights
     (i, j), ``out`` = probs·V (i, d_k), ``dropout_probs`` (i, j) or None.
 
-    Keys in order: "Q", "K", "V", "scores", "scaled", "masked" (only with a
-    mask), "softmax", "dropout" (only with dropout_probs), "output". Key labels
-    are thinned for the page's layout: score maps a third of the page wide,
-    softmax and dropout half.
+    Keys in order: "Q", "K", "V", "scores", "scaled" (only where the model scales), "bias" (only with a bias),
+    "summed" (with a bias and no mask: the scores plus the bias), "masked" (only with a mask), "softmax",
+    "dropout" (only with dropout_probs), "output". Key labels are thinned for the page's layout: score maps a
+    third of the page wide, softmax and dropout half.
     """
     q_arr, k_arr, v_arr = (np.asarray(a, dtype=np.float32) for a in (q, k, v))
     d_k = q_arr.shape[-1]
     if k_arr.shape[-1] != d_k or v_arr.shape[0] != k_arr.shape[0]:
         raise ValueError(f"shapes disagree: Q {q_arr.shape}, K {k_arr.shape}, V {v_arr.shape}; "
                          f"expected Q (i, d_k), K (j, d_k), V (j, d_k)")
+    bias = None if pos_bias is None else np.asarray(pos_bias, dtype=np.float32)  # (i, j)
+    factor = np.float32(np.sqrt(d_k)) if scaled else np.float32(1.0)
     if scaled_scores is not None:
-        scaled = _clean(scaled_scores)  # (i, j) as the model recorded them
-        raw = scaled * np.float32(np.sqrt(d_k))
+        recorded = _clean(scaled_scores)  # (i, j) as the model recorded them
+        before_bias = recorded if bias is None else recorded - bias
+        raw = before_bias * factor
     else:
         raw = q_arr @ k_arr.T if raw_scores is None else _clean(raw_scores)  # (i, j)
-        scaled = raw / np.float32(np.sqrt(d_k))  # (i, j)
+        before_bias = raw / factor  # (i, j)
+        recorded = before_bias if bias is None else before_bias + bias
     m = as_mask(mask, raw.shape[0], raw.shape[1])
     q_side, k_side = kind_sides(kind, src_lang, tgt_lang)
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     langs = dict(src_lang=src_lang, tgt_lang=tgt_lang)
 
-    def scores(z, title, with_mask=None):
+    def scores(z, title, with_mask=None, value_name="score"):
         return matrix_figure(z, query_tokens, key_tokens, title=title, row_title=q_title,
-                             col_title=k_title, mask=with_mask, value_name="score",
+                             col_title=k_title, mask=with_mask, value_name=value_name,
                              row_name="query", col_name="key", width_px=THIRD_WIDTH_PX)
 
+    # No-break spaces: a title wrapped for a third of the page keeps "max |s| 12.3" on one line.
+    scaled_name = f"Q·Kᵀ / √{d_k}" if scaled else "Q·Kᵀ"
     figs: dict[str, go.Figure] = {
         "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token", THIRD_WIDTH_PX),
         "K": vectors_figure(k_arr, key_tokens, k_side, "key", "K: one key vector per token", THIRD_WIDTH_PX),
         "V": vectors_figure(v_arr, key_tokens, k_side, "key", "V: one value vector per token", THIRD_WIDTH_PX),
-        # No-break spaces: a title wrapped for a third of the page keeps "max |s| 12.3" on one line.
         "scores": scores(raw, f"Q·Kᵀ, max\u00a0|s|\u00a0{_limit(raw):.1f}"),
-        "scaled": scores(scaled, f"Q·Kᵀ / √{d_k}, max\u00a0|s|\u00a0{_limit(scaled):.1f}"),
     }
+    if scaled:
+        figs["scaled"] = scores(before_bias, f"{scaled_name}, max\u00a0|s|\u00a0{_limit(before_bias):.1f}")
+    if bias is not None:
+        figs["bias"] = scores(bias, f"+ position bias B, max\u00a0|b|\u00a0{_limit(bias):.1f}", value_name="bias")
+        if m is None:
+            figs["summed"] = scores(recorded, f"= {scaled_name} + B, max\u00a0|s|\u00a0{_limit(recorded):.1f}")
     if m is not None:
-        figs["masked"] = scores(scaled, "masked: grey = −∞", with_mask=m)
+        figs["masked"] = scores(recorded, ("" if bias is None else f"{scaled_name} + B, ") + "masked: grey = −∞",
+                                with_mask=m)
     figs["softmax"] = probs_figure(probs, query_tokens, key_tokens, kind, mask=m,
                                    width_px=HALF_WIDTH_PX, **langs)
     if dropout_probs is not None:
@@ -240,11 +255,14 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
 
 
 # The steps of one head in reading order, row by row, as the Inside-one-head page lays them out.
-PIPELINE_ROWS = (("Q", "K", "V"), ("scores", "scaled", "masked"), ("softmax", "dropout"), ("output",))
+PIPELINE_ROWS = (("Q", "K", "V"), ("scores", "scaled", "bias", "summed", "masked"), ("softmax", "dropout"),
+                 ("output",))
 # Steps whose numbers are comparable, drawn on one colour scale where they share a row: Q, K and V; the scaled
 # scores and the masked ones (the same numbers); the weights before and after dropout. The raw scores keep a scale
 # of their own: they are √d_k times the scaled ones, which on the raw scores' scale would be drawn nearly white.
-SCALE_GROUPS = (("Q", "K", "V"), ("scores",), ("scaled", "masked"), ("softmax", "dropout"), ("output",))
+# The position bias and the scores it makes keep scales of their own (T5; their sizes are worth seeing apart).
+SCALE_GROUPS = (("Q", "K", "V"), ("scores",), ("scaled", "masked"), ("bias",), ("summed",), ("softmax", "dropout"),
+                ("output",))
 
 
 def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:

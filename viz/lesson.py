@@ -3,11 +3,13 @@
 ``lesson_html(lesson)`` takes plain data (model/io/lesson.py gathers it from traced translations):
 
     lesson = {"model": {"name", "src_lang", "tgt_lang", "parameters", "d_model", "n_heads", "n_encoder_layers",
-                        "n_decoder_layers", "max_len", "pe_layout", "test_bleu", "trained" (optional, True)},
+                        "n_decoder_layers", "max_len", "pe_layout", "test_bleu", "trained" (optional, True),
+                        optional: "positions", "pos_offset", "scale_embedding", "norm" (model/nn/config.py)},
               "sentences": [{"source_tokens", "unknown", "dropped", "translation", "decoding", "finished",
                              "src_tokens", "tgt_tokens",
                              "probs": {kind: (L, h, i, j)}, "masks": {kind: (L, i, j) bool, True = may attend},
-                             "src_embed": {stage: (s, d)}, "tgt_embed": {stage: (t, d)},
+                             "src_embed": {stage: (s, d)}, "tgt_embed": {stage: (t, d)} (no "positional" where
+                             the model adds no position vectors: T5),
                              "steps": [{"prefix", "top_tokens", "top_probs", "chosen" (index into top_tokens),
                                         "chosen_token", "chosen_prob", "forced", "cross": (L, h, s)}]}]}
 
@@ -25,10 +27,10 @@ import numpy as np
 
 from viz.attention import attention_figure, heads_figure, overview_figure
 from viz.decoding import candidates_figure, decoding_table, step_cross_attention_figure
-from viz.embeddings import embedding_stages_figure, scaling_figure
+from viz.embeddings import embedding_stages, scaling_figure, stages_figure
 from viz.figure_pack import FigurePack, figure_dict
 from viz.kinds import KIND_EXPLAIN, KIND_NAMES, LANGUAGE_NAMES, kind_labels, using_languages
-from viz.layout import PAGE_WIDTH_PX
+from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.lesson_page import page_html
 from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.text import fmt_prob
@@ -111,31 +113,68 @@ def decoding_figures(pack: FigurePack, n: int, s: dict) -> None:
                 _add(pack, f"s{n}/cross/{k}/{layer}/{head}", fig, f"s{n}/cross/1/1/0", "s0/cross/1/1/0")
 
 
-def embedding_figures(pack: FigurePack, n: int, s: dict, d_model: int) -> None:
-    """Sentence ``n``'s Embeddings page, both sides: the four stages and the √d_model scaling."""
+def positions_of(model: dict, s: dict) -> str:
+    """How the model encodes positions: the lesson's "positions" where it says, else "sinusoidal" where the trace
+    holds position vectors and "relative" where it holds none (T5)."""
+    return model.get("positions") or ("sinusoidal" if "positional" in s["src_embed"] else "relative")
+
+
+def scales_embeddings(model: dict, emb: dict) -> bool:
+    """Whether the model multiplies its token embeddings by √d_model: the lesson's "scale_embedding" where it says,
+    else whether the recorded rows changed at that step (× 1 leaves them as they were)."""
+    if "scale_embedding" in model:
+        return bool(model["scale_embedding"])
+    return not np.array_equal(emb["token"], emb["scaled"])
+
+
+def note_figure(title: str) -> dict:
+    """A figure with no data, only a title saying why a part has nothing to draw for this model."""
+    hidden = dict(visible=False)
+    return styled_figure([], dict(xaxis=hidden, yaxis=hidden), title, height=160)
+
+
+def embedding_figures(pack: FigurePack, n: int, s: dict, model: dict) -> None:
+    """Sentence ``n``'s Embeddings page, both sides: the stages the model has and the √d_model scaling."""
     for side in SIDES:
         emb, tokens = s[f"{side}_embed"], s[f"{side}_tokens"]
-        fig = embedding_stages_figure(emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens)
-        _add(pack, f"s{n}/stages/{side}", fig, f"s{n}/stages/src", "s0/stages/src")
-        _add(pack, f"s{n}/scaling/{side}", scaling_figure(emb["token"], emb["scaled"], d_model, tokens),
-             f"s{n}/scaling/src", "s0/scaling/src")
+        scaled = scales_embeddings(model, emb)
+        titles, arrays = embedding_stages(emb, scaled, positions_of(model, s), model.get("norm", "layer"))
+        _add(pack, f"s{n}/stages/{side}", stages_figure(titles, arrays, tokens), f"s{n}/stages/src", "s0/stages/src")
+        fig = (scaling_figure(emb["token"], emb["scaled"], model["d_model"], tokens) if scaled
+               else note_figure("This model does not scale its token embeddings by √d_model"))
+        _add(pack, f"s{n}/scaling/{side}", fig, f"s{n}/scaling/src", "s0/scaling/src")
 
 
-def positional_figures(pack: FigurePack, model: dict) -> np.ndarray:
-    """The Positional encoding page at its defaults; returns the (PE_POSITIONS, d) encoding drawn."""
+def positional_figures(pack: FigurePack, model: dict, positions: str = "sinusoidal") -> np.ndarray:
+    """The Positional encoding page at its defaults; returns the (PE_POSITIONS, d) encoding drawn: the formula's
+    rows from the model's "pos_offset" on. A model without a fixed table (learned or relative ``positions``) gets
+    figures that say so (the app's page draws what it recorded per sentence)."""
     n, d = min(PE_POSITIONS, model["max_len"]), model["d_model"]
-    pe = sinusoidal_encoding(n, d, model["pe_layout"])  # (n, d) the formula, in this model's layout
-    for name, fig, group in _positional_dicts(n, d, model["pe_layout"]):
+    layout = model.get("pe_layout", "interleaved") if positions == "sinusoidal" else "interleaved"
+    pe = sinusoidal_encoding(n, d, layout, int(model.get("pos_offset", 0)))  # (n, d) the formula, as the model has it
+    for name, fig, group in _positional_dicts(n, d, layout, int(model.get("pos_offset", 0)), positions):
         _add(pack, name, fig, group, "")
     return pe
 
 
+NO_TABLE = {"learned": "This model learned its position vectors: no formula to draw (the app's Positional encoding "
+                       "page shows the vectors of each sentence)",
+            "relative": "This model adds no position vectors: a learned bias by distance is added to its attention "
+                        "scores (the app's Positional encoding page shows it)"}
+
+
 @lru_cache(maxsize=4)
-def _positional_dicts(n: int, d: int, layout: str) -> tuple[tuple[str, dict, str], ...]:
+def _positional_dicts(n: int, d: int, layout: str, offset: int = 0,
+                      positions: str = "sinusoidal") -> tuple[tuple[str, dict, str], ...]:
     """(name, figure dict, group) of the Positional encoding figures: the same for every sentence of a model, so
     the app's download builds them once per model shape (the pack only reads the dicts, never changes them).
     Built in the default theme, as every lesson figure is (the theme is the only other input)."""
-    pe = sinusoidal_encoding(n, d, layout)
+    if positions in NO_TABLE:
+        note = note_figure(NO_TABLE[positions])
+        figs = [("pe/waves", note, "pe/waves"), ("pe/matrix", note, "pe/matrix")]
+        figs += [(f"pe/similarity/{ref}", note, "pe/similarity/0") for ref in range(n)]
+        return tuple((name, figure_dict(fig), group) for name, fig, group in figs)
+    pe = sinusoidal_encoding(n, d, layout, offset)
     figs = [("pe/waves", waves_figure(pe, [i for i in PE_DIMS if i < d] or [0], layout), "pe/waves"),
             ("pe/matrix", pe_heatmap(pe), "pe/matrix")]
     figs += [(f"pe/similarity/{ref}", position_similarity_figure(pe, ref_position=ref), "pe/similarity/0")
@@ -163,7 +202,9 @@ def sentence_meta(s: dict, pe: np.ndarray, langs: dict) -> dict:
             "table": table.to_html(index=False, border=0, classes="steps", escape=True),
             "layers": {kind: int(s["probs"][kind].shape[0]) for kind in KINDS},
             "heads": int(s["probs"]["enc_self"].shape[1]),
-            "pe_gap": formula_gap(pe, s["src_embed"]["positional"]), "n_src_positions": len(s["src_tokens"])}
+            # a model without position vectors (T5) added nothing: zero vectors, which the formula does not match
+            "pe_gap": formula_gap(pe, s["src_embed"].get("positional", np.zeros((len(s["src_tokens"]), pe.shape[1])))),
+            "n_src_positions": len(s["src_tokens"])}
 
 
 def lesson_pack(lesson: dict) -> tuple[FigurePack, list[dict]]:
@@ -173,11 +214,11 @@ def lesson_pack(lesson: dict) -> tuple[FigurePack, list[dict]]:
     model, langs = lesson["model"], languages(lesson["model"])
     pack, metas = FigurePack(), []
     with using_theme(DEFAULT_THEME), using_languages(langs["src"], langs["tgt"]):
-        pe = positional_figures(pack, model)
+        pe = positional_figures(pack, model, positions_of(model, lesson["sentences"][0]))
         for n, s in enumerate(lesson["sentences"]):
             attention_figures(pack, n, s)
             decoding_figures(pack, n, s)
-            embedding_figures(pack, n, s, model["d_model"])
+            embedding_figures(pack, n, s, model)
             metas.append(sentence_meta(s, pe, langs))
     return pack, metas
 

@@ -15,13 +15,17 @@ ATTENTION_POINTS = {"q": "hook_q", "k": "hook_k", "v": "hook_v", "scores": "hook
                     "masked": "hook_attn_scores", "probs": "hook_pattern", "out": "hook_z"}
 PER_POSITION = ("q", "k", "v", "out")  # points in (b, pos, h, d_head): a trace holds them per head, (h, pos, d_head)
 EMBEDDING_POINTS = {"token": "hook_token_embed", "scaled": "hook_embed", "positional": "hook_pos_embed"}
+EMBED_NORM = "embed_ln.hook_normalized"  # the embedding norm's output (mBART), kept to know the model has one
+# Relative positions (T5): the bias each stack adds to its self-attention scores, (1, h, i, j).
+POS_BIAS_POINTS = {"src": "hook_pos_bias", "tgt": "decoder.hook_pos_bias"}
 
 
 def for_trace(name: str) -> bool:
     """names_filter of the points a SentenceTrace is made of."""
     last = name.rsplit(".", 1)[-1]
     return (last in ATTENTION_POINTS.values() or last in EMBEDDING_POINTS.values()
-            or name in ("encoder.0.hook_resid_pre", "decoder.0.hook_resid_pre"))
+            or name in ("encoder.0.hook_resid_pre", "decoder.0.hook_resid_pre", EMBED_NORM, "decoder." + EMBED_NORM)
+            or name in POS_BIAS_POINTS.values())
 
 
 def patterns(name: str) -> bool:
@@ -35,8 +39,9 @@ def _np(t: torch.Tensor, index: int) -> np.ndarray:
 
 
 def attention_arrays(cache: dict, kind: str, layer: int, index: int = 0) -> dict[str, np.ndarray]:
-    """One attention's arrays of batch row `index`: q, k, v, out (h, pos, d_head); scores (QKᵀ/√d_head before
-    the mask), probs (h, i, j); mask (i, j), True where a key may be attended (the masked scores are finite)."""
+    """One attention's arrays of batch row `index`: q, k, v, out (h, pos, d_head); scores (QKᵀ, /√d_head where the
+    model scales, + the position bias where it has one (T5), before the mask), probs (h, i, j); mask (i, j), True
+    where a key may be attended (the masked scores are finite)."""
     at = ATTENTION[kind].format(layer) + "."
     d = {}
     for field, point in ATTENTION_POINTS.items():
@@ -47,11 +52,22 @@ def attention_arrays(cache: dict, kind: str, layer: int, index: int = 0) -> dict
 
 
 def embedding_arrays(cache: dict, side: str, index: int = 0) -> dict[str, np.ndarray]:
-    """The stages of one side's embedding: token rows, × √d_model, positional (pos, d), their sum."""
+    """The stages of one side's embedding: token rows, × √d_model, positional (pos, d), "total" what enters layer 1
+    (after the embedding norm where the model has one). A model without a position table (T5) has no "positional";
+    one with an embedding norm (mBART) also has "sum", scaled + positional: the norm's input."""
     at = "" if side == "src" else "decoder."
-    d = {field: _np(cache[at + point], index) for field, point in EMBEDDING_POINTS.items()}
+    d = {field: _np(cache[at + point], index) for field, point in EMBEDDING_POINTS.items() if at + point in cache}
+    if at + EMBED_NORM in cache:  # the points before the norm add up to its input, exactly as the model added them
+        d["sum"] = d["scaled"] + d["positional"] if "positional" in d else d["scaled"].copy()
     d["total"] = _np(cache[("encoder" if side == "src" else "decoder") + ".0.hook_resid_pre"], index)
     return d
+
+
+def pos_bias(cache: dict, side: str, index: int = 0) -> np.ndarray | None:
+    """(h, i, j) the relative-position bias one stack added to its self-attention scores ("src": the encoder's,
+    "tgt": the decoder's), or None for a model with a position table."""
+    name = POS_BIAS_POINTS[side]
+    return _np(cache[name], index) if name in cache else None
 
 
 def probs(cache: dict, kind: str, n_layers: int, index: int = 0) -> np.ndarray:
@@ -73,4 +89,6 @@ def to_sentence_trace(cache: dict, log_probs: torch.Tensor, src_tokens: list[str
         tgt_embed=embedding_arrays(cache, "tgt", index),
         attn={kind: [attention_arrays(cache, kind, l, index) for l in range(layers[kind])] for kind in KINDS},
         log_probs=_np(log_probs, index),
+        src_pos_bias=pos_bias(cache, "src", index),
+        tgt_pos_bias=pos_bias(cache, "tgt", index),
     )

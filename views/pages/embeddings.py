@@ -1,4 +1,5 @@
-"""Embeddings: token vectors, the √d_model scaling, the positional encoding added, and a vocabulary map."""
+"""Embeddings: token vectors and the stages the model has (the √d_model scaling, the position vectors added, the
+embedding norm), and a vocabulary map."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,11 +9,13 @@ from views.parts.widgets import chart, csv_button, fig_config, sections, shows_c
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, is_toy, is_twin, vocab_embeddings
 from viz.embeddings import (
+    NORM_NAMES,
     embedding_heatmap,
-    embedding_stages_figure,
+    embedding_stages,
     neighbour_rows,
     pca_2d,
     scaling_figure,
+    stages_figure,
     vocab_map_figure,
 )
 from viz.tables import matrix_csv
@@ -53,8 +56,16 @@ def _neighbours(key: str, side: str, ids: tuple[int, ...], specials: tuple[int, 
     return neighbour_rows(lut, itos, list(ids), k=5, exclude_idx=specials)
 
 
-def _stages(emb: dict, tokens: list[str]):
-    return cached(embedding_stages_figure, emb["token"], emb["scaled"], emb["positional"], emb["total"], tokens)
+def _stages(ctx: Context, emb: dict, tokens: list[str]):
+    cfg = ctx.cfg
+    titles, arrays = embedding_stages(emb, cfg.scale_embedding, getattr(cfg, "positions", "sinusoidal"),
+                                      getattr(cfg, "norm", "layer"))
+    return cached(stages_figure, titles, arrays, tokens)
+
+
+def _parts(ctx: Context) -> list[str]:
+    """The page's parts: no scaling part for a model that does not scale its token embeddings (T5)."""
+    return ["the vectors"] + ["the scaling"] * bool(ctx.cfg.scale_embedding) + ["the whole vocabulary"]
 
 
 def _scaling_chart(emb: dict, d_model: int, tokens: list[str]):
@@ -84,8 +95,9 @@ def prepare(ctx: Context, state: dict) -> None:
     side = "tgt" if state.get("emb_side") == "tgt" else "src"
     tr = ctx.result.trace
     emb, tokens = (tr.src_embed, tr.src_tokens) if side == "src" else (tr.tgt_embed, tr.tgt_tokens)
-    _stages(emb, tokens)
-    _scaling_chart(emb, ctx.cfg.d_model, tokens)
+    _stages(ctx, emb, tokens)
+    if ctx.cfg.scale_embedding:
+        _scaling_chart(emb, ctx.cfg.d_model, tokens)
     _, _, ids, specials = _vocab_map(ctx, side, tokens)
     if ids:
         _neighbours(ctx.key, side, tuple(ids), specials)
@@ -102,30 +114,58 @@ def render(ctx: Context) -> None:
     emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
     tokens = res.trace.src_tokens if side == "src" else res.trace.tgt_tokens
     shows_caption(ctx, side)
-    show = sections(ctx, ["the vectors", "the scaling", "the whole vocabulary"])
+    parts = _parts(ctx)
+    show = sections(ctx, parts)
     if show("the vectors"):
         _vectors(ctx, side, emb, tokens)
-    if show("the scaling"):
+    if "the scaling" in parts and show("the scaling"):
         _scaling(ctx, side, emb, tokens)
     if show("the whole vocabulary"):
         _vocabulary(ctx, side, tokens)
 
 
-def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
-    cfg = ctx.cfg
+def stages_text(cfg, table: str) -> tuple[str, str]:
+    """(the page's paragraph, the layer-input download's help): what this model does between the token id and
+    layer 1, from its config."""
     scale = float(np.sqrt(cfg.d_model))
+    positions, norm = getattr(cfg, "positions", "sinusoidal"), NORM_NAMES.get(getattr(cfg, "norm", "layer"), "norm")
+    said = [f"Each token id selects one row of a {table} {cfg.d_model}-dimensional table."]
+    steps = ["token embedding"]
+    if cfg.scale_embedding:
+        steps.append("× √d_model")
+        said.append(f"The row is multiplied by √d_model = {scale:.1f}"
+                    + (", so that it is not drowned by the positional encoding (values in −1…1) that is added next."
+                       if positions == "sinusoidal" else "."))
+    if positions == "sinusoidal":
+        steps.append("+ positional encoding")
+        if not cfg.scale_embedding:
+            said.append("The fixed sine/cosine vector of its position (the positional encoding) is added.")
+    elif positions == "learned":
+        steps.append("+ learned position vector")
+        said.append("The learned vector of its position is added (see Positional encoding).")
+    else:
+        said.append("No position vector is added: this model adds a bias for each key's distance to the attention "
+                    "scores instead (see Positional encoding).")
+    if getattr(cfg, "embed_norm", False):
+        steps.append(f"then {norm}")
+        said.append(f"The sum then goes through a {norm}, whose output enters encoder/decoder layer 1.")
+    else:
+        said.append(("The sum" if len(steps) > 1 else "The row itself") + " is what enters encoder/decoder layer 1.")
+    return " ".join(said), f"What enters layer 1: {' '.join(steps)}, one row per token."
+
+
+def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
+    said, layer_input = stages_text(ctx.cfg, table_words(ctx.key))
     if not ctx.present:
-        st.write(f"Each token id selects one row of a {table_words(ctx.key)} {cfg.d_model}-dimensional table. The row "
-                 f"is multiplied by √d_model = {scale:.1f}, so that it is not drowned by the positional encoding "
-                 "(values in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.")
-    chart(st, _stages(emb, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
+        st.write(said)
+    chart(st, _stages(ctx, emb, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
     csv_button("Token vectors (CSV)", lambda: matrix_csv(emb["token"], tokens, dims, "token"), ctx,
                f"embeddings_{side}_token-vectors", "csv_emb_token", b1)
     csv_button("Layer input (CSV)", lambda: matrix_csv(emb["total"], tokens, dims, "token"), ctx,  # fits at 1280 px
                f"embeddings_{side}_layer-1-input", "csv_emb_total", b2,
-               help="What enters layer 1: token embedding × √d_model + positional encoding, one row per token.")
+               help=layer_input)
 
 
 def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
@@ -136,7 +176,9 @@ def _scaling(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     c1, c2, c3 = (st if ctx.present else above).columns(3)
     c1.metric("std of embedding values", f"{emb['token'].std():.3f}")
     c2.metric(f"after × √{cfg.d_model}", f"{emb['scaled'].std():.3f}")
-    c3.metric("std of positional encoding", f"{emb['positional'].std():.3f}")
+    if "positional" in emb:
+        what = "positional encoding" if getattr(cfg, "positions", "sinusoidal") == "sinusoidal" else "position vectors"
+        c3.metric(f"std of {what}", f"{emb['positional'].std():.3f}")
     # Built and drawn only when asked for: a chart nobody opened would cost every visit of the page.
     if st.toggle("Show the token embeddings alone (tokens × dimensions)", key="emb_alone", persist_state="session"):
         chart(st, cached(embedding_heatmap, emb["token"], tokens, "token embeddings (before scaling)"),

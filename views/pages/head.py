@@ -1,4 +1,5 @@
-"""Inside one head: Q, K, V, the scores, scaling, mask, softmax, dropout and the weighted sum of V."""
+"""Inside one head: Q, K, V, the scores, scaling, the position bias (T5), mask, softmax, dropout and the weighted
+sum of V: the steps this model takes, drawn from the numbers it recorded."""
 from __future__ import annotations
 
 import html
@@ -26,14 +27,35 @@ STEPS = {  # numbered on the page in the order they appear: the mask step exists
     "output": "Output: the weighted sum of the value vectors, one per query. The heads' outputs are concatenated "
               "and multiplied by W_O.",
 }
-ORDER = [["Q", "K", "V"], ["scores", "scaled", "masked"], ["softmax", "dropout"], ["output"]]
+ORDER = [["Q", "K", "V"], ["scores", "scaled", "bias", "summed", "masked"], ["softmax", "dropout"], ["output"]]
 ROW_NAMES = ["Q, K, V", "scores", "weights", "output"]  # presenter mode shows one row of ORDER at a time
 
 
-def numbered_steps(present: set[str]) -> dict[str, str]:
+def step_texts(scaled: bool = True, biased: bool = False) -> dict[str, str]:
+    """STEPS as this model takes them: `scaled` its scores are divided by √d_k (not in T5), `biased` a position
+    bias is added to them (T5's self-attention)."""
+    texts = dict(STEPS)
+    recorded = "the model's recorded scores" + (" less the bias B" if biased else "") + (" × √d_k" if scaled else "")
+    texts["scores"] = f"Raw scores QKᵀ: how well each query matches each key ({recorded})."
+    sum_of = "QKᵀ/√d_k + B" if scaled else "QKᵀ + B"
+    texts["bias"] = ("Position bias B: a learned number for each key's distance from the query, this head's, added "
+                     "to the scores (the Positional encoding page shows it by distance). It is the same in every "
+                     "layer of the stack; cross-attention has none.")
+    texts["summed"] = f"The scores with the bias, {sum_of}: the softmax's input, as the model recorded it."
+    if biased:
+        texts["masked"] = (f"Mask: forbidden cells of {sum_of} are set to −∞ before the softmax, so they get exactly "
+                           "zero weight.")
+    if not scaled:
+        texts["softmax"] = ("Softmax along each row (this model does not divide the scores by √d_k): weights ≥ 0 "
+                            "that sum to 1.")
+    return texts
+
+
+def numbered_steps(present: set[str], texts: dict[str, str] | None = None) -> dict[str, str]:
     """Step titles numbered 1, 2, 3, ... in reading order over the figures actually drawn."""
+    texts = STEPS if texts is None else texts
     names = [n for row in ORDER for n in row if n in present]
-    return {n: f"{i} · {STEPS[n]}" for i, n in enumerate(names, 1)}
+    return {n: f"{i} · {texts[n]}" for i, n in enumerate(names, 1)}
 
 
 def render(ctx: Context) -> None:
@@ -42,12 +64,12 @@ def render(ctx: Context) -> None:
         st.subheader("Inside one head")
     kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
     shows_caption(ctx, kind)
-    a = tr.attn[kind][layer]
     q_tokens, k_tokens = tr.axes(kind)
     rows = _rows(ctx, kind, layer, head)
     if not ctx.present:
-        _checks(ctx, a, layer, head)
-    titles = numbered_steps({name for steps in rows for name in steps})
+        _checks(ctx, kind, layer, head)
+    biased = tr.pos_bias(kind) is not None
+    titles = numbered_steps({name for steps in rows for name in steps}, step_texts(_scaled(cfg), biased))
     # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output. Each row
     # is one figure, its panels under the steps' titles (one chart per row: a first visit draws four, not eight).
     show = sections(ctx, ROW_NAMES)
@@ -63,7 +85,7 @@ def render(ctx: Context) -> None:
         if row_name == "scores":
             st.caption(keys_note(score_keys_labelled(q_tokens, k_tokens), len(k_tokens)))
     if ctx.present:
-        _checks(ctx, a, layer, head)
+        _checks(ctx, kind, layer, head)
 
 
 def _rows(ctx: Context, kind: str, layer: int, head: int) -> dict:
@@ -74,10 +96,17 @@ def _rows(ctx: Context, kind: str, layer: int, head: int) -> dict:
     # Dropout is simulated on a copy of the weights with a fixed seed: the shared model stays in eval mode.
     dropped, _ = dropout_sample(a["probs"][head], ctx.cfg.attn_dropout, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
+    bias = tr.pos_bias(kind)  # (h, i, j) the position bias the model added to these scores (T5), or None
     return cached(head_pipeline_rows, a["q"][head], a["k"][head], a["v"][head], None,
                   mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
                   dropout_probs=dropped,
-                  scaled_scores=a["scores"][head])  # the scores the model recorded, drawn as they are
+                  scaled_scores=a["scores"][head],  # the scores the model recorded, drawn as they are
+                  pos_bias=None if bias is None else bias[head], scaled=_scaled(ctx.cfg))
+
+
+def _scaled(cfg) -> bool:
+    """Whether the model divides its scores by √d_k (T5 does not)."""
+    return getattr(cfg, "scale_attention", True)
 
 
 STATE = ("kind", "layer", "head")  # the choices of the session the page's figures depend on (prepare gets them)
@@ -106,18 +135,29 @@ def _step_titles(names: tuple[str, ...], titles: dict[str, str], how: str) -> No
         col.caption(titles[name])
 
 
-def _checks(ctx: Context, a: dict, layer: int, head: int) -> None:
-    """The head's sizes, and the recorded numbers checked against Q, K and V."""
-    cfg = ctx.cfg
+def _checks(ctx: Context, kind: str, layer: int, head: int) -> None:
+    """The head's sizes, and the recorded numbers checked against Q, K and V (and the recorded bias)."""
+    cfg, tr = ctx.cfg, ctx.result.trace
+    a, bias = tr.attn[kind][layer], tr.pos_bias(kind)
+    scaled = _scaled(cfg)
+    shared = ("Panels that share a colour bar share its scale, so a colour is the same number in each: Q, K and V; "
+              + ("the scaled and the masked scores; " if scaled else "")
+              + "the weights before and after dropout.")
+    if scaled:
+        raw = (" The raw scores QKᵀ have a bar of their own: they are √d_k = "
+               f"{np.sqrt(cfg.d_k):.1f} times the scaled ones, which on their scale would be drawn that much paler.")
+    else:
+        raw = " This model does not divide its scores by √d_k: the softmax reads QKᵀ" + (" + B." if bias is not None
+                                                                                             else " as it is.")
     st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
-               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. Panels that share a "
-               "colour bar share its scale, so a colour is the same number in each: Q, K and V; the scaled and the "
-               "masked scores; the weights before and after dropout. The raw scores QKᵀ have a bar of their own: "
-               f"they are √d_k = {np.sqrt(cfg.d_k):.1f} times the scaled ones, which on their scale would be drawn "
-               "that much paler.")
-    check = max_abs_diff(a["scores"][head], a["q"][head] @ a["k"][head].T / np.sqrt(cfg.d_k))
+               f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. {shared}{raw}")
+    expected = a["q"][head] @ a["k"][head].T / (np.sqrt(cfg.d_k) if scaled else 1.0)
+    if bias is not None:
+        expected = expected + bias[head]
+    check = max_abs_diff(a["scores"][head], expected)
     out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
-    st.markdown(":material/check_circle: recomputed from Q and K, the scaled scores match the model's recorded ones "
+    what = ("scaled scores" if scaled else "scores") + (" plus the recorded bias" if bias is not None else "")
+    st.markdown(f":material/check_circle: recomputed from Q and K, the {what} match the model's recorded ones "
                 f"to {check:.1e}; weights · V matches the head output to {out_check:.1e}")
 
 

@@ -1,4 +1,7 @@
-"""Positional encoding: the sine/cosine waves, the whole matrix, and similarity between positions."""
+"""Positional encoding, as the model has it: the sine/cosine waves, the whole matrix and similarity between
+positions (a fixed table); the learned vectors this sentence got (mBART); or the bias each head adds to its scores
+by relative distance (T5, which adds no vector). Everything drawn was recorded by the model for this sentence or is
+the formula it uses, checked against what it recorded."""
 from __future__ import annotations
 
 import streamlit as st
@@ -8,18 +11,29 @@ from views.parts.widgets import chart, fig_config, sections
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
 from views.plumbing.urlstate import within
-from viz.positional import pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
+from viz.positional import cosine_rows, pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
+from viz.relative import bias_by_distance, bias_distance_figure, bias_matrix_figure
 from viz.theme import below_controls
 
 
+def positions_of(cfg) -> str:
+    """How the model encodes positions: "sinusoidal", "learned" or "relative" (model/nn/config.py)."""
+    return getattr(cfg, "positions", "sinusoidal")
+
+
 def render(ctx: Context) -> None:
+    kind = positions_of(ctx.cfg)
+    if kind == "learned":
+        return _learned(ctx)
+    if kind == "relative":
+        return _relative(ctx)
     ss = st.session_state
     d = ctx.cfg.d_model
     n_src = len(ctx.result.source.axis_tokens)
-    layout = getattr(ctx.cfg, "pe_layout", "interleaved")
+    layout, offset = getattr(ctx.cfg, "pe_layout", "interleaved"), getattr(ctx.cfg, "pos_offset", 0)
     if not ctx.present:  # presenter mode: the part, one row of its controls, its figure
         st.subheader("Positional encoding")
-        st.write(_explanation(layout, d))
+        st.write(_explanation(layout, d, offset))
     top = min(256, ctx.cfg.max_len)
     ss["pe_positions"] = within(ss["pe_positions"], 10, top)
     ss["pe_dims"] = [i for i in ss["pe_dims"] if 0 <= i < d]
@@ -29,13 +43,14 @@ def render(ctx: Context) -> None:
     n = c2.slider("Positions shown", 10, top, key="pe_positions", persist_state="session")
     dims = ss["pe_dims"]
     if show is None or show("waves"):
-        parity = (f"Dimensions 0–{(d + 1) // 2 - 1} are sines, the others their cosines." if layout == "sin_then_cos"
+        sines = {"sin_then_cos": (d + 1) // 2, "fairseq": d // 2}.get(layout)
+        parity = (f"Dimensions 0–{sines - 1} are sines, the others their cosines." if sines
                   else "Even dimensions are sines, odd ones cosines.")
         dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims", persist_state="session", help=parity)
     elif show("similarity between positions"):
         ss["pe_ref"] = within(ss["pe_ref"], 0, n - 1)
         c1.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
-    pe = sinusoidal_encoding(n, d, layout)  # (n, d) the formula, in this model's layout
+    pe = sinusoidal_encoding(n, d, layout, offset)  # (n, d) the formula, in this model's layout and rows
     recorded = ctx.result.trace.src_embed["positional"]  # (s, d) what the model added to this sentence
     m = min(len(recorded), n)
     check = (f":material/check_circle: the formula matches the encoding the model added to this sentence's "
@@ -62,16 +77,25 @@ def prepare(ctx: Context, state: dict) -> None:
     """Build the three figures a first visit will show, for the session's choices `state`, without drawing anything
     (views/plumbing/prefetch.py runs it in the background while another page is on screen). They do not depend on the
     sentence: after the first visit with these choices they are kept."""
+    if positions_of(ctx.cfg) != "sinusoidal":  # the other families' figures are the sentence's: drawn on a visit
+        return
     d, layout = ctx.cfg.d_model, getattr(ctx.cfg, "pe_layout", "interleaved")
     n = within(state.get("pe_positions"), 10, min(256, ctx.cfg.max_len))
-    pe = sinusoidal_encoding(n, d, layout)
+    pe = sinusoidal_encoding(n, d, layout, getattr(ctx.cfg, "pos_offset", 0))
     cached(waves_figure, pe, [i for i in state.get("pe_dims") or () if 0 <= i < d] or [0], layout)
     cached(pe_heatmap, pe)
     cached(position_similarity_figure, pe, ref_position=within(state.get("pe_ref"), 0, n - 1))
 
 
-def _explanation(layout: str, d: int) -> str:
-    if layout == "sin_then_cos":  # Marian's table: the same waves, sines first, then their cosines
+def _explanation(layout: str, d: int, offset: int = 0) -> str:
+    rows = (f" Position p reads row p + {offset} of the table: its first {offset} rows are never added."
+            if offset else "")
+    if layout == "fairseq":  # M2M100's and NLLB's table: sines then cosines, wavelengths over d/2 − 1 steps
+        formula = ("PE[pos, i] = sin(pos / 10000^(i/(d/2 − 1))) for i < d/2 and PE[pos, d/2 + i] = "
+                   "cos(pos / 10000^(i/(d/2 − 1))) (this model keeps all the sines first, then all the cosines, as "
+                   "fairseq's M2M100 and NLLB do)")
+        low = "Dimensions near 0 and near d/2"
+    elif layout == "sin_then_cos":  # Marian's table: the same waves, sines first, then their cosines
         formula = ("PE[pos, i] = sin(pos / 10000^(2i/d)) for i < d/2 and PE[pos, d/2 + i] = cos(pos / 10000^(2i/d)) "
                    "(this model keeps all the sines first, then all the cosines, as Marian does)")
         low = "Dimensions near 0 and near d/2"
@@ -80,7 +104,7 @@ def _explanation(layout: str, d: int) -> str:
         low = "Low dimensions"
     return ("Attention itself ignores word order, so every position gets a fixed vector of sines and cosines "
             f"of different wavelengths, added to the token's embedding: {formula}. {low} change quickly from one "
-            "position to the next, the others slowly.")
+            f"position to the next, the others slowly.{rows}")
 
 
 def _similarity(ctx: Context, pe, n: int, n_src: int) -> None:
@@ -96,3 +120,80 @@ def _similarity(ctx: Context, pe, n: int, n_src: int) -> None:
     st.caption("The dot product PE[i]·PE[j] depends only on the distance i − j (a property of the formula, for any "
                f"model). Here it is {sim[ref]:.1f} at position {ref} itself and lowest ({sim[far]:.1f}) at position "
                f"{far}. Your sentence uses positions 0–{n_src - 1} on the source side.")
+
+
+def _side(ctx: Context, what: tuple[str, str]) -> str:
+    """The side chosen (URL emb_side, shared with the Embeddings page): "src" or "tgt"."""
+    names = {"src": f"source ({ctx.langs['src_name']}, {what[0]})",
+             "tgt": f"target ({ctx.langs['tgt_name']}, {what[1]})"}
+    return st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side", persist_state="session",
+                    label_visibility="collapsed" if ctx.present else "visible", format_func=names.get)
+
+
+def _learned(ctx: Context) -> None:
+    """Learned positions (mBART): the vectors the model added to this sentence, read from its trained table."""
+    tr, cfg, ss = ctx.result.trace, ctx.cfg, st.session_state
+    offset = getattr(cfg, "pos_offset", 0)
+    if not ctx.present:
+        st.subheader("Positional encoding")
+        st.write("Attention itself ignores word order, so every position gets a vector added to the token's "
+                 "embedding. This model learned its position vectors in training, with no formula behind them: "
+                 f"a table of {cfg.max_len + offset} {cfg.d_model}-dimensional rows for each side, and position p "
+                 f"reads row p + {offset}. Shown: the vectors the model added to this sentence, as it recorded "
+                 "them.")
+    side = _side(ctx, ("encoder input", "decoder input"))
+    vectors = (tr.src_embed if side == "src" else tr.tgt_embed)["positional"]  # (n, d) recorded
+    n = len(vectors)
+    show = sections(ctx, ["the whole matrix", "similarity between positions"])
+    if show("the whole matrix"):
+        chart(st, cached(pe_heatmap, vectors, f"Learned position vectors of this sentence's {n} positions", None),
+              width="stretch", config=fig_config(ctx, f"positional_{side}_learned-matrix"))
+    if show("similarity between positions"):
+        ss["pe_ref"] = within(ss["pe_ref"], 0, n - 1)
+        ref = st.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
+        chart(st, cached(position_similarity_figure, vectors, ref_position=ref, cosine=True), width="stretch",
+              config=fig_config(ctx, f"positional_{side}_learned-similarity_to_{ref}"))
+        sim, far = position_similarity(cosine_rows(vectors), ref)  # dot products of unit vectors: cosines
+        st.caption(f"Cosine similarity of the learned vectors: {sim[ref]:.2f} at position {ref} itself, lowest "
+                   f"({sim[far]:.2f}) at position {far}. Nothing forces it to depend on the distance alone: only "
+                   "training shaped these vectors.")
+
+
+def _relative(ctx: Context) -> None:
+    """Relative positions (T5): no vector is added; each head adds a bias per distance to its scores."""
+    tr, cfg, ss = ctx.result.trace, ctx.cfg, st.session_state
+    if not ctx.present:
+        st.subheader("Positional encoding")
+        st.write("This model adds no position vector to its embeddings. Instead every self-attention layer adds a "
+                 "learned number to each score QKᵀ, one per head and per bucket of the key's distance from the "
+                 f"query ({getattr(cfg, 'rel_buckets', 32)} buckets: short distances one each, longer ones sharing "
+                 f"buckets up to {getattr(cfg, 'rel_max_distance', 128)}). The encoder's bias sees keys on both "
+                 "sides; the decoder's only keys up to the query. Each stack computes it once for all its layers; "
+                 "cross-attention has none. Shown: the bias the model recorded for this sentence.")
+    enc, dec = tr.pos_bias("enc_self"), tr.pos_bias("dec_self")
+    if enc is None or dec is None:
+        st.info("This trace holds no position bias: translate the sentence again to record it.")
+        return
+    show = sections(ctx, ["bias by distance", "one head's bias matrix"])
+    if show("bias by distance"):
+        (d_enc, v_enc, s_enc), (d_dec, v_dec, s_dec) = bias_by_distance(enc), bias_by_distance(dec, causal=True)
+        chart(st, cached(bias_distance_figure, (d_enc, v_enc), (d_dec, v_dec)), width="stretch",
+              config=fig_config(ctx, "positional_bias-by-distance"))
+        st.caption(f"Each point is the value on one diagonal (one distance) of the recorded {enc.shape[1]} × "
+                   f"{enc.shape[2]} encoder and {dec.shape[1]} × {dec.shape[2]} decoder matrices; every cell of a "
+                   f"diagonal holds the same number (largest spread {max(s_enc, s_dec):.1e}). The decoder's keys "
+                   "after the query are masked, so its distances stop at 0.")
+    if show("one head's bias matrix"):
+        c1, c2 = st.columns([3, 1])
+        with c1:
+            side = _side(ctx, ("encoder", "decoder"))
+        ss["head"] = within(ss["head"], 1, cfg.n_heads)
+        head = c2.selectbox("Head", list(range(1, cfg.n_heads + 1)), key="head", persist_state="session") - 1
+        kind = "enc_self" if side == "src" else "dec_self"
+        tokens = tr.axes(kind)[0]
+        mask = tr.attn[kind][0]["mask"]  # (i, j) the mask the model used with it
+        stack = "encoder" if side == "src" else "decoder"
+        chart(st, cached(bias_matrix_figure, tr.pos_bias(kind)[head], tokens, tokens,
+                         f"Position bias of {stack} head {head + 1}, added to every {stack} layer's self-attention "
+                         "scores", None if mask.all() else mask, ctx.langs[side]),
+              width="stretch", config=fig_config(ctx, f"positional_{stack}_bias_H{head + 1}"))
