@@ -96,8 +96,7 @@ BODY = """
 </section>
 <section id="positional" aria-label="Positional encoding">
   <h2>Positional encoding</h2>
-  <p class="caption">Attention itself ignores word order, so every position gets a fixed vector of sines and
-    cosines of different wavelengths, added to the token's embedding.</p>
+  <p class="caption" id="pe-words"></p>
   <p class="caption" id="pe-check"></p>
   <div class="chart" id="chart-waves"></div>
   <div class="chart" id="chart-matrix"></div>
@@ -179,8 +178,10 @@ function drawEmbeddings() {
 }
 function drawPositional() {
   const s = sentence();
-  $("pe-check").textContent = "The formula matches the encoding the model added to this sentence's " +
-    s.n_src_positions + " source positions to " + s.pe_gap.toExponential(1) + ".";
+  $("pe-words").textContent = D.pe_words;
+  $("pe-check").textContent = D.pe_check ? D.pe_check :
+    "The formula matches the encoding the model added to this sentence's " + s.n_src_positions +
+    " source positions to " + s.pe_gap.toExponential(1) + ".";
   $("pe-ref-value").textContent = String(state.ref);
   draw("chart-similarity", "pe/similarity/" + state.ref);
 }
@@ -239,6 +240,41 @@ def plotly_js_name() -> str:
     return f"plotly.js v{found.group(1)}" if found else "plotly.js"
 
 
+def embedding_words(model: dict) -> str:
+    """What happens to a token before layer 1, as this model does it (docs/models.md)."""
+    d, positions = model["d_model"], model.get("positions", "sinusoidal")
+    words = f"Each token id selects one row of a {table_words(model)} {d}-dimensional table."
+    if model.get("scale_embedding", True):
+        words += f" The row is multiplied by √d_model = {d ** 0.5:.1f}"
+        words += (", so that it is not drowned by the positional encoding (values in −1…1) that is added next."
+                  if positions == "sinusoidal" else ".")
+    words += {"sinusoidal": " A sine-and-cosine vector of its position is added.",
+              "learned": " A learned vector of its position is added.",
+              "relative": " No position vector is added: the attention scores get a bias by relative distance."
+              }.get(positions, "")
+    if model.get("embed_norm"):
+        words += " A LayerNorm follows."
+    return words + " The result is what enters encoder/decoder layer 1."
+
+
+def positional_words(model: dict) -> dict:
+    """{"pe_words": what the model adds for a position, "pe_check": the check's sentence, "" for the formula's}."""
+    offset = int(model.get("pos_offset", 0))
+    from_row = f", read from row {offset} on (position p reads row p + {offset})" if offset else ""
+    positions = model.get("positions", "sinusoidal")
+    if positions == "learned":
+        return {"pe_words": "Attention itself ignores word order, so every position gets a learned vector, added to "
+                            f"the token's embedding{from_row}.",
+                "pe_check": "The similarity below is that of the learned vectors the model added to this sentence."}
+    if positions == "relative":
+        return {"pe_words": "Attention itself ignores word order. This model adds no vector for a position: each "
+                            "head adds a learned bias to its scores, by the distance between query and key.",
+                "pe_check": "This model adds no position vector, so there is no table to draw or compare."}
+    return {"pe_words": "Attention itself ignores word order, so every position gets a fixed vector of sines and "
+                        f"cosines of different wavelengths, added to the token's embedding{from_row}.",
+            "pe_check": ""}
+
+
 def table_words(model: dict) -> str:
     """What the embedding table is, true of this model (as the app's Embeddings page says it)."""
     return "learned" if model.get("trained", True) else "randomly initialised (untrained)"
@@ -263,10 +299,7 @@ def page_html(pack: dict, sentences: list[dict], model: dict, langs: dict, texts
     data = {"pack": pack, "sentences": sentences, "model": {"name": model["name"]}, "langs": langs, "texts": texts,
             "facts": facts_line(model, langs), "pe_positions": len([k for k in pack["names"]
                                                                       if k.startswith("pe/similarity/")]),
-            "emb_text": f"Each token id selects one row of a {table_words(model)} {d}-dimensional table. The row is "
-                        "multiplied by "
-                        f"√d_model = {d ** 0.5:.1f}, so that it is not drowned by the positional encoding (values "
-                        "in −1…1) that is added next. The sum is what enters encoder/decoder layer 1.",
+            "emb_text": embedding_words(model), **positional_words(model),
             "footer": (f"Made {made_by + ' ' if made_by else ''}by Attention Atlas. This file needs no network and no "
                        f"Python: {plotly_js_name()} and every figure are inside it; hover a chart for its values, and "
                        "its camera button saves it as PNG.")}

@@ -19,7 +19,10 @@ def lesson_model(translator, name: str) -> dict:
             "parameters": int(sum(translator.parameter_counts().values())), "d_model": int(cfg.d_model),
             "n_heads": int(cfg.n_heads), "n_encoder_layers": int(cfg.n_encoder_layers),
             "n_decoder_layers": int(cfg.n_decoder_layers), "max_len": int(cfg.max_len),
-            "pe_layout": getattr(cfg, "pe_layout", "interleaved"), "test_bleu": _test_bleu(translator.metrics)}
+            "pe_layout": getattr(cfg, "pe_layout", "interleaved"), "test_bleu": _test_bleu(translator.metrics),
+            # what the family adds to a token (docs/models.md): the lesson's figures and words follow them
+            "positions": cfg.positions, "pos_offset": int(cfg.pos_offset), "scale_embedding": cfg.scale_embedding,
+            "scale_attention": cfg.scale_attention, "norm": cfg.norm, "embed_norm": cfg.embed_norm}
 
 
 def _test_bleu(metrics: dict) -> dict | None:
