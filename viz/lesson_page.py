@@ -295,7 +295,6 @@ def facts_line(model: dict, langs: dict) -> str:
 
 def page_html(pack: dict, sentences: list[dict], model: dict, langs: dict, texts: dict, made_by: str = "") -> str:
     """The whole page as one string: Plotly's code, the figures and the text inlined; see the module docstring."""
-    d = model["d_model"]
     data = {"pack": pack, "sentences": sentences, "model": {"name": model["name"]}, "langs": langs, "texts": texts,
             "facts": facts_line(model, langs), "pe_positions": len([k for k in pack["names"]
                                                                       if k.startswith("pe/similarity/")]),
