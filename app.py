@@ -94,13 +94,13 @@ def _languages(codes: list[str]) -> None:
     for side, default in zip(("src_lang", "tgt_lang"), mine):
         if ss[side] not in codes:
             ss[side] = default  # a link's unknown code, or a model switched: the model's own choice
-    left, right = st.columns(2)
-    left.selectbox("From", codes, key="src_lang", format_func=_language, on_change=_new_sentence,
-                   persist_state="session", help="The source language: its token starts the sentence the encoder "
-                                                 "reads, as the model's tokenizer puts it.")
-    right.selectbox("Into", codes, key="tgt_lang", format_func=_language, on_change=_new_sentence,
-                    persist_state="session", help="The target language: its token is forced as the first output "
-                                                  "token, as the model's generate() does.")
+    # One above the other: the sidebar is too narrow for two names such as "German (deu_Latn)" side by side.
+    st.selectbox("From", codes, key="src_lang", format_func=_language, on_change=_new_sentence,
+                 persist_state="session", help="The source language: its token starts the sentence the encoder "
+                                               "reads, as the model's tokenizer puts it.")
+    st.selectbox("Into", codes, key="tgt_lang", format_func=_language, on_change=_new_sentence,
+                 persist_state="session", help="The target language: its token is forced as the first output "
+                                               "token, as the model's generate() does.")
 
 
 def _role_swap() -> None:
