@@ -1,9 +1,7 @@
-"""The browser walk shared by bench_pages.py and bench_server_cpu.py: the in-page clock that times an action from
-the key or pointer press, the waits that say when a page is drawn again, and the actions themselves (a cold start,
-a new sentence, a layer/head change, an attention-kind change, a page switch, a page switch under Chromium's trace).
-
-Each action returns seconds measured inside the page, from the press to the first animation frame in which the
-script run has finished and every chart concerned has emitted plotly_afterplot after the press.
+"""The browser walk of bench_pages.py, bench_server_cpu.py and bench_memory.py: the in-page clock that times an action
+from the key or pointer press to the first animation frame in which the run has finished and every chart concerned
+has emitted plotly_afterplot, and the actions (a cold start, a new sentence, a layer/head or attention-kind change,
+a page switch, one under Chromium's trace).
 """
 from __future__ import annotations
 
@@ -208,19 +206,31 @@ def new_sentence(bs, page, text: str, gen: int, before=None) -> float:
 
 
 def change_layer_or_head(bs, page, key: str, value: int, layer: int, head: int, gen: int, before=None) -> float:
-    """Pick `value` in the layer or head selectbox; seconds until the single-head chart shows layer/head.
-
-    `before`, if given, is called just before the pointer press on the option."""
+    """Pick `value` in the layer or head selectbox (`before`: see press); seconds until the head's chart shows it."""
     bs.widget(page, key).locator("input[role='combobox']").click()
     option = page.locator("[role='listbox'] [role='option']").get_by_text(str(value), exact=True)
     option.wait_for(state="visible")
+    args = press(bs, page, option, gen, before, title=f"layer {layer}, head {head}", chart="head_fig")
+    ms = page.wait_for_function(LAYER_HEAD_DONE_JS, arg=args, polling="raf", timeout=60_000).json_value()
+    return ms / 1000
+
+
+def press(bs, page, option, gen: int, before=None, **wait) -> dict:
+    """Arm the clock, call before() if given (bench_server_cpu.py reads CPU there), click `option`; the wait's args."""
     page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "title": f"layer {layer}, head {head}", "chart": "head_fig"}
+    args = {"gen": gen, "runs": bs.runs(page), **wait}
     if before is not None:
         before()
     option.click()
-    ms = page.wait_for_function(LAYER_HEAD_DONE_JS, arg=args, polling="raf", timeout=60_000).json_value()
-    return ms / 1000
+    return args
+
+
+def open_drawn(bs, browser, url: str, timeout: float = 120_000):
+    """A new page of `browser` showing `url`, once its charts are drawn."""
+    page = bs.new_page(browser, timeout=120_000)
+    bs.open_app(page, url, timeout=timeout)
+    bs.wait_charts(page, timeout=120_000)
+    return page
 
 
 def page_content(page, quiet_ms: float = 500, timeout: float = 120_000) -> dict:
@@ -242,17 +252,11 @@ def settle_view(bs, page, view: str) -> dict:
 
 
 def page_switch(bs, page, view: str, gen: int, expect: dict, before=None) -> float:
-    """Click `view` in the sidebar's radio; seconds until the run has finished and the page holds `expect`
-    ({"charts": n, "tables": m}, from settle_view), every chart drawn after the click, every table sized.
-
-    `before`, if given, is called just before the pointer press."""
+    """Click `view` in the sidebar's radio (`before`: see press); seconds until the run has finished and the page
+    holds `expect` ({"charts": n, "tables": m}, from settle_view), every chart drawn after the click, tables sized."""
     option = bs.widget(page, "view").locator("[data-testid='stRadioOption']").get_by_text(view, exact=True)
     option.wait_for(state="visible")
-    page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "charts": expect["charts"], "tables": expect["tables"]}
-    if before is not None:
-        before()
-    option.click()
+    args = press(bs, page, option, gen, before, charts=expect["charts"], tables=expect["tables"])
     return _wait_all_redrawn(page, args, f"switching to {view}", timeout=120_000)
 
 
@@ -283,12 +287,8 @@ def change_kind(bs, page, gen: int, before=None) -> tuple[float, str]:
     options.first.wait_for(state="visible")
     labels = [t.strip() for t in options.all_inner_texts()]
     label = labels[(labels.index(current) + 1) % len(labels)] if current in labels else labels[0]
-    option = options.get_by_text(label, exact=True)
-    page.evaluate(ARM_JS, gen)
-    args = {"gen": gen, "runs": bs.runs(page), "charts": expect["charts"], "tables": expect["tables"]}
-    if before is not None:
-        before()
-    option.click()
+    args = press(bs, page, options.get_by_text(label, exact=True), gen, before, charts=expect["charts"],
+                 tables=expect["tables"])
     return _wait_all_redrawn(page, args, f"changing the attention kind to {label}", timeout=60_000), label
 
 

@@ -1,40 +1,28 @@
 """A classroom on one server: N students on the Attention view, each typing a new sentence every few seconds.
 
-    python benchmarks/bench_classroom.py [--checkpoint-dir checkpoints] [--model multi30k-de-en]
-                                         [--sessions 10 20 30] [--seconds 120] [--every 5] [--processes 1|2]
+    python benchmarks/bench_classroom.py [--sessions 10 20 30] [--seconds 120] [--every 5] [--processes 1|2]
 
-The app (one `streamlit run app.py`, or --processes behind deploy/serve.py's nginx), each process warmed up by one
-session; per N in --sessions, N light sessions (classroom_client.py: the websocket protocol, no browser) for
---seconds, each on `view=Attention&text=<its own sentence>`, typing a new sentence of its own --every s (± --jitter)
-after each result: latency = rerun sent -> script_finished. Every run's DE line must show that session's own sentence
-(wrong: it does not; foreign: another's). Per N: actions, errors, wrong, latency p50/p95/max, this generator's CPU and
-each server process's CPU. Writes benchmarks/results/classroom.json (classroom_<P>proc.json).
+The app (one process, or --processes behind deploy/serve.py's nginx), each process warmed up by one session; per N,
+N light sessions (classroom_client.py, no browser) for --seconds on `view=Attention&text=<its own sentence>`, typing
+a new one --every s (± --jitter): latency = rerun sent -> script_finished; every run must show the session's own
+sentence (wrong; foreign: another's); each side's CPU. Writes results/classroom.json (classroom_<P>proc.json).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
-import resource
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import common
 from classroom_client import Session, shows_sentence, squash
 from common import add_server_args, cpu_seconds, distinct_sentences, serving, shown_path, summary, table, write_results
-
-
-def own_cpu_seconds() -> float:
-    return sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # user + system
-
-
-def p95(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return statistics.quantiles(xs, n=20, method="inclusive")[18] if len(xs) > 1 else xs[0]
-
 
 # ----------------------------------------------------------------------------- one classroom
 
@@ -45,14 +33,8 @@ class Classroom:
         self.url, self.n, self.seconds, self.every, self.jitter, self.timeout = url, n, seconds, every, jitter, timeout
         self.sentences = sentences  # a shared iterator: every sentence is typed once, by one session
         self.owner: dict[str, int] = {}  # squashed sentence -> the session that typed it
-        self.opens: list[float] = []
-        self.latencies: list[float] = []
-        self.actions = 0
-        self.errors: list[str] = []
-        self.wrong: list[str] = []
-        self.foreign = 0
-        self.backends: dict[str, int] = {}
-        self.deadline = 0.0
+        self.opens, self.latencies, self.errors, self.wrong = [], [], [], []  # seconds, seconds, messages, messages
+        self.actions, self.foreign, self.backends, self.deadline = 0, 0, {}, 0.0
 
     def _next(self, i: int) -> str:
         text = next(self.sentences)
@@ -106,10 +88,8 @@ class Classroom:
 
 
 async def _close(s: Session) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing a broken session
         await s.close()
-    except Exception:  # closing a broken session
-        pass
 
 
 async def warm_up(url: str, names: list[str | None], sentences, timeout: float) -> list[float]:
@@ -129,26 +109,24 @@ async def warm_up(url: str, names: list[str | None], sentences, timeout: float) 
 def phase(url: str, n: int, args, sentences, pids: dict[str, int]) -> dict:
     room = Classroom(url, n, args.seconds, args.every, args.jitter, sentences, args.timeout)
     cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
-    own0, t0 = own_cpu_seconds(), time.perf_counter()
+    own0, t0 = common.own_cpu_seconds(), time.perf_counter()
     asyncio.run(room.run())
     wall = time.perf_counter() - t0
-    own = own_cpu_seconds() - own0
+    own = common.own_cpu_seconds() - own0
     server_cpu = {k: round(cpu_seconds(p) - cpu0[k], 2) for k, p in pids.items()}
     lat = room.latencies
-    out = {
+    return {
         "sessions": n, "wall_s": round(wall, 1), "opened": len(room.opens), "actions": room.actions,
         "actions_per_s": round(room.actions / wall, 2), "errors": len(room.errors), "wrong": len(room.wrong),
         "foreign": room.foreign,
-        "latency": ({**summary(lat), "p95_ms": p95(lat) * 1000, "mean_ms": statistics.fmean(lat) * 1000}
-                    if lat else None),
-        "open": {**summary(room.opens), "p95_ms": p95(room.opens) * 1000} if room.opens else None,
+        "latency": {**summary(lat), "mean_ms": statistics.fmean(lat) * 1000} if lat else None,
+        "open": summary(room.opens) if room.opens else None,
         "sessions_per_backend": dict(sorted(room.backends.items())),
         "load_generator_cpu_s": round(own, 2), "load_generator_cpu_share": round(own / wall, 3),
         "server_cpu_s": server_cpu, "server_cpu_share": round(sum(server_cpu.values()) / wall, 3),
         "error_messages": room.errors[:20], "wrong_messages": room.wrong[:20],
         "latencies_s": [round(x, 4) for x in lat], "open_s": [round(x, 4) for x in room.opens],
     }
-    return out
 
 
 def print_phases(phases: list[dict], args) -> None:
@@ -181,20 +159,13 @@ def parse_args():
 
 def main() -> int:
     args = parse_args()
-    ckpt_dir = Path(args.checkpoint_dir).resolve()
-    if not (ckpt_dir / args.model / "model.safetensors").is_file():
-        print(f"No checkpoint at {ckpt_dir / args.model} (model.safetensors missing).", file=sys.stderr)
+    if (ready := common.server_preflight(args, browser=False, nginx=args.processes > 1)) is None:
         return 2
+    ckpt_dir = ready[1]
     threads = args.torch_threads or 1
     env = {"ATLAS_TORCH_THREADS": str(threads), "OMP_NUM_THREADS": "1"}
     per_phase = [int(n * (args.seconds / (args.every * (1 - args.jitter)) + 3)) for n in args.sessions]
     sentences = iter(distinct_sentences(min(18_432, sum(per_phase) + 4 * args.processes + 8)))
-
-    from serve import NGINX_MISSING, nginx_binary
-
-    if args.processes > 1 and nginx_binary() is None:
-        print(NGINX_MISSING, file=sys.stderr)
-        return 2
     with tempfile.TemporaryDirectory(prefix="bench_classroom_") as tmp, \
             serving(args.processes, ckpt_dir, args.model, Path(tmp), env) as served:
         print(f"{args.processes} process(es) at {served.url}; warming up …", flush=True)
@@ -203,11 +174,8 @@ def main() -> int:
         phases = []
         for n in args.sessions:
             print(f"\n{n} sessions for {args.seconds:.0f} s …", flush=True)
-            phases.append(ph := phase(served.url, n, args, sentences, served.pids))
-            lat = ph["latency"] or {}
-            print(f"  {ph['actions']} new sentences, {ph['errors']} errors, {ph['wrong']} wrong; "
-                  f"median {lat.get('median_ms', 0):.0f} ms, p95 {lat.get('p95_ms', 0):.0f} ms; "
-                  f"per backend {ph['sessions_per_backend']}", flush=True)
+            phases.append(ph := phase(served.url, n, args, sentences, served.pids))  # the table comes at the end
+            print(f"  {ph['actions']} new sentences, {ph['errors']} errors, {ph['wrong']} wrong", flush=True)
             for m in ph["error_messages"][:3] + ph["wrong_messages"][:3]:
                 print("   ", m, flush=True)
         dead = served.dead()

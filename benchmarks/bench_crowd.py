@@ -1,14 +1,13 @@
 """A class opening the link at once, and a backend lost mid-class: real Chromium pages on fresh servers.
 
-    python benchmarks/bench_crowd.py [--pages 8 16 32] [--processes 1 2] [--rounds 1] [--checkpoint-dir checkpoints]
-        [--model multi30k-de-en] [--timeout 180] [--fault | --fault-only] [--fault-pages 8] [--fault-signal TERM KILL]
+    python benchmarks/bench_crowd.py [--pages 8 16 32] [--processes 1 2] [--rounds 1] [--timeout 180]
+        [--fault | --fault-only] [--fault-pages 8] [--fault-signal TERM KILL]
 
-Crowd: per process count (1: direct; 2+: behind deploy/serve.py's nginx), N and round, fresh servers and N Chromium
-pages opened at once on the teacher's link: pages that got the app, seconds to the first drawn page, exceptions,
-timeouts, pages per process. --fault: --fault-pages students on 2 processes typing a sentence every --every s; after
---fault-after s the busiest process gets --fault-signal (TERM: a stop; KILL: a crash), the class goes on --fault-for
-s. Per student of that process: what it showed, reconnect, the state the other process served, whether the next
-sentence was lost, when its own came back; the others: anything they noticed. docs/load.md; results/crowd.json.
+Crowd: per process count (1: direct; 2+: behind deploy/serve.py's nginx), N and round, N Chromium pages opened at
+once on fresh servers: pages that got the app, seconds to the first drawn page, exceptions, pages per process.
+--fault: students on 2 processes typing a sentence every --every s; after --fault-after s the busiest process gets
+--fault-signal (TERM: a stop; KILL: a crash) and the class goes on: what its students saw, reconnect, the state the
+other process served, whether a sentence was lost; the others: anything noticed. docs/load.md; results/crowd.json.
 """
 from __future__ import annotations
 
@@ -17,13 +16,13 @@ import asyncio
 import json
 import random
 import signal
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+import common
 from classroom_client import squash
 from common import ROOT, add_server_args, distinct_sentences, serving, shown_path, table, write_results
 
@@ -69,10 +68,9 @@ def link(url: str, text: str) -> str:
 
 def spread(xs: list[float]) -> dict:
     """p50 / p95 / max of seconds (None for an empty list)."""
-    if not (s := sorted(xs)):
-        return {"n": 0, "p50_s": None, "p95_s": None, "max_s": None}
-    p95 = statistics.quantiles(s, n=20, method="inclusive")[18] if len(s) > 1 else s[0]
-    return {"n": len(s), "p50_s": round(statistics.median(s), 2), "p95_s": round(p95, 2), "max_s": round(s[-1], 2)}
+    s = common.summary(xs) if xs else {}
+    return {"n": len(xs)} | {f"{k}_s": round(s[f"{m}_ms"] / 1000, 2) if xs else None
+                             for k, m in (("p50", "median"), ("p95", "p95"), ("max", "max"))}
 
 
 def first_visits_per_backend(deployment) -> dict:
@@ -318,16 +316,9 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=5, help="seconds between a result and the next sentence")
     ap.add_argument("--jitter", type=float, default=0.5)
     args = ap.parse_args()
-    pre = bs.chromium_missing()
-    ckpt = Path(args.checkpoint_dir).resolve()
-    if pre or not (ckpt / args.model / "model.safetensors").is_file():
-        print(pre or f"No checkpoint at {ckpt / args.model} (model.safetensors missing).", file=sys.stderr)
+    if (ready := common.server_preflight(args, nginx=args.fault or args.fault_only or max(args.processes) > 1)) is None:
         return 2
-    from serve import NGINX_MISSING, nginx_binary
-
-    if nginx_binary() is None and (args.fault or args.fault_only or max(args.processes) > 1):
-        print(NGINX_MISSING, file=sys.stderr)
-        return 2
+    ckpt = ready[1]
     started, sentence = time.perf_counter(), distinct_sentences(1)[0]
     crowd, faults = [], []
     for procs in ([] if args.fault_only else args.processes):

@@ -1,14 +1,11 @@
 """How large is the lesson file of five sentences, how long does it take to build, and to open?
 
-    python benchmarks/bench_lesson.py [--model multi30k-de-en] [--sentences 5] [--repeats 3] [--browser]
-                                      [--screenshot docs/screenshots/lesson.png]
+    python benchmarks/bench_lesson.py [--sentences 5] [--repeats 3] [--browser] [--screenshot PNG]
 
-Builds the lesson file of the app's first --sentences example sentences as `python -m model.export S1 … --html FILE`
-does, on one torch thread: the traces and the page timed apart, median of --repeats after a warm-up. Reports its
-bytes (in all, Plotly's code, the figures and text) and its figures (stored whole; the rest as differences,
-viz/figure_pack.py). --browser opens it in Chromium from file:// with every request blocked and times the load
-until every chart is drawn and a sentence switch; --screenshot saves the opened page's top. Writes
-benchmarks/results/lesson.json.
+The app's first --sentences examples built as `python -m model.export S1 … --html FILE` builds them, one torch thread:
+traces and page timed apart (median of --repeats after a warm-up), bytes (Plotly's code, figures and text), figures
+(stored whole; the rest as differences). --browser: opened from file:// in Chromium, every request blocked, until
+every chart is drawn, and a sentence switch; --screenshot saves its top. Writes results/lesson.json.
 """
 from __future__ import annotations
 

@@ -2,10 +2,8 @@
 
     python benchmarks/bench_memory.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--sentences 200]
 
-Types --sentences different sentences on the Attention view in Chromium, one after another, and reads the server's
-resident memory (VmRSS, children included) after each run: the RSS after the last and its growth over the last 100.
-The app caches 64 traces, so memory grows while that cache fills, by design; a leak grows without levelling off.
-Writes benchmarks/results/memory.json.
+--sentences sentences typed on Attention in Chromium; the server's VmRSS (children included) after each. The app caches
+64 traces, so memory grows while that cache fills; a leak grows without levelling off. Writes results/memory.json.
 """
 from __future__ import annotations
 
@@ -15,24 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import app_walk as walk
 import common
-from common import add_server_args, descendants, distinct_sentences, server_preflight, table, verdict, write_results
+from common import add_server_args, distinct_sentences, server_preflight, status_mb, table, verdict, write_results
 
 TARGETS = {"rss_mb": 600.0, "growth_last_100_mb": 50.0}
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of pid and its children, in MB (VmRSS from /proc/PID/status)."""
-    total_kb = 0
-    for p in descendants(pid):
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
-                    break
-        except OSError:
-            pass  # the process ended meanwhile
-    return total_kb / 1024
 
 
 def main() -> int:
@@ -41,8 +26,7 @@ def main() -> int:
     ap.add_argument("--sentences", type=int, default=200)
     args = ap.parse_args()
 
-    ready = server_preflight(args)
-    if ready is None:
+    if (ready := server_preflight(args)) is None:
         return 2
     bs, ckpt_dir, env = ready
     from playwright.sync_api import sync_playwright
@@ -54,14 +38,12 @@ def main() -> int:
         server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
         chromium = bs.launch_chromium(p)
         try:
-            idle_mb = rss_mb(server.proc.pid)
-            page = bs.new_page(chromium, timeout=120_000)
-            bs.open_app(page, server.link(view="Attention"), timeout=120_000)
-            bs.wait_charts(page, timeout=120_000)
-            first_mb = rss_mb(server.proc.pid)
+            idle_mb = status_mb(server.proc.pid)
+            page = walk.open_drawn(bs, chromium, server.link(view="Attention"))
+            first_mb = status_mb(server.proc.pid)
             for i, text in enumerate(sentences, 1):
                 bs.enter_text(page, text, timeout=120_000)
-                samples.append(rss_mb(server.proc.pid))
+                samples.append(status_mb(server.proc.pid))
                 if i % 25 == 0 or i == len(sentences):
                     print(f"{i:>4} sentences: RSS {samples[-1]:.0f} MB", flush=True)
             exceptions = page.locator(bs.EXCEPTION).count()

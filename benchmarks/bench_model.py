@@ -1,21 +1,18 @@
-"""How fast is the model: one translation traced and not, the analyses, an opus-mt-size model?
+"""How fast is the model: one translation traced and not, the analyses, models of published sizes?
 
     python benchmarks/bench_model.py [--checkpoint DIR] [--repeats 30] [--load-repeats 10]        (model.json)
     python benchmarks/bench_model.py --ops all|translate trace knockout patching lens attribution head_report
         [--variants NAME=COMMIT|DIR ...] [--repeats 5] [--inner 5] [--sentences-k 64] [--pruning-limit 16]  (ops.json)
-    python benchmarks/bench_model.py --opus-size [--repeats 10]                                   (marian.json)
+    python benchmarks/bench_model.py --families nllb-600m,mbart-large-50,flan-t5-base | --opus-size  (families.json,
+        marian.json) [--repeats 3] [--load-repeats 3]
 
-Default: for sources of 5-80 tokens, Translator.trace (greedy, every step recorded, with the int8 draft where the
-model gets one), the same again (NumPy), the trace without the draft, Translator.translate, and torch.nn.Transformer
-of the same size (random weights) decoding as many steps without a key/value cache; the checkpoint's load; the model
-built with and without its random initialisation, interleaved. --ops: each op on one caption sentence, in a worker
-process per variant (NAME=DIR, or NAME=COMMIT in a temporary worktree; default this=.) and repeat, the order
-reversed every other repeat; a worker imports its checkout's own `model`. A variant named twice (`after=. again=.`)
-is the control. head_report runs on the first --sentences-k Multi30k val pairs; its stages are rows too. Limits
-against the first variant: translate 1.05x, the rest 1.10x. --opus-size: a model shaped like opus-mt-de-en (6+6
-layers, d_model 512, 58,000 pieces, Marian's config) with random weights, loaded as the app does: load, the draft's
-build, the trace with and without the draft, untraced greedy (20 pieces in, 20 tokens out), one generator row
-product in float32, bfloat16 and int8; target traced <= 300 ms. One torch thread (--threads), as the app.
+Default: for sources of 5-80 tokens, Translator.trace (with the int8 draft where the model gets one), without the
+draft, Translator.translate, and torch.nn.Transformer of the same size (random weights, no key/value cache); the load;
+the model built with and without its initialisation. --ops: each op on one caption sentence, a worker process per
+variant (NAME=DIR, or NAME=COMMIT in a temporary worktree) and repeat, the order reversed every other repeat; a
+variant named twice (`after=. again=.`) is the control; limits: translate 1.05x, the rest 1.10x. --families
+(--opus-size: opus-mt-de-en): published shapes (common.py), random weights, loaded in fresh processes: load,
+resident memory, a 20-piece sentence traced for 20 tokens (probe). One torch thread, as the app.
 """
 from __future__ import annotations
 
@@ -27,18 +24,17 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import common
-from common import ROOT, distinct_sentences, open_translator, shown_path, summary, table, verdict, write_results
+from common import ROOT, open_translator, shown_path, status_mb, summary, table, verdict, write_results
 
 LENGTHS = [5, 10, 20, 40, 80]
-TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5,
-           "opus_traced_median_ms": 300.0}
+TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5}
 OPS = ["translate", "trace", "knockout", "patching", "lens", "attribution", "head_report"]
 LIMITS = {"translate": 1.05, **{op: 1.10 for op in OPS[1:5] + ["head_report"]}}
 STAGES = ["measures_importance", "ablation", "pruning"]
@@ -46,11 +42,13 @@ SENTENCE = "Ein Mann mit einem roten Hut spielt Gitarre im Park."
 CORRUPT = ["Eine Frau mit einem blauen Hut spielt Gitarre im Park.", "Ein Mann mit einem blauen Hut spielt Gitarre im "
            "Park.", "Ein Kind mit einem roten Hut spielt Gitarre im Park.", "Ein Mann mit einem roten Hut spielt "
            "Gitarre im Haus."]  # the first with as many source tokens as SENTENCE is the corrupted run
-OPUS = dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, max_len=512)
-OPUS_VOCAB, OPUS_TOKENS = 58_000, 20
+TOKENS = 20  # a --families sentence's pieces, and its output tokens
+FAMILY_TARGETS = {"load_s": 15.0, "rss_over_weights": 1.5, "trace_s": {
+    "opus-mt-de-en": 0.3, "nllb-600m": 4.0, "mbart-large-50": 4.0, "flan-t5-base": 1.5}}
 
 
 def timed(fn, repeats: int, warmup: int = 3) -> list[float]:
+    """Seconds of `repeats` calls of fn, after `warmup` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
@@ -68,6 +66,8 @@ def reference_model(cfg):
     import torch
     from torch import nn
 
+    from model.nn.layers import sinusoidal_encoding
+
     warnings.filterwarnings("ignore", message="enable_nested_tensor is True")  # pre-norm has no nested-tensor path
 
     class Reference(nn.Module):
@@ -75,10 +75,7 @@ def reference_model(cfg):
             super().__init__()
             d = cfg.d_model
             self.src_embed, self.tgt_embed = nn.Embedding(cfg.src_vocab_size, d), nn.Embedding(cfg.tgt_vocab_size, d)
-            pos, div = torch.arange(cfg.max_len)[:, None], torch.exp(torch.arange(0, d, 2) * (-math.log(1e4) / d))
-            pe = torch.zeros(cfg.max_len, d)
-            pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
-            self.register_buffer("pe", pe)  # (max_len, d)
+            self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, d))  # (max_len, d), the paper's table
             self.transformer = nn.Transformer(d, cfg.n_heads, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_ff,
                                               dropout=cfg.dropout, batch_first=True, norm_first=cfg.norm_first)
             self.generator, self.scale = nn.Linear(d, cfg.tgt_vocab_size), math.sqrt(d)
@@ -111,7 +108,6 @@ def one_length(tr, unaided, ref, n: int, repeats: int) -> dict:
     src = torch.tensor([tr.prepare(text).ids])
     row = {"source_tokens": n, "text": text, "decoder_steps": steps,
            "traced": summary(timed(lambda: tr.trace(text), repeats)),
-           "traced_numpy": summary(timed(lambda: tr.trace(text), repeats)),
            "traced_unaided": summary(timed(lambda: unaided.trace(text), repeats)),
            "untraced": summary(timed(lambda: tr.translate(text), repeats)),
            "reference_nn_transformer": summary(timed(lambda: ref.greedy(src, tr.tgt_vocab.bos_idx, steps), repeats))}
@@ -141,9 +137,9 @@ def lengths_main(args) -> int:
                 build["init" if init else "no_init"].append(time.perf_counter() - t0)
     build = {k: summary(v) for k, v in build.items()}
     print(table([[r["source_tokens"], r["decoder_steps"]] + [r[k]["median_ms"] for k in (
-        "traced", "traced_numpy", "traced_unaided", "untraced", "reference_nn_transformer")]
+        "traced", "traced_unaided", "untraced", "reference_nn_transformer")]
         + [f"{r['traced_over_untraced']:.2f}x"] for r in rows],
-        ["src tok", "steps", "traced ms", "+numpy", "no draft", "untraced", "nn.Transformer", "traced/untr"]))
+        ["src tok", "steps", "traced ms", "no draft", "untraced", "nn.Transformer", "traced/untr"]))
     at20 = next(r for r in rows if r["source_tokens"] == 20)
     worst = max(r["traced_over_untraced"] for r in rows)
     checks = [("20-token traced, median", f"{at20['traced']['median_ms']:.1f} ms", "<= 30 ms",
@@ -218,12 +214,7 @@ def run_worker(root: Path, args) -> dict:
            str(Path(args.checkpoint).resolve()), "--data-dir", str(Path(args.data_dir).resolve()), "--inner",
            str(args.inner), "--sentences-k", str(args.sentences_k), "--pruning-limit", str(args.pruning_limit),
            "--threads", str(args.threads), "--ops", *args.ops]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing but the variant's own folder
-    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-    if run.returncode != 0:
-        sys.stderr.write(run.stdout + run.stderr)
-        raise SystemExit(f"the worker for {root} failed (exit {run.returncode})")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return common.child_json(cmd, root)
 
 
 def ops_main(args) -> int:
@@ -250,7 +241,6 @@ def ops_main(args) -> int:
                  + [f"{LIMITS[row]:.2f}" if row in LIMITS else ""] for row in rows],
                 ["op"] + [f"{n} ms" for n in names] + [f"{n}/{first}" for n in names[1:]] + ["limit"]))
     write_results(args.results, {
-        "command": "python benchmarks/bench_model.py " + " ".join(sys.argv[1:]),
         "settings": {k: getattr(args, k) for k in ("repeats", "inner", "sentences_k", "pruning_limit", "ops",
                                                      "threads")} | {"checkpoint": shown_path(args.checkpoint)},
         "variants": shown, "median_ms": medians, "limits": LIMITS, f"ratio_to_{first}": ratios,
@@ -258,91 +248,99 @@ def ops_main(args) -> int:
     return 0
 
 
-def build_folder(folder: Path) -> None:
-    """An opus-mt-size checkpoint folder with random weights and SentencePiece models trained on captions."""
-    import sentencepiece as spm
+def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
+    """--probe, a fresh process: load as the app does (one torch and BLAS thread), the resident memory; `tokens`: a
+    sentence of as many pieces traced for as many tokens: the first trace (it starts the draft's build), then by turns
+    with the draft, without, the output forced (one traced pass), untraced; traced passes counted; a generator row."""
     import torch
 
-    from model.io.checkpoint import SRC_SPM, TGT_SPM, save_checkpoint
-    from model.nn.config import ModelConfig
-    from model.nn.transformer import EncoderDecoder
-    from model.text.vocab import Vocab
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in (SRC_SPM, TGT_SPM):  # German both sides: only the shapes and the work matter here
-        prefix = folder / name.removesuffix(".spm")
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(distinct_sentences(3000)), model_prefix=str(prefix),
-                                       vocab_size=2000, hard_vocab_limit=False, minloglevel=2)
-        prefix.with_suffix(".model").rename(folder / name)
-        prefix.with_suffix(".vocab").unlink()
-    sp = spm.SentencePieceProcessor(model_file=str(folder / SRC_SPM))
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
-    itos = ["</s>", "<unk>"] + pieces + [f"▁filler{i}" for i in range(OPUS_VOCAB - len(pieces) - 3)] + ["<pad>"]
-    vocab = Vocab(itos, {"unk": "<unk>", "pad": "<pad>", "bos": "<pad>", "eos": "</s>"})  # Marian's layout
-    pad = len(itos) - 1
-    cfg = ModelConfig(OPUS_VOCAB, OPUS_VOCAB, **OPUS, dropout=0.1, attn_dropout=0.0, norm_first=False,
-                      tie_weights=True, pad_idx=pad, activation="swish", pe_layout="sin_then_cos",
-                      scale_embedding=True, share_embeddings=True, final_logits_bias=True, decoder_start_idx=pad,
-                      eos_idx=0, src_lang="de", tgt_lang="en", tokenizer="sentencepiece")
-    torch.manual_seed(0)
-    save_checkpoint(folder, EncoderDecoder(cfg), vocab, vocab, {"note": "random weights, opus-mt size (benchmark)"})
-
-
-def opus_main(args) -> int:
-    import torch
-
+    from model.inference import decode
+    from model.inference.runtime import use_threads
     from model.inference.translator import Translator
 
-    torch.set_num_threads(args.threads)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-opus-"))
-    try:
-        build_folder(tmp / "opus-mt-size")
-        loads, drafts = [], []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            tr = Translator.from_checkpoint(tmp / "opus-mt-size")  # as the app loads it
-            loads.append(time.perf_counter() - t0)
-            tr._trace_draft()  # what the app's first trace does: start building the draft in the background
-            while tr.draft is None and time.perf_counter() - t0 < 60:
-                time.sleep(0.01)
-            drafts.append(time.perf_counter() - t0)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if tr.draft is None:
-        print("this torch has no int8 engine: no draft", file=sys.stderr)
-        return 1
-    unaided = Translator(tr.model, tr.src_vocab, tr.tgt_vocab, tr.metrics, pieces=tr.pieces, draft=False)
-    text = ""  # a caption-like source of exactly OPUS_TOKENS pieces: words added while they fit
-    for word in " ".join(distinct_sentences(40)).split():
-        if len(tr.source_tokens(longer := f"{text} {word}".strip())) <= OPUS_TOKENS:
-            text = longer
-        if len(tr.source_tokens(text)) == OPUS_TOKENS:
-            break
-    for s in [text] + distinct_sentences(10):  # the draft only guesses: the tokens must not change
-        assert tr.trace(s, max_len=OPUS_TOKENS).raw_tokens == unaided.trace(s, max_len=OPUS_TOKENS).raw_tokens, s
-    rows = {"traced": timed(lambda: tr.trace(text, max_len=OPUS_TOKENS), args.repeats, 2),
-            "traced unaided": timed(lambda: unaided.trace(text, max_len=OPUS_TOKENS), args.repeats, 2),
-            "traced+numpy": timed(lambda: tr.trace(text, max_len=OPUS_TOKENS), args.repeats, 2),
-            "untraced": timed(lambda: tr.translate(text, max_len=OPUS_TOKENS), args.repeats, 2)}
+    use_threads(1)
+    mem, passes, checked = lambda key="VmRSS": status_mb(os.getpid(), key, children=False), [0], decode._teacher_forced
+    out, t0 = {"rss_mb_before": mem()}, time.perf_counter()
+    tr = Translator.from_checkpoint(folder)
+    out |= {"load_s": time.perf_counter() - t0, "rss_mb": mem(), "peak_mb": mem("VmHWM")}
+    if not tokens:
+        return out
+    text, n = common.sentence_of_length(tokens, tr.pieces.source_pieces), tokens + len(tr.start_prefix)
+    t1 = time.perf_counter()
+    first = tr.trace(text, max_len=n)
+    t2 = time.perf_counter()
+    while tr.draft is None and any(t.name == "atlas-draft" for t in threading.enumerate()):
+        time.sleep(0.05)  # (a draft that cannot be built leaves None when its thread ends)
+    out["draft_ready_after_first_trace_s"] = time.perf_counter() - t2
+    plain = Translator(tr.model, tr.src_vocab, tr.tgt_vocab, pieces=tr.pieces, draft=False, languages=tr.languages)
+    decode._teacher_forced = lambda *a, **k: (passes.__setitem__(0, passes[0] + 1), checked(*a, **k))[1]
+    runs = {"drafted": lambda: tr.trace(text, max_len=n), "unaided": lambda: plain.trace(text, max_len=n),
+            "output_forced": lambda: tr.trace(text, max_len=n, prefix=first.raw_tokens),
+            "untraced": lambda: tr.translate(text, max_len=n)}
+    times, rounds = {k: [] for k in runs}, {k: [] for k in runs}
+    for _ in range(repeats):
+        for kind, run in runs.items():
+            passes[0], t = 0, time.perf_counter()
+            got = run()
+            times[kind].append(time.perf_counter() - t)
+            rounds[kind].append(passes[0])
+            assert got.raw_tokens == first.raw_tokens, "the draft only guesses: the tokens must not change"
     w = tr.model.generator.proj.weight.detach()  # (V, d): what every decoding step reads whole
-    x = torch.randn(1, w.shape[1])
-    wb, xb, linear = w.bfloat16(), x.bfloat16(), torch.nn.functional.linear
+    x, linear, wb = torch.randn(1, w.shape[1]), torch.nn.functional.linear, w.bfloat16()
+    xb = x.bfloat16()
+    products = {"float32": lambda: linear(x, w), "bfloat16": lambda: linear(xb, wb)} | (
+        {"int8": lambda: tr.draft.generator.proj(x)} if tr.draft is not None else {})
     with torch.inference_mode():
-        gen = {"float32": lambda: linear(x, w), "bfloat16": lambda: linear(xb, wb),
-               "int8_draft": lambda: tr.draft.generator.proj(x)}
-        gen = {k: summary(timed(f, 40)) for k, f in gen.items()}
-    rows = {k: summary(v) for k, v in rows.items()}
-    print(table([[k, v["median_ms"], v["p10_ms"], v["p90_ms"]] for k, v in (rows | gen).items()],
-                ["(generator: one row product)", "median ms", "p10", "p90"]))
-    write_results("marian", {
-        "what": "opus-mt-size model (random weights) in our format: one 20-piece sentence, 20 output tokens",
-        "command": "python benchmarks/bench_model.py " + " ".join(sys.argv[1:]), "threads": args.threads,
-        "model": {**OPUS, "vocabulary": OPUS_VOCAB, "parameters": sum(tr.parameter_counts().values())},
-        "sentence": text, "timings": rows, "generator_row_product": gen, "load_s": summary(loads),
-        "load_until_draft_ready_s": summary(drafts), "drafted_equals_unaided_on": 11,
-        "verdict": {"traced_median_ms": verdict(rows["traced"]["median_ms"], TARGETS["opus_traced_median_ms"])}})
-    print(f"load {summary(loads)['median_ms'] / 1000:.2f} s, draft ready {summary(drafts)['median_ms'] / 1000:.2f} s; "
-          f"traced {rows['traced']['median_ms']:.0f} ms (target <= 300 ms)")
+        gen = {k: statistics.median(timed(f, 20)) for k, f in products.items()}
+    return out | {"sentence": text, "source_ids": len(first.source.ids), "finished": first.finished,
+                  "output_tokens": len(first.raw_tokens) - len(tr.start_prefix), "first_trace_s": t2 - t1,
+                  "steady_s": times, "traced_passes": rounds, "generator_row_s": gen, "rss_mb_after": mem(),
+                  "peak_mb_after": mem("VmHWM")}
+
+
+def families_main(args) -> int:
+    """Each shape built in a temporary folder and loaded --load-repeats times, a fresh process each, the first with
+    the folder's files out of the page cache (read from the disk); the last load traces (probe)."""
+    names, result = args.families.split(","), "marian" if args.opus_size else "families"
+    base, rows, out, checks, limit = Path(tempfile.mkdtemp()), {}, [], {}, FAMILY_TARGETS
+    try:
+        for name in names:
+            folder, t0, runs = base / name, time.perf_counter(), []
+            params, built = common.build_shape(folder, name), time.perf_counter() - t0
+            for i in range(args.load_repeats):
+                os.sync()
+                for f in folder.iterdir() if i == 0 else []:
+                    with open(f, "rb") as fh:
+                        os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                runs.append(common.child_json([sys.executable, str(Path(__file__).resolve()), "--probe", str(folder),
+                                               "--repeats", str(args.repeats), "--tokens",
+                                               str(TOKENS * (i == args.load_repeats - 1))]))
+                print(f"{name}: load {i + 1}: {runs[-1]['load_s']:.2f} s", flush=True)
+            last, warm = runs[-1], [x["load_s"] for x in runs[1:]] or [math.nan]
+            med, rss = {k: statistics.median(v) for k, v in last["steady_s"].items()}, max(x["rss_mb"] for x in runs)
+            weights = (folder / "model.safetensors").stat().st_size / 2**20
+            rows[name] = {"parameters": params, "weights_mb": weights, "built_s": built, "runs": runs, "summary": (
+                sm := {"load_cold_s": runs[0]["load_s"], "load_warm_median_s": statistics.median(warm), "rss_mb": rss,
+                       "rss_over_weights": rss / weights, "first_trace_s": last["first_trace_s"],
+                       "drafted_passes": statistics.median(last["traced_passes"]["drafted"])} | {
+                    f"{k}_s": v for k, v in med.items()})}
+            checks[name] = {"load": verdict(max(sm["load_cold_s"], sm["load_warm_median_s"]), limit["load_s"]),
+                            "memory": verdict(sm["rss_over_weights"], limit["rss_over_weights"])} | {
+                k: verdict(sm[f"{k}_s"], limit["trace_s"][name]) for k in ("first_trace", "drafted")}
+            out.append([name, f"{params / 1e6:.0f}M", round(weights), "{load_cold_s:.1f} / {load_warm_median_s:.1f}"
+                        .format(**sm), f"{rss:.0f} ({rss / weights:.2f}x)", f"{sm['first_trace_s']:.2f}",
+                        f"{med['drafted']:.2f} ({sm['drafted_passes']:g})", *(f"{med[k]:.2f}" for k in (
+                            "unaided", "output_forced", "untraced")), limit["trace_s"][name], last["output_tokens"],
+                        " ".join(checks[name].values())])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(table(out, ["shape", "params", "weights MB", "load cold / warm s", "RSS MB (x weights)", "1st trace s",
+                      "drafted s (passes)", "unaided s", "one pass s", "untraced s", "target s", "out", "load memory "
+                      "1st drafted"]))
+    write_results(result, {
+        "what": "published shapes, random weights: loads, memory, a 20-piece sentence traced for 20 tokens",
+        "threads": 1, "configs": {n: common.HF_SHAPES.get(n, common.OPUS_SHAPE) for n in rows}, "shapes": rows,
+        "targets": FAMILY_TARGETS, "checks": checks})
     return 0
 
 
@@ -351,8 +349,8 @@ def main() -> int:
     ap.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "multi30k-de-en"))
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the app runs 1 per request)")
     ap.add_argument("--repeats", type=int, default=None,
-                    help="timed runs per length (default 30); worker processes per variant (5); opus runs (10)")
-    ap.add_argument("--load-repeats", type=int, default=10)
+                    help="timed runs per length (default 30); worker processes per variant (5); traces (3)")
+    ap.add_argument("--load-repeats", type=int, default=None, help="loads (default 10; --families: 3)")
     ap.add_argument("--ops", nargs="+", choices=OPS + ["all"], help="time these analyses (see above)")
     ap.add_argument("--variants", nargs="+", help="NAME=DIR or NAME=COMMIT (default this=.); implies --ops all")
     ap.add_argument("--inner", type=int, default=5, help="timed runs of each op per worker")
@@ -361,15 +359,25 @@ def main() -> int:
     ap.add_argument("--data-dir", default=str((ROOT / ".." / "shared" / "data" / "multi30k").resolve()),
                     help="folder of Multi30k's val.de.gz and val.en.gz (for head_report)")
     ap.add_argument("--results", default="ops", help="result file name of --ops")
-    ap.add_argument("--opus-size", action="store_true", help="an opus-mt-size model with random weights")
+    ap.add_argument("--opus-size", action="store_true", help="--families opus-mt-de-en, written to marian.json")
+    ap.add_argument("--families", help=f"published shapes with random weights, e.g. {','.join(common.HF_SHAPES)}")
+    ap.add_argument("--probe", help=argparse.SUPPRESS)
+    ap.add_argument("--tokens", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--variant-root", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if (args.ops and "all" in args.ops) or (args.variants and not args.ops):
         args.ops = OPS
     args.variants = args.variants or ["this=."]
-    args.repeats = args.repeats or (10 if args.opus_size else 5 if args.ops else 30)
-    return (worker if args.worker else opus_main if args.opus_size else ops_main if args.ops else lengths_main)(args)
+    args.families = "opus-mt-de-en" if args.opus_size else args.families
+    if args.families and (unknown := sorted(set(args.families.split(",")) - set(common.SHAPES))):
+        ap.error(f"unknown shapes {unknown}; known: {', '.join(common.SHAPES)}")
+    args.repeats = args.repeats or (3 if args.families or args.probe else 5 if args.ops else 30)
+    args.load_repeats = args.load_repeats or (3 if args.families else 10)
+    if args.probe:
+        print(json.dumps(probe(Path(args.probe), args.tokens, args.repeats)))
+        return 0
+    return (worker if args.worker else families_main if args.families else ops_main if args.ops else lengths_main)(args)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,18 @@
 """How quickly do the app's pages answer in a real browser: alone, against a floor, against another version?
 
-    python benchmarks/bench_pages.py [--repeats 10] [--cold-repeats 3] [--page-cycles N] [--opus-size]   (app.json)
+    python benchmarks/bench_pages.py [--repeats 10] [--cold-repeats 3] [--page-cycles N] [--shape NAME]  (app.json)
     python benchmarks/bench_pages.py --baseline floor|"ref=REF[;REF…]" --walks N [--cold-only]        (floor.json)
     python benchmarks/bench_pages.py --baseline "ref=REF[;REF…]" [--actions switch:VIEW sentence …]     (ab.json)
     python benchmarks/bench_pages.py --profile [--baseline floor|ref=…] [--views …] [--save-traces DIR]  (profile.json)
 
-Times are taken in the page, from the press to the first frame where the run has finished and every chart concerned
-has plotted again (app_walk.py). Alone: cold starts, then on Attention new sentences, layer, head and kind changes
-and rotations of page switches (--opus-size: bench_model.py's opus-mt-size model, random weights). Walks (--baseline
-floor, or refs with --walks): each variant in turn, the order reversed every other walk, on a fresh server and
-Chromium: the cold start (until no element waits for its code), a new sentence, every other view's first visit (not
-What if) and their sum; app / variant (floor: floor_app.py; a ref: <= 1.05). A REF is a COMMIT or DIR, public (this
-checkout, every private-name device off) or off:A,B (this checkout, those speed devices off: viz/speed.py). Without
---walks, refs are served side by side with this one and this one again (the control), a tab each in one Chromium,
-every action on each in turn. --profile: each first visit of a walk under Chromium's performance trace (scripting,
-style + layout and what scripts forced, paint, idle, websocket bytes).
+Times are taken in the page, from the press until the run has finished and every chart concerned has plotted again
+(app_walk.py). Alone: cold starts, then on Attention new sentences, layer, head and kind changes, page switches.
+--shape (--opus-size: opus-mt-de-en): a published shape with random weights (common.py), translations capped at 20
+tokens. Walks: each variant on a fresh server and Chromium in turn, the order reversed every other walk: the cold
+start, a new sentence, every other view's first visit (not What if); app / variant (floor: floor_app.py; a ref:
+<= 1.05). A REF is a COMMIT or DIR, public (every private-name device off) or off:A,B (those speed devices off,
+viz/speed.py). Without --walks, refs are served side by side with this one and a control copy, a tab each, every
+action on each in turn. --profile: each first visit of a walk under Chromium's performance trace.
 """
 from __future__ import annotations
 
@@ -58,8 +56,7 @@ def refs(args) -> list[str]:
 
 
 def record(args, name: str, data: dict) -> None:
-    write_results(name, {"benchmark": "pages", "command": "python benchmarks/bench_pages.py " + " ".join(sys.argv[1:]),
-                         "model": args.model} | data)
+    write_results(name, {"benchmark": "pages", "model": args.model} | data)
 
 
 def after_warmup(act, n: int) -> list:
@@ -103,9 +100,8 @@ def app_main(args, bs, ckpt_dir: Path, env: dict) -> int:
                 cold, server = walk.cold_start(bs, chromium, ckpt_dir, args.model, env, Path(tmp) / f"server{i}.log")
                 colds.append(cold)
                 print(f"cold start {i + 1}: {cold['total_s']:.2f} s", flush=True)
-            page = bs.new_page(chromium, timeout=120_000)
-            bs.open_app(page, server.link(view="Attention", **(OPUS_LINK if args.opus_size else {})), 300_000)
-            bs.wait_charts(page, timeout=120_000)
+            page = walk.open_drawn(bs, chromium, server.link(view="Attention", **(OPUS_LINK if args.opus_size else {})),
+                                   300_000)
             page.evaluate(walk.INPUT_CLOCK_JS)
             got = walk_app(bs, page, walk.checkpoint_config(ckpt_dir / args.model), args)
             exceptions = page.locator(bs.EXCEPTION).count()
@@ -145,7 +141,7 @@ def floor_walk(bs, playwright, script: str, ckpt_dir: Path, env: dict, sentence:
         if args.profile:
             page.context.add_init_script(walk.PRESS_MARK_JS)
         server = bs.start_server(ckpt_dir, args.model, log, timeout=120, extra_env=env, script=script)
-        bs.open_app(page, server.link(view="Overview"), timeout=120_000)
+        bs.open_app(page, server.link(view="Overview", **({"max_len": 20} if args.opus_size else {})), 120_000)
         bs.wait_charts(page, timeout=120_000)
         page.wait_for_function(walk.NOTHING_LOADING_JS, polling="raf", timeout=120_000)  # no element waits for its code
         cold = time.perf_counter() - t0
@@ -254,13 +250,8 @@ def ab_open(bs, browser, script: str, ckpt_dir: Path, model: str, env: dict, log
     """(server, page, what each view holds): a server whose first session came and went (as a cold start's), and a
     session that has seen every view."""
     server = bs.start_server(ckpt_dir, model, log, timeout=120, extra_env=env, script=script)
-    first = bs.new_page(browser, timeout=120_000)
-    bs.open_app(first, server.url, timeout=120_000)
-    bs.wait_charts(first, timeout=120_000)
-    first.context.close()
-    page = bs.new_page(browser, timeout=120_000)
-    bs.open_app(page, server.link(view="Overview"), timeout=120_000)
-    bs.wait_charts(page, timeout=120_000)
+    walk.open_drawn(bs, browser, server.url).context.close()
+    page = walk.open_drawn(bs, browser, server.link(view="Overview"))
     page.evaluate(walk.INPUT_CLOCK_JS)
     return server, page, {view: walk.settle_view(bs, page, view) for view in walk.views_of(bs, page)[1:] + ["Overview"]}
 
@@ -312,7 +303,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=None, help="actions of each kind (app: 10; side by side: 12)")
     ap.add_argument("--cold-repeats", type=int, default=3, help="cold starts of the app alone")
     ap.add_argument("--page-cycles", type=int, default=None, help="rotations through every view (default --repeats)")
-    ap.add_argument("--opus-size", action="store_true", help="serve an opus-mt-size model with random weights")
+    ap.add_argument("--opus-size", action="store_true", help="--shape opus-mt-de-en")
+    ap.add_argument("--shape", choices=common.SHAPES, help="serve a published shape with random weights (common.py)")
     ap.add_argument("--walks", type=int, default=None, help="walks of each variant (--baseline floor: 3, --profile: 1)")
     ap.add_argument("--cold-only", action="store_true", help="walks stop after their cold start")
     ap.add_argument("--skip-views", nargs="*", default=["What if"], help="views the walks leave out")
@@ -324,14 +316,14 @@ def main() -> int:
     args = ap.parse_args()
     if args.baseline and args.baseline != "floor" and not args.baseline.startswith("ref="):
         ap.error("--baseline is floor or ref=COMMIT|DIR|public")
+    args.shape = args.shape or ("opus-mt-de-en" if args.opus_size else None)
+    args.opus_size = bool(args.shape)
     args.walks_given = args.walks is not None  # against a ref: floor walks (cold start, first visits), not side by side
     args.repeats, args.walks = args.repeats or (12 if args.baseline else 10), args.walks or (1 if args.profile else 3)
     with contextlib.ExitStack() as stack:
-        if args.opus_size:
-            from bench_model import build_folder
-
-            args.checkpoint_dir, args.model = stack.enter_context(tempfile.TemporaryDirectory()), "opus-mt-size"
-            build_folder(Path(args.checkpoint_dir) / args.model)
+        if args.shape:  # random weights never end a translation: the app's links cap it at 20 tokens
+            args.checkpoint_dir, args.model = stack.enter_context(tempfile.TemporaryDirectory()), args.shape
+            common.build_shape(Path(args.checkpoint_dir) / args.model, args.shape)
         if (ready := common.server_preflight(args)) is None:
             return 2
         bs, ckpt_dir, env = ready

@@ -1,23 +1,18 @@
 """How much server CPU does one user action cost?
 
-    python benchmarks/bench_server_cpu.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--repeats 10]
-                                          [--settle-ms 300] [--tail-ms 500]
-    python benchmarks/bench_server_cpu.py --blas [--repeats 10] [--tail-ms 500]
+    python benchmarks/bench_server_cpu.py [--repeats 10] [--settle-ms 300] [--tail-ms 500]   (server_cpu.json)
+    python benchmarks/bench_server_cpu.py --blas [--repeats 10] [--tail-ms 500]               (blas_spin.json)
 
-`streamlit run app.py`, Attention in Chromium; --repeats rounds after a warm-up: a new sentence, a layer and a head
-change, then every page (a rotation with another step each round: each switch is that page's first visit for the
-sentence). The server's CPU (utime + stime of every thread, ended ones and children included, /proc/PID/stat) is read
-just before the press and --settle-ms after the page is drawn again (app_walk.py's waits); 10 ms resolution, so the
-table gives the mean beside the median, with the main thread's part, the browser's time, and the CPU in the
---tail-ms after. --blas: the Embeddings page's nearest-neighbour table in this process with OpenBLAS at one thread
-(the app's setting, model/inference/runtime.py) and one per core, alternating: wall time and CPU until --tail-ms
-after, so idle threads' spinning counts. Medians of --repeats. Writes results/server_cpu.json or blas_spin.json.
+Attention in Chromium; --repeats rounds after a warm-up: a new sentence, a layer and a head change, every page (each
+switch that page's first visit for the sentence). The server's CPU (all threads and children, /proc/PID/stat, 10 ms
+resolution: means beside medians) from just before the press to --settle-ms after the page is drawn again
+(app_walk.py), its main thread's part, and the CPU in the --tail-ms after. --blas: the Embeddings page's
+nearest-neighbour table here with OpenBLAS at one thread (the app's) and one per core, CPU until --tail-ms after.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -27,23 +22,13 @@ from pathlib import Path
 
 import app_walk as walk
 import common
-from common import TICKS, cpu_seconds, distinct_sentences, shown_path, table, verdict, write_results
+from common import TICKS, cpu_seconds, distinct_sentences, shown_path, summary, table, verdict, write_results
 
 TARGETS = {"cpu_s_per_action": 0.1}
 NOTES = ("cpu_s: the server's CPU (all threads, children) from the press to settle_ms after the page was drawn; one "
          "clock tick resolution, so use the means. main_thread_cpu_s: its event loop's part. page_s: the browser's "
          "time from the press to the drawn frame; wall_s: the same from Python. tail_cpu_s: server CPU in the tail_ms "
          "after that (not in cpu_s).")
-
-
-def main_thread_cpu_seconds(pid: int) -> float:
-    """CPU seconds of pid's main thread alone: in Streamlit the event loop (websocket traffic, sending the
-    messages), while each script run has a thread of its own."""
-    try:
-        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 class Meter:
@@ -57,13 +42,13 @@ class Meter:
         start = {}
 
         def before():
-            start["main"], start["cpu"], start["t"] = (main_thread_cpu_seconds(self.pid), cpu_seconds(self.pid),
+            start["main"], start["cpu"], start["t"] = (cpu_seconds(self.pid, True), cpu_seconds(self.pid),
                                                        time.perf_counter())
 
         page_s = act(before)
         done = time.perf_counter()
         time.sleep(self.settle_s)
-        cpu, main = cpu_seconds(self.pid), main_thread_cpu_seconds(self.pid)
+        cpu, main = cpu_seconds(self.pid), cpu_seconds(self.pid, main_thread=True)
         sample = {"kind": kind, **info, "cpu_s": cpu - start["cpu"], "main_thread_cpu_s": main - start["main"],
                   "page_s": page_s, "wall_s": done - start["t"]}
         if self.tail_s > 0:  # does the server keep working after the settle wait?
@@ -74,13 +59,12 @@ class Meter:
 
 
 def stats(samples: list[dict]) -> dict:
-    cpu = [s["cpu_s"] for s in samples]
-    page = sorted(s["page_s"] * 1000 for s in samples)
-    q = statistics.quantiles(cpu, n=10, method="inclusive") if len(cpu) > 1 else [cpu[0]] * 9
+    cpu, q, page = [s["cpu_s"] for s in samples], summary([s["cpu_s"] for s in samples]), summary(
+        [s["page_s"] for s in samples])
     out = {"n": len(cpu), "cpu_total_s": sum(cpu), "cpu_mean_s": sum(cpu) / len(cpu),
            "main_thread_cpu_mean_s": sum(s["main_thread_cpu_s"] for s in samples) / len(cpu),
-           "cpu_median_s": statistics.median(cpu), "cpu_p90_s": q[-1], "cpu_max_s": max(cpu),
-           "page_median_ms": statistics.median(page), "page_max_ms": page[-1]}
+           "cpu_median_s": q["median_ms"] / 1000, "cpu_p90_s": q["p90_ms"] / 1000, "cpu_max_s": max(cpu),
+           "page_median_ms": page["median_ms"], "page_max_ms": page["max_ms"]}
     tails = [s["tail_cpu_s"] for s in samples if "tail_cpu_s" in s]
     if tails:
         out["tail_cpu_mean_s"] = sum(tails) / len(tails)
@@ -154,19 +138,18 @@ def blas_main(args) -> int:
     if translator is None:
         return 2
     lut, itos = translator.embedding_matrix("src")  # (V, d), as the Embeddings page gets it
-    own_cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # noqa: E731 - user + system seconds
     runs = {n: {"wall": [], "cpu": []} for n in (1, os.cpu_count() or 1)}
     for i in range(args.repeats + 1):  # the first round warms up
         for n, got in runs.items():
             with threadpool_limits(limits=n, user_api="blas"):
                 time.sleep(args.tail_ms / 1000)  # whatever spun before has stopped
-                c0, t0 = own_cpu(), time.perf_counter()
+                c0, t0 = common.own_cpu_seconds(), time.perf_counter()
                 nearest_neighbours(lut, itos, list(range(10, 22)), k=5, exclude_idx=())  # a sentence's 12 entries
                 wall = time.perf_counter() - t0
                 time.sleep(args.tail_ms / 1000)
                 if i:
                     got["wall"].append(wall)
-                    got["cpu"].append(own_cpu() - c0)
+                    got["cpu"].append(common.own_cpu_seconds() - c0)
     out = {str(n): {"wall_ms": 1000 * statistics.median(r["wall"]), "cpu_ms": 1000 * statistics.median(r["cpu"])}
            for n, r in runs.items()}
     print(table([[f"{n} BLAS thread(s)", v["wall_ms"], v["cpu_ms"]] for n, v in out.items()],
@@ -192,8 +175,7 @@ def main() -> int:
     args = parse_args()
     if args.blas:
         return blas_main(args)
-    ready = common.server_preflight(args)
-    if ready is None:
+    if (ready := common.server_preflight(args)) is None:
         return 2
     bs, ckpt_dir, env = ready
     from playwright.sync_api import sync_playwright
@@ -205,9 +187,7 @@ def main() -> int:
         server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
         pid = server.proc.pid
         try:
-            page = bs.new_page(chromium, timeout=120_000)
-            bs.open_app(page, server.link(view="Attention"), timeout=120_000)
-            bs.wait_charts(page, timeout=120_000)
+            page = walk.open_drawn(bs, chromium, server.link(view="Attention"))
             page.evaluate(walk.INPUT_CLOCK_JS)
             time.sleep(1)  # let the first page's messages go out
             meter = Meter(pid, args.settle_ms / 1000, args.tail_ms / 1000)

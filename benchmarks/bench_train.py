@@ -1,15 +1,12 @@
 """How long does a toy task take to learn, and what does recording the training film cost?
 
-    python benchmarks/bench_train.py toy [--tasks copy reverse sort] [--seeds 0 1 2] [--max-steps N]
-    python benchmarks/bench_train.py film [--data-dir ../shared/data/multi30k] [--limit 3000] [--epochs 2] [--threads 2]
+    python benchmarks/bench_train.py toy [--tasks copy reverse sort] [--seeds 0 1 2] [--max-steps N]        (toy.json)
+    python benchmarks/bench_train.py film [--data-dir DIR] [--limit 3000] [--epochs 2] [--threads 2]       (film.json)
 
-toy: model.toy.train_toy on one torch thread, per task and seed, until 200 held-out sequences all come out right
-(checked every 50 steps): the step, wall and CPU seconds then, and exact match on a second held-out draw. Target:
-copy and reverse at 100 % within 30 s of one core; sort offered if it reaches >= 90 %. Writes results/toy.json.
-film: `python -m model.train` on the first --limit Multi30k pairs without the film, with it, and without it again:
-the film's own clock over the training time (robust to a busy machine, unlike the with/without difference, also
-reported), and its projection to the shipped recipe (21 epochs, 3,710 steps). Target: <= 5 % of training time.
-Writes results/film.json.
+toy: model.toy.train_toy on one thread per task and seed until 200 held-out sequences come out right (checked every
+50 steps), and a second draw; target: copy and reverse within 30 s of one core. film: `python -m model.train` on
+--limit Multi30k pairs without, with and again without the film: the film's own clock over training time, projected
+to the shipped recipe (21 epochs, 3,710 steps); target <= 5 %.
 """
 from __future__ import annotations
 

@@ -5,14 +5,13 @@ No browser and no JavaScript: Streamlit's own protocol (the protobufs in `stream
 1. GET the page (`/?query`; behind deploy/'s proxy this sets the `atlas_backend` cookie), `/_stcore/health` (the
    `_streamlit_xsrf` cookie) and `/_stcore/host-config`; no JavaScript or CSS bundle.
 2. Open the websocket with `Sec-WebSocket-Protocol: streamlit, <xsrf cookie or PLACEHOLDER_AUTH_TOKEN>[, <last
-   session id>]` (the third entry resumes that session) and the page's cookies.
-3. Send a BackMsg `rerun_script` (ClientState: the query string, widget states, page script hash, browser context)
-   and read ForwardMsgs until `script_finished` (not FINISHED_EARLY_FOR_RERUN); `page_info_changed` carries the
-   query string the app wrote, sent back with the next rerun as the browser does.
-Widget states as the frontend's WidgetStateManager keeps them: per widget id (`$$ID-<hash>-<key>` when keyed) the
-value last seen (its default when new, the script's when `set_value` says so), sent for the widgets the last run drew;
-`type_text` changes the `text` area's value first; buttons are never sent. No message cache is reported, so the
-server sends every message whole; a `ref_hash` stub is counted as a protocol error.
+   session id>]` (the third entry resumes that session), the page's cookies and permessage-deflate, as browsers do.
+3. Send a BackMsg `rerun_script` (query string, widget states, page script hash, browser context) and read
+   ForwardMsgs until `script_finished` (not FINISHED_EARLY_FOR_RERUN); `page_info_changed` carries the query string
+   the app wrote, sent back with the next rerun as the browser does.
+Widget states as the frontend's WidgetStateManager keeps them (per widget id, `$$ID-<hash>-<key>` when keyed: the
+value last seen, the script's when `set_value` says so), sent for the widgets the last run drew; buttons never. No
+message cache is reported, so the server sends every message whole; a `ref_hash` stub is a protocol error.
 """
 from __future__ import annotations
 
@@ -50,8 +49,6 @@ class RunResult:
     alerts: list[str] = field(default_factory=list)  # st.error / st.warning / st.info bodies
     exceptions: list[str] = field(default_factory=list)  # st.exception elements (an error in the script)
     status: int = -1  # ForwardMsg.ScriptFinishedStatus
-    messages: int = 0
-    bytes: int = 0
     session_id: str = ""
 
     @property
@@ -89,6 +86,10 @@ def widget_key(element_id: str) -> str | None:
     return parts[2]
 
 
+SCALAR_FIELD = {"checkbox": "bool_value", "text_area": "string_value", "text_input": "string_value",
+                "color_picker": "string_value", "number_input": "double_value"}  # WidgetState's field per kind
+
+
 def _widget_value(kind: str, w, known: WidgetState | None) -> WidgetState | None:
     """The value the browser holds for widget element `w` after this run: its own, or the script's."""
     if kind in ("button", "download_button", "menu_button"):
@@ -96,10 +97,8 @@ def _widget_value(kind: str, w, known: WidgetState | None) -> WidgetState | None
     if known is not None and not getattr(w, "set_value", False):
         return known  # the browser keeps what it had; only set_value overrides it
     st = WidgetState(id=w.id)
-    if kind == "checkbox":
-        st.bool_value = w.value if w.set_value else w.default
-    elif kind in ("text_area", "text_input", "color_picker"):
-        st.string_value = w.value if w.set_value else w.default
+    if kind in SCALAR_FIELD:
+        setattr(st, SCALAR_FIELD[kind], w.value if w.set_value else w.default)
     elif kind in ("selectbox", "radio"):
         if w.set_value:
             if not w.raw_value:
@@ -114,8 +113,6 @@ def _widget_value(kind: str, w, known: WidgetState | None) -> WidgetState | None
                                                                              if 0 <= i < len(w.options)]
     elif kind == "slider":
         st.double_array_value.data[:] = list(w.value if w.set_value else w.default)
-    elif kind == "number_input":
-        st.double_value = w.value if w.set_value else w.default
     else:
         return None  # a kind this app does not use: leave it to the server's session state
     return st
@@ -135,20 +132,16 @@ class Session:
         await s.close()
     """
 
-    def __init__(self, base_url: str, cookies: dict[str, str] | None = None, timeout: float = 120.0,
-                 compression: str | None = "deflate"):
+    def __init__(self, base_url: str, cookies: dict[str, str] | None = None, timeout: float = 120.0):
         self.base_url = base_url.rstrip("/") + "/"
         self.cookies: dict[str, str] = dict(cookies or {})
         self.timeout = timeout
-        self.compression = compression  # browsers negotiate permessage-deflate; so does this client by default
         self.query_string = ""
         self.page_script_hash = ""
         self.session_id = ""
         self.backend: str | None = None  # the proxy's X-Atlas-Backend of the websocket handshake, if any
         self.http_backends: list[str] = []  # the same header of each HTTP request
         self.widgets: dict[str, WidgetState] = {}  # widget id -> the value the browser holds
-        self.widget_kinds: dict[str, str] = {}
-        self.ref_hashes = 0
         self._ws = None
         self._reader: asyncio.Task | None = None
         self._run: RunResult | None = None
@@ -199,7 +192,7 @@ class Session:
         origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(self.base_url))
         headers = {"Cookie": self._cookie_header()} if self.cookies else {}
         self._ws = await connect(ws_url, subprotocols=protocols, additional_headers=headers, origin=origin,
-                                 compression=self.compression, max_size=None, max_queue=None, proxy=None,
+                                 compression="deflate", max_size=None, max_queue=None, proxy=None,
                                  open_timeout=self.timeout, user_agent_header="atlas-classroom-client")
         response = self._ws.response
         if response is not None:
@@ -228,9 +221,6 @@ class Session:
         msg = ForwardMsg()
         msg.ParseFromString(data)
         run = self._run
-        if run is not None:
-            run.messages += 1
-            run.bytes += len(data)
         kind = msg.WhichOneof("type")
         if kind == "new_session":
             self.page_script_hash = msg.new_session.page_script_hash or self.page_script_hash
@@ -247,7 +237,6 @@ class Session:
         elif kind == "page_info_changed":
             self.query_string = msg.page_info_changed.query_string
         elif kind == "ref_hash":
-            self.ref_hashes += 1
             self._fail(ProtocolError(f"the server sent a cached-message reference ({msg.ref_hash}) although this "
                                      "client reported no cached messages"))
         elif kind == "script_finished":
@@ -273,7 +262,6 @@ class Session:
             if not w.id:
                 return
             self._run_widgets.add(w.id)
-            self.widget_kinds[w.id] = kind
             value = _widget_value(kind, w, self.widgets.get(w.id))
             if value is not None:
                 self.widgets[w.id] = value
@@ -321,11 +309,10 @@ class Session:
             raise ProtocolError("the script did not compile")
         return run
 
-    async def open(self, query: dict | str = "", fetch_page: bool = True) -> RunResult:
+    async def open(self, query: dict | str = "") -> RunResult:
         """Load the page with this query string, connect, and run the script once (the page's first run)."""
         self.query_string = query if isinstance(query, str) else urllib.parse.urlencode(query)
-        if fetch_page:
-            await asyncio.to_thread(self.load_page, self.query_string)
+        await asyncio.to_thread(self.load_page, self.query_string)
         await self.connect()
         return await self.rerun()
 
