@@ -160,6 +160,20 @@ def stages_figure(titles: Sequence[str], stages: Sequence[np.ndarray], tokens: S
                           title="From token to layer input")
 
 
+PCA_FIT_ROWS = 60_000  # a larger table's principal axes are fitted on this many evenly spaced rows
+
+
+def _pca_2d_sampled(m: np.ndarray) -> np.ndarray:
+    """pca_2d of a table too large to scatter whole on a page's first visit (the scatter of 256,206 rows of 1024
+    takes most of a minute): the axes of PCA_FIT_ROWS evenly spaced rows, every row projected on them (float32)."""
+    mean = m.mean(axis=0, dtype=np.float64)
+    fit = m[np.linspace(0, m.shape[0] - 1, PCA_FIT_ROWS).astype(np.int64)].astype(np.float64) - mean
+    _, vecs = np.linalg.eigh(fit.T @ fit)  # (d, d)
+    comps = vecs[:, ::-1][:, :2].T
+    comps = comps * np.sign(comps[np.arange(2), np.abs(comps).argmax(axis=1)])[:, None]
+    return ((m - mean.astype(m.dtype)) @ comps.T.astype(m.dtype)).astype(np.float32)  # (V, 2)
+
+
 def pca_2d(matrix: np.ndarray) -> np.ndarray:
     """Project ``matrix`` (V, d) onto its first two principal components -> (V, 2) float32.
 
@@ -168,9 +182,12 @@ def pca_2d(matrix: np.ndarray) -> np.ndarray:
     that is a tenth of an SVD's time, and the map is drawn on a page's first visit. Signs are fixed so the
     largest-magnitude loading of each component is positive (stable plots).
     """
-    m = np.asarray(matrix, dtype=np.float64)
+    m = np.asarray(matrix)
     if m.ndim != 2 or m.shape[0] < 2:
         raise ValueError(f"pca_2d expects (V, d) with V >= 2, got {m.shape}")
+    if m.shape[0] > PCA_FIT_ROWS:  # NLLB's 256,206 × 1024: the axes from a sample, every row projected on them
+        return _pca_2d_sampled(m)
+    m = m.astype(np.float64)
     centred = m - m.mean(axis=0, keepdims=True)
     _, vecs = np.linalg.eigh(centred.T @ centred)  # (d, d), eigenvalues ascending
     comps = vecs[:, ::-1][:, :2].T  # (2, d): the two of largest variance, largest first

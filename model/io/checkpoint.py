@@ -18,6 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from model.nn.config import FORMAT_VERSION, ModelConfig
+from model.nn.layers import sinusoidal_encoding
 from model.nn.transformer import EncoderDecoder
 from model.text.vocab import Vocab
 
@@ -102,6 +103,21 @@ def load_weights_into(model: EncoderDecoder, stored: dict[str, torch.Tensor]) ->
     return model
 
 
+def assemble(cfg: ModelConfig, stored: dict[str, torch.Tensor], folder: Path) -> EncoderDecoder:
+    """The model whose parameters are the stored tensors themselves: built on the meta device (no memory, no random
+    initialisation), each parameter then assigned, not copied, so a 600M-parameter load holds the weights once and
+    spends no time drawing numbers it throws away; the ties restored, the fixed position table computed."""
+    with torch.device("meta"):
+        model = EncoderDecoder(cfg, init=False)
+    _check_weights(folder, model, stored)
+    model.load_state_dict(model_state(cfg, stored), strict=True, assign=True)
+    model.tie()  # assign gave each tied name a Parameter of its own over the one tensor
+    if cfg.positions == "sinusoidal":
+        for embed in (model.src_embed, model.tgt_embed):
+            embed.pe = sinusoidal_encoding(cfg.max_len + cfg.pos_offset, cfg.d_model, cfg.pe_layout)
+    return model
+
+
 def write_metrics(folder: str | Path, metrics: dict) -> Path:
     """Write (or overwrite) the folder's metrics.json."""
     path = Path(folder) / METRICS
@@ -138,9 +154,7 @@ def load_checkpoint(folder: str | Path) -> tuple[EncoderDecoder, Vocab, Vocab, d
     cfg = _read_config(folder)
     src_vocab, tgt_vocab = _read_vocabularies(folder, cfg)
     state = _read_weights(folder)
-    model = EncoderDecoder(cfg, init=False)  # every weight is loaded next, strictly
-    _check_weights(folder, model, state)
-    load_weights_into(model, state)
+    model = assemble(cfg, state, folder)
     model.eval()
     metrics = {}
     if (folder / METRICS).is_file():

@@ -87,9 +87,13 @@ class EncoderDecoder(nn.Module):
         for name, p in self.named_parameters():
             if init and p.dim() > 1 and "lut" not in name and "pos" not in name:
                 nn.init.xavier_uniform_(p)
-        if cfg.share_embeddings:  # one matrix for both sides (Marian's `shared`)
+        self.tie()
+
+    def tie(self) -> None:
+        """One matrix for both sides' embeddings (Marian's `shared`) and for the generator, as the config says."""
+        if self.cfg.share_embeddings:
             self.tgt_embed.lut.weight = self.src_embed.lut.weight
-        if cfg.tie_weights:
+        if self.cfg.tie_weights:
             self.generator.proj.weight = self.tgt_embed.lut.weight
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:

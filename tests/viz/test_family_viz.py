@@ -97,3 +97,20 @@ def test_a_head_with_a_bias_and_no_scaling_draws_what_was_recorded():
     masked = head_pipeline_figures(q, k, v, None, mask, probs, probs @ v, toks, toks, "dec_self",
                                    scaled_scores=recorded, pos_bias=bias, scaled=False)
     assert "summed" not in masked and "+ B, masked" in masked["masked"].layout.title.text.replace("<br>", " ")
+
+
+def test_a_huge_vocabularys_map_is_fitted_on_a_sample_and_every_row_projected():
+    """NLLB's 256,206-row table: the axes from PCA_FIT_ROWS evenly spaced rows agree with the whole table's where its
+    components are well apart, and every row gets its point."""
+    from viz.embeddings import PCA_FIT_ROWS, pca_2d
+
+    rng = np.random.default_rng(0)
+    scale = np.concatenate([[5.0, 3.0], np.full(30, 1.0)])
+    m = (rng.standard_normal((PCA_FIT_ROWS + 40_000, 32)) * scale).astype(np.float32)
+    got = pca_2d(m)
+    whole = m.astype(np.float64) - m.mean(0)
+    _, v = np.linalg.eigh(whole.T @ whole)
+    comps = v[:, ::-1][:, :2].T
+    comps = comps * np.sign(comps[np.arange(2), np.abs(comps).argmax(axis=1)])[:, None]
+    assert got.shape == (len(m), 2)
+    assert np.abs(got - whole @ comps.T).max() < 0.02 * np.abs(got).max()
