@@ -16,9 +16,9 @@ DE = ("der die das ein eine Hund Katze Mann Frau Kind läuft spielt liest schlä
       "mit einem roten blauen großen kleinen Ball Buch Wasser und sieht 1 2 3").split()
 EN = ("the a dog cat man woman child runs plays reads sleeps in park snow house with red blue big small "
       "ball book water and sees 1 2 3").split()
-FAMILIES = ("m2m100", "nllb", "mbart", "t5", "t5-v1.0")
+FAMILIES = ("m2m100", "nllb", "mbart", "t5", "t5-v1.0", "t5-mt5")  # t5-mt5: mT5-small's narrow heads
 LANGS = {"m2m100": ("de", "en"), "nllb": ("deu_Latn", "eng_Latn"), "mbart": ("de_DE", "en_XX"),
-         "t5": ("de", "en"), "t5-v1.0": ("de", "en")}  # T5: labels only, the prompt says which
+         "t5": ("de", "en"), "t5-v1.0": ("de", "en"), "t5-mt5": ("de", "en")}  # T5: labels only, the prompt says which
 PREFIX = "translate German to English: "
 NLLB_CODES = ["deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn"]
 
@@ -96,6 +96,11 @@ def _model(family: str, vocab_size: int):
     if family == "mbart":
         return tf.MBartForConditionalGeneration(tf.MBartConfig(**size, activation_function="gelu",
                                                                tie_word_embeddings=False))
+    if family == "t5-mt5":  # as mT5-small and MADLAD-400: heads of d_kv 4, so h · d_kv = 16 is not d_model 32
+        return tf.MT5ForConditionalGeneration(tf.MT5Config(
+            vocab_size=vocab_size, d_model=32, d_kv=4, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+            relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj="gated-gelu",
+            tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0))
     v10 = family == "t5-v1.0"
     cfg = tf.T5Config(vocab_size=vocab_size, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
                       num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=20,

@@ -87,8 +87,7 @@ class Translator:
         self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft
 
     def with_languages(self, src_lang: str, tgt_lang: str) -> Translator:
-        """This model between two other of its languages: the same model, vocabularies and tokenizer (a view, no
-        copy of weights). Its own draft is built when a trace first wants it."""
+        """This model between two other of its languages: a view of the same model, vocabularies and tokenizer."""
         if (src_lang, tgt_lang) == (self.src_lang, self.tgt_lang):
             return self
         return Translator(self.model, self.src_vocab, self.tgt_vocab, self.metrics, src_lang, tgt_lang, self.pieces,
@@ -206,8 +205,7 @@ class Translator:
         return Source(kept, ids, unknown, dropped, chars_cut, self.src_vocab.token("eos"))
 
     def forced_ids(self, prefix: list[str] | None) -> list[int]:
-        """Target ids a decoding is forced to start with: the target language's token (many-to-many models), then the
-        tokens of `prefix` (which may already start with it: a prefix taken from a translation)."""
+        """Forced target ids: the target language's token (many-to-many), then `prefix` (which may start with it)."""
         ids = self.tgt_vocab.encode(list(prefix or []))
         start = self.start_prefix
         return ids if ids[: len(start)] == start else start + ids
@@ -283,10 +281,13 @@ class Translator:
                                start_token=self.tgt_vocab.token("bos"))
         v = self.tgt_vocab
         src = self._src_tensor(source)
-        # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone.
-        draft = None if fwd_hooks else self._trace_draft()
+        # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone. The
+        # first trace starts its build when it is done: built beside it, it would slow that trace down.
+        draft = None if fwd_hooks else self.draft
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced or None,
                             record=True, top_k=top_k, fwd_hooks=hm, draft=draft)
+        if not fwd_hooks:
+            self._trace_draft()
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
 

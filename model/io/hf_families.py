@@ -25,6 +25,11 @@ T5_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "gelu_
                   "silu": "silu", "swish": "swish"}
 
 
+def class_name(hf: dict) -> str:
+    """The transformers class that reads the saved model (mT5 has its own, the same network as T5's)."""
+    return "MT5ForConditionalGeneration" if hf.get("model_type") == "mt5" else CLASSES[family_of(hf)]
+
+
 def family_of(hf: dict) -> str:
     """Our family name for a saved config's model_type, or one line naming the supported ones."""
     kind = hf.get("model_type")
@@ -81,11 +86,11 @@ def t5_config(hf: dict) -> dict:
     if act not in T5_ACTIVATIONS:
         raise ImportRefused(f"dense_act_fn {act!r} is not supported (supported: {', '.join(T5_ACTIVATIONS)})")
     d_model, heads, d_kv = int(hf["d_model"]), int(hf["num_heads"]), int(hf["d_kv"])
-    if heads * d_kv != d_model:
-        raise ImportRefused(f"num_heads × d_kv ({heads} × {d_kv}) differs from d_model {d_model}: heads narrower or "
-                            "wider than d_model / num_heads are not supported yet")
     n_layers = int(hf["num_layers"])
-    scale = hf.get("scale_decoder_outputs", hf.get("tie_word_embeddings", True) is not False)
+    # T5 v1.0 multiplies the decoder's output by d_model^-0.5 before its tied generator; transformers 5 says so in
+    # scale_decoder_outputs, earlier versions by tie_word_embeddings. mT5 (untied) never does in transformers 5.
+    tied = hf.get("tie_word_embeddings", True) is not False and hf.get("model_type") != "mt5"
+    scale = hf.get("scale_decoder_outputs", tied)
     return dict(
         d_model=d_model, n_heads=heads, n_encoder_layers=n_layers,
         n_decoder_layers=int(hf.get("num_decoder_layers") or n_layers), d_ff=int(hf["d_ff"]),
@@ -95,7 +100,8 @@ def t5_config(hf: dict) -> dict:
         norm_eps=float(hf.get("layer_norm_epsilon", 1e-6)), positions="relative",
         rel_buckets=int(hf.get("relative_attention_num_buckets", 32)),
         rel_max_distance=int(hf.get("relative_attention_max_distance", 128)), scale_attention=False,
-        ff_gated=gated, bias=False, generator_scale=d_model ** -0.5 if scale else 1.0, **_ids(hf))
+        ff_gated=gated, bias=False, generator_scale=d_model ** -0.5 if scale else 1.0,
+        d_head=0 if heads * d_kv == d_model else d_kv, **_ids(hf))  # mT5-small, MADLAD-400: h · d_kv ≠ d_model
 
 
 def bart_like_weights(theirs: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:

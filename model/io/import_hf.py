@@ -157,7 +157,7 @@ def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | No
     else:
         langs = (src_lang or "src", tgt_lang or "tgt")
     try:
-        hf_model = getattr(transformers, fam.CLASSES[family]).from_pretrained(
+        hf_model = getattr(transformers, fam.class_name(hf)).from_pretrained(
             str(folder), attn_implementation="eager").float().eval()
     except Exception as e:  # a broken weights file: one line
         raise ImportRefused(f"{folder.name}: the weights cannot be loaded by transformers "
@@ -182,7 +182,7 @@ def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | No
                             "not written")
     card = model_card(hf_model, model, family, hub_id, src, folder, table, diff, transformers.__version__)
     metrics = {"model": {"parameters": card["parameters"], "config": cfg.to_dict()}, "imported": card,
-               "note": f"{fam.CLASSES[family]} imported from {card['source']} (licence: {card['licence']}); "
+               "note": f"{card['class']} imported from {card['source']} (licence: {card['licence']}); "
                        "its quality is its authors', not measured here"}
     if out.exists() and force:
         shutil.rmtree(out)
@@ -198,13 +198,14 @@ def model_card(hf_model, model: EncoderDecoder, family: str, hub_id: str | None,
                table: dict, diff: float, version: str) -> dict:
     cfg = model.cfg
     return {
-        "family": family, "class": fam.CLASSES[family], "model_type": hf_model.config.model_type,
+        "family": family, "class": type(hf_model).__name__, "model_type": hf_model.config.model_type,
         # a local folder by its name only: a checkpoint may be shipped, and must not hold this machine's paths
         "source": hub_id or f"local folder {Path(src).resolve().name}", "hub_id": hub_id,
         "licence": licence(folder) or "unknown: the source has no model card (README.md) with a license field",
         "parameters": int(sum(parameter_counts(model).values())),
         "sizes": {"d_model": cfg.d_model, "heads": cfg.n_heads, "encoder_layers": cfg.n_encoder_layers,
-                  "decoder_layers": cfg.n_decoder_layers, "d_ff": cfg.d_ff, "vocabulary": cfg.src_vocab_size},
+                  "decoder_layers": cfg.n_decoder_layers, "d_ff": cfg.d_ff, "d_head": cfg.d_k,
+                  "vocabulary": cfg.src_vocab_size},
         "src_lang": cfg.src_lang, "tgt_lang": cfg.tgt_lang, "languages": len(table), "prefix": cfg.src_prefix,
         "transformers_version": version, "agreement_max_abs_log_prob": diff,
         "importer": "python -m model.import_hf",

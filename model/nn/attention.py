@@ -20,14 +20,17 @@ class MultiHeadAttention(nn.Module):
     """softmax(QKᵀ/√d_k + B) V for h heads in parallel, then an output projection; B is a position bias (T5's
     relative positions) or nothing, and T5 leaves out the 1/√d_k (`scale=False`)."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, scale: bool = True):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, scale: bool = True,
+                 d_head: int = 0):
+        """`d_head` 0: d_model / n_heads, as the paper; T5's d_kv may be another width (h · d_head ≠ d_model)."""
         super().__init__()
-        assert d_model % n_heads == 0
-        self.h, self.d_k = n_heads, d_model // n_heads
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        assert d_head or d_model % n_heads == 0
+        self.h, self.d_k = n_heads, d_head or d_model // n_heads
+        inner = n_heads * self.d_k
+        self.w_q = nn.Linear(d_model, inner, bias=bias)
+        self.w_k = nn.Linear(d_model, inner, bias=bias)
+        self.w_v = nn.Linear(d_model, inner, bias=bias)
+        self.w_o = nn.Linear(inner, d_model, bias=bias)
         self.dropout = dropout
         self.scaled = scale
 

@@ -74,12 +74,17 @@ class ModelConfig:
         "help": "the decoder's output is multiplied by this before the generator (T5 v1.0, tied: d_model^-0.5)"})
     src_prefix: str = field(default="", metadata={
         "help": "text put before every source sentence, read with it (T5: 'translate German to English: ')"})
+    d_head: int = field(default=0, metadata={
+        "help": "width of one head's queries, keys and values; 0: d_model / n_heads (T5's d_kv may differ: mT5-small, "
+                "Flan-T5-small, MADLAD-400)"})
     lang_tokens: bool = field(default=False, metadata={
         "help": "many-to-many: the source starts with its language's token and the target's is forced first "
                 "(NLLB, M2M100, mBART-50; the codes are in languages.json)"})
 
     def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
+        if self.d_head < 0:
+            raise ValueError(f"d_head must be 0 (d_model / n_heads) or positive, got {self.d_head}")
+        if not self.d_head and self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) <= 0:
@@ -98,7 +103,7 @@ class ModelConfig:
 
     @property
     def d_k(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_head or self.d_model // self.n_heads
 
     @property
     def kind_layers(self) -> dict[str, int]:
@@ -136,4 +141,4 @@ class ModelConfig:
 V1_FIELDS = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",
              "dropout", "attn_dropout", "max_len", "norm_first", "tie_weights", "pad_idx")
 V3_FIELDS = ("norm", "norm_eps", "positions", "pos_offset", "rel_buckets", "rel_max_distance", "embed_norm",
-             "scale_attention", "ff_gated", "bias", "generator_scale", "src_prefix", "lang_tokens")
+             "scale_attention", "ff_gated", "bias", "generator_scale", "src_prefix", "lang_tokens", "d_head")

@@ -202,7 +202,7 @@ def _point(hooks: Hooks | None, name: str, x: torch.Tensor) -> torch.Tensor:
 def block_parts(cfg) -> dict:
     """The keyword arguments a layer takes from the model's config (model/nn/config.py)."""
     return {"norm": cfg.norm, "eps": cfg.norm_eps, "gated": cfg.ff_gated, "bias": cfg.bias,
-            "scale": cfg.scale_attention}
+            "scale": cfg.scale_attention, "d_head": cfg.d_head}
 
 
 class EncoderLayer(nn.Module):
@@ -210,9 +210,9 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool,
                  activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
-                 bias: bool = True, scale: bool = True):
+                 bias: bool = True, scale: bool = True, d_head: int = 0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
         self.ff = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(2)])
 
@@ -234,10 +234,10 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool,
                  activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
-                 bias: bool = True, scale: bool = True):
+                 bias: bool = True, scale: bool = True, d_head: int = 0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
         self.ff = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(3)])
 

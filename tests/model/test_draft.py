@@ -114,6 +114,15 @@ def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
                       n_encoder_layers=1, n_decoder_layers=1, d_ff=64)
     assert worth_a_draft(EncoderDecoder(big)) and not worth_a_draft(EncoderDecoder(big.__class__(
         **{**big.__dict__, "tgt_vocab_size": big.tgt_vocab_size - 1})))
+    # Where the decoder layers outweigh the generator a wrong guess's checking pass costs more than int8 saves:
+    # Flan-T5-base's shape gets none, NLLB-600M's does (built on the meta device: shapes only, no memory).
+    flan = ModelConfig(src_vocab_size=32128, tgt_vocab_size=32128, d_model=768, n_heads=12, n_encoder_layers=1,
+                       n_decoder_layers=12, d_ff=2048, ff_gated=True, bias=False, positions="relative", norm="rms")
+    nllb = ModelConfig(src_vocab_size=256206, tgt_vocab_size=256206, d_model=1024, n_heads=16, n_encoder_layers=1,
+                       n_decoder_layers=12, d_ff=4096, max_len=1024)
+    with torch.device("meta"):
+        assert not worth_a_draft(EncoderDecoder(flan, init=False))
+        assert worth_a_draft(EncoderDecoder(nllb, init=False)) == quantization_available()
     drafted = Translator(translator.model, translator.src_vocab, translator.tgt_vocab, draft=True)
     assert drafted.draft is not None
     for de, _ in pairs[:4]:
@@ -131,6 +140,7 @@ def test_only_a_trace_starts_building_the_draft(translator, pairs, monkeypatch):
     from model.inference import draft as draft_module
 
     monkeypatch.setattr(draft_module, "MIN_GENERATOR_BYTES", 0)  # the tiny test model "wants" one now
+    monkeypatch.setattr(draft_module, "DRAFT_SHARE", 0.0)
     tr = Translator(translator.model, translator.src_vocab, translator.tgt_vocab)
     tr.translate(pairs[0][0])
     time.sleep(0.2)

@@ -26,7 +26,7 @@ from tests.hf_support import DE, FAMILIES, PREFIX, build, import_args, sentences
 SENTENCES = sentences(DE, 18, 7) + ["Der Hund läuft im Park mit einem roten Ball.", "Ein Zebra frisst Äpfel!"]
 CLASSES = {"m2m100": "M2M100ForConditionalGeneration", "nllb": "M2M100ForConditionalGeneration",
            "mbart": "MBartForConditionalGeneration", "t5": "T5ForConditionalGeneration",
-           "t5-v1.0": "T5ForConditionalGeneration"}
+           "t5-v1.0": "T5ForConditionalGeneration", "t5-mt5": "MT5ForConditionalGeneration"}
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

@@ -149,7 +149,11 @@ def _checks(ctx: Context, kind: str, layer: int, head: int) -> None:
     else:
         raw = " This model does not divide its scores by √d_k: the softmax reads QKᵀ" + (" + B." if bias is not None
                                                                                              else " as it is.")
-    st.caption(f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}. "
+    split = (f"d_model {cfg.d_model} is split into {cfg.n_heads} heads of d_k = {cfg.d_k}."
+             if cfg.n_heads * cfg.d_k == cfg.d_model else
+             f"Each of the {cfg.n_heads} heads projects d_model {cfg.d_model} to d_k = {cfg.d_k} (together "
+             f"{cfg.n_heads * cfg.d_k}, not d_model: W_O maps them back).")
+    st.caption(f"{split} "
                f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. {shared}{raw}")
     expected = a["q"][head] @ a["k"][head].T / (np.sqrt(cfg.d_k) if scaled else 1.0)
     if bias is not None:
