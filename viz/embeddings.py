@@ -160,18 +160,20 @@ def stages_figure(titles: Sequence[str], stages: Sequence[np.ndarray], tokens: S
                           title="From token to layer input")
 
 
-PCA_FIT_ROWS = 60_000  # a larger table's principal axes are fitted on this many evenly spaced rows
+PCA_FIT_ROWS = 60_000  # a larger table's principal axes are fitted on a sample (opus-mt's 58,101 rows are not)
+PCA_SAMPLE = 10_000  # evenly spaced rows: the scatter of all 256,206 rows of 1024 took most of a minute
 
 
 def _pca_2d_sampled(m: np.ndarray) -> np.ndarray:
-    """pca_2d of a table too large to scatter whole on a page's first visit (the scatter of 256,206 rows of 1024
-    takes most of a minute): the axes of PCA_FIT_ROWS evenly spaced rows, every row projected on them (float32)."""
+    """pca_2d of a table too large to scatter whole on a page's first visit: the axes of PCA_SAMPLE evenly spaced
+    rows (their scatter in float32, the eigenvectors in float64), every row projected on them (float32)."""
     mean = m.mean(axis=0, dtype=np.float64)
-    fit = m[np.linspace(0, m.shape[0] - 1, PCA_FIT_ROWS).astype(np.int64)].astype(np.float64) - mean
-    _, vecs = np.linalg.eigh(fit.T @ fit)  # (d, d)
+    fit = m[np.linspace(0, m.shape[0] - 1, PCA_SAMPLE).astype(np.int64)] - mean.astype(np.float32)
+    _, vecs = np.linalg.eigh((fit.T @ fit).astype(np.float64))  # (d, d)
     comps = vecs[:, ::-1][:, :2].T
     comps = comps * np.sign(comps[np.arange(2), np.abs(comps).argmax(axis=1)])[:, None]
-    return ((m - mean.astype(m.dtype)) @ comps.T.astype(m.dtype)).astype(np.float32)  # (V, 2)
+    w = np.ascontiguousarray(comps.T, dtype=np.float32)  # (d, 2)
+    return (m.astype(np.float32, copy=False) @ w - mean.astype(np.float32) @ w).astype(np.float32)  # (V, 2), centred
 
 
 def pca_2d(matrix: np.ndarray) -> np.ndarray:

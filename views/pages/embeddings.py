@@ -11,6 +11,7 @@ from views.plumbing.state import Context, is_toy, is_twin, vocab_embeddings
 from viz.embeddings import (
     NORM_NAMES,
     PCA_FIT_ROWS,
+    PCA_SAMPLE,
     embedding_heatmap,
     embedding_stages,
     neighbour_rows,
@@ -83,7 +84,7 @@ def _vocab_map(ctx: Context, side: str, tokens: list[str]):
     _, itos = vocab_embeddings(ctx.key, side)
     fig = cached(vocab_map_figure, _pca(ctx.key, side, specials), words, [row[i] for i in ids], [itos[i] for i in ids],
                  title=f"{len(words):,} {table_words(ctx.key)} embeddings, first two principal components"
-                 + (f" (axes fitted on {PCA_FIT_ROWS:,} evenly spaced rows)" if len(words) > PCA_FIT_ROWS else ""),
+                 + (f" (axes fitted on {PCA_SAMPLE:,} evenly spaced rows)" if len(words) > PCA_FIT_ROWS else ""),
                  n_dots=VOCAB_DOTS)
     return fig, words, ids, specials
 
