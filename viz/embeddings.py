@@ -306,16 +306,20 @@ def neighbour_rows(matrix: np.ndarray, vocab_tokens: Sequence[str], query_idx: S
     m = np.asarray(matrix, dtype=np.float32)
     if m.shape[0] != len(vocab_tokens):
         raise ValueError(f"matrix has {m.shape[0]} rows but {len(vocab_tokens)} vocab tokens")
-    unit = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-8)  # (V, d)
+    # The norms once, not a normalised copy of the table (NLLB's is 1 GB): the cosine is the dot product over them.
+    norms = np.maximum(np.sqrt(np.einsum("ij,ij->i", m, m)), 1e-8)  # (V,) (np.linalg.norm's axis form is far slower)
     qi = np.asarray(list(query_idx), dtype=np.int64)
-    sims = unit[qi] @ unit.T  # (queries, V)
+    sims = (m[qi] @ m.T) / (norms[qi, None] * norms[None, :])  # (queries, V)
     sims[np.arange(len(qi)), qi] = -np.inf
     if len(exclude_idx):
         sims[:, np.asarray(list(exclude_idx), dtype=np.int64)] = -np.inf
     k = min(k, m.shape[0] - 1)
     rows = []
     for r, i in enumerate(qi):
-        order = np.argsort(-sims[r], kind="stable")[:k]
+        # the k best as a stable sort of the whole row would order them (ties: lower id first), without that sort
+        floor = np.partition(sims[r], len(sims[r]) - k)[len(sims[r]) - k] if k else np.inf
+        near = np.flatnonzero(sims[r] >= floor)
+        order = near[np.argsort(-sims[r][near], kind="stable")][:k]
         row = {"token": str(vocab_tokens[i])}
         for rank, j in enumerate(order, start=1):
             row[f"neighbour {rank}"] = (f"{vocab_tokens[j]} ({sims[r, j]:.2f})"
