@@ -233,6 +233,14 @@ def alert_texts(page, kind: str) -> list[str]:
     return page.locator(f"[data-testid='stAlertContent{kind}']").all_inner_texts()
 
 
+def assert_clean(page, where: str) -> None:
+    """No Streamlit exception box, no stack trace, no error box anywhere on the page."""
+    boxes = page.locator(EXCEPTION)
+    assert boxes.count() == 0, f"{where}: the app showed an exception:\n" + "\n---\n".join(boxes.all_inner_texts())
+    assert "Traceback" not in page.locator("body").inner_text(), where
+    assert alert_texts(page, "Error") == [], where
+
+
 def chart_titles(page) -> list[str]:
     return [t.strip() for t in page.locator(f"{CHART} .main-svg .gtitle").all_text_contents()]
 

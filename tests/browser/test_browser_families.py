@@ -7,9 +7,8 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_support import (
-    EXCEPTION,
     MAIN,
-    alert_texts,
+    assert_clean,
     choose_view,
     new_page,
     open_app,
@@ -48,13 +47,6 @@ def family_page(chromium, families_server):
     pg = new_page(chromium)
     yield pg
     pg.context.close()
-
-
-def assert_clean(page, where: str) -> None:
-    boxes = page.locator(EXCEPTION)
-    assert boxes.count() == 0, f"{where}: the app showed an exception:\n" + "\n---\n".join(boxes.all_inner_texts())
-    assert "Traceback" not in page.locator("body").inner_text(), where
-    assert alert_texts(page, "Error") == [], where
 
 
 @pytest.mark.browser

@@ -11,9 +11,8 @@ from playwright.sync_api import expect
 
 from browser_support import (
     CHART,
-    EXCEPTION,
     MAIN,
-    alert_texts,
+    assert_clean,
     choose_view,
     enter_text,
     new_page,
@@ -64,14 +63,6 @@ def translator(marian_root):  # noqa: F811
     from model.inference.translator import Translator
 
     return Translator.from_checkpoint(marian_root / MODEL)
-
-
-def assert_clean(page, where: str) -> None:
-    """No Streamlit exception box, no stack trace, no error box anywhere on the page."""
-    boxes = page.locator(EXCEPTION)
-    assert boxes.count() == 0, f"{where}: the app showed an exception:\n" + "\n---\n".join(boxes.all_inner_texts())
-    assert "Traceback" not in page.locator("body").inner_text(), where
-    assert alert_texts(page, "Error") == [], where
 
 
 def head_axes(page) -> dict:

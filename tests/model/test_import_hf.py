@@ -22,6 +22,7 @@ from model.io.import_hf import ImportRefused, import_hf, main  # noqa: E402
 from model.nn.hooks import attn_name  # noqa: E402
 from model.nn.trace import patterns  # noqa: E402
 from tests.hf_support import DE, FAMILIES, PREFIX, build, import_args, sentences  # noqa: E402
+from tests.model.test_marian import _edit_config  # noqa: E402
 
 SENTENCES = sentences(DE, 18, 7) + ["Der Hund läuft im Park mit einem roten Ball.", "Ein Zebra frisst Äpfel!"]
 CLASSES = {"m2m100": "M2M100ForConditionalGeneration", "nllb": "M2M100ForConditionalGeneration",
@@ -169,21 +170,13 @@ def saved_nllb(tmp_path_factory):
     return build("nllb", tmp_path_factory.mktemp("nllb-src") / "hf")
 
 
-def _edited(src, dst, **changes):
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text(encoding="utf-8"))
-    cfg.update(changes)
-    (dst / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
-    return dst
-
-
 @pytest.mark.parametrize("changes, words", [
     ({"model_type": "bart"}, ["'bart'", "m2m_100", "mbart", "t5", "marian"]),
     ({"activation_function": "quick_gelu"}, ["activation_function"]),
     ({"decoder_ffn_dim": 128}, ["encoder_ffn_dim"]),
 ])
 def test_what_cannot_be_run_is_one_line_naming_why(saved_nllb, tmp_path, capsys, changes, words):
-    src = _edited(saved_nllb, tmp_path / "edited", **changes)
+    src = _edit_config(saved_nllb, tmp_path / "edited", **changes)
     assert main([str(src), "--out", str(tmp_path / "out"), "--src-lang", "deu_Latn", "--tgt-lang", "eng_Latn"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and all(w in err for w in words) and "Traceback" not in err
