@@ -17,6 +17,7 @@ times faster (`python benchmarks/bench_model.py --opus-size` measures it).
 from __future__ import annotations
 
 import copy
+import threading
 import warnings
 
 import torch
@@ -91,3 +92,33 @@ def build_draft(model: EncoderDecoder) -> Draft | None:
         return Draft(model)
     except (RuntimeError, NotImplementedError, AttributeError, ImportError):  # e.g. a torch without torch.ao
         return None
+
+
+class DraftSlot:
+    """One model's draft, shared by every Translator over that model (a language pair is a view of the same weights:
+    a draft each would hold another int8 decoder and generator per pair, about 1 GB for NLLB-600M).
+
+    `want` True: built now. None: only where it pays (worth_a_draft), built by a background thread that the first
+    trace starts when it is done, so neither loading nor a Translator that only translates pays for it; until it is
+    there, traces decode unaided, with the same result. False: never.
+    """
+
+    def __init__(self, model: EncoderDecoder, want: bool | None = None):
+        self.model = model
+        self.draft = build_draft(model) if want else None
+        self.wanted = bool(want) or (want is None and worth_a_draft(model))
+        self.started = bool(want)
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start building the draft once, if it is wanted."""
+        if self.draft is None and self.wanted:
+            with self._lock:
+                if not self.started:
+                    self.started = True
+                    # Not a daemon: Python joins it before finalizing; a daemon still inside torch at interpreter
+                    # teardown aborted scripts (exit 134) after their work. The trace that starts it does not wait.
+                    threading.Thread(target=self._build, name="atlas-draft", daemon=False).start()
+
+    def _build(self) -> None:
+        self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft

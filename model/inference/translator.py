@@ -6,7 +6,6 @@ the dataclasses below): a page never needs the model, a tensor or a vocabulary.
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import torch
 
 from model.inference.decode import Decoded, greedy_decode, search
-from model.inference.draft import build_draft, worth_a_draft
+from model.inference.draft import DraftSlot
 from model.inference.unknown import replace_unknown
 from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint, read_languages
 from model.nn.config import ModelConfig
@@ -44,17 +43,11 @@ class Translator:
 
     def __init__(self, model: EncoderDecoder, src_vocab: Vocab, tgt_vocab: Vocab, metrics: dict | None = None,
                  src_lang: str | None = None, tgt_lang: str | None = None, pieces=None, draft: bool | None = None,
-                 languages: dict[str, str] | None = None):
+                 languages: dict[str, str] | None = None, drafts: DraftSlot | None = None):
         self.model = model.eval()
         # An int8 copy of the decoder that guesses a trace's greedy tokens, which the model then checks
-        # (model/inference/draft.py). True: built now. None: only where it pays (a generator too large for the CPU
-        # caches), built by a background thread that the first trace starts (seconds for opus-mt size), so
-        # neither loading nor a Translator that only translates (training's validation) pays for it; until
-        # it is there, traces decode unaided, with the same result. False: never.
-        self.draft = build_draft(model) if draft else None
-        self._draft_wanted = bool(draft) or (draft is None and worth_a_draft(model))
-        self._draft_started = bool(draft)
-        self._draft_lock = threading.Lock()
+        # (model/inference/draft.py); `draft` as DraftSlot's `want`. Views of this model (with_languages) share it.
+        self._drafts = drafts if drafts is not None else DraftSlot(model, draft)
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.metrics = metrics or {}
         self.src_lang = src_lang or model.cfg.src_lang
@@ -72,26 +65,21 @@ class Translator:
             raise ValueError("a SentencePiece model needs its PieceCodec (source.spm, target.spm): use from_checkpoint")
         self.pieces = pieces if model.cfg.tokenizer == "sentencepiece" else None
 
-    def _trace_draft(self):
-        """The draft a trace may use now (None until it is built); the first call starts building it."""
-        if self.draft is None and self._draft_wanted:
-            with self._draft_lock:
-                if not self._draft_started:
-                    self._draft_started = True
-                    # Not a daemon: Python joins it before finalizing; a daemon still inside torch at interpreter
-                    # teardown aborted scripts (exit 134) after their work. The trace that starts it does not wait.
-                    threading.Thread(target=self._build_draft, name="atlas-draft", daemon=False).start()
-        return self.draft
+    @property
+    def draft(self):
+        """The int8 draft a trace may use now, or None (not wanted, or not built yet)."""
+        return self._drafts.draft
 
-    def _build_draft(self) -> None:
-        self.draft = build_draft(self.model)  # one reference assignment: a trace sees None or the whole draft
+    @property
+    def _draft_started(self) -> bool:
+        return self._drafts.started
 
     def with_languages(self, src_lang: str, tgt_lang: str) -> Translator:
         """This model between two other of its languages: a view of the same model, vocabularies and tokenizer."""
         if (src_lang, tgt_lang) == (self.src_lang, self.tgt_lang):
             return self
         return Translator(self.model, self.src_vocab, self.tgt_vocab, self.metrics, src_lang, tgt_lang, self.pieces,
-                          draft=False if not self._draft_wanted else None, languages=self.languages)
+                          languages=self.languages, drafts=self._drafts)
 
     @classmethod
     def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT, draft: bool | None = None) -> Translator:
@@ -287,7 +275,7 @@ class Translator:
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced or None,
                             record=True, top_k=top_k, fwd_hooks=hm, draft=draft)
         if not fwd_hooks:
-            self._trace_draft()
+            self._drafts.start()
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
         return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
 

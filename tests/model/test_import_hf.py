@@ -143,6 +143,7 @@ def test_another_language_pair_is_the_same_model_read_otherwise(imported):
     other = next(c for c in codes if c not in (tr.src_lang, tr.tgt_lang))
     view = tr.with_languages(tr.tgt_lang, other)
     assert view.model is tr.model and view.prepare("Der Hund").tokens[0] == tr.languages[tr.tgt_lang]
+    assert view._drafts is tr._drafts  # one int8 draft per model, not per pair
     source = view.prepare(SENTENCES[0])
     seq = _generate(hf, view, source, view.max_steps(source, None))
     ours = view.translate(SENTENCES[0])
