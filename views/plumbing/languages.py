@@ -35,8 +35,9 @@ def split_pair(key: str) -> tuple[str, tuple[str, str] | None]:
 
 
 def pair_key(key: str, src: str | None, tgt: str | None) -> str:
-    """`key` read between src and tgt, when the model has languages to choose from and both are chosen."""
-    if not src or not tgt or key.startswith(TOY) or not language_codes(key):
+    """`key` read between src and tgt, when both are chosen (the caller asks only for a model with languages:
+    language_codes, read once per run)."""
+    if not src or not tgt or key.startswith(TOY):
         return key
     twin = key.endswith(TWIN)
     return f"{key.removesuffix(TWIN)}{PAIR}{src}{ARROW}{tgt}{TWIN if twin else ''}"
