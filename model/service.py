@@ -140,9 +140,11 @@ def attribution(model: Model, text: str, tgt_tokens: list[str], rows: list[int])
     return _attribution.attribute(model._translator, text, tgt_tokens, rows=rows)
 
 
-def padded_batch(model: Model, text: str, use_mask: bool, alone: Translation | None = None) -> dict:
-    """The sentence padded in a batch with a longer partner, with the padding mask on or off."""
-    return model._translator.padded_batch(text, use_padding_mask=use_mask, alone=alone)
+def padded_batch(model: Model, text: str, use_mask: bool, alone: Translation | None = None,
+                 max_len: int | None = None) -> dict:
+    """The sentence padded in a batch with a longer partner, with the padding mask on or off; `max_len` steps at
+    most (None: the automatic limit)."""
+    return model._translator.padded_batch(text, use_padding_mask=use_mask, alone=alone, max_len=max_len)
 
 
 def causal_experiment(model: Model, text: str, tokens: list[str], reference: str, ended: bool = True):

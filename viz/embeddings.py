@@ -164,32 +164,41 @@ PCA_FIT_ROWS = 60_000  # a larger table's principal axes are fitted on a sample 
 PCA_SAMPLE = 10_000  # evenly spaced rows: the scatter of all 256,206 rows of 1024 took most of a minute
 
 
-def _pca_2d_sampled(m: np.ndarray) -> np.ndarray:
-    """pca_2d of a table too large to scatter whole on a page's first visit: the axes of PCA_SAMPLE evenly spaced
-    rows (their scatter in float32, the eigenvectors in float64), every row projected on them (float32)."""
-    mean = m.mean(axis=0, dtype=np.float64)
-    fit = m[np.linspace(0, m.shape[0] - 1, PCA_SAMPLE).astype(np.int64)] - mean.astype(np.float32)
+def _pca_2d_sampled(m: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """pca_2d of rows `keep` of a table too large to scatter whole on a page's first visit: the axes of PCA_SAMPLE
+    evenly spaced kept rows (their scatter in float32, the eigenvectors in float64), every kept row projected on
+    them (float32). The table itself is never copied (NLLB's is 1 GB)."""
+    dropped = np.ones(m.shape[0], dtype=bool)
+    dropped[keep] = False
+    mean = (m.sum(axis=0, dtype=np.float64) - m[dropped].sum(axis=0, dtype=np.float64)) / len(keep)  # (d,)
+    fit = m[keep[np.linspace(0, len(keep) - 1, PCA_SAMPLE).astype(np.int64)]] - mean.astype(np.float32)
     _, vecs = np.linalg.eigh((fit.T @ fit).astype(np.float64))  # (d, d)
     comps = vecs[:, ::-1][:, :2].T
     comps = comps * np.sign(comps[np.arange(2), np.abs(comps).argmax(axis=1)])[:, None]
     w = np.ascontiguousarray(comps.T, dtype=np.float32)  # (d, 2)
-    return (m.astype(np.float32, copy=False) @ w - mean.astype(np.float32) @ w).astype(np.float32)  # (V, 2), centred
+    coords = m.astype(np.float32, copy=False) @ w  # (V, 2): every row, then the kept ones (a small copy)
+    return (coords[keep] - mean.astype(np.float32) @ w).astype(np.float32)  # centred
 
 
-def pca_2d(matrix: np.ndarray) -> np.ndarray:
-    """Project ``matrix`` (V, d) onto its first two principal components -> (V, 2) float32.
+def pca_2d(matrix: np.ndarray, exclude: Sequence[int] = ()) -> np.ndarray:
+    """Project the rows of ``matrix`` (V, d) not in ``exclude`` onto their first two principal components ->
+    (V - len(set(exclude)), 2) float32, in row order.
 
     Centred; column 0 has the largest variance. The components are the top eigenvectors of the (d, d) scatter
     matrix, the right singular vectors an SVD of the centred (V, d) matrix would give: for an 8,000 × 256 table
     that is a tenth of an SVD's time, and the map is drawn on a page's first visit. Signs are fixed so the
-    largest-magnitude loading of each component is positive (stable plots).
+    largest-magnitude loading of each component is positive (stable plots). ``exclude`` (e.g. the special tokens:
+    <pad> is all zeros and would pull the map) is left out without copying a large table.
     """
     m = np.asarray(matrix)
-    if m.ndim != 2 or m.shape[0] < 2:
-        raise ValueError(f"pca_2d expects (V, d) with V >= 2, got {m.shape}")
-    if m.shape[0] > PCA_FIT_ROWS:  # NLLB's 256,206 × 1024: the axes from a sample, every row projected on them
-        return _pca_2d_sampled(m)
-    m = m.astype(np.float64)
+    kept = np.ones(m.shape[0] if m.ndim == 2 else 0, dtype=bool)
+    kept[np.asarray(list(exclude), dtype=np.int64)] = False  # a mask, not setdiff1d: no sort of 256,206 ids
+    keep = np.flatnonzero(kept)
+    if m.ndim != 2 or len(keep) < 2:
+        raise ValueError(f"pca_2d expects (V, d) with at least 2 rows kept, got {m.shape} less {len(exclude)}")
+    if len(keep) > PCA_FIT_ROWS:  # NLLB's 256,206 × 1024: the axes from a sample, every row projected on them
+        return _pca_2d_sampled(m, keep)
+    m = m[keep].astype(np.float64)
     centred = m - m.mean(axis=0, keepdims=True)
     _, vecs = np.linalg.eigh(centred.T @ centred)  # (d, d), eigenvalues ascending
     comps = vecs[:, ::-1][:, :2].T  # (2, d): the two of largest variance, largest first

@@ -16,7 +16,7 @@ from model.records import Source, Translation
 
 @torch.inference_mode()
 def padded_batch(translator, text: str, partner: str | None = None, use_padding_mask: bool = True,
-                 alone: Translation | None = None) -> dict:
+                 alone: Translation | None = None, max_len: int | None = None) -> dict:
     """`text` padded in one batch with a longer sentence, as in training.
 
     The partner is `padding_example` unless given; when it is not longer than `text`, `text` + " " +
@@ -29,10 +29,12 @@ def padded_batch(translator, text: str, partner: str | None = None, use_padding_
     `alone` may hand in the sentence's greedy decoding made elsewhere (`trace` or `translate` with every
     head on, no prefix and the default length limit), so that the two halves of the demonstration (mask on,
     mask off) and the page's own decoding share one search instead of three. What can be checked is
-    (`_greedy_ids`): greedy, the same source ids, not cut off by a shorter limit.
+    (`_greedy_ids`): greedy, the same source ids, not cut off by a shorter limit. `max_len` is the step limit of
+    both searches (None: the automatic one), the page's own, so that a session's limit is the demonstration's.
     """
     a = translator.prepare(text)
-    alone_ids = _greedy_ids(translator, a, alone) if alone is not None else None
+    steps = translator.max_steps(a, max_len)
+    alone_ids = _greedy_ids(translator, a, alone, steps) if alone is not None else None
     partner = translator.padding_example if partner is None else partner
     if len(translator.prepare(partner).ids) <= len(a.ids):
         partner = text + " " + partner  # the partner must be longer for padding to appear
@@ -45,8 +47,7 @@ def padded_batch(translator, text: str, partner: str | None = None, use_padding_
     t0 = time.perf_counter()
     alone_src = translator._src_tensor(a)
     if alone_ids is None:
-        decoded = greedy_decode(translator.model, alone_src, v.bos_idx, v.eos_idx, translator.max_steps(a, None),
-                                translator.start_prefix)
+        decoded = greedy_decode(translator.model, alone_src, v.bos_idx, v.eos_idx, steps, translator.start_prefix)
         alone_ids, alone_finished = decoded.ids, decoded.finished
         alone_text = translator._finish(a, decoded, t0, alone_src, [], True, "greedy").text
     else:
@@ -60,7 +61,7 @@ def padded_batch(translator, text: str, partner: str | None = None, use_padding_
     # The padded sentence's greedy decoding. Row 0 of the pass above is the model reading the padded sentence
     # teacher-forced on the translation alone: where its argmax agrees at every step, that is the padded
     # decoding and no search runs (usually so with the mask on); where not, the search goes on from there.
-    padded = greedy_from_guess(translator.model, src[:1], v.bos_idx, v.eos_idx, translator.max_steps(a, None),
+    padded = greedy_from_guess(translator.model, src[:1], v.bos_idx, v.eos_idx, steps,
                                alone_ids, alone_finished, log_probs[0], use_src_padding_mask=use_padding_mask,
                                forced=len(translator.start_prefix))
     src_axis = a.axis_tokens + [translator.src_vocab.token("pad")] * (width - n)
@@ -74,11 +75,11 @@ def padded_batch(translator, text: str, partner: str | None = None, use_padding_
         "padded": translator._finish(a, padded, t0, src[:1], [], True, "greedy", None, use_padding_mask).text,
     }
 
-def _greedy_ids(translator, source: Source, done: Translation) -> list[int]:
-    """The output ids of `done`, a greedy decoding of `source` by this translator (ValueError otherwise)."""
+def _greedy_ids(translator, source: Source, done: Translation, limit: int) -> list[int]:
+    """The output ids of `done`, a greedy decoding of `source` by this translator under the step limit `limit`
+    (ValueError otherwise)."""
     v = translator.tgt_vocab
     ids = v.encode(done.raw_tokens)
-    limit = translator.max_steps(source, None)
     if (done.decoding != "greedy" or done.source.ids != source.ids or v.decode(ids) != done.raw_tokens
             or len(ids) > limit or (not done.finished and len(ids) != limit)  # cut off by a shorter limit
             or len(v.stoi) != len(v.itos)):  # a token string named twice would not encode back to its id

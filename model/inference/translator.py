@@ -158,12 +158,16 @@ class Translator:
         return _parameter_counts(self.model)
 
     def embedding_matrix(self, side: str) -> tuple[np.ndarray, list[str]]:
-        """The learned (V, d) float32 embedding table of 'src' or 'tgt' (a copy) and its tokens."""
+        """The learned (V, d) float32 embedding table of 'src' or 'tgt' and its tokens. The table is a read-only view
+        of the model's weights, not a copy: NLLB's is 1 GB, and a page asks for it several times per visit."""
         if side not in ("src", "tgt"):
             raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
         embed, vocab = ((self.model.src_embed, self.src_vocab) if side == "src"
                         else (self.model.tgt_embed, self.tgt_vocab))
-        return embed.lut.weight.detach().cpu().float().numpy().copy(), list(vocab.itos)
+        table = embed.lut.weight.detach().cpu().float().numpy()
+        table = table.view()  # a new view, so the flag below leaves the tensor's own array alone
+        table.flags.writeable = False
+        return table, list(vocab.itos)
 
     def gates(self, off_heads: OffHeads | None) -> dict[str, torch.Tensor] | None:
         """kind -> (L, h) head gates with the given (kind, layer, head) at 0 (model/nn/hooks.py); None when no head
@@ -334,11 +338,11 @@ class Translator:
     padding_example = LONGER_EXAMPLE  # padded_batch's partner, an input of this model's kind (a toy's: digits)
 
     def padded_batch(self, text: str, partner: str | None = None, use_padding_mask: bool = True,
-                     alone: Translation | None = None) -> dict:
+                     alone: Translation | None = None, max_len: int | None = None) -> dict:
         """`text` padded in one batch with a longer sentence, as in training (model/inference/padding.py)."""
         from model.inference.padding import padded_batch
 
-        return padded_batch(self, text, partner, use_padding_mask, alone)
+        return padded_batch(self, text, partner, use_padding_mask, alone, max_len)
 
     @torch.inference_mode()
     def cross_attention(self, src: torch.Tensor, ids: list[int], fwd_hooks: FwdHooks = (),

@@ -125,7 +125,8 @@ def test_embedding_matrix_parameter_counts_and_specials(translator):
         assert matrix.dtype == np.float32 and matrix.shape == (len(vocab), translator.cfg.d_model)
         assert tokens == vocab.itos and tokens is not vocab.itos
         np.testing.assert_array_equal(matrix, lut.weight.detach().numpy())
-        matrix[:] = 0  # a copy: the model is untouched
+        with pytest.raises(ValueError, match="read-only"):  # a view of the shared model: nobody may write to it
+            matrix[:] = 0
         assert lut.weight.abs().sum() > 0
     with pytest.raises(ValueError, match="'src' or 'tgt'"):
         translator.embedding_matrix("de")
@@ -268,3 +269,17 @@ def test_padded_batch_refuses_a_decoding_that_is_not_the_sentence_greedy_one(tra
     assert not cut.finished
     with pytest.raises(ValueError, match="plain greedy"):
         translator.padded_batch(de, alone=cut)
+
+
+def test_padded_batch_searches_with_the_sessions_length_limit(translator, pairs):
+    """A session that caps translations hands in its capped trace: accepted under the same limit, and both searches
+    stop there (a capped page never runs the uncapped search of a model that does not end its sentence)."""
+    de = pairs[1][0]
+    cut = translator.trace(de, max_len=2)
+    assert not cut.finished
+    shared = translator.padded_batch(de, alone=cut, max_len=2)
+    own = translator.padded_batch(de, max_len=2)
+    for k in ("alone", "padded", "n_pads", "encoder_shift"):
+        assert shared[k] == own[k], k
+    assert shared["alone"] == cut.text and len(shared["trace"].tgt_tokens) == 3  # <bos> + 2 steps
+    assert translator.padded_batch(de)["alone"] != cut.text  # the automatic limit goes on

@@ -107,17 +107,20 @@ def test_a_bad_value_in_a_link_falls_back_to_the_default(checkpoints):
 @pytest.mark.parametrize("max_len", [0, 2])
 @pytest.mark.parametrize("pad_on", [1, 0])
 def test_masks_padding_demo_shows_the_sentence_own_greedy_translations(checkpoints, translator, max_len, pad_on):
-    """The page hands the header's greedy trace to the padding demonstration: its "Alone" line must still be the
-    sentence's greedy translation with the default length limit (a short limit chosen in the sidebar cuts the
-    header's, not this one), and "In the padded batch" the model's own decoding of the padded batch."""
+    """The page hands the header's greedy trace to the padding demonstration: its "Alone" line is the sentence's
+    greedy translation with the session's length limit (the sidebar's, as everywhere on the page), and "In the
+    padded batch" the model's own decoding of the padded batch under the same limit; the line says the limit."""
     at = run_app(view="Masks", text=SENTENCE, max_len=max_len, pad_on=pad_on)
     assert not at.exception
     line = next(m.value for m in at.markdown if m.value.startswith("Alone:")).replace("\\", "")
-    demo = translator.padded_batch(SENTENCE, use_padding_mask=bool(pad_on))  # decodes alone by itself
-    assert demo["alone"] == translator.translate(SENTENCE).text
-    assert line == f"Alone: **{demo['alone']}**  \nIn the padded batch: **{demo['padded']}**  \n(both greedy)"
+    # decodes alone by itself
+    demo = translator.padded_batch(SENTENCE, use_padding_mask=bool(pad_on), max_len=max_len or None)
+    assert demo["alone"] == translator.translate(SENTENCE, max_len=max_len or None).text
+    said = ", at most 2 tokens as chosen in the sidebar" if max_len else ""
+    assert line == f"Alone: **{demo['alone']}**  \nIn the padded batch: **{demo['padded']}**  \n(both greedy{said})"
+    assert header(at) == demo["alone"]  # the header's translation, cut where the session cuts it
     if max_len:
-        assert header(at) != demo["alone"]  # the header is cut; the demonstration is not
+        assert demo["alone"] != translator.translate(SENTENCE).text
 
 
 def allowed_probs(tr, log_probs):

@@ -114,3 +114,22 @@ def test_a_huge_vocabularys_map_is_fitted_on_a_sample_and_every_row_projected():
     comps = comps * np.sign(comps[np.arange(2), np.abs(comps).argmax(axis=1)])[:, None]
     assert got.shape == (len(m), 2)
     assert np.abs(got - whole @ comps.T).max() < 0.02 * np.abs(got).max()
+
+
+@pytest.mark.parametrize("rows", [300, 60_040])  # fitted on the whole table, and on a sample of a huge one
+def test_pca_leaves_the_excluded_rows_out_as_if_they_were_never_there(rows):
+    """The specials (a zero <pad>, an outlier </s>) left out by `exclude` give the map of the other rows: the same
+    points a copy of the table without them gives, and the table itself is never written."""
+    from viz.embeddings import pca_2d
+
+    rng = np.random.default_rng(1)
+    m = (rng.standard_normal((rows, 24)) * np.linspace(5, 1, 24)).astype(np.float32)
+    m[0], m[7] = 0.0, 400.0
+    m.flags.writeable = False  # as the model's table arrives: a read-only view
+    excluded = (0, 7, 7)
+    got = pca_2d(m, exclude=excluded)
+    expected = pca_2d(np.delete(m, [0, 7], axis=0))
+    assert got.shape == (rows - 2, 2)
+    assert np.abs(got - expected).max() < 1e-3 * np.abs(expected).max()
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        pca_2d(m[:3], exclude=(0, 1))

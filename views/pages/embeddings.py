@@ -36,8 +36,7 @@ def table_words(key: str) -> str:
 @st.cache_data(max_entries=8, show_spinner=False)
 def _pca(key: str, side: str, specials: tuple[int, ...]) -> np.ndarray:
     lut, _ = vocab_embeddings(key, side)
-    keep = np.setdiff1d(np.arange(len(lut)), np.asarray(specials, dtype=np.int64))
-    return pca_2d(lut[keep])  # without the specials: <pad> is all zeros and would pull the map
+    return pca_2d(lut, exclude=specials)  # without the specials: <pad> is all zeros and would pull the map
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

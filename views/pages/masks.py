@@ -52,7 +52,7 @@ def _padding(ctx: Context) -> None:
               help="max |difference| of the encoder output over the real positions, padded batch vs. the sentence "
                    "alone; around 1e-6 is float rounding")
     st.markdown(f"Alone: **{md_escape(demo['alone'])}**  \nIn the padded batch: **{md_escape(demo['padded'])}**  \n"
-                "(both greedy)")
+                "(both greedy" + (f", at most {ctx.max_len} tokens as chosen in the sidebar)" if ctx.max_len else ")"))
     moved = demo["encoder_shift"] > SHIFT_TOLERANCE
     changed = demo["alone"] != demo["padded"]
     if use_mask:
@@ -103,8 +103,8 @@ def _causal(ctx: Context) -> None:
 
 def _padding_data(ctx: Context, use_mask: bool) -> tuple[dict, dict]:
     """(the padded batch with the mask on, the one shown: with the mask on or off)."""
-    on = padded_batch(ctx.key, ctx.text, True)
-    return on, on if use_mask else padded_batch(ctx.key, ctx.text, False)
+    on = padded_batch(ctx.key, ctx.text, True, ctx.max_len)
+    return on, on if use_mask else padded_batch(ctx.key, ctx.text, False, ctx.max_len)
 
 
 def _padding_chart(demo: dict, layer: int, head: int, use_mask: bool):

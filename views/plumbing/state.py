@@ -271,16 +271,17 @@ def contrast(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, target
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def padded_batch(key: str, text: str, use_mask: bool) -> dict:
-    """The sentence padded in a batch with a longer partner (the model picks it).
+def padded_batch(key: str, text: str, use_mask: bool, max_len: int = 0) -> dict:
+    """The sentence padded in a batch with a longer partner (the model picks it), both searched with the session's
+    length limit `max_len` (0: automatic).
 
-    Its greedy translation alone is the header's (`trace_sentence` with the default length limit: kept, so
-    usually no search at all); a decoding the translator does not accept as that is redone there."""
-    model, alone = _model(key), trace_sentence(key, text, 0)
+    Its greedy translation alone is the header's (`trace_sentence` with the same limit: kept, so usually no
+    search at all); a decoding the translator does not accept as that is redone there."""
+    model, alone = _model(key), trace_sentence(key, text, max_len)
     try:
-        return _service().padded_batch(model, text, use_mask, alone)
+        return _service().padded_batch(model, text, use_mask, alone, max_len or None)
     except ValueError:  # refused (a vocabulary naming a token twice cannot encode it back): decoded there instead
-        return _service().padded_batch(model, text, use_mask)
+        return _service().padded_batch(model, text, use_mask, max_len=max_len or None)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
