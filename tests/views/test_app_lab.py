@@ -240,6 +240,21 @@ def test_patching_runs_when_asked_for_and_the_switch_is_in_the_link(checkpoints)
     assert {"patch_heads_fig", "patch_pos_fig"} <= set(figures(at)) and query(at)["lab_patch"] == "1"
 
 
+def test_on_a_large_model_knockout_waits_for_its_switch_and_the_switch_is_in_the_link(checkpoints, monkeypatch):
+    """A model with more heads × parameters than KNOCKOUT_AUTO (here: the budget lowered below the demo model's)
+    does not run a pass per head on the page's first visit; its switch runs it and goes into the link."""
+    from views.parts import lab_parts
+
+    monkeypatch.setattr(lab_parts, "KNOCKOUT_AUTO", 0)
+    at = run_app(view="What if", text=A, pair=B)
+    assert not at.exception
+    assert not {"knockout_fig", "knockout_bars"} & set(figures(at)) and at.toggle(key="lab_knockout").value is False
+    assert "heads and" in visible_text(at) and "pair_fig" in figures(at)  # says why; the pair is drawn
+    at.toggle(key="lab_knockout").set_value(True).run()
+    assert not at.exception
+    assert {"knockout_fig", "knockout_bars"} <= set(figures(at)) and query(at)["lab_knockout"] == "1"
+
+
 @pytest.mark.parametrize("part", ["A and B", "patching: heads"])
 def test_presenter_mode_offers_sentence_b_and_the_pairs_in_one_row_above_the_parts_that_read_b(checkpoints, part):
     at = run_app(view="What if", text=A, present=1, focus=part)

@@ -22,6 +22,10 @@ from viz.layout import PAGE_WIDTH_PX
 from viz.text import escape_token
 
 RESTORED = "share restored"
+# Head knockout runs one teacher-forced pass per head: on a first visit only where that is quick. The budget is
+# heads × parameters: opus-mt's 144 heads of 74M parameters pass (1.1e10), Flan-T5-base's 432 heads of 248M do not,
+# and neither do the 600M models' 576 (docs/performance.md has their first visits with the switch on and off).
+KNOCKOUT_AUTO = 2e10
 
 
 def scored_tokens(ctx: Context) -> tuple[str, ...]:
@@ -65,6 +69,8 @@ def knockout(ctx: Context, tokens: tuple[str, ...], token: int | None, kind: str
         st.markdown("#### Head knockout on sentence A")
     if not tokens:
         st.info("The translation is empty: there is nothing to score.")
+        return
+    if not ctx.present and not _knockout_asked(ctx):
         return
     ko = knockout_of(ctx.key, ctx.text, tokens)
     values = service.knockout_effect(ko, token)  # kind -> (L, h) nats
@@ -158,6 +164,25 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
 def _nats(x: float) -> str:
     """A log-probability difference with a sign and its first significant digits, however small."""
     return f"{x:+.4f}" if abs(x) >= 1e-3 else f"{x:+.1e}"
+
+
+def heads_in(cfg) -> int:
+    """All the heads knockout switches off one at a time: every layer's, of the three attention kinds."""
+    return cfg.n_heads * (cfg.n_encoder_layers + 2 * cfg.n_decoder_layers)
+
+
+def _knockout_asked(ctx: Context) -> bool:
+    """On a large model the knockout waits for its switch (URL `lab_knockout`), so that the page's first visit is
+    not many passes of the model long; on a small one it always runs."""
+    heads, params = heads_in(ctx.cfg), sum(ctx.facts["parameters"].values())
+    if heads * params <= KNOCKOUT_AUTO:
+        return True
+    on = st.toggle("Run head knockout", key="lab_knockout", persist_state="session",
+                   help=f"Runs the translation again {heads:,} times, once with each head switched off (batched).")
+    if not on:
+        st.caption(f"This model has {heads:,} heads and {params / 1e6:,.0f}M parameters: switching each off in turn "
+                   "takes a while, so it runs when you switch it on.")
+    return on
 
 
 def _asked() -> bool:
