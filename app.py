@@ -61,11 +61,17 @@ from views.plumbing.urlstate import first_value
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
                    layout="wide")
 st.markdown(style(PAGE_CSS), unsafe_allow_html=True)
+if "room" in st.query_params:  # a student's phone in the quiz's live poll: that page alone, no model, no sidebar
+    from views.pages import room
+
+    room.render()
+    st.stop()
 init_state()
 ss = st.session_state
 # Presenter mode: the sidebar folds away (its arrow, top left, opens it: sentence and views stay reachable),
 # text grows and the page uses the screen's width.
-st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "expanded")
+# Elsewhere "auto": open on a wide screen, folded on a phone's (where it would cover the whole page).
+st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "auto")
 if ss["present"]:
     st.markdown(style(PRESENTER_CSS), unsafe_allow_html=True)
 

@@ -142,6 +142,7 @@ class Session:
         self.backend: str | None = None  # the proxy's X-Atlas-Backend of the websocket handshake, if any
         self.http_backends: list[str] = []  # the same header of each HTTP request
         self.widgets: dict[str, WidgetState] = {}  # widget id -> the value the browser holds
+        self.buttons: dict[str, str] = {}  # a keyed button's user key -> its id, as the last run drew it
         self._ws = None
         self._reader: asyncio.Task | None = None
         self._run: RunResult | None = None
@@ -262,6 +263,8 @@ class Session:
             if not w.id:
                 return
             self._run_widgets.add(w.id)
+            if kind == "button" and widget_key(w.id):
+                self.buttons[widget_key(w.id)] = w.id
             value = _widget_value(kind, w, self.widgets.get(w.id))
             if value is not None:
                 self.widgets[w.id] = value
@@ -279,18 +282,23 @@ class Session:
         """Send a rerun_script (the widget states, with `changes` by user key applied) and wait for its end."""
         if self._error is not None:
             raise self._error
+        triggers = []
         for key, state in (changes or {}).items():
-            wid = self.widget_id(key)
+            wid = self.widget_id(key) or (self.buttons.get(key) if state.HasField("trigger_value") else None)
             if wid is None:
                 raise KeyError(f"the last run drew no widget with key {key!r}")
             state.id = wid
-            self.widgets[wid] = state
+            if state.HasField("trigger_value"):
+                triggers.append(state)  # a click: sent with this run only, as the browser sends it
+            else:
+                self.widgets[wid] = state
         msg = BackMsg()
         cs = msg.rerun_script
         cs.query_string = self.query_string if query_string is None else query_string
         cs.page_script_hash = self.page_script_hash
         if with_widgets:
             cs.widget_states.widgets.extend(self.widgets.values())
+        cs.widget_states.widgets.extend(triggers)
         info = cs.context_info
         info.timezone, info.timezone_offset, info.locale = "Europe/Berlin", -60, "de-DE"
         info.url = self.base_url + (f"?{cs.query_string}" if cs.query_string else "")
@@ -315,6 +323,10 @@ class Session:
         await asyncio.to_thread(self.load_page, self.query_string)
         await self.connect()
         return await self.rerun()
+
+    async def click(self, key: str) -> RunResult:
+        """Click the button with user key `key` that the last run drew."""
+        return await self.rerun({key: WidgetState(trigger_value=True)})
 
     async def type_text(self, text: str) -> RunResult:
         """Replace the sidebar's German sentence (the `text` text area) and commit it, as Ctrl+Enter does."""

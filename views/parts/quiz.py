@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from views.parts import poll
 from views.parts.text import md_escape
 from views.plumbing import urlstate
 from views.plumbing.state import Context
@@ -80,11 +81,12 @@ def _hide_if_another_question(ctx: Context, step_no: int) -> None:
     ss["_quiz_asked"] = asked
 
 
-def _reveal(pick_key: str, options: list[str]) -> None:
+def _reveal(pick_key: str, q: Question) -> None:
     ss = st.session_state
     pick = ss.get(pick_key)
-    ss["_quiz_said"] = (pick_key, options[pick] if pick is not None else None)  # the radio is gone once revealed
+    ss["_quiz_said"] = (pick_key, q.options[pick] if pick is not None else None)  # the radio is gone once revealed
     ss["reveal"] = True
+    poll.reveal(q)  # every phone in the room shows the answer too
 
 
 def _shuffle() -> None:
@@ -106,20 +108,28 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
     if ss.get("reveal"):  # text only, so the charts keep the screen; the slider above says the step
         said = ss.get("_quiz_said")
         text = answer_text(ctx, step, q, layer, head, said[1] if said and said[0] == pick_key else None)
+        text += poll.room_line(q)
         st.markdown(text)
         return GAP_PX + LINE_PX * -(-len(text.replace("\\", "").replace("**", "")) // LINE_CHARS)
     asked = (f"Which {_noun(ctx.langs['tgt_name'])} comes next?" if q.kind == "next" else
              f"Which {_noun(ctx.langs['src_name'])} will this step look at most?")
     st.markdown(f"**Step {step_no} of {len(ctx.result.steps)}: {md_escape(asked)}** The decoder has read "
                 f"**{md_escape(' '.join(step.prefix_tokens))}**")
-    row = st.columns([6, 1, 1] if q.kind == "next" else [7, 1], vertical_alignment="center")
+    code = poll.live_code()
+    row = st.columns([6, 1, 1, 1.5] if q.kind == "next" else [7, 1, 1.5], vertical_alignment="center")
     row[0].radio("The room's guess", list(range(len(q.options))), format_func=lambda i: md_escape(q.options[i]),
                  index=None, horizontal=True, key=pick_key, label_visibility="collapsed")
     if q.kind == "next":
         row[1].button("Shuffle", on_click=_shuffle, key="quiz_shuffle", type="tertiary",
                       help="Another order of the options (URL quiz_seed)")
-    row[-1].button("Reveal", on_click=_reveal, args=(pick_key, q.options), key="quiz_reveal", type="primary")
+    row[-2].button("Reveal", on_click=_reveal, args=(pick_key, q), key="quiz_reveal", type="primary")
     ss["_quiz_secret"] = step_no  # the header, drawn after the page, shows the translation up to this step only
+    if code is None:
+        poll.offer(row[-1])
+    else:  # the room is asked the same question, in the same order; its answers take the charts' place
+        poll.close_button(row[-1])
+        poll.put(q, asked, f"The decoder has read: {' '.join(step.prefix_tokens)}")
+        poll.panel(code)
     return None
 
 

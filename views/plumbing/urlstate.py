@@ -114,6 +114,17 @@ def dump_ints(v) -> str:
     return ",".join(str(x) for x in v)
 
 
+def parse_owner_key(s: str) -> str:
+    """A live poll's presenter key: as views/rooms/codes.py makes them, else refused (never passed to the store)."""
+    from views.rooms.codes import valid_owner_key
+
+    if not valid_owner_key(s):
+        raise ValueError(s)
+    return s
+
+
+parse_owner_key.accepts = "a room's presenter key (written by \"Let the room vote\")"
+
 NOTE_CHARS = 200  # a lecturer's note is a line on the projector, not a text
 
 
@@ -174,6 +185,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
                       != (state.get("text") or "").strip()),
         "lab_token": Param(0, _int_in(0, max_steps + 1), default_text="(the whole translation)"),
         "lab_patch": Param(False, _bool, _dump_bool),  # What if: run activation patching
+        "lab_knockout": Param(False, _bool, _dump_bool),  # What if: run head knockout on a large model
         "why_a": Param("", str),
         "why_b": Param("", str),
         # Embeddings, Positional encoding
@@ -198,6 +210,9 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "quiz": Param("off", _choice(("off", "next", "looks"))),
         "quiz_seed": Param(1, _int_in(0, 9999)),
         "reveal": Param(False, _bool, _dump_bool, needed=lambda state: state.get("quiz", "off") != "off"),
+        # the quiz's live poll (views/parts/poll.py): the presenter's secret key of the room; students join by its
+        # code, `?room=CODE`, on a page of their own (views/pages/room.py)
+        "poll": Param("", parse_owner_key),
         "note": Param("", parse_note),
     }
 

@@ -1,0 +1,89 @@
+"""Real-browser test of the quiz's live poll: a projector at 1280×720 and three phones at 390×844 in one room. The
+counts on the projector follow the phones, a changed answer moves one count, no phone shows the answer before
+Reveal, and Reveal reaches every phone with the model's values beside the room's share."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from browser_support import EXCEPTION, MAIN, new_page, open_app
+
+SENTENCE = "Ein Hund läuft im Schnee."
+LINK = dict(view="Decoding", text=SENTENCE, present=1, focus="quiz", quiz="next", quiz_seed=3, dec_step=2)
+PHONE = dict(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=3)
+BARS_JS = "() => JSON.stringify(Array.from(document.querySelector('.st-key-poll_bars .js-plotly-plot').data[0].x))"
+
+
+def bars(pg) -> list[int]:
+    """The projector's bars: students per option, in the options' order."""
+    return json.loads(pg.evaluate(BARS_JS))
+
+
+def wait_bars(pg, want: list[int]) -> None:
+    """Wait until the projector's bars read `want` (the fragment redraws them twice a second)."""
+    pg.wait_for_function(f"want => {{ try {{ return ({BARS_JS})() === want; }} catch (e) {{ return false; }} }}",
+                         arg=json.dumps(want, separators=(",", ":")))
+
+
+def phone_buttons(ph) -> list:
+    return ph.locator("[class*='st-key-room_opt_'] button").all()
+
+
+@pytest.mark.browser
+def test_three_phones_vote_the_projector_counts_and_reveal_reaches_every_phone(chromium, app_server):
+    projector = new_page(chromium, width=1280, height=720, timeout=60_000)
+    contexts = [chromium.new_context(**PHONE) for _ in range(3)]
+    try:
+        open_app(projector, app_server.link(**LINK))
+        projector.get_by_role("button", name="Let the room vote").click()
+        projector.get_by_text("Join:").wait_for()
+        assert projector.locator(".st-key-poll_bars").count() or projector.get_by_text("answered").count()
+        body = projector.locator(MAIN).inner_text()
+        code = "".join(re.search(r"Join:\s*([0-9A-Z]{3})\s*([0-9A-Z]{3})", body).groups())
+        projector.locator(f"{MAIN} [data-testid='stImage'] img").first.wait_for()  # the QR code
+        assert "poll=" in projector.url and code not in projector.url  # the presenter's key, not the room's code
+
+        phones = []
+        for ctx in contexts:
+            ph = ctx.new_page()
+            ph.set_default_timeout(60_000)
+            ph.goto(f"{app_server.url}?room={code.lower()[:3]}-{code.lower()[3:]}")  # typed as heard: still joins
+            ph.locator("[class*='st-key-room_opt_'] button").first.wait_for()
+            phones.append(ph)
+        options = [b.inner_text() for b in phone_buttons(phones[0])]
+        assert len(options) >= 2 and all([b.inner_text() for b in phone_buttons(p)] == options for p in phones)
+        for ph in phones:  # nothing gives the answer away before Reveal
+            text = ph.inner_text("body")
+            assert "model's answer" not in text and "p =" not in text and "probability" not in text
+            assert ph.locator(EXCEPTION).count() == 0
+            assert ph.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth")
+
+        for ph, choice in zip(phones, (0, 0, 1)):
+            phone_buttons(ph)[choice].tap()
+            ph.get_by_text(f"Your answer: {options[choice]}").wait_for()
+        projector.get_by_text(re.compile(r"\b3\s+answered")).wait_for()
+        projector.get_by_text(re.compile(r"\b3\s+in the room")).wait_for()
+        want = [2, 1] + [0] * (len(options) - 2)
+        wait_bars(projector, want)
+
+        phone_buttons(phones[2])[0].tap()  # a changed answer moves one count, the total stays
+        phones[2].get_by_text(f"Your answer: {options[0]}").wait_for()
+        wait_bars(projector, [3, 0] + [0] * (len(options) - 2))
+        assert "3 answered" in re.sub(r"\s+", " ", projector.locator(MAIN).inner_text()).replace("*", "")
+
+        projector.locator(".st-key-quiz_reveal button").click()
+        projector.get_by_text("Next:").wait_for()
+        answer = re.search(r"Next:\s*(\S+)", projector.locator(MAIN).inner_text()).group(1)
+        right = 3 if answer == options[0] else 0  # every phone ended on the first option
+        projector.get_by_text(f"The room: {right} of 3").wait_for()
+        for ph in phones:
+            ph.get_by_text(f"The model's answer: {answer}").wait_for()
+            assert ph.locator("[class*='st-key-room_opt_'] button").count() == 0  # no more answers taken
+            ph.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 1")  # room and model
+            assert ph.locator(EXCEPTION).count() == 0
+    finally:
+        for ctx in contexts:
+            ctx.close()
+        projector.close()

@@ -1,0 +1,146 @@
+"""The quiz's live poll on the projector: the room votes from its phones before the answer is revealed.
+
+"Let the room vote" opens a room (views/rooms/): a six-character code the students type or scan, a secret presenter
+key kept in this page's URL (`poll`), so a reload, Back, or the lecturer's next link with the same `poll` keeps the
+room. Each question the quiz asks is put to the room (`RoomStore.ask` is idempotent: a rerun keeps the votes); the
+room's answers are drawn as they arrive, by a fragment that reruns alone twice a second. Reveal writes the model's
+answer and values to the room, and every phone shows them beside the room's share. The store holds the answer only
+from then on: before Reveal no phone can be sent what it does not have.
+"""
+from __future__ import annotations
+
+import os
+import urllib.parse
+
+import streamlit as st
+
+from views.parts.text import md_escape
+from views.parts.widgets import chart
+from views.rooms.store import RoomView, open_store
+from viz.poll import room_figure
+from viz.quiz import Question
+
+REFRESH_S = 0.5  # the projector's chart follows the room at least this often (an answer shows within a second)
+QR_PX = 220  # the QR code's side on the projector: scanned from the back of a room
+
+
+def owner() -> str:
+    """The presenter key of this session's live room ("" when none)."""
+    return st.session_state.get("poll") or ""
+
+
+def live_code() -> str | None:
+    """The code of this session's room while it is open; a closed, expired or unknown one is forgotten."""
+    key = owner()
+    if not key:
+        return None
+    code = open_store().code_of(key)
+    if code is None:
+        st.session_state["poll"] = ""
+    return code
+
+
+def _open() -> None:
+    _, key = open_store().create()
+    st.session_state["poll"] = key
+
+
+def _close() -> None:
+    key = owner()
+    if key:
+        try:
+            open_store().close(key)
+        except PermissionError:  # already gone: the room expired
+            pass
+    st.session_state["poll"] = ""
+
+
+def join_link(code: str) -> str:
+    """The students' link: the app's address as the projector's browser reached it (or ATLAS_PUBLIC_URL, for a
+    server whose address the room reaches by another name), with only `room` in its query."""
+    base = os.environ.get("ATLAS_PUBLIC_URL", "").strip() or (st.context.url or "")
+    parts = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit((parts.scheme or "http", parts.netloc, parts.path or "/",
+                                    urllib.parse.urlencode({"room": code}), ""))
+
+
+def qr_svg(link: str) -> str:
+    """The link as a QR code (SVG, dark on white: a projector washes out light greys)."""
+    import segno
+
+    return segno.make(link, error="m").svg_inline(scale=6, border=2, dark="#111827", light="#ffffff")
+
+
+def offer(where) -> None:
+    """The button that opens a room, in the question's row (`where`)."""
+    where.button("Let the room vote", on_click=_open, key="poll_open", type="secondary",
+                 help="Students answer on their phones: a code and a QR code to join, their answers live here, "
+                      "and Reveal shows the model's answer on every phone.")
+
+
+def put(q: Question, prompt: str, context: str) -> int:
+    """Ask the room `q` (its options in the order the projector shows): the question's id in the room."""
+    return open_store().ask(owner(), q.kind, prompt, context, tuple(q.options))
+
+
+def reveal(q: Question) -> None:
+    """Reveal `q`'s answer in the room, with the model's value for each option (a no-op without a room)."""
+    code = live_code()
+    if code is None:
+        return
+    view = open_store().view(code)
+    if view.question is not None and tuple(view.question.options) == tuple(q.options):
+        open_store().reveal(owner(), view.question.qid, q.answer, tuple(float(v) for v in q.values))
+
+
+def close_button(where) -> None:
+    """In the question's row while a room is open, where "Let the room vote" was."""
+    where.button("Close the room", on_click=_close, key="poll_close", type="tertiary",
+                 help="Phones in the room then say it is closed; the quiz goes on without a room.")
+
+
+def panel(code: str) -> None:
+    """Where the step's charts will be: how to join (the code, the QR code, the link) and the room's answers as
+    they arrive. Fits below the question's rows on a 1280×720 projector."""
+    link = join_link(code)
+    left, right = st.columns([1, 2.2], vertical_alignment="top")
+    with left:
+        st.markdown(f"#### Join: {code[:3]} {code[3:]}")
+        st.image(qr_svg(link), width=QR_PX)
+        st.caption(f"Scan, or open {md_escape(link)}")
+    with right:
+        _answers(code)
+
+
+@st.fragment(run_every=REFRESH_S)
+def _answers(code: str) -> None:
+    view = open_store().view(code)
+    if view.status != "open" or view.question is None:
+        st.info(status_text(view))
+        return
+    st.markdown(counts_text(view))
+    chart(st, room_figure(view.question.options, view.counts), width="stretch", key="poll_bars")
+
+
+def counts_text(view: RoomView) -> str:
+    """'3 in the room · 2 answered' (present: seen in the last half minute)."""
+    return f"**{view.members}** in the room · **{view.answered}** answered"
+
+
+def status_text(view: RoomView) -> str:
+    """What a room that takes no answers says, on the projector and on a phone."""
+    return {"missing": "No room has this code.", "expired": "This room has expired.",
+            "closed": "The lecturer closed this room."}.get(view.status, "Waiting for the lecturer's question…")
+
+
+def room_line(q: Question) -> str:
+    """After Reveal, on the projector: how the room answered (Markdown), or "" without a room or answers."""
+    code = live_code()
+    if code is None:
+        return ""
+    view = open_store().view(code)
+    if view.question is None or tuple(view.question.options) != tuple(q.options) or not view.answered:
+        return ""
+    right = view.counts[q.answer]
+    return (f" The room: **{right} of {view.answered}** said {md_escape(q.options[q.answer])} "
+            f"({round(100 * right / view.answered)} %).")
