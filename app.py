@@ -65,6 +65,7 @@ if "room" in st.query_params:  # a student's phone in the quiz's live poll: that
     from views.pages import room
 
     room.render()
+    warmup.done(_warm)
     st.stop()
 init_state()
 ss = st.session_state
