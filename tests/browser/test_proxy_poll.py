@@ -22,7 +22,6 @@ for p in (ROOT / "deploy", ROOT / "benchmarks"):
 
 from classroom_client import Session  # noqa: E402
 from serve import NGINX_MISSING, Deployment, nginx_binary  # noqa: E402
-
 from views.rooms.sqlite_store import SqliteStore  # noqa: E402
 
 pytestmark = pytest.mark.proxy
