@@ -83,7 +83,8 @@ def main() -> int:
     ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
     ap.add_argument("--model", default="multi30k-de-en")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    ap.add_argument("--only", nargs="*", choices=list(SHOTS) + ["film_strip"], help="take only these screenshots")
+    ap.add_argument("--only", nargs="*", choices=list(SHOTS) + ["film_strip", "poll"],
+                    help="take only these screenshots")
     ap.add_argument("--strip-frames", nargs=3, type=int, default=[1, 7, 0],
                     help="the film strip's early, middle and final frame (1-based; 0: the last)")
     ap.add_argument("--strip-layer", type=int, default=2, help="the film strip's decoder layer (1-based)")
@@ -96,12 +97,16 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    server = bs.start_server(args.checkpoint_dir, args.model, Path(tempfile.gettempdir()) / "atlas-shots.log")
+    rooms = tempfile.mkdtemp(prefix="atlas-shots-rooms-")  # the live poll's rooms: not the user's cache
+    server = bs.start_server(args.checkpoint_dir, args.model, Path(tempfile.gettempdir()) / "atlas-shots.log",
+                             extra_env={"ATLAS_ROOM_DIR": rooms})
     try:
         with sync_playwright() as p:
             browser = bs.launch_chromium(p)
             if not args.only or "film_strip" in args.only:
                 print(film_strip(browser, server, out / "film_strip.png", args.strip_frames, args.strip_layer))
+            if not args.only or "poll" in args.only:
+                print(*poll_shots(browser, server, out), sep="\n")
             for name, params in SHOTS.items():
                 if args.only and name not in args.only:
                     continue
@@ -158,6 +163,46 @@ def film_strip(browser, server, path: Path, frames: list[int], layer: int) -> Pa
         y += p.height + gap
     strip.save(path)
     return path
+
+
+
+POLL = {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "next", "dec_step": 3}
+PHONE = dict(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
+
+
+def poll_shots(browser, server, out: Path) -> list[Path]:
+    """The live poll: the projector (1280×720) with the join code, the QR code and the room's answers after three
+    phones voted, and one phone (390×844) before and after Reveal."""
+    import re
+
+    projector = bs.new_page(browser, width=1280, height=720)
+    bs.open_app(projector, server.link(text=SENTENCE, **POLL))
+    projector.get_by_role("button", name="Let the room vote").click()
+    projector.get_by_text("Join:").wait_for()
+    code = "".join(re.search(r"Join:\s*([0-9A-Z]{3})\s*([0-9A-Z]{3})", projector.inner_text("body")).groups())
+    phones = [browser.new_context(**PHONE).new_page() for _ in range(3)]
+    for ph, choice in zip(phones, (0, 0, 1)):
+        ph.set_default_timeout(60_000)
+        ph.goto(f"{server.url}?room={code}")
+        buttons = ph.locator("[class*='st-key-room_opt_'] button")
+        buttons.first.wait_for()
+        buttons.nth(choice).tap()
+        ph.get_by_text("Your answer").wait_for()
+    projector.get_by_text(re.compile(r"\b3\s+answered")).wait_for()
+    projector.wait_for_function("() => document.querySelector('.st-key-poll_bars .js-plotly-plot .main-svg')")
+    paths = [out / "presenter_poll.png", out / "phone_poll_question.png", out / "phone_poll_reveal.png"]
+    projector.screenshot(path=str(paths[0]))
+    phones[0].screenshot(path=str(paths[1]))
+    projector.locator(".st-key-quiz_reveal button").click()
+    phones[0].get_by_text("The model's answer").wait_for()
+    phones[0].wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 1 "
+                                "&& document.querySelector('.js-plotly-plot .main-svg')")
+    phones[0].screenshot(path=str(paths[2]), full_page=True)
+    for pg in phones + [projector]:
+        if pg.locator(bs.EXCEPTION).count():
+            raise SystemExit("live poll: the app showed an exception")
+        pg.context.close()
+    return paths
 
 
 if __name__ == "__main__":

@@ -32,9 +32,11 @@ def _check(options: Sequence[str], counts: Sequence[int]) -> None:
         raise ValueError("a count below 0")
 
 
-def room_figure(options: Sequence[str], counts: Sequence[int], title: str = "the room's answers") -> go.Figure:
+def room_figure(options: Sequence[str], counts: Sequence[int], title: str | None = "the room's answers",
+                height: int | None = None) -> go.Figure:
     """Horizontal bars of how many students chose each option (options in display order, first at the top); the
-    axis reaches at least 5 so that the first answers do not fill the screen."""
+    axis reaches at least 5 so that the first answers do not fill the screen. ``height`` in px (default: room for
+    the title and 40 px a bar)."""
     _check(options, counts)
     ys = np.arange(len(options), dtype=np.int32)
     labels = escape_tokens(options)
@@ -48,7 +50,7 @@ def room_figure(options: Sequence[str], counts: Sequence[int], title: str = "the
                              dtick=max(1, -(-top // 5)), showgrid=False),
                   yaxis=dict(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
                              tickfont=dict(size=16)))
-    return styled_figure([bar], layout, title, height=max(240, 100 + 40 * len(options)))
+    return styled_figure([bar], layout, title, height=height or max(240, 100 + 40 * len(options)))
 
 
 def room_and_model_figure(options: Sequence[str], counts: Sequence[int], values: Sequence[float], answer: int,

@@ -21,7 +21,7 @@ from viz.poll import room_figure
 from viz.quiz import Question
 
 REFRESH_S = 0.5  # the projector's chart follows the room at least this often (an answer shows within a second)
-QR_PX = 220  # the QR code's side on the projector: scanned from the back of a room
+QR_PX = 220  # the QR code's side on the projector, scanned from 5 m (it fits below the question at 1280×720)
 
 
 def owner() -> str:
@@ -95,19 +95,19 @@ def reveal(q: Question) -> None:
 
 def close_button(where) -> None:
     """In the question's row while a room is open, where "Let the room vote" was."""
-    where.button("Close the room", on_click=_close, key="poll_close", type="tertiary",
-                 help="Phones in the room then say it is closed; the quiz goes on without a room.")
+    # No tooltip: the pointer rests here after "Let the room vote", and a tooltip would cover the question.
+    where.button("Close the room", on_click=_close, key="poll_close", type="tertiary")
 
 
 def panel(code: str) -> None:
     """Where the step's charts will be: how to join (the code, the QR code, the link) and the room's answers as
     they arrive. Fits below the question's rows on a 1280×720 projector."""
     link = join_link(code)
-    left, right = st.columns([1, 2.2], vertical_alignment="top")
-    with left:
-        st.markdown(f"#### Join: {code[:3]} {code[3:]}")
-        st.image(qr_svg(link), width=QR_PX)
-        st.caption(f"Scan, or open {md_escape(link)}")
+    qr, join, right = st.columns([1, 1.2, 2.4], vertical_alignment="top")
+    qr.image(qr_svg(link), width=QR_PX)
+    join.markdown(f"#### Join: {code[:3]} {code[3:]}")
+    # As code: a link's dots and slashes as they are typed (Markdown would escape them, or make it a link).
+    join.markdown("Scan, or open  \n`" + link.replace("`", "") + "`")
     with right:
         _answers(code)
 
@@ -119,7 +119,10 @@ def _answers(code: str) -> None:
         st.info(status_text(view))
         return
     st.markdown(counts_text(view))
-    chart(st, room_figure(view.question.options, view.counts), width="stretch", key="poll_bars")
+    # Below the question's rows a 1280×720 screen has about 210 px left: no title (the line above says it), 30 px
+    # a bar.
+    chart(st, room_figure(view.question.options, view.counts, title=None, height=50 + 30 * len(view.question.options)),
+          width="stretch", key="poll_bars")
 
 
 def counts_text(view: RoomView) -> str:
