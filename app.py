@@ -54,13 +54,13 @@ from views.plumbing.state import (
     traced_decoding,
     wrong_language,
 )
-from views.plumbing.streamlit_internals import PAGE_CSS, PRESENTER_CSS, style
+from views.plumbing.streamlit_internals import PAGE_CSS, PHONE_CSS, PRESENTER_CSS, style
 from views.plumbing.urlstate import first_value
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
                    layout="wide")
-st.markdown(style(PAGE_CSS), unsafe_allow_html=True)
+st.markdown(style(PAGE_CSS + PHONE_CSS), unsafe_allow_html=True)
 if "room" in st.query_params:  # a student's phone in the quiz's live poll: that page alone, no model, no sidebar
     from views.pages import room
 

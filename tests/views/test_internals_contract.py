@@ -85,7 +85,8 @@ def test_streamlit_still_has_the_history_flag_and_every_test_id_the_css_names():
     assert "is_history_navigation" in {f.name for f in dataclasses.fields(ScriptRunContext)}, f"{port}: the flag"
     bundle = " ".join(p.read_text(encoding="utf-8", errors="ignore")
                       for p in (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("*.js"))
-    named = set().union(*(si.test_ids(css) for css in (si.PAGE_CSS, si.PRESENTER_CSS, si.HEADER_CSS, si.NOTE_CSS)))
+    named = set().union(*(si.test_ids(css) for css in (si.PAGE_CSS, si.PHONE_CSS, si.PRESENTER_CSS, si.HEADER_CSS,
+                                                                   si.NOTE_CSS)))
     assert {"stSidebar", "stCaptionContainer", "stMarkdownContainer"} <= named  # the test reads what it should
     missing = sorted(t for t in named if t not in bundle)
     assert not missing, f"{port}: the frontend has no element with data-testid {missing}"

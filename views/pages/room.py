@@ -22,13 +22,20 @@ REFRESH_S = 1.0  # a phone follows the room this often: the reveal reaches it wi
 VALUE = {"next": "probability", "looks": "attention weight"}
 # Options as large buttons, a thumb's height, in type readable at arm's length; keyed elements carry their key as a
 # class (Streamlit's documented `st-key-` prefix).
+# The app's pages put their first figure first on a phone; here the question and the answer come first.
 ROOM_CSS = ("[class*='st-key-room_opt_'] button {min-height: 3.4rem;} "
             "[class*='st-key-room_opt_'] button p {font-size: 1.35rem;} "
-            ".block-container {max-width: 40rem; padding-top: 1.5rem;}")
+            ".block-container {max-width: 40rem; padding-top: 1.5rem;} "
+            ".st-key-room_page * {order: 0 !important;}")
 
 
 def render() -> None:
     st.markdown(style(ROOM_CSS), unsafe_allow_html=True)
+    with st.container(key="room_page"):
+        _page()
+
+
+def _page() -> None:
     code = codes.normalize(st.query_params.get("room", ""))
     if code is None:
         _join_form("No room has this code.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from viz.speed import off
+from viz.theme import DEFAULT_THEME
 
 
 def history_navigation() -> bool | None:
@@ -49,9 +50,10 @@ def serve_kept_json(kept: type) -> None:
 
 
 def style(css: str) -> str:
-    """A `<style>` block for st.markdown; with the switch on, the rules that name a Streamlit test id are left out."""
+    """A `<style>` block for st.markdown; with the switch on, the rules that name a Streamlit test id are left out
+    (inside a media query too: a rule is a selector and its block, the innermost pair of braces)."""
     if off("streamlit"):
-        css = " ".join(rule + "}" for rule in css.split("}") if rule.strip() and "data-testid" not in rule)
+        css = re.sub(r"[^{}]*data-testid[^{}]*\{[^{}]*\}", "", css)
     return f"<style>{css}</style>"
 
 
@@ -79,6 +81,36 @@ PAGE_CSS = ("html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {
             "html .stApp [data-testid='stRadioOption']:has(input:focus-visible) "
             "{outline: 3px solid #1d4ed8; outline-offset: 2px; border-radius: 0.25rem;} "
             ".atlas-scroll {max-height: 400px; overflow-y: auto; margin-bottom: 1rem;}")
+
+# A phone (Streamlit stacks columns below 640 px, the same width is used here). Students open the lecturer's link on
+# a 390 px screen, where the page's controls, stacked one under the other, and its paragraphs pushed the first figure
+# below the first screen. There: the first block of the page that holds a figure (and its text description) comes
+# right under the header, before the page's title, controls and paragraphs (only the order on screen changes: a screen
+# reader still reads the controls first); a row of select boxes (attention kind, layer, head) stays one row, and an
+# empty column takes no line of its own; a table wider than the screen scrolls in its own box, not the page; the
+# page's headings are set smaller (the header's sentence and translation: a 40-word sentence filled the screen).
+# Plotly's toolbar is hidden: without a hover to end, a touch screen keeps it over the title. Crowded tick
+# labels, which shrink to viz.theme's min_tick (11 px) on a laptop, are drawn at 12 px: the figure is
+# built for a laptop's width and lands 356 px wide, so a tick label is read up close rather than beside its
+# neighbours.
+_PAGE_BLOCK = ("[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'] "
+               "> [data-testid='stLayoutWrapper'] > [data-testid='stVerticalBlock']")
+_CHART = "[data-testid='stPlotlyChart']"
+_FIRST_FIGURE = f"{_PAGE_BLOCK} > :has({_CHART}):not(:has({_CHART}) ~ *)"
+PHONE_MIN_TICK_PX = 12
+_SMALL_TICKS = ", ".join(f".stApp .js-plotly-plot g[class$='tick'] > text[style*='font-size: {px}px']"
+                         for px in range(DEFAULT_THEME.min_tick, PHONE_MIN_TICK_PX))
+PHONE_CSS = ("@media (max-width: 640px) {"
+             f"{_FIRST_FIGURE}, {_FIRST_FIGURE} + [class*='st-key-alt_'] {{order: -1;}} "
+             "[data-testid='stColumn']:has([data-testid='stSelectbox']), "
+             "[data-testid='stColumn']:not(:has([data-testid='stElementContainer'])) {min-width: 0;} "
+             "[data-testid='stMarkdownContainer'] table {display: block; max-width: 100%; overflow-x: auto;} "
+             "[data-testid='stMain'] [data-testid='stMarkdownContainer'] h3 {font-size: 1.3rem;} "
+             "[data-testid='stMain'] [data-testid='stMarkdownContainer'] h4 {font-size: 1.15rem;} "
+             f"{_SMALL_TICKS} {{font-size: {PHONE_MIN_TICK_PX}px !important;}}"
+             # Plotly's toolbar stays shown on a touch screen (no hover ends), over the figure's title.
+             ".stApp .js-plotly-plot .modebar-container {display: none;}"
+             "}")
 
 # Presenter mode: text grows and the page uses the screen's width.
 PRESENTER_CSS = ("html, body, [class*='st-'] {font-size: 1.3rem;} "
