@@ -274,14 +274,15 @@ class Translator:
         v = self.tgt_vocab
         src = self._src_tensor(source)
         # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone. The
-        # first trace starts its build when it is done: built beside it, it would slow that trace down.
+        # first trace starts its build when it is done, records and all: built beside it, it would slow that trace.
         draft = None if fwd_hooks else self.draft
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced or None,
                             record=True, top_k=top_k, fwd_hooks=hm, draft=draft)
+        cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
+        done = self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
         if not fwd_hooks:
             self._drafts.start()
-        cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)
-        return self._finish(source, dec, t0, src, hm, replace_unk, decoding, cross)
+        return done
 
     def forced_tensors(self, text: str, target: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(src (1, s), decoder input (1, T)) of a teacher-forced pass whose T rows score `target` (target tokens),
