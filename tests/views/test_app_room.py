@@ -80,3 +80,28 @@ def test_joins_are_rate_limited_per_session(store):
         at.query_params["room"] = f"ZZZZZ{'123456789ABCD'[i]}"
         at.run()
     assert "Too many tries" in " ".join(e.value for e in at.error)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    from tests.app_support import demo_checkpoints
+
+    with demo_checkpoints(tmp_path_factory, "ckpts_room") as root:
+        yield root
+
+
+def test_a_store_that_cannot_be_reached_is_said_on_the_projector_and_the_phone(checkpoints, tmp_path, monkeypatch):
+    """A broken ATLAS_ROOM_STORE (or a folder that cannot be written): the projector says the poll is unavailable
+    and the quiz goes on; a phone says it cannot reach the poll. No stack trace, no server path."""
+    from tests.app_support import run_app
+
+    monkeypatch.setenv("ATLAS_ROOM_STORE", "memcached://nowhere")
+    at = run_app(view="Decoding", text="Ein Hund läuft im Schnee.", present=1, focus="quiz", quiz="next", dec_step=2)
+    assert not at.exception
+    at.button(key="poll_open").click().run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "live poll is unavailable" in said and "memcached" not in said and str(tmp_path) not in said
+    assert at.button(key="quiz_reveal") and "poll" not in at.query_params  # the quiz goes on, no room
+    at = phone("ABCDEF")
+    assert "cannot be reached" in " ".join(e.value for e in at.error)

@@ -14,12 +14,13 @@ from views.parts.text import md_escape
 from views.parts.widgets import chart
 from views.plumbing.streamlit_internals import style
 from views.rooms import codes
-from views.rooms.store import RoomView, open_store
+from views.rooms.store import RoomView, open_store, store_errors
 from viz.poll import room_and_model_figure
 from viz.text import fmt_prob
 
 REFRESH_S = 1.0  # a phone follows the room this often: the reveal reaches it within a second
 VALUE = {"next": "probability", "looks": "attention weight"}
+DOWN = "The live poll cannot be reached just now: try again in a moment, or tell the lecturer."
 # Options as large buttons, a thumb's height, in type readable at arm's length; keyed elements carry their key as a
 # class (Streamlit's documented `st-key-` prefix).
 # The app's pages put their first figure first on a phone; here the question and the answer come first.
@@ -32,7 +33,10 @@ ROOM_CSS = ("[class*='st-key-room_opt_'] button {min-height: 3.4rem;} "
 def render() -> None:
     st.markdown(style(ROOM_CSS), unsafe_allow_html=True)
     with st.container(key="room_page"):
-        _page()
+        try:
+            _page()
+        except store_errors():  # a store that fails says so, never with a stack trace
+            st.error(DOWN)
 
 
 def _page() -> None:
@@ -81,14 +85,21 @@ def _join_form(said: str) -> None:
 
 
 def _vote(code: str, voter: str, qid: int, option: int) -> None:
-    said = open_store().vote(code, voter, qid, option)
+    try:
+        said = open_store().vote(code, voter, qid, option)
+    except store_errors():
+        said = "unavailable"
     if said != "ok":
         st.session_state["_room_refused"] = said
 
 
 @st.fragment(run_every=REFRESH_S)
 def _live(code: str, voter: str) -> None:
-    view = open_store().join(code, voter)
+    try:
+        view = open_store().join(code, voter)
+    except store_errors():
+        st.error(DOWN)
+        return
     q = view.question
     if view.status != "open" or q is None:
         (st.info if view.status == "open" else st.warning)(status_text(view))
@@ -110,6 +121,8 @@ def _ask(view: RoomView, code: str, voter: str) -> None:
     refused = st.session_state.pop("_room_refused", None)
     if refused == "revealed" or refused == "stale":
         st.warning("Too late: the lecturer has moved on.")
+    elif refused == "unavailable":
+        st.error(DOWN)
     if view.mine is None:
         st.caption("Tap your answer. You can change it until the lecturer reveals.")
     else:

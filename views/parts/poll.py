@@ -16,7 +16,7 @@ import streamlit as st
 
 from views.parts.text import md_escape
 from views.parts.widgets import chart
-from views.rooms.store import RoomView, open_store
+from views.rooms.store import RoomView, open_store, store_errors
 from viz.poll import room_figure
 from viz.quiz import Question
 
@@ -40,8 +40,18 @@ def live_code() -> str | None:
     return code
 
 
+def unavailable(error: BaseException) -> str:
+    """The line the projector shows when the room store fails (no server path: the error's kind only)."""
+    return (f"The live poll is unavailable ({type(error).__name__}): check ATLAS_ROOM_DIR or ATLAS_ROOM_STORE on the "
+            "server (deploy/README.md). The quiz goes on without it.")
+
+
 def _open() -> None:
-    _, key = open_store().create()
+    try:
+        _, key = open_store().create()
+    except store_errors() as e:
+        st.session_state["_poll_error"] = unavailable(e)
+        return
     st.session_state["poll"] = key
 
 
@@ -50,7 +60,7 @@ def _close() -> None:
     if key:
         try:
             open_store().close(key)
-        except PermissionError:  # already gone: the room expired
+        except store_errors():  # already gone (expired), or the store is down: the page forgets it either way
             pass
     st.session_state["poll"] = ""
 
@@ -71,26 +81,46 @@ def qr_svg(link: str) -> str:
     return segno.make(link, error="m").svg_inline(scale=6, border=2, dark="#111827", light="#ffffff")
 
 
-def offer(where) -> None:
-    """The button that opens a room, in the question's row (`where`)."""
+def live_room() -> tuple[str | None, str | None]:
+    """(this session's open room's code or None, why the store failed or None), for the question's row."""
+    try:
+        return live_code(), st.session_state.pop("_poll_error", None)
+    except store_errors() as e:
+        return None, unavailable(e)
+
+
+def offer(where, failed: str | None = None) -> None:
+    """The button that opens a room, in the question's row (`where`); below the row, why the store failed."""
+    if failed:
+        st.warning(failed)
     where.button("Let the room vote", on_click=_open, key="poll_open", type="secondary",
                  help="Students answer on their phones: a code and a QR code to join, their answers live here, "
                       "and Reveal shows the model's answer on every phone.")
 
 
-def put(q: Question, prompt: str, context: str) -> int:
-    """Ask the room `q` (its options in the order the projector shows): the question's id in the room."""
-    return open_store().ask(owner(), q.kind, prompt, context, tuple(q.options))
+def ask_room(code: str, q: Question, prompt: str, context: str) -> None:
+    """Ask the room `q` (its options in the order the projector shows; asking again keeps the answers), then show
+    how to join and the answers as they arrive."""
+    try:
+        open_store().ask(owner(), q.kind, prompt, context, tuple(q.options))
+    except store_errors() as e:
+        st.warning(unavailable(e))
+        return
+    panel(code)
 
 
 def reveal(q: Question) -> None:
-    """Reveal `q`'s answer in the room, with the model's value for each option (a no-op without a room)."""
-    code = live_code()
-    if code is None:
-        return
-    view = open_store().view(code)
-    if view.question is not None and tuple(view.question.options) == tuple(q.options):
-        open_store().reveal(owner(), view.question.qid, q.answer, tuple(float(v) for v in q.values))
+    """Reveal `q`'s answer in the room, with the model's value for each option (a no-op without a room; a store
+    that fails is said on the page, and the projector reveals all the same)."""
+    try:
+        code = live_code()
+        if code is None:
+            return
+        view = open_store().view(code)
+        if view.question is not None and tuple(view.question.options) == tuple(q.options):
+            open_store().reveal(owner(), view.question.qid, q.answer, tuple(float(v) for v in q.values))
+    except store_errors() as e:
+        st.session_state["_poll_error"] = unavailable(e)
 
 
 def close_button(where) -> None:
@@ -114,7 +144,11 @@ def panel(code: str) -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def _answers(code: str) -> None:
-    view = open_store().view(code)
+    try:
+        view = open_store().view(code)
+    except store_errors() as e:
+        st.warning(unavailable(e))
+        return
     if view.status != "open" or view.question is None:
         st.info(status_text(view))
         return
@@ -138,10 +172,13 @@ def status_text(view: RoomView) -> str:
 
 def room_line(q: Question) -> str:
     """After Reveal, on the projector: how the room answered (Markdown), or "" without a room or answers."""
-    code = live_code()
-    if code is None:
+    try:
+        code = live_code()
+        view = open_store().view(code) if code is not None else None
+    except store_errors():
         return ""
-    view = open_store().view(code)
+    if view is None:
+        return ""
     if view.question is None or tuple(view.question.options) != tuple(q.options) or not view.answered:
         return ""
     right = view.counts[q.answer]

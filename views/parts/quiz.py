@@ -115,7 +115,7 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
              f"Which {_noun(ctx.langs['src_name'])} will this step look at most?")
     st.markdown(f"**Step {step_no} of {len(ctx.result.steps)}: {md_escape(asked)}** The decoder has read "
                 f"**{md_escape(' '.join(step.prefix_tokens))}**")
-    code = poll.live_code()
+    code, failed = poll.live_room()
     row = st.columns([6, 1, 1, 1.5] if q.kind == "next" else [7, 1, 1.5], vertical_alignment="center")
     row[0].radio("The room's guess", list(range(len(q.options))), format_func=lambda i: md_escape(q.options[i]),
                  index=None, horizontal=True, key=pick_key, label_visibility="collapsed")
@@ -125,11 +125,10 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
     row[-2].button("Reveal", on_click=_reveal, args=(pick_key, q), key="quiz_reveal", type="primary")
     ss["_quiz_secret"] = step_no  # the header, drawn after the page, shows the translation up to this step only
     if code is None:
-        poll.offer(row[-1])
+        poll.offer(row[-1], failed)
     else:  # the room is asked the same question, in the same order; its answers take the charts' place
         poll.close_button(row[-1])
-        poll.put(q, asked, f"The decoder has read: {' '.join(step.prefix_tokens)}")
-        poll.panel(code)
+        poll.ask_room(code, q, asked, f"The decoder has read: {' '.join(step.prefix_tokens)}")
     return None
 
 

@@ -6,6 +6,8 @@ a page needs one import: `from views.rooms.store import RoomView, open_store`.
 from __future__ import annotations
 
 import os
+import sqlite3
+import sys
 import threading
 from pathlib import Path
 
@@ -30,7 +32,7 @@ from views.rooms import (
 
 __all__ = ["DEFAULT_TTL_H", "GRACE_S", "MAX_KIND_CHARS", "MAX_OPTION_CHARS", "MAX_OPTIONS", "MAX_TEXT_CHARS",
            "PRESENT_S", "STATUSES", "TOUCH_S", "VOTE_RESULTS", "Question", "Reveal", "RoomGone", "RoomStore",
-           "RoomView", "open_store", "ttl_from_env"]
+           "RoomView", "open_store", "store_errors", "ttl_from_env"]
 
 _STORES: dict[tuple[str, float], RoomStore] = {}  # one per URL and lifetime: it holds connections, no request's data
 _LOCK = threading.Lock()
@@ -68,3 +70,11 @@ def open_store(url: str | None = None) -> RoomStore:
                 store = RedisStore(url, ttl_s)
             _STORES[(key, ttl_s)] = store
         return store
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What a page catches around the store to say "the live poll is unavailable" instead of a stack trace: a
+    setting it cannot read (ValueError), a folder it cannot write or a server it cannot reach (OSError,
+    sqlite3.Error, Redis's errors where the redis package is in use), a room that closed meanwhile (RoomGone)."""
+    redis = sys.modules.get("redis")
+    return (ValueError, OSError, sqlite3.Error, RoomGone, PermissionError) + ((redis.RedisError,) if redis else ())
