@@ -95,12 +95,17 @@ def _language(code: str) -> str:
     return code if name == code else f"{name} ({code})"
 
 
-def _languages(codes: list[str]) -> None:
-    """A many-to-many model's pair: the source carries its language's token, decoding starts from the target's."""
+def _choose_languages(codes: list[str]) -> None:
+    """A many-to-many model's pair, chosen before this run's key is made from it (so a session's first run and the
+    next name the same model): a link's unknown code, none, or a model switched: the model's own choice."""
     mine = config_languages(ss["ckpt"]) or (codes[0], codes[-1])
     for side, default in zip(("src_lang", "tgt_lang"), mine):
         if ss[side] not in codes:
-            ss[side] = default  # a link's unknown code, or a model switched: the model's own choice
+            ss[side] = default
+
+
+def _languages(codes: list[str]) -> None:
+    """A many-to-many model's pair: the source carries its language's token, decoding starts from the target's."""
     # One above the other: the sidebar is too narrow for two names such as "German (deu_Latn)" side by side.
     st.selectbox("From", codes, key="src_lang", format_func=_language, on_change=_new_sentence,
                  persist_state="session", help="The source language: its token starts the sentence the encoder "
@@ -124,6 +129,8 @@ def _use_example() -> None:
 # The sidebar names the languages of the model that is open, read from its config: on a session's first run it
 # goes out before torch is imported and the model loaded, and the browser draws it meanwhile.
 codes = language_codes(ss["ckpt"])  # a many-to-many model's (NLLB, M2M100, mBART-50), else none
+if codes:
+    _choose_languages(codes)
 key = pair_key(ss["ckpt"], ss["src_lang"], ss["tgt_lang"]) if codes else ss["ckpt"]
 langs = languages_of(key)
 with st.sidebar:

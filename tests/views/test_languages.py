@@ -75,3 +75,19 @@ def test_a_prompted_model_has_no_languages_to_choose_and_shows_its_prompt(server
     assert not at.exception
     assert not {"From", "Into"} & {s.label for s in at.selectbox}
     assert "translate" in visible_text(at)  # the prompt's pieces are what the encoder reads: on the source line
+
+
+def test_the_quiz_on_a_many_to_many_model_reveals_at_the_first_click_and_says_who_forced_step_1(server):
+    """A link without languages: the session's first run already names the pair (a key that changed on the second
+    run hid the first reveal again). Step 1 is the target language's token, forced by the model, not by the user."""
+    at = run_app(view="Decoding", text="Der Hund läuft.", present=1, focus="quiz", quiz="next", dec_step=1)
+    assert not at.exception
+    at.main.button(key="quiz_reveal").click().run()
+    assert not at.exception and at.session_state["reveal"] is True
+    said = next(m.value for m in at.markdown if m.value.startswith("**Next:"))
+    assert "eng\\_Latn" in said and "the target language's token" in said and "forced by you" not in said
+    plain = run_app(view="Decoding", text="Der Hund läuft.", dec_step=1)
+    chosen = next(m.value for m in plain.markdown if m.value.startswith("Chosen:"))
+    assert "the target language's token" in chosen and "by you" not in chosen
+    forced = run_app(view="Decoding", text="Der Hund läuft.", dec_step=2, prefix="eng_Latn ▁Der")
+    assert "forced by you" in next(m.value for m in forced.markdown if m.value.startswith("Chosen:"))

@@ -106,7 +106,8 @@ def _step(ctx: Context, steps: list) -> None:
             st.markdown(read)
         csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
                    f"decoding_step{step_no}_candidates", "csv_cands")
-        how = " (chosen by beam search)" if ctx.mode == "beam" else " (forced by you)" if step.forced else ""
+        forced = ctx.forced_by(step_no, step)
+        how = " (chosen by beam search)" if ctx.mode == "beam" else f" ({forced})" if forced else ""
         st.markdown(f"Chosen: **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f}){how}")
         st.caption("Pick another candidate: decoding goes on greedily from it.")
         with st.container(horizontal=True, key="force_buttons"):

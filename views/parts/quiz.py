@@ -107,7 +107,7 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
     pick_key = f"quiz_pick_{q.kind}_{step_no}_{ss.get('quiz_seed', 1)}"
     if ss.get("reveal"):  # text only, so the charts keep the screen; the slider above says the step
         said = ss.get("_quiz_said")
-        text = answer_text(ctx, step, q, layer, head, said[1] if said and said[0] == pick_key else None)
+        text = answer_text(ctx, step, step_no, q, layer, head, said[1] if said and said[0] == pick_key else None)
         text += poll.room_line(q)
         st.markdown(text)
         return GAP_PX + LINE_PX * -(-len(text.replace("\\", "").replace("**", "")) // LINE_CHARS)
@@ -132,14 +132,14 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
     return None
 
 
-def answer_text(ctx: Context, step, q: Question, layer: int, head: int, said: str | None) -> str:
+def answer_text(ctx: Context, step, step_no: int, q: Question, layer: int, head: int, said: str | None) -> str:
     """The reveal in words (Markdown, tokens escaped): the answer and its number as the chart writes it, how it
     was chosen, whether the room said it, and a near tie."""
     answer = md_escape(q.options[q.answer])
     if q.kind == "next":
         text = f"**Next: {answer}** (p = {fmt_prob(q.value)})"
         if ctx.mode == "beam" or step.forced:
-            how = "beam search's choice" if ctx.mode == "beam" else "forced by you"
+            how = "beam search's choice" if ctx.mode == "beam" else ctx.forced_by(step_no, step)
             text += (f", {how}; the most probable was **{md_escape(q.options[q.top])}** "
                      f"({fmt_prob(q.values[q.top])})." if q.top != q.answer else f", {how}.")
         else:
