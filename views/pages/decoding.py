@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from views.parts import lens, quiz
+from views.parts.reading import forced_by
 from views.parts.text import md_escape
 from views.parts.widgets import chart, csv_button, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
@@ -106,7 +107,7 @@ def _step(ctx: Context, steps: list) -> None:
             st.markdown(read)
         csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
                    f"decoding_step{step_no}_candidates", "csv_cands")
-        forced = ctx.forced_by(step_no, step)
+        forced = forced_by(ctx, step_no, step)
         how = " (chosen by beam search)" if ctx.mode == "beam" else f" ({forced})" if forced else ""
         st.markdown(f"Chosen: **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f}){how}")
         st.caption("Pick another candidate: decoding goes on greedily from it.")

@@ -16,6 +16,7 @@ import streamlit as st
 
 from views.parts.text import md_escape
 from views.parts.widgets import chart
+from views.plumbing.figcache import cached
 from views.rooms.store import RoomView, open_store, store_errors
 from viz.poll import room_figure
 from viz.quiz import Question
@@ -155,8 +156,9 @@ def _answers(code: str) -> None:
     st.markdown(counts_text(view))
     # Below the question's rows a 1280×720 screen has about 210 px left: no title (the line above says it), 30 px
     # a bar.
-    chart(st, room_figure(view.question.options, view.counts, title=None, height=50 + 30 * len(view.question.options)),
-          width="stretch", key="poll_bars")
+    options = tuple(view.question.options)
+    chart(st, cached(room_figure, options, tuple(view.counts), title=None, height=50 + 30 * len(options)),
+          width="stretch", key="poll_bars")  # the cache: most redraws find the counts of the last one
 
 
 def counts_text(view: RoomView) -> str:

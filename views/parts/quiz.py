@@ -14,6 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from views.parts import poll
+from views.parts.reading import forced_by
 from views.parts.text import md_escape
 from views.plumbing import urlstate
 from views.plumbing.state import Context
@@ -139,7 +140,7 @@ def answer_text(ctx: Context, step, step_no: int, q: Question, layer: int, head:
     if q.kind == "next":
         text = f"**Next: {answer}** (p = {fmt_prob(q.value)})"
         if ctx.mode == "beam" or step.forced:
-            how = "beam search's choice" if ctx.mode == "beam" else ctx.forced_by(step_no, step)
+            how = "beam search's choice" if ctx.mode == "beam" else forced_by(ctx, step_no, step)
             text += (f", {how}; the most probable was **{md_escape(q.options[q.top])}** "
                      f"({fmt_prob(q.values[q.top])})." if q.top != q.answer else f", {how}.")
         else:

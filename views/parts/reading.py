@@ -68,3 +68,14 @@ def card_section(metrics: dict) -> None:
     if limits:
         st.markdown("**What the model card says** (its limits, from the checkpoint's `metrics.json`)\n\n"
                     + "\n".join(f"- {md_escape(s)}" for s in limits))
+
+
+def forced_by(ctx, step_no: int, step) -> str:
+    """Who forced decoding step `step_no` (1-based; "" when nobody did): a many-to-many model forces the target
+    language's token first, as its generate() does; any other forced token is the user's."""
+    if not step.forced:
+        return ""
+    lang_token = ctx.facts["languages"].get(ctx.facts["tgt_lang"] or "")
+    if step_no == 1 and lang_token is not None and step.chosen_token == lang_token:
+        return "forced: the target language's token, as the model's generate() starts"
+    return "forced by you"

@@ -391,12 +391,3 @@ class Context:
         """{"src": "DE", "tgt": "EN", "src_name": "German", "tgt_name": "English"} of the loaded model."""
         return self.facts["langs"]
 
-    def forced_by(self, step_no: int, step) -> str:
-        """Who forced step `step_no` (1-based; "" when nobody did): a many-to-many model forces the target language's
-        token first, as generate() does; any other forced token is the user's."""
-        if not step.forced:
-            return ""
-        lang_token = self.facts["languages"].get(self.facts["tgt_lang"] or "")
-        if step_no == 1 and lang_token is not None and step.chosen_token == lang_token:
-            return "forced: the target language's token, as the model's generate() starts"
-        return "forced by you"

@@ -75,6 +75,7 @@ def open_store(url: str | None = None) -> RoomStore:
 def store_errors() -> tuple[type[BaseException], ...]:
     """What a page catches around the store to say "the live poll is unavailable" instead of a stack trace: a
     setting it cannot read (ValueError), a folder it cannot write or a server it cannot reach (OSError,
-    sqlite3.Error, Redis's errors where the redis package is in use), a room that closed meanwhile (RoomGone)."""
+    sqlite3.Error, Redis's errors where the redis package is in use), a room that closed meanwhile (RoomGone), a
+    presenter key the store no longer knows (PermissionError, an OSError)."""
     redis = sys.modules.get("redis")
-    return (ValueError, OSError, sqlite3.Error, RoomGone, PermissionError) + ((redis.RedisError,) if redis else ())
+    return (ValueError, OSError, sqlite3.Error, RoomGone) + ((redis.RedisError,) if redis else ())
