@@ -16,6 +16,14 @@ from model.nn.hooks import Hooks, inside
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """The fixed table, always on the CPU: built under torch.device("meta") (a checkpoint's load), the same
+    arithmetic would go through torch's decompositions, whose import alone takes seconds, for a table that has no
+    values."""
+    with torch.device("cpu"):
+        return _sinusoidal(n_positions, d_model, layout)
+
+
+def _sinusoidal(n_positions: int, d_model: int, layout: str) -> torch.Tensor:
     """The (n, d) table of sines and cosines at wavelengths 10000^(2i/d), position 0 first.
 
     "interleaved" (the paper): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...).
@@ -62,7 +70,10 @@ class Embeddings(nn.Module):
                  scale: bool = True, pe_layout: str = "interleaved", init: bool = True, positions: str = "sinusoidal",
                  pos_offset: int = 0, norm: str | None = None, eps: float = 1e-5):
         super().__init__()
-        self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx)
+        # Without init a table of its own is given, so nn.Embedding skips its normal_(): on the meta device that call
+        # alone imports torch._dynamo (seconds of a load).
+        self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx,
+                                _weight=None if init else torch.empty(vocab_size, d_model))
         if init:  # without: the weights are loaded next (EncoderDecoder's `init`)
             nn.init.normal_(self.lut.weight, mean=0.0, std=d_model**-0.5)
             with torch.no_grad():
@@ -72,7 +83,8 @@ class Embeddings(nn.Module):
         if positions == "sinusoidal":
             self.register_buffer("pe", sinusoidal_encoding(max_len + pos_offset, d_model, pe_layout), persistent=False)
         elif positions == "learned":
-            self.pos = nn.Embedding(max_len + pos_offset, d_model)
+            self.pos = nn.Embedding(max_len + pos_offset, d_model,
+                                    _weight=None if init else torch.empty(max_len + pos_offset, d_model))
             if init:
                 nn.init.normal_(self.pos.weight, mean=0.0, std=d_model**-0.5)
         self.norm = make_norm(d_model, norm, eps) if norm else None

@@ -12,7 +12,15 @@ from test_model_decode import BOS, EOS, check_result_trace, check_steps_against_
 
 from model.inference import decode
 from model.inference.decode import greedy_decode
-from model.inference.draft import MIN_GENERATOR_BYTES, Draft, build_draft, quantization_available, worth_a_draft
+from model.inference.draft import (
+    MIN_GENERATOR_BYTES,
+    Draft,
+    Int8Rows,
+    build_draft,
+    generator_at_load,
+    quantization_available,
+    worth_a_draft,
+)
 from model.inference.translator import Translator
 from model.nn.config import ModelConfig
 from model.nn.hooks import gate_hooks
@@ -154,3 +162,62 @@ def test_only_a_trace_starts_building_the_draft(translator, pairs, monkeypatch):
     again = tr.trace(pairs[0][0])
     assert first.raw_tokens == again.raw_tokens
     assert [s.top_tokens for s in first.steps] == [s.top_tokens for s in again.steps]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_int8_rows_is_torch_s_per_channel_int8_linear_in_blocks(bias):
+    """Blocks of rows (the last one shorter), each row with its own scale: the product is torch.ao's dynamic int8
+    Linear with per-channel weights (its own observer's scales), and the float32 one to int8 precision."""
+    import warnings
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(48, 103, bias=bias)
+    with torch.no_grad():
+        linear.weight[7] *= 50  # a row far larger than the others keeps its own scale
+    q = Int8Rows(linear, rows=16, threads=2)
+    assert len(q.packed) == 7 and (q.in_features, q.out_features) == (48, 103)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = torch.ao.quantization.quantize_dynamic(
+            torch.nn.Sequential(linear), {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig})
+    for x in (torch.randn(1, 48), torch.randn(5, 48)):
+        got = q(x)
+        torch.testing.assert_close(got, reference(x), atol=1e-5, rtol=1e-5)
+        want = linear(x).detach()
+        ok = (got - want).abs() <= 0.05 * want.abs().amax(-1, keepdim=True).clamp_min(1.0)
+        assert bool(ok[:, torch.arange(103) != 7].all())  # the large row's error is the activation's 7-bit step
+
+
+def test_a_very_large_generator_is_drafted_at_load_and_the_whole_draft_keeps_it(translator, pairs, monkeypatch):
+    """Where the generator is very large its int8 copy is built with the Translator (the model loading), and the first
+    trace is guessed by the float32 decoder layers and that generator; the whole draft built after it keeps the same
+    generator. Every trace is the model's own."""
+    import time
+
+    from model.inference import draft as draft_module
+
+    model = translator.model
+    assert not generator_at_load(model)
+    plain = Translator(model, translator.src_vocab, translator.tgt_vocab, draft=False)
+    monkeypatch.setattr(draft_module, "MIN_GENERATOR_BYTES", 0)
+    monkeypatch.setattr(draft_module, "DRAFT_SHARE", 0.0)
+    monkeypatch.setattr(draft_module, "GENERATOR_AT_LOAD_BYTES", 0)
+    monkeypatch.setattr(draft_module, "ROWS_PER_BLOCK", 16)
+    assert generator_at_load(model)
+    tr = Translator(model, translator.src_vocab, translator.tgt_vocab)
+    first_draft = tr.draft
+    assert isinstance(first_draft, Draft) and not first_draft.layers_int8 and not tr._draft_started
+    assert first_draft.decoder_layers is model.decoder_layers  # shared, float32
+    assert isinstance(first_draft.generator.proj, Int8Rows) and len(first_draft.generator.proj.packed) > 1
+    traces = [tr.trace(pairs[0][0])]
+    assert tr._draft_started
+    deadline = time.time() + 30
+    while not tr.draft.layers_int8 and time.time() < deadline:
+        time.sleep(0.05)
+    assert tr.draft.layers_int8 and tr.draft.generator is first_draft.generator
+    traces.append(tr.trace(pairs[0][0]))
+    want = plain.trace(pairs[0][0])
+    for got in traces:
+        assert got.raw_tokens == want.raw_tokens
+        assert [s.top_tokens for s in got.steps] == [s.top_tokens for s in want.steps]
+        np.testing.assert_allclose(got.trace.log_probs, want.trace.log_probs, atol=1e-5)

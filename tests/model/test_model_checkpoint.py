@@ -309,6 +309,20 @@ def test_nan_or_inf_weights(checkpoint_dir, bad):
     assert_fails(folder, folder / WEIGHTS, "NaN or infinite", "decoder_layers.1.ff.w_1.weight")
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_huge_finite_weights_load_and_a_bad_value_among_them_is_found(checkpoint_dir, bad):
+    """The check sums each tensor first: a sum that overflows (finite values near float32's largest) must not be
+    taken for a NaN, and one that does not is no reason to miss one."""
+    folder, _ = checkpoint_dir
+    state = load_file(str(folder / WEIGHTS))
+    state["decoder_layers.1.ff.w_1.weight"][:2] = 3e38  # float32's largest is 3.4e38: two of them overflow
+    save_file(state, str(folder / WEIGHTS))
+    Translator.from_checkpoint(folder)  # loads
+    state["decoder_layers.1.ff.w_1.weight"][5, 0] = bad
+    save_file(state, str(folder / WEIGHTS))
+    assert_fails(folder, folder / WEIGHTS, "NaN or infinite", "decoder_layers.1.ff.w_1.weight")
+
+
 # --------------------------------------------------------------------------- config
 
 
