@@ -250,7 +250,8 @@ def ops_main(args) -> int:
 
 def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
     """--probe, a fresh process: load as the app does (one torch and BLAS thread), the resident memory; `tokens`: a
-    sentence of as many pieces traced for as many tokens: the first trace (it starts the draft's build), then by turns
+    sentence of as many pieces traced for as many tokens: the first trace (with the draft the load made, if any; it
+    starts the whole draft's build), then, the whole draft built, by turns
     with the draft, without, the output forced (one traced pass), untraced; traced passes counted; a generator row."""
     import torch
 
@@ -266,14 +267,17 @@ def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
     if not tokens:
         return out
     text, n = common.sentence_of_length(tokens, tr.pieces.source_pieces), tokens + len(tr.start_prefix)
+    at_load = tr.draft  # a large generator's int8 copy, made by the load, or None
+    out["draft_at_load"] = None if at_load is None else "whole" if at_load.layers_int8 else "generator"
+    decode._teacher_forced = lambda *a, **k: (passes.__setitem__(0, passes[0] + 1), checked(*a, **k))[1]
     t1 = time.perf_counter()
     first = tr.trace(text, max_len=n)
     t2 = time.perf_counter()
-    while tr.draft is None and any(t.name == "atlas-draft" for t in threading.enumerate()):
-        time.sleep(0.05)  # (a draft that cannot be built leaves None when its thread ends)
+    out["first_trace_passes"] = passes[0]
+    while any(t.name == "atlas-draft" for t in threading.enumerate()):
+        time.sleep(0.05)  # the whole draft (a large generator's draft from the load serves until it is there)
     out["draft_ready_after_first_trace_s"] = time.perf_counter() - t2
     plain = Translator(tr.model, tr.src_vocab, tr.tgt_vocab, pieces=tr.pieces, draft=False, languages=tr.languages)
-    decode._teacher_forced = lambda *a, **k: (passes.__setitem__(0, passes[0] + 1), checked(*a, **k))[1]
     runs = {"drafted": lambda: tr.trace(text, max_len=n), "unaided": lambda: plain.trace(text, max_len=n),
             "output_forced": lambda: tr.trace(text, max_len=n, prefix=first.raw_tokens),
             "untraced": lambda: tr.translate(text, max_len=n)}
@@ -328,15 +332,16 @@ def families_main(args) -> int:
                             "memory": verdict(sm["rss_over_weights"], limit["rss_over_weights"])} | {
                 k: verdict(sm[f"{k}_s"], limit["trace_s"][name]) for k in ("first_trace", "drafted")}
             out.append([name, f"{params / 1e6:.0f}M", round(weights), "{load_cold_s:.1f} / {load_warm_median_s:.1f}"
-                        .format(**sm), f"{rss:.0f} ({rss / weights:.2f}x)", f"{sm['first_trace_s']:.2f}",
+                        .format(**sm), f"{rss:.0f} ({rss / weights:.2f}x)",
+                        f"{sm['first_trace_s']:.2f} ({last['first_trace_passes']})",
                         f"{med['drafted']:.2f} ({sm['drafted_passes']:g})", *(f"{med[k]:.2f}" for k in (
                             "unaided", "output_forced", "untraced")), limit["trace_s"][name], last["output_tokens"],
                         " ".join(checks[name].values())])
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(table(out, ["shape", "params", "weights MB", "load cold / warm s", "RSS MB (x weights)", "1st trace s",
-                      "drafted s (passes)", "unaided s", "one pass s", "untraced s", "target s", "out", "load memory "
-                      "1st drafted"]))
+    print(table(out, ["shape", "params", "weights MB", "load cold / warm s", "RSS MB (x weights)",
+                      "1st trace s (passes)", "drafted s (passes)", "unaided s", "one pass s", "untraced s",
+                      "target s", "out", "load memory 1st drafted"]))
     write_results(result, {
         "what": "published shapes, random weights: loads, memory, a 20-piece sentence traced for 20 tokens",
         "threads": 1, "configs": {n: common.HF_SHAPES.get(n, common.OPUS_SHAPE) for n in rows}, "shapes": rows,
