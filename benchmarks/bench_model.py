@@ -250,8 +250,8 @@ def ops_main(args) -> int:
 
 def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
     """--probe, a fresh process: load as the app does (one torch and BLAS thread), the resident memory; `tokens`: a
-    sentence of as many pieces traced for as many tokens: the first trace (with the draft the load made, if any; it
-    starts the whole draft's build), then, the whole draft built, by turns
+    sentence of as many pieces traced for as many tokens: the first trace (with the draft where the load built one;
+    otherwise it starts the draft's build), then, the draft built, by turns
     with the draft, without, the output forced (one traced pass), untraced; traced passes counted; a generator row."""
     import torch
 
@@ -267,15 +267,14 @@ def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
     if not tokens:
         return out
     text, n = common.sentence_of_length(tokens, tr.pieces.source_pieces), tokens + len(tr.start_prefix)
-    at_load = tr.draft  # a large generator's int8 copy, made by the load, or None
-    out["draft_at_load"] = None if at_load is None else "whole" if at_load.layers_int8 else "generator"
+    out["draft_at_load"] = tr.draft is not None  # a very large generator's model: built with it
     decode._teacher_forced = lambda *a, **k: (passes.__setitem__(0, passes[0] + 1), checked(*a, **k))[1]
     t1 = time.perf_counter()
     first = tr.trace(text, max_len=n)
     t2 = time.perf_counter()
     out["first_trace_passes"] = passes[0]
     while any(t.name == "atlas-draft" for t in threading.enumerate()):
-        time.sleep(0.05)  # the whole draft (a large generator's draft from the load serves until it is there)
+        time.sleep(0.05)  # (a draft that cannot be built leaves None when its thread ends)
     out["draft_ready_after_first_trace_s"] = time.perf_counter() - t2
     plain = Translator(tr.model, tr.src_vocab, tr.tgt_vocab, pieces=tr.pieces, draft=False, languages=tr.languages)
     runs = {"drafted": lambda: tr.trace(text, max_len=n), "unaided": lambda: plain.trace(text, max_len=n),

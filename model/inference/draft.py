@@ -10,14 +10,13 @@ first row whose argmax differs, the model's token replaces the guess and the dra
 there (speculative decoding with the model's own int8 copy as the draft model). What a page shows
 comes from the float32 model only; the draft decides nothing, it only saves steps.
 
-`torch.ao.quantization.quantize_dynamic` gives the copy: int8 weights (a quarter of the bytes) and
-fbgemm's int8 kernels: a single-row product with a large generator (Marian's 58,000 x 512) runs several
-times faster (`python benchmarks/bench_model.py --opus-size` measures it).
+The copy's linear layers are Int8Rows: int8 weights (a quarter of the bytes), a scale per output row, and fbgemm's
+dynamic int8 kernels (torch.ao's, with per-channel weights): a single-row product with a large generator (Marian's
+58,000 x 512) runs several times faster (`python benchmarks/bench_model.py --opus-size` measures it). Norms,
+embeddings and a position bias are the model's own tensors, shared.
 
-A very large generator (NLLB's and mBART-50's 250,000 x 1024, 1 GB) gets its int8 copy at load, in blocks of rows
-packed by both cores (Int8Rows): a draft of the float32 decoder layers and that generator then guesses the first
-trace's tokens, when a step's float32 generator row would be half of its time. The whole draft follows in the
-background and keeps that generator.
+A model with a very large generator (NLLB's and mBART-50's 250,000 x 1024, 1 GB) gets its draft while it loads,
+packed by both cores, so its first trace is guessed too; others get theirs in the background after their first trace.
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
+from model.inference.runtime import release_freed_memory
 from model.nn.transformer import EncoderDecoder, Generator
 
 # A draft pays where a step's weights do not fit the CPU caches: the generator's float32 bytes. The shipped model's
@@ -39,36 +39,42 @@ from model.nn.transformer import EncoderDecoder, Generator
 MIN_GENERATOR_BYTES = 4 * 2**20
 
 
-def _int8(module: nn.Module) -> nn.Module:
-    """A copy of `module` whose nn.Linear layers are dynamically quantized to int8."""
-    with warnings.catch_warnings():  # torch.ao.quantization announces its move to torchao
-        warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(module), {nn.Linear}, dtype=torch.qint8)
-
-
 ROWS_PER_BLOCK = 16384  # fbgemm packs 16 blocks of 16,384 x 1024 in half the time of one 256,206 x 1024 matrix
 PACKING_THREADS = 2  # a load, not a request: both cores
 
 
 class Int8Rows(nn.Module):
     """An nn.Linear's int8 copy in blocks of output rows: each row quantized with a scale of its own (symmetric), each
-    block packed for fbgemm's dynamic int8 product, the blocks' outputs concatenated. Blocks are packed in parallel;
-    their products are as fast as one matrix's."""
+    block packed for fbgemm's dynamic int8 product (the activations quantized per call), the blocks' outputs
+    concatenated; as fast as one matrix's product. Made by int8_linears."""
 
-    def __init__(self, linear: nn.Linear, rows: int | None = None, threads: int | None = None):
+    def __init__(self, packed: list, in_features: int, out_features: int):
         super().__init__()
-        rows, threads = rows or ROWS_PER_BLOCK, threads or PACKING_THREADS
-        weight = linear.weight.detach()  # (out, in)
-        bias = linear.bias.detach() if linear.bias is not None else None
-        blocks = [(w, None if bias is None else bias[i:i + rows]) for w, i in zip(weight.split(rows),
-                                                                                 range(0, weight.shape[0], rows))]
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="atlas-int8") as pool:
-            self.packed = list(pool.map(lambda wb: _pack(*wb), blocks))
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed, self.in_features, self.out_features = packed, in_features, out_features
+
+    @classmethod
+    def of(cls, linear: nn.Linear, rows: int | None = None, threads: int | None = None) -> Int8Rows:
+        return int8_linears([linear], rows, threads)[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
         # reduce_range as torch.ao's dynamic Linear on x86: fbgemm's 16-bit sums of 8-bit products cannot saturate
+        if len(self.packed) == 1:
+            return torch.ops.quantized.linear_dynamic(x, self.packed[0], True)
         return torch.cat([torch.ops.quantized.linear_dynamic(x, p, True) for p in self.packed], dim=-1)
+
+
+def int8_linears(linears: list[nn.Linear], rows: int | None = None, threads: int | None = None) -> list[Int8Rows]:
+    """Each Linear's Int8Rows; the blocks of all of them packed by `threads` threads (torch releases the GIL)."""
+    rows, threads = rows or ROWS_PER_BLOCK, threads or PACKING_THREADS
+    jobs = []  # (which linear, weight block (rows, in), its bias or None)
+    for n, linear in enumerate(linears):
+        weight, bias = linear.weight.detach(), linear.bias
+        for start, block in zip(range(0, weight.shape[0], rows), weight.split(rows)):
+            jobs.append((n, block, None if bias is None else bias.detach()[start:start + rows]))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="atlas-int8") as pool:
+        packed = list(pool.map(lambda job: _pack(job[1], job[2]), jobs))
+    return [Int8Rows([p for (m, _, _), p in zip(jobs, packed) if m == n], lin.in_features, lin.out_features)
+            for n, lin in enumerate(linears)]
 
 
 def _pack(weight: torch.Tensor, bias: torch.Tensor | None):
@@ -82,33 +88,43 @@ def _pack(weight: torch.Tensor, bias: torch.Tensor | None):
         return torch.ops.quantized.linear_prepack(q, bias)
 
 
+def _int8_copy(module: nn.Module, threads: int | None = None) -> nn.Module:
+    """A copy of `module` whose nn.Linear layers are Int8Rows, every other parameter and buffer shared. No float32
+    weight is copied: a deep copy first would hold the decoder layers twice, and the allocator keeps much of what
+    a background thread frees (a 600M model's process then stayed at 2.3x its weights)."""
+    tensors = list(module.parameters()) + list(module.buffers())
+    twin = copy.deepcopy(module, memo={id(t): t for t in tensors})  # the structure; the tensors are the model's
+    places = [(parent, name, child) for parent in twin.modules() for name, child in parent.named_children()
+              if type(child) is nn.Linear]
+    for (parent, name, _), q in zip(places, int8_linears([child for _, _, child in places], threads=threads)):
+        setattr(parent, name, q)
+    return twin
+
+
 class Int8Generator(nn.Module):
     """The generator with its projection in Int8Rows; the same log-softmax."""
 
-    def __init__(self, generator: nn.Module):
+    def __init__(self, generator: nn.Module, threads: int | None = None):
         super().__init__()
-        self.proj = Int8Rows(generator.proj)
+        self.proj = int8_linears([generator.proj], threads=threads)[0]
 
     forward = Generator.forward
 
 
 class Draft(nn.Module):
-    """The model's decoder and generator with int8 linear layers; embeddings and norms are shared.
-
-    `layers=False` keeps the model's float32 decoder layers (shared, not copied): only the generator is int8.
-    `generator`: an int8 generator already built (a first draft's), used instead of quantizing again.
-    It has the two methods a greedy loop calls (decode with a cache, new_cache) and cfg.
+    """The model's decoder and generator with int8 linear layers (Int8Rows, packed by `threads` threads); embeddings,
+    norms and a position bias are shared. It has the two methods a greedy loop calls (decode with a cache, new_cache)
+    and cfg.
     """
 
-    def __init__(self, model: EncoderDecoder, layers: bool = True, generator: nn.Module | None = None):
+    def __init__(self, model: EncoderDecoder, threads: int | None = None):
         super().__init__()
         self.cfg = model.cfg
         self.tgt_embed, self.decoder_norm = model.tgt_embed, model.decoder_norm  # shared, not copied
         if model.cfg.positions == "relative":  # the decoder's position bias, shared too
             self.tgt_pos_bias = model.tgt_pos_bias
-        self.decoder_layers = _int8(model.decoder_layers) if layers else model.decoder_layers
-        self.generator = generator if generator is not None else _int8(model.generator)
-        self.layers_int8 = layers
+        self.decoder_layers = _int8_copy(model.decoder_layers, threads)
+        self.generator = Int8Generator(model.generator, threads)
         self.eval()
 
     decode = EncoderDecoder.decode
@@ -141,25 +157,23 @@ def worth_a_draft(model: EncoderDecoder) -> bool:
             and quantization_available())
 
 
-# A float32 generator this large is drafted at load: NLLB-600M's and mBART-50's (1 GB) are; opus-mt's (119 MB) is not,
-# its draft comes from the background as before. Such a row is half of a first trace's step on one core, and packing
-# its int8 copy takes a few seconds of the load (`python benchmarks/bench_model.py --families` measures both).
-GENERATOR_AT_LOAD_BYTES = 256 * 2**20
+# Where the float32 generator is this large the draft is built while the model loads: NLLB-600M's and mBART-50's
+# (1 GB) are, opus-mt's (119 MB) is not. Without it a first trace's steps would read the float32 weights, a generator
+# row being half of each, and both cores pack the draft in a few seconds of the load (`python
+# benchmarks/bench_model.py --families` measures the load and the first trace).
+DRAFT_AT_LOAD_BYTES = 256 * 2**20
 
 
-def generator_at_load(model: EncoderDecoder) -> bool:
-    """True where the int8 generator is worth building while the model loads (a large one, in a model that wants a
-    draft)."""
-    return model.cfg.d_model * model.cfg.tgt_vocab_size * 4 >= GENERATOR_AT_LOAD_BYTES and worth_a_draft(model)
+def draft_at_load(model: EncoderDecoder) -> bool:
+    """True where the draft is built with the model (a very large generator, in a model that wants a draft)."""
+    return model.cfg.d_model * model.cfg.tgt_vocab_size * 4 >= DRAFT_AT_LOAD_BYTES and worth_a_draft(model)
 
 
-def build_draft(model: EncoderDecoder, layers: bool = True, generator: nn.Module | None = None) -> Draft | None:
-    """The int8 draft of `model` (see Draft), or None when quantization fails on this machine (greedy then runs
-    unaided). Without `layers`, the generator is Int8Rows' copy."""
+def build_draft(model: EncoderDecoder, threads: int | None = None) -> Draft | None:
+    """The int8 draft of `model` (see Draft), packed by `threads` threads (default PACKING_THREADS), or None when
+    quantization fails on this machine (greedy then runs unaided)."""
     try:
-        if not layers and generator is None:
-            generator = Int8Generator(model.generator)
-        return Draft(model, layers, generator)
+        return Draft(model, threads)
     except (RuntimeError, NotImplementedError, AttributeError, ImportError):  # e.g. a torch without torch.ao
         return None
 
@@ -168,23 +182,25 @@ class DraftSlot:
     """One model's draft, shared by every Translator over that model (a language pair is a view of the same weights:
     a draft each would hold another int8 decoder and generator per pair, about 1 GB for NLLB-600M).
 
-    `want` True: built now. None: only where it pays (worth_a_draft), built by a background thread that the first
-    trace starts when it is done, so a Translator that only translates does not pay for it; until it is there,
-    traces decode unaided, with the same result, or, where the generator is very large (generator_at_load), with a
-    draft of the generator alone, built now. False: never.
+    `want` True: built now. None: only where it pays (worth_a_draft): now where the generator is very large
+    (draft_at_load), otherwise by a background thread that the first trace starts when it is done, so a Translator
+    that only translates does not pay for it; until it is there, traces decode unaided, with the same result.
+    False: never.
     """
 
     def __init__(self, model: EncoderDecoder, want: bool | None = None):
         self.model = model
         self.wanted = bool(want) or (want is None and worth_a_draft(model))
-        self.draft = build_draft(model) if want else (
-            build_draft(model, layers=False) if want is None and generator_at_load(model) else None)
-        self.started = bool(want)
+        now = bool(want) or (want is None and draft_at_load(model))
+        self.draft = build_draft(model) if now else None
+        if self.draft is not None:
+            release_freed_memory()  # the packing threads' int8 tensors, freed but kept by their allocator arenas
+        self.started = now
         self._lock = threading.Lock()
 
     def start(self) -> None:
         """Start building the draft once, if it is wanted."""
-        if (self.draft is None or not self.draft.layers_int8) and self.wanted:
+        if self.draft is None and self.wanted:
             with self._lock:
                 if not self.started:
                     self.started = True
@@ -193,7 +209,6 @@ class DraftSlot:
                     threading.Thread(target=self._build, name="atlas-draft", daemon=False).start()
 
     def _build(self) -> None:
-        first = self.draft  # a generator's draft keeps serving until the whole one is there, which reuses its generator
-        built = build_draft(self.model, generator=first.generator if first is not None else None)
-        if built is not None:
-            self.draft = built  # one reference assignment: a trace sees the old draft or the whole new one
+        # one thread: the other core serves requests meanwhile
+        self.draft = build_draft(self.model, threads=1)  # one reference assignment: a trace sees None or all of it
+        release_freed_memory()

@@ -17,3 +17,16 @@ def use_threads(n: int) -> None:
     n = max(1, int(n))
     torch.set_num_threads(n)
     threadpool_limits(limits=n, user_api="blas")
+
+
+def release_freed_memory() -> None:
+    """Hand the memory that threads freed back to the system (glibc's malloc_trim). Each thread allocates from an
+    arena of its own, which keeps what is freed; a draft packed by two threads left about 90 MB so for NLLB-600M. A
+    no-op where the C library has no malloc_trim (macOS, musl)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
