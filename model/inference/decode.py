@@ -262,11 +262,18 @@ def _attach_steps(model, trace: dict, log_probs: torch.Tensor, res: Decoded, ste
 
 
 def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], fwd_hooks,
-                  banned) -> tuple[list[int], bool]:
-    """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>)."""
-    cache, ids, last = draft.new_cache(), [], bos
+                  banned, cache: dict | None = None) -> tuple[list[int], bool]:
+    """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>).
+
+    `cache`: the draft's own from an earlier round, whose positions' inputs were <bos> and that round's tokens. Those
+    `known` still starts with are kept (cut_cache) and decoding goes on from there, so a corrected guess costs the
+    steps after it, not the whole sentence again.
+    """
+    done = 0 if cache is None or eos in known else min(cache["len"], len(known))
+    cache = draft.new_cache() if cache is None else cut_cache(cache, done)
+    ids, last = list(known[:done]), known[done - 1] if done else bos
     hooks = Hooks(fwd_hooks) if fwd_hooks else None
-    for t in range(1, max_len + 1):
+    for t in range(done + 1, max_len + 1):
         x = draft.decode(memory, src_mask, torch.tensor([[last]], device=memory.device), None, hooks, cache=cache)
         if t <= len(known):  # forced: the cache needs the position, the choice is made
             last = known[t - 1]
@@ -276,6 +283,20 @@ def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], 
             return ids, True
         ids.append(last)
     return ids, False
+
+
+def cut_cache(cache: dict, n: int) -> dict:
+    """The key/value cache cut back to its first n positions (the cross-attention's keys and values stay whole)."""
+    if n < cache["len"]:
+        for layer in cache["layers"]:
+            own = layer["self"]
+            if own:
+                own["k"], own["v"] = own["k"][:, :, :n], own["v"][:, :, :n]  # (b, h, n, d_k)
+        cache["len"] = n
+    if n == 0:
+        for layer in cache["layers"]:
+            layer["self"].clear()
+    return cache
 
 
 DRAFT_ROUNDS = 2  # the draft's guesses checked before the model guesses for itself
@@ -294,11 +315,12 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
     the draft's int8 rounding keeps flipping near-tied tokens (random weights), a trace costs little more than
     without a draft instead of a pass per flip.
     """
-    known, rounds = list(prefix), 0  # forced, or already the model's own argmax
+    known, rounds, caches = list(prefix), 0, {}  # forced, or already the model's own argmax; each guesser's cache
     while True:
         guesser = draft if rounds < DRAFT_ROUNDS else model
         rounds += 1
-        ids, finished = _draft_greedy(guesser, memory, src_mask, bos, eos, max_len, known, fwd_hooks, banned)
+        cache = caches.setdefault(id(guesser), guesser.new_cache())
+        ids, finished = _draft_greedy(guesser, memory, src_mask, bos, eos, max_len, known, fwd_hooks, banned, cache)
         raw = _teacher_forced(model, memory, src_mask, bos, ids, fwd_hooks, trace)  # (1, t, V)
         log_probs = allowed_log_probs(raw[0], banned)
         best = log_probs.argmax(-1).tolist()  # (t,) the model's choice after each prefix

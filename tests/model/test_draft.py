@@ -214,3 +214,33 @@ def test_a_model_with_a_very_large_generator_gets_its_draft_at_load(translator, 
     assert got.raw_tokens == want.raw_tokens
     assert [s.top_tokens for s in got.steps] == [s.top_tokens for s in want.steps]
     np.testing.assert_allclose(got.trace.log_probs, want.trace.log_probs, atol=1e-5)
+
+
+@pytest.mark.parametrize("which", ["trained", "t5-like"])
+def test_a_corrected_guess_goes_on_from_the_drafts_cache(which, trained_model, make_model, vocabs, pairs):
+    """After a wrong guess the draft keeps its cache up to the corrected token and decodes only what follows: the
+    tokens are those of a fresh decoding of the same forced start, in fewer steps."""
+    from test_families_nn import T5_LIKE
+
+    model = trained_model if which == "trained" else make_model(**T5_LIKE)
+    draft = build_draft(model)
+    calls = []
+    real = draft.decode
+    draft.decode = lambda *a, **k: calls.append(1) or real(*a, **k)
+    sv, _ = vocabs
+    src = src_tensor(sv, pairs[1][0])
+    with torch.inference_mode():
+        mask = (src != model.cfg.pad_idx).unsqueeze(1).unsqueeze(1)  # (1, 1, 1, s)
+        memory = model.encode(src, mask)
+        banned = torch.tensor(decode.never_generated(model, BOS, EOS))
+        cache = draft.new_cache()
+        first, _ = decode._draft_greedy(draft, memory, mask, BOS, EOS, 30, [], (), banned, cache)
+        assert len(first) > 4
+        known = first[:3] + [next(t for t in range(5, 20) if t != first[3])]  # a "corrected" 4th token
+        calls.clear()
+        resumed = decode._draft_greedy(draft, memory, mask, BOS, EOS, 30, known, (), banned, cache)
+        steps_resumed = len(calls)
+        calls.clear()
+        fresh = decode._draft_greedy(draft, memory, mask, BOS, EOS, 30, known, (), banned)
+    assert resumed == fresh
+    assert steps_resumed == len(calls) - 4  # <bos> and the three kept tokens were not decoded again
