@@ -309,11 +309,11 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
     Row i of the teacher-forced pass over <bos> + guess is the model's distribution after the first i
     tokens. Where every row's argmax is the guessed token (and <eos> after the last one when the guess
     ended), the guess is the model's greedy output. At the first row where it is not, the model's own
-    token is kept and the draft guesses again from there. Each round fixes at least one more token, so
-    this ends; the steps report the model's distributions, never the draft's. After DRAFT_ROUNDS wrong guesses
-    the model guesses the rest itself (its incremental greedy decoding), which its traced pass then confirms: where
-    the draft's int8 rounding keeps flipping near-tied tokens (random weights), a trace costs little more than
-    without a draft instead of a pass per flip.
+    token is kept and the draft guesses again from there (from its own cache, cut back). Each round fixes at least
+    one more token, so this ends; the steps report the model's distributions, never the draft's. After DRAFT_ROUNDS
+    wrong guesses the model guesses the rest itself (its incremental greedy decoding), which its traced pass then
+    confirms: where the draft's int8 rounding keeps flipping near-tied tokens (random weights), a trace costs little
+    more than without a draft instead of a pass per flip.
     """
     known, rounds, caches = list(prefix), 0, {}  # forced, or already the model's own argmax; each guesser's cache
     while True:
