@@ -266,11 +266,11 @@ def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], 
     """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>).
 
     `cache`: the draft's own from an earlier round, whose positions' inputs were <bos> and that round's tokens. Those
-    `known` still starts with are kept (cut_cache) and decoding goes on from there, so a corrected guess costs the
-    steps after it, not the whole sentence again.
+    `known` still starts with are kept (EncoderDecoder.cut_cache) and decoding goes on from there, so a corrected
+    guess costs the steps after it, not the whole sentence again.
     """
     done = 0 if cache is None or eos in known else min(cache["len"], len(known))
-    cache = draft.new_cache() if cache is None else cut_cache(cache, done)
+    cache = draft.new_cache() if cache is None else EncoderDecoder.cut_cache(cache, done)
     ids, last = list(known[:done]), known[done - 1] if done else bos
     hooks = Hooks(fwd_hooks) if fwd_hooks else None
     for t in range(done + 1, max_len + 1):
@@ -283,20 +283,6 @@ def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], 
             return ids, True
         ids.append(last)
     return ids, False
-
-
-def cut_cache(cache: dict, n: int) -> dict:
-    """The key/value cache cut back to its first n positions (the cross-attention's keys and values stay whole)."""
-    if n < cache["len"]:
-        for layer in cache["layers"]:
-            own = layer["self"]
-            if own:
-                own["k"], own["v"] = own["k"][:, :, :n], own["v"][:, :, :n]  # (b, h, n, d_k)
-        cache["len"] = n
-    if n == 0:
-        for layer in cache["layers"]:
-            layer["self"].clear()
-    return cache
 
 
 DRAFT_ROUNDS = 2  # the draft's guesses checked before the model guesses for itself

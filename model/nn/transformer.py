@@ -152,6 +152,21 @@ class EncoderDecoder(nn.Module):
         """An empty key/value cache for one incremental decoding; it belongs to the caller, not the model."""
         return {"len": 0, "layers": [{"self": {}, "cross": {}} for _ in self.decoder_layers]}
 
+    @staticmethod
+    def cut_cache(cache: dict, n: int) -> dict:
+        """The cache cut back to its first n positions, to decode on from there (the cross-attention's keys and
+        values, the source's, stay whole)."""
+        if n < cache["len"]:
+            for layer in cache["layers"]:
+                own = layer["self"]
+                if own:
+                    own["k"], own["v"] = own["k"][:, :, :n], own["v"][:, :, :n]  # (b, h, n, d_k)
+            cache["len"] = n
+        if n == 0:
+            for layer in cache["layers"]:
+                layer["self"].clear()
+        return cache
+
     def forward(
         self,
         src: torch.Tensor,  # (b, s)
