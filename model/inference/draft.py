@@ -39,8 +39,8 @@ from model.nn.transformer import EncoderDecoder, Generator
 MIN_GENERATOR_BYTES = 4 * 2**20
 
 
-# fbgemm packs 4 blocks of 65,536 x 1024 in half the time of one 256,206 x 1024 matrix; fewer, larger blocks make the
-# quicker product (opus-mt's generator is one block)
+# fbgemm packs 4 blocks of 65,536 x 1024 faster than one 256,206 x 1024 matrix, and two threads pack two at once;
+# fewer, larger blocks make the quicker product (opus-mt's generator is one block)
 ROWS_PER_BLOCK = 65536
 PACKING_THREADS = 2  # a load, not a request: both cores
 
