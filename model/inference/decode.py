@@ -262,15 +262,15 @@ def _attach_steps(model, trace: dict, log_probs: torch.Tensor, res: Decoded, ste
 
 
 def _draft_greedy(draft, memory, src_mask, bos, eos, max_len, known: list[int], fwd_hooks,
-                  banned, cache: dict | None = None) -> tuple[list[int], bool]:
+                  banned, cache: dict) -> tuple[list[int], bool]:
     """The draft's greedy continuation of `known` (forced tokens): (ids, ended with <eos>).
 
-    `cache`: the draft's own from an earlier round, whose positions' inputs were <bos> and that round's tokens. Those
-    `known` still starts with are kept (EncoderDecoder.cut_cache) and decoding goes on from there, so a corrected
-    guess costs the steps after it, not the whole sentence again.
+    `cache`: the draft's own, new or from an earlier round, whose positions' inputs were <bos> and that round's tokens.
+    Those `known` still starts with are kept (EncoderDecoder.cut_cache) and decoding goes on from there, so a
+    corrected guess costs the steps after it, not the whole sentence again.
     """
-    done = 0 if cache is None or eos in known else min(cache["len"], len(known))
-    cache = draft.new_cache() if cache is None else EncoderDecoder.cut_cache(cache, done)
+    done = 0 if eos in known else min(cache["len"], len(known))
+    EncoderDecoder.cut_cache(cache, done)
     ids, last = list(known[:done]), known[done - 1] if done else bos
     hooks = Hooks(fwd_hooks) if fwd_hooks else None
     for t in range(done + 1, max_len + 1):
@@ -305,7 +305,9 @@ def checked_greedy(model, draft, memory, src_mask, bos: int, eos: int, max_len: 
     while True:
         guesser = draft if rounds < DRAFT_ROUNDS else model
         rounds += 1
-        cache = caches.setdefault(id(guesser), guesser.new_cache())
+        if id(guesser) not in caches:
+            caches[id(guesser)] = guesser.new_cache()
+        cache = caches[id(guesser)]
         ids, finished = _draft_greedy(guesser, memory, src_mask, bos, eos, max_len, known, fwd_hooks, banned, cache)
         raw = _teacher_forced(model, memory, src_mask, bos, ids, fwd_hooks, trace)  # (1, t, V)
         log_probs = allowed_log_probs(raw[0], banned)

@@ -54,10 +54,6 @@ class Int8Rows(nn.Module):
         super().__init__()
         self.packed, self.in_features, self.out_features = packed, in_features, out_features
 
-    @classmethod
-    def of(cls, linear: nn.Linear, rows: int | None = None, threads: int | None = None) -> Int8Rows:
-        return int8_linears([linear], rows, threads)[0]
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
         # reduce_range as torch.ao's dynamic Linear on x86: fbgemm's 16-bit sums of 8-bit products cannot saturate
         if len(self.packed) == 1:
@@ -151,7 +147,7 @@ def worth_a_draft(model: EncoderDecoder) -> bool:
     """Large generators only, and only where the generator is a large share of a step (at least DRAFT_SHARE of the
     decoder layers' weights: the shipped model 0.65, opus-mt 1.2, NLLB-600M 1.3): a small model's step is already in
     cache, and where the layers dominate (Flan-T5-base: 0.22) a wrong guess's extra checking pass costs more than
-    the int8 generator saves (benchmarks/results/families.json: 2.7 s drafted, 1.35 s without, random weights)."""
+    the int8 layers save (random weights flip near-tied tokens; each flip is another traced pass)."""
     cfg = model.cfg
     generator = cfg.d_model * cfg.tgt_vocab_size
     layers = sum(p.numel() for p in model.decoder_layers.parameters())

@@ -18,7 +18,6 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from model.nn.config import FORMAT_VERSION, ModelConfig
-from model.nn.layers import sinusoidal_encoding
 from model.nn.transformer import EncoderDecoder
 from model.text.vocab import Vocab
 
@@ -106,15 +105,13 @@ def load_weights_into(model: EncoderDecoder, stored: dict[str, torch.Tensor]) ->
 def assemble(cfg: ModelConfig, stored: dict[str, torch.Tensor], folder: Path) -> EncoderDecoder:
     """The model whose parameters are the stored tensors themselves: built on the meta device (no memory, no random
     initialisation), each parameter then assigned, not copied, so a 600M-parameter load holds the weights once and
-    spends no time drawing numbers it throws away; the ties restored, the fixed position table computed."""
+    spends no time drawing numbers it throws away; the ties restored. (The fixed position table, a buffer that is
+    not stored, is computed on the CPU while the network is built: sinusoidal_encoding.)"""
     with torch.device("meta"):
         model = EncoderDecoder(cfg, init=False)
     _check_weights(folder, model, stored)
     model.load_state_dict(model_state(cfg, stored), strict=True, assign=True)
     model.tie()  # assign gave each tied name a Parameter of its own over the one tensor
-    if cfg.positions == "sinusoidal":
-        for embed in (model.src_embed, model.tgt_embed):
-            embed.pe = sinusoidal_encoding(cfg.max_len + cfg.pos_offset, cfg.d_model, cfg.pe_layout)
     return model
 
 
@@ -230,8 +227,8 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 def _finite(t: torch.Tensor) -> bool:
     """Every value finite. A NaN or an infinity anywhere makes the sum non-finite, so a finite sum settles it in
-    one vectorized pass (torch.isfinite over a 1 GB table takes seconds on a CPU); only a sum that overflowed needs
-    the element-wise check."""
+    one vectorized pass (torch.isfinite(...).all() is many times slower on a CPU: most of a 600M model's load); only
+    a sum that overflowed needs the element-wise check."""
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 

@@ -16,9 +16,9 @@ from model.nn.hooks import Hooks, inside
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
-    """The fixed table, always on the CPU: built under torch.device("meta") (a checkpoint's load), the same
-    arithmetic would go through torch's decompositions, whose import alone takes seconds, for a table that has no
-    values."""
+    """The fixed table, always on the CPU with its values, also while a checkpoint's network is built under
+    torch.device("meta"): there the same arithmetic would give a table without values, through torch's
+    decompositions, whose import (torch._dynamo) was a large part of a load."""
     with torch.device("cpu"):
         return _sinusoidal(n_positions, d_model, layout)
 
@@ -71,7 +71,7 @@ class Embeddings(nn.Module):
                  pos_offset: int = 0, norm: str | None = None, eps: float = 1e-5):
         super().__init__()
         # Without init a table of its own is given, so nn.Embedding skips its normal_(): on the meta device that call
-        # alone imports torch._dynamo (seconds of a load).
+        # alone imports torch._dynamo (a large part of a load).
         self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx,
                                 _weight=None if init else torch.empty(vocab_size, d_model))
         if init:  # without: the weights are loaded next (EncoderDecoder's `init`)

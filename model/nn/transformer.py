@@ -158,13 +158,12 @@ class EncoderDecoder(nn.Module):
         values, the source's, stay whole)."""
         if n < cache["len"]:
             for layer in cache["layers"]:
-                own = layer["self"]
-                if own:
+                own = layer["self"]  # empty before the first position
+                if n == 0:
+                    own.clear()
+                elif own:
                     own["k"], own["v"] = own["k"][:, :, :n], own["v"][:, :, :n]  # (b, h, n, d_k)
             cache["len"] = n
-        if n == 0:
-            for layer in cache["layers"]:
-                layer["self"].clear()
         return cache
 
     def forward(

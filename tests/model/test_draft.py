@@ -20,6 +20,7 @@ from model.inference.draft import (
     Int8Rows,
     build_draft,
     draft_at_load,
+    int8_linears,
     quantization_available,
     worth_a_draft,
 )
@@ -178,7 +179,7 @@ def test_int8_rows_is_torch_s_per_channel_int8_linear_in_blocks(bias):
     linear = torch.nn.Linear(48, 103, bias=bias)
     with torch.no_grad():
         linear.weight[7] *= 50  # a row far larger than the others keeps its own scale
-    q = Int8Rows.of(linear, rows=16, threads=2)
+    q = int8_linears([linear], rows=16, threads=2)[0]
     assert len(q.packed) == 7 and (q.in_features, q.out_features) == (48, 103)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -241,6 +242,6 @@ def test_a_corrected_guess_goes_on_from_the_drafts_cache(which, trained_model, m
         resumed = decode._draft_greedy(draft, memory, mask, BOS, EOS, 30, known, (), banned, cache)
         steps_resumed = len(calls)
         calls.clear()
-        fresh = decode._draft_greedy(draft, memory, mask, BOS, EOS, 30, known, (), banned)
+        fresh = decode._draft_greedy(draft, memory, mask, BOS, EOS, 30, known, (), banned, draft.new_cache())
     assert resumed == fresh
     assert steps_resumed == len(calls) - 4  # <bos> and the three kept tokens were not decoded again
