@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from browser_support import EXCEPTION, MAIN, new_page, open_app
 
@@ -80,7 +81,8 @@ def test_three_phones_vote_the_projector_counts_and_reveal_reaches_every_phone(c
         projector.get_by_text(f"The room: {right} of 3").wait_for()
         for ph in phones:
             ph.get_by_text(f"The model's answer: {answer}").wait_for()
-            assert ph.locator("[class*='st-key-room_opt_'] button").count() == 0  # no more answers taken
+            # no more answers taken: the reveal's run removes the buttons once it ends (until then they stay, stale)
+            expect(ph.locator("[class*='st-key-room_opt_'] button")).to_have_count(0, timeout=60_000)
             ph.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 1")  # room and model
             assert ph.locator(EXCEPTION).count() == 0
     finally:
