@@ -15,16 +15,19 @@ from model.nn.attention import MultiHeadAttention
 from model.nn.hooks import Hooks, inside
 
 
-def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+def sinusoidal_encoding(n_positions: int, d_model: int, layout: str = "interleaved",
+                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The fixed table, always on the CPU with its values, also while a checkpoint's network is built under
     torch.device("meta"): there the same arithmetic would give a table without values, through torch's
     decompositions, whose import (torch._dynamo) was a large part of a load."""
     with torch.device("cpu"):
-        return _sinusoidal(n_positions, d_model, layout)
+        return _sinusoidal(n_positions, d_model, layout, dtype)
 
 
-def _sinusoidal(n_positions: int, d_model: int, layout: str) -> torch.Tensor:
-    """The (n, d) table of sines and cosines at wavelengths 10000^(2i/d), position 0 first.
+def _sinusoidal(n_positions: int, d_model: int, layout: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The (n, d) table of sines and cosines at wavelengths 10000^(2i/d), position 0 first, computed in `dtype`.
+    float64 serves comparisons across machines: a float32 table's last bit (~6e-8) may differ between CPUs' vector
+    code for sin/exp, a float64 one's only by ~1e-16.
 
     "interleaved" (the paper): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...).
     "sin_then_cos" (Marian): the same sines in columns 0..⌈d/2⌉-1, then the cosines.
@@ -33,21 +36,21 @@ def _sinusoidal(n_positions: int, d_model: int, layout: str) -> torch.Tensor:
     """
     if layout == "fairseq":
         half = d_model // 2
-        freq = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000.0) / (half - 1)))
-        angle = torch.arange(n_positions, dtype=torch.int64).float().unsqueeze(1) * freq.unsqueeze(0)  # (n, d/2)
+        freq = torch.exp(torch.arange(half, dtype=torch.int64).to(dtype) * -(math.log(10000.0) / (half - 1)))
+        angle = torch.arange(n_positions, dtype=torch.int64).to(dtype).unsqueeze(1) * freq.unsqueeze(0)  # (n, d/2)
         pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
-        return torch.cat([pe, torch.zeros(n_positions, 1)], dim=1) if d_model % 2 else pe
+        return torch.cat([pe, torch.zeros(n_positions, 1, dtype=dtype)], dim=1) if d_model % 2 else pe
     if layout == "sin_then_cos":
-        # Computed in float64 as Marian's table is (transformers builds it with NumPy), then rounded once.
+        # Computed in float64 as Marian's table is (transformers builds it with NumPy), then rounded once to dtype.
         pos = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n, 1)
         i = torch.arange(d_model, dtype=torch.float64)
         angle = pos / torch.pow(10000.0, 2 * torch.div(i, 2, rounding_mode="floor") / d_model)  # (n, d)
-        return torch.cat([torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])], dim=1).float()
+        return torch.cat([torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])], dim=1).to(dtype)
     if layout != "interleaved":
         raise ValueError(f"unknown positional-encoding layout {layout!r}")
-    pos = torch.arange(n_positions, dtype=torch.float32).unsqueeze(1)  # (n, 1)
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    pe = torch.zeros(n_positions, d_model)
+    pos = torch.arange(n_positions, dtype=dtype).unsqueeze(1)  # (n, 1)
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=dtype) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(n_positions, d_model, dtype=dtype)
     pe[:, 0::2] = torch.sin(pos * div)
     pe[:, 1::2] = torch.cos(pos * div)[:, : d_model // 2]
     return pe
@@ -79,7 +82,8 @@ class Embeddings(nn.Module):
             with torch.no_grad():
                 self.lut.weight[pad_idx].zero_()
         self.scale = math.sqrt(d_model) if scale else 1.0
-        self.max_len, self.offset, self.positions = max_len, pos_offset, positions
+        # pe_layout is kept so that the table can be computed again (in another precision: tests/reference_outputs.py)
+        self.max_len, self.offset, self.positions, self.pe_layout = max_len, pos_offset, positions, pe_layout
         if positions == "sinusoidal":
             self.register_buffer("pe", sinusoidal_encoding(max_len + pos_offset, d_model, pe_layout), persistent=False)
         elif positions == "learned":
