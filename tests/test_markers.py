@@ -5,16 +5,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def collected(marker: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "-p", "no:randomly"],
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "-p", "no:randomly",
+                          "-n", "0"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return [line for line in out.stdout.splitlines() if "::" in line]
 
 
+@pytest.mark.slow
 def test_not_browser_selects_no_test_that_drives_chromium():
     """Every test module that starts Chromium (its name says browser, or it uses the browser fixtures) is left out."""
     chosen = collected("not browser")

@@ -7,7 +7,7 @@ title then steps around each label's box). The same goes for ``automargin`` (the
 ``ticklabeloverflow`` "hide past div" (each label's box against the chart's, once per label drawn). On the
 Inside-one-head page, with nine panels, that was about a fifth of a first visit's time in Chromium
 (docs/performance.md). The figures' margins are already made to hold their labels and titles
-(:func:`viz.layout.label_margins`, checked in Chromium by tests/browser/test_browser_margins.py), so here
+(:func:`viz.layout.label_margins`, checked in Chromium by tests/browser/test_browser_tour.py (C4)), so here
 - each axis title becomes a note centred on its axis, just past its tick labels' estimated reach
   (:func:`viz.layout.tick_labels_px`), in the title's own font; a y title turned as Plotly turns it;
 - ``automargin`` is off and tick labels are never hidden ("allow"), on the axes and on the colour bars.

@@ -154,7 +154,7 @@ def label_margins(layout: dict, base: float) -> tuple[float, float]:
     heatmap in the browser. Margins set to this estimate beforehand leave nothing to push, so the figure is drawn
     once. The browser gets no automargin at all (viz/axis_notes.py: measuring the labels is itself a forced
     layout of the page per label), so this estimate is what keeps every label in the figure:
-    tests/browser/test_browser_margins.py checks it against Chromium's own measurements of the labels and titles.
+    tests/browser/test_browser_tour.py (C4) checks it against Chromium's own measurements of the labels and titles.
     """
     left = bottom = 0.0
     for name, axis in layout.items():

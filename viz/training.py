@@ -110,9 +110,11 @@ def loss_figure(steps: Sequence[int], train_loss: np.ndarray, val_loss: np.ndarr
 
 
 def _legend_room(fig: go.Figure) -> go.Figure:
-    """A presenter figure's legend line stands between the title and the plot: the top margin grows by it."""
+    """A presenter figure's legend line stands between the title and the plot: the top margin grows by it. The plot
+    left is a few tick labels tall: at most three on the y axis, so that its 20 px labels stand apart."""
     if theme().height_px:
         fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.4 * theme().tick)
+        fig.update_yaxes(nticks=3)
     return fig
 
 

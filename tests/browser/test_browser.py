@@ -2,7 +2,7 @@
 
 One server (serving a tiny model built for the session) and one browser serve every test; each
 test opens its own page, so its own Streamlit session. Run only these with `pytest -m browser`.
-Screenshots of every view go to artifacts/screenshots/.
+Every view in every mode is opened, checked and saved as a screenshot by tests/browser/test_browser_tour.py.
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from browser_support import (
     chart_titles,
     choose_view,
     enter_text,
-    full_screenshot,
     new_page,
     open_app,
     page_with_sentence,
@@ -34,9 +33,7 @@ from browser_support import (
     wait_texts,
     widget,
 )
-from model import records
 
-VIEWS = list(records.VIEWS)  # every page, in the sidebar's order
 SENTENCE = "Zwei Hunde spielen im Schnee mit einem Spielzeug."
 SOURCE_LINE = f"{MAIN} h4"  # the first one is the "#### DE tokens" line above every view
 
@@ -48,7 +45,7 @@ def assert_no_exception(page) -> None:
 
 @pytest.fixture(scope="module")
 def sentence_page(chromium, app_server):
-    """One page with SENTENCE typed into the sidebar, shared by the per-view tests (in VIEWS order)."""
+    """One page with SENTENCE typed into the sidebar."""
     pg = page_with_sentence(chromium, app_server.url, SENTENCE)
     yield pg
     pg.context.close()
@@ -63,31 +60,6 @@ def test_typed_sentence_is_translated(sentence_page):
     assert len(translation) > 5 and "empty output" not in translation, translation
     assert "text=" + urllib.parse.quote_plus(SENTENCE) in pg.url  # the URL follows the state: a shareable link
     assert_no_exception(pg)
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("view", VIEWS)
-def test_view_draws_without_exception(sentence_page, screenshot_dir, view):
-    pg = sentence_page
-    if selected_view(pg) != view:  # clicking the selected option would not start a run
-        choose_view(pg, view)
-    assert selected_view(pg) == view
-    if view == "Training":  # the tiny demo model was not trained by model.train: no film (test_browser_training.py)
-        pg.locator(MAIN).get_by_text("No training film for this model").wait_for(timeout=30_000)
-        n = pg.locator(CHART).count()
-    else:
-        n = wait_charts(pg)
-        assert n >= 1
-    assert pg.locator(f"{CHART} .js-plotly-plot .main-svg").count() >= n
-    assert_no_exception(pg)
-    assert alert_texts(pg, "Error") == []
-    assert "Zwei Hunde spielen im Schnee" in pg.locator(SOURCE_LINE).first.inner_text()  # the sentence survived
-    assert "view=" + urllib.parse.quote_plus(view) in pg.url
-    shown = pg.locator("[data-testid='stMain']").inner_text()
-    for leaked in ("&lt;", "&gt;", "&amp;", "\\."):  # escaping meant for Markdown must never show as text
-        assert leaked not in shown, f"{leaked!r} shown literally on the {view} view"
-    path = full_screenshot(pg, screenshot_dir / f"{view.lower().replace(' ', '_')}.png")
-    assert path.stat().st_size > 10_000
 
 
 @pytest.mark.browser
@@ -190,6 +162,7 @@ def test_broken_checkpoint_shows_an_error_naming_the_folder(page, app_server, br
     assert_no_exception(page)
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_sixteen_concurrent_sessions_each_see_their_own_translation_and_attention(chromium, app_server):
     """16 pages (16 Streamlit sessions) send different sentences at once through one cached model."""

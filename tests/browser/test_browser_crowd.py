@@ -10,6 +10,7 @@ PAGES, ROUNDS = 8, 3
 SENTENCE = "Ein Mann fährt Fahrrad."
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_eight_pages_opened_at_once_on_a_fresh_server_all_get_the_app(atlas_checkpoints, tmp_path_factory):
     """Each round starts a new server, so the sessions' first runs import the scientific stack in parallel

@@ -56,6 +56,7 @@ def assert_visible(stops: list[dict]) -> None:
     assert not hidden, f"focus not visible on {hidden}"
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_the_app_by_keyboard_alone(page, app_server):
     open_app(page, app_server.link(view="Overview"))

@@ -122,6 +122,7 @@ def shown(pg, keys: list[str]) -> dict:
     return {key: pg.evaluate(SHOWN_JS, key) for key in keys}
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.parametrize("view", ["What if", "Decoding"])
 def test_a_copied_link_restores_the_lab_figures(page, app_server, chromium, view):

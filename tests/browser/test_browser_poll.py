@@ -32,6 +32,7 @@ def phone_buttons(ph) -> list:
     return ph.locator("[class*='st-key-room_opt_'] button").all()
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_three_phones_vote_the_projector_counts_and_reveal_reaches_every_phone(chromium, app_server):
     projector = new_page(chromium, width=1280, height=720, timeout=60_000)

@@ -1,7 +1,7 @@
 """Real-browser tests: presenter mode fits the screen, and the figures' cosmetic mends, measured in Chromium.
 
-Presenter mode promises that nothing needs scrolling on a 1280×720 projector: every chart of every part of every
-page ends on the screen, there and at 1920×1080. A page of figures (written to a temporary script, run by its own
+Presenter mode on every part of every page at 1280×720: tests/browser/test_browser_tour.py; at 1920×1080 and for
+long sentences: test_browser_presenter_fit.py. A page of figures (written to a temporary script, run by its own
 server) measures what the app's own pages might not show with the tiny test models: bar values clear of tick
 labels and grid lines, training-step labels apart, the similarity figure's colour bar clear of the curve's axis,
 no colour bar beside bars, bars that stand out in high contrast.
@@ -13,14 +13,13 @@ import textwrap
 import pytest
 
 from browser_js import LAID_OUT_JS
-from browser_support import ROOT, new_page, open_app, start_server, stop_server, widget
+from browser_support import ROOT, new_page, open_app, start_server, stop_server
+from page_checks import MAIN_CHART, cut_text
 from test_model_data import synthetic_corpus
 from tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[2]  # long enough to take two lines of the presenter header at 1280 px
 FILM_SENTENCE = synthetic_corpus()[-1][0]  # every word known to the model with a film (no "unknown" line)
-SIZES = [(1280, 720), (1920, 1080)]
-MAIN_CHART = "[data-testid='stMain'] [data-testid='stPlotlyChart']"  # not the warm-up chart, drawn off-screen
 SETTLED_JS = """() => document.querySelectorAll("[data-testid='stSkeleton']").length === 0
   && document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']") !== null"""
 
@@ -31,66 +30,21 @@ def settle(pg) -> None:
     pg.wait_for_function(LAID_OUT_JS, arg=MAIN_CHART, timeout=60_000, polling="raf")
 
 
-def parts(pg) -> list[str]:
-    """The page parts presenter mode offers (the radio of views.parts.widgets.sections)."""
-    return [t.strip() for t in widget(pg, "focus").locator("[data-testid='stRadioOption']").all_inner_texts()]
-
-
 def model_for(view: str) -> dict:
     """The tiny model with a training film for Training, else the one with a head report."""
     return dict(ckpt="filmed", text=FILM_SENTENCE) if view == "Training" else dict(ckpt="demo", text=SENTENCE)
 
 
-# ----------------------------------------------------------------------------- presenter mode fits the screen
-
-@pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_every_chart_of_every_page_part_fits_the_screen(chromium, app_server, width, height):
-    from views.plumbing.state import VIEWS
-
-    pg = new_page(chromium, width=width, height=height, timeout=60_000)
-    over, measured = [], 0
-    try:
-        for view in VIEWS:
-            open_app(pg, app_server.link(view=view, present=1, **model_for(view)))
-            settle(pg)
-            names = parts(pg)
-            assert len(names) >= 2, (view, names)
-            for part in names:
-                open_app(pg, app_server.link(view=view, present=1, focus=part, **model_for(view)))
-                settle(pg)
-                charts = pg.locator(MAIN_CHART)
-                for i in range(charts.count()):
-                    box = charts.nth(i).bounding_box()
-                    measured += 1
-                    if box["y"] < 0 or box["y"] + box["height"] > height + 1:
-                        over.append(f"{view} / {part}: chart {i} spans {box['y']:.0f}–{box['y'] + box['height']:.0f}")
-    finally:
-        pg.context.close()
-    assert over == [], f"at {width}×{height}: " + "; ".join(over)
-    assert measured >= 20  # every page with figures was drawn
-
-
 # ----------------------------------------------------------------------------- the app around the figures
 
-# Streamlit cuts a button's label with an ellipsis and clips a widget's label: either way the text is wider than
-# its box.
-TRUNCATED_JS = """() => [...document.querySelectorAll(
-    "[data-testid='stMain'] button [data-testid='stMarkdownContainer'], "
-    + "[data-testid='stMain'] [data-testid='stWidgetLabel'] [data-testid='stMarkdownContainer']")]
-  .filter(e => e.getBoundingClientRect().width > 0 && e.scrollWidth > e.clientWidth + 1)
-  .map(e => e.textContent.trim())"""
-# The pages whose labels were cut: the CSV buttons in a quarter of the page, "Rescale colours" in a fifth.
-PAGES_AT_1280 = {"Attention": {}, "Attention side by side": dict(compare="sentence", text2=GERMAN[0]), "Embeddings": {}}
-
-
-@pytest.mark.parametrize("name", list(PAGES_AT_1280))
-def test_buttons_and_toggles_are_not_cut_at_1280px(chromium, app_server, name):
+def test_buttons_and_toggles_are_not_cut_side_by_side_at_1280px(chromium, app_server):
+    """Two sentences side by side halve the columns (every view alone at 1280 px: the high-contrast tour)."""
     pg = new_page(chromium, width=1280, height=900)
     try:
-        open_app(pg, app_server.link(view=name.split(" side")[0], text=SENTENCE, **PAGES_AT_1280[name]))
+        open_app(pg, app_server.link(view="Attention", text=SENTENCE, compare="sentence", text2=GERMAN[0]))
         settle(pg)
         assert pg.locator("[data-testid='stMain'] button").count() + pg.locator("[data-testid='stMain'] label").count()
-        assert pg.evaluate(TRUNCATED_JS) == []
+        assert cut_text(pg) == []
     finally:
         pg.context.close()
 
@@ -154,15 +108,26 @@ def figures_server(atlas_checkpoints, tmp_path_factory):
     stop_server(server)
 
 
-def figures_page(chromium, server, width: int, height: int, **params):
-    pg = new_page(chromium, width=width, height=height)
-    from playwright.sync_api import expect
+@pytest.fixture(scope="module")
+def figures_pages(chromium, figures_server):
+    """The page of figures at a size and with the link's parameters, opened once for every test that reads it."""
+    pages = {}
 
-    open_app(pg, server.link(**params))
-    # the six charts mount one by one: wait for all of them, then for them to be laid out
-    expect(pg.locator(MAIN_CHART), server.log_tail()).to_have_count(6, timeout=60_000)
-    settle(pg)
-    return pg
+    def get(width: int, height: int, **params):
+        key = (width, height, tuple(sorted(params.items())))
+        if key not in pages:
+            from playwright.sync_api import expect
+
+            pg = pages[key] = new_page(chromium, width=width, height=height)
+            open_app(pg, figures_server.link(**params))
+            # the six charts mount one by one: wait for all of them, then for them to be laid out
+            expect(pg.locator(MAIN_CHART), figures_server.log_tail()).to_have_count(6, timeout=60_000)
+            settle(pg)
+        return pages[key]
+
+    yield get
+    for pg in pages.values():
+        pg.context.close()
 
 
 # Boxes of the texts of a chart (by its key), as [left, top, right, bottom].
@@ -185,60 +150,48 @@ LOOKS = {"laptop": (1000, 900, {}), "presenter": (1280, 720, {"present": 1})}
 
 
 @pytest.mark.parametrize("look", list(LOOKS))
-def test_bar_values_clear_the_tick_labels_and_grid_lines(chromium, figures_server, look):
+def test_bar_values_clear_the_tick_labels_and_grid_lines(figures_pages, look):
     width, height, params = LOOKS[look]
-    pg = figures_page(chromium, figures_server, width, height, **params)
-    try:
-        for key in ("candidates", "cross"):
-            values = boxes(pg, key, ".bartext")
-            assert values, key  # "cross" labels its highest bar, the first, beside the y axis
-            marks = boxes(pg, key, ".xtick text") + boxes(pg, key, ".ytick text") + boxes(pg, key, ".gridlayer path")
-            hits = [(v, m) for v in values for m in marks if meet(v, m, pad=5)]  # closer than 5 px reads as touching
-            assert hits == [], f"{key}: a bar value runs into a tick label or grid line: {hits}"
-            svg = boxes(pg, key, ".main-svg")[0]
-            assert all(v[0] >= svg[0] and v[2] <= svg[2] and v[1] >= svg[1] for v in values), key  # not cut off
-    finally:
-        pg.context.close()
+    pg = figures_pages(width, height, **params)
+    for key in ("candidates", "cross"):
+        values = boxes(pg, key, ".bartext")
+        assert values, key  # "cross" labels its highest bar, the first, beside the y axis
+        marks = boxes(pg, key, ".xtick text") + boxes(pg, key, ".ytick text") + boxes(pg, key, ".gridlayer path")
+        hits = [(v, m) for v in values for m in marks if meet(v, m, pad=5)]  # closer than 5 px reads as touching
+        assert hits == [], f"{key}: a bar value runs into a tick label or grid line: {hits}"
+        svg = boxes(pg, key, ".main-svg")[0]
+        assert all(v[0] >= svg[0] and v[2] <= svg[2] and v[1] >= svg[1] for v in values), key  # not cut off
 
 
 @pytest.mark.parametrize("look", list(LOOKS))
-def test_training_step_labels_stand_apart(chromium, figures_server, look):
+def test_training_step_labels_stand_apart(figures_pages, look):
     width, height, params = LOOKS[look]
-    pg = figures_page(chromium, figures_server, width, height, **params)
-    try:
-        for key in ("loss", "entropy"):
-            labels = sorted(boxes(pg, key, ".xtick text"))
-            assert len(labels) >= 4, key
-            gaps = [b[0] - a[2] for a, b in zip(labels, labels[1:])]
-            assert min(gaps) >= 4, f"{key}: step labels {min(gaps):.1f} px apart"
-    finally:
-        pg.context.close()
+    pg = figures_pages(width, height, **params)
+    for key in ("loss", "entropy"):
+        labels = sorted(boxes(pg, key, ".xtick text"))
+        assert len(labels) >= 4, key
+        gaps = [b[0] - a[2] for a, b in zip(labels, labels[1:])]
+        assert min(gaps) >= 4, f"{key}: step labels {min(gaps):.1f} px apart"
 
 
 @pytest.mark.parametrize("look", list(LOOKS))
-def test_the_similarity_colour_bar_clears_its_labels_and_the_curve(chromium, figures_server, look):
+def test_the_similarity_colour_bar_clears_its_labels_and_the_curve(figures_pages, look):
     width, height, params = LOOKS[look]
-    pg = figures_page(chromium, figures_server, width, height, **params)
-    try:
-        title = boxes(pg, "similarity", ".cbtitle text")
-        ticks = boxes(pg, "similarity", ".colorbar .cbaxis text")
-        bar = boxes(pg, "similarity", ".colorbar")
-        curve_axis = boxes(pg, "similarity", ".g-y2title text") + boxes(pg, "similarity", ".y2tick text")
-        assert title and ticks and bar and curve_axis
-        assert [t for t in ticks if meet(t, title[0])] == [], "the colour bar's title runs into its tick labels"
-        assert [c for c in curve_axis if meet(c, bar[0])] == [], "the colour bar runs into the curve's y axis"
-    finally:
-        pg.context.close()
+    pg = figures_pages(width, height, **params)
+    title = boxes(pg, "similarity", ".cbtitle text")
+    ticks = boxes(pg, "similarity", ".colorbar .cbaxis text")
+    bar = boxes(pg, "similarity", ".colorbar")
+    curve_axis = boxes(pg, "similarity", ".g-y2title text") + boxes(pg, "similarity", ".y2tick text")
+    assert title and ticks and bar and curve_axis
+    assert [t for t in ticks if meet(t, title[0])] == [], "the colour bar's title runs into its tick labels"
+    assert [c for c in curve_axis if meet(c, bar[0])] == [], "the colour bar runs into the curve's y axis"
 
 
-def test_presenter_mode_draws_no_colour_bar_beside_bars(chromium, figures_server):
-    pg = figures_page(chromium, figures_server, *LOOKS["presenter"][:2], present=1)
-    try:
-        for key in ("candidates", "cross", "scaling"):
-            assert boxes(pg, key, ".colorbar") == [], key
-        assert boxes(pg, "similarity", ".colorbar")  # a heatmap keeps its own
-    finally:
-        pg.context.close()
+def test_presenter_mode_draws_no_colour_bar_beside_bars(figures_pages):
+    pg = figures_pages(*LOOKS["presenter"][:2], present=1)
+    for key in ("candidates", "cross", "scaling"):
+        assert boxes(pg, key, ".colorbar") == [], key
+    assert boxes(pg, "similarity", ".colorbar")  # a heatmap keeps its own
 
 
 # A hatched bar (the highlighted one: colour is not its only mark) is filled with a pattern whose background is its
@@ -250,15 +203,12 @@ FILLS_JS = """key => [...document.querySelectorAll(`.st-key-${key} .bars path`)]
 })"""
 
 
-def test_high_contrast_bars_stand_out_against_the_plot(chromium, figures_server):
-    pg = figures_page(chromium, figures_server, *LOOKS["presenter"][:2], present=1, contrast=1)
-    try:
-        for key in ("candidates", "cross"):
-            fills = set(pg.evaluate(FILLS_JS, key))
-            assert len(fills) == 2, (key, fills)  # the highlighted bar and the others
-            assert min(_contrast(f) for f in fills) >= 3.0, (key, fills)
-    finally:
-        pg.context.close()
+def test_high_contrast_bars_stand_out_against_the_plot(figures_pages):
+    pg = figures_pages(*LOOKS["presenter"][:2], present=1, contrast=1)
+    for key in ("candidates", "cross"):
+        fills = set(pg.evaluate(FILLS_JS, key))
+        assert len(fills) == 2, (key, fills)  # the highlighted bar and the others
+        assert min(_contrast(f) for f in fills) >= 3.0, (key, fills)
 
 
 def _contrast(css: str) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import urllib.parse
 
+import pytest
+
 from browser_support import (
     MAIN,
     enter_text,
@@ -33,6 +35,7 @@ BEFORE = "Ein Hund läuft im Schnee."
 AFTER = "Eine Frau liest ein Buch."
 
 
+@pytest.mark.slow
 def test_a_sentence_typed_after_the_server_restarted_is_kept(chromium, atlas_checkpoints, tmp_path_factory):
     first = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
     pg = new_page(chromium)

@@ -2,8 +2,9 @@
 
 Streamlit's chart element hands Plotly.react a figure twice when it mounts; the app's figures are prepared so that
 the second time is no change (viz.transport.browser_json, viz.look). These tests count Plotly's full draws (each
-starts with the `plotly_beforeplot` event) per chart in Chromium, and compare every style Plotly resolved for a
-figure drawn the app's way with the same figure drawn with Streamlit's theme.
+starts with the `plotly_beforeplot` event) per chart in Chromium after a control's change (on every page as it
+appears: tests/browser/test_browser_tour.py), and compare every style Plotly resolved for a figure drawn the app's
+way with the same figure drawn with Streamlit's theme.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import re
 import pytest
 
 from browser_support import (
-    choose_view,
     new_page,
     open_app,
     select_option,
@@ -23,69 +23,23 @@ from browser_support import (
     wait_charts,
     widget,
 )
+from page_checks import DRAW_COUNTER_JS, settled_draws
 from viz.look import CHART_TEXT, FADED_TEXT, look
 
 pytestmark = pytest.mark.browser  # every test here drives Chromium
 
-# Counts full draws per chart: Plotly gives each chart div its event methods, `emit` last, when it first plots;
-# a setter on the div prototype catches that and subscribes to plotly_beforeplot, which starts every full draw.
-# Not counted: Plotly's own redraw when labels turn out to need wider margins (viz.layout.label_margins keeps
-# those rare; tests/browser/test_browser_margins.py checks them).
-DRAW_COUNTER_JS = """(() => {
-  Object.defineProperty(HTMLDivElement.prototype, 'emit', {
-    configurable: true,
-    get() { return undefined; },
-    set(fn) {
-      Object.defineProperty(this, 'emit', {configurable: true, writable: true, enumerable: true, value: fn});
-      const gd = this;
-      gd.__draws = 0;
-      gd.on('plotly_beforeplot', () => {
-        if (!(gd._fullLayout && gd._fullLayout._redrawFromAutoMarginCount)) gd.__draws += 1;
-      });
-    },
-  });
-})()"""
-
-# Per chart on the page (not a stale leftover): its title and how many full draws it made since the last reset.
-DRAWS_JS = """reset => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .js-plotly-plot")]
-  .filter(gd => !gd.closest("[data-stale='true']"))
-  .map(gd => { const n = gd.__draws; if (reset) gd.__draws = 0;
-               return [((gd.querySelector('.gtitle') || {}).textContent || '').slice(0, 60), n]; })"""
-
-
-def settled_draws(page) -> list:
-    """The charts' draw counts once they have not changed for 0.6 s (a second draw follows the first by less)."""
-    last = None
-    for _ in range(40):
-        now = page.evaluate(DRAWS_JS, False)
-        if now == last:
-            return page.evaluate(DRAWS_JS, True)
-        last = now
-        page.wait_for_timeout(600)
-    raise AssertionError(f"the charts kept drawing: {last}")
-
-
-def check_once(draws: list, what: str) -> None:
-    assert draws, f"{what}: no chart on the page"
-    twice = [d for d in draws if d[1] > 1]
-    assert not twice, f"{what}: charts drawn more than once (title, full draws): {twice}"
-    assert any(d[1] == 1 for d in draws), f"{what}: no chart was drawn: {draws}"
-
-
-def test_every_chart_is_drawn_once_when_it_appears_or_changes(chromium, app_server):
+def test_a_chart_changed_by_a_control_is_drawn_once(chromium, app_server):
+    """A control's change (another layer) draws the chart it changes once (every chart drawn once when a page
+    appears, in every view and mode: tests/browser/test_browser_tour.py)."""
     page = new_page(chromium)
     try:
         page.add_init_script(DRAW_COUNTER_JS)
-        open_app(page, app_server.link(view="Overview"))
+        open_app(page, app_server.link(view="Attention"))
         wait_charts(page)
         # Plotly draws a chart again once a font it asked for has loaded (a bold title's face, say): load every
         # face the page declares first, so that what is counted is the chart element's own doing.
         page.evaluate("() => Promise.all([...document.fonts].map(f => f.load().catch(() => null)))")
         settled_draws(page)
-        for view in ("Inside one head", "Masks", "Embeddings", "Attention"):
-            choose_view(page, view)
-            wait_charts(page)
-            check_once(settled_draws(page), f"switching to {view}")
         layer = selectbox_value(page, "layer")
         widget(page, "layer").locator("input[role='combobox']").click()
         options = [t.strip() for t in page.locator("[role='listbox'] [role='option']").all_inner_texts()]
@@ -94,8 +48,8 @@ def test_every_chart_is_drawn_once_when_it_appears_or_changes(chromium, app_serv
         select_option(page, "layer", other)
         wait_charts(page)
         draws = settled_draws(page)
-        check_once(draws, f"changing the layer to {other}")
-        assert any(f"layer {other}" in title and n == 1 for title, n in draws), draws  # the head chart, redrawn
+        assert any(f"layer {other}" in title and len(sizes) == 1 for title, sizes in draws), draws  # redrawn once
+        assert not [d for d in draws if len(d[1]) > 1], f"charts drawn more than once: {draws}"
     finally:
         page.context.close()
 

@@ -22,55 +22,9 @@ from browser_support import (
     wait_new_run,
     widget,
 )
+from page_checks import OVERLAPS_JS, TRUNCATED_JS
 
 SENTENCE = "Ein Hund läuft im Schnee."
-
-# Leaf elements whose text the browser cuts with an ellipsis or hides by overflow: what a reader cannot read.
-TRUNCATED_JS = """
-() => {
-  const out = [];
-  for (const el of document.querySelectorAll("[data-testid='stMain'] *, [data-testid='stSidebar'] *")) {
-    if (!el.offsetParent || el.closest('.js-plotly-plot') || el.closest('[data-testid="stDataFrame"]')) continue;
-    if (el.children.length > 0 || !el.textContent.trim()) continue;
-    const cs = getComputedStyle(el);
-    const clips = cs.textOverflow === 'ellipsis' || cs.overflowX === 'hidden' || cs.overflow === 'hidden';
-    if (clips && el.scrollWidth > el.clientWidth + 1) out.push(el.textContent.trim().slice(0, 80));
-  }
-  // Select boxes show their value in an input that scrolls its text instead of wrapping.
-  for (const el of document.querySelectorAll("input[role='combobox']")) {
-    if (el.offsetParent && el.value && el.scrollWidth > el.clientWidth + 1) out.push('select: ' + el.value);
-  }
-  return out;
-}
-"""
-
-# For every drawn heatmap axis: tick labels whose boxes overlap their neighbour's (squashed or smeared labels).
-OVERLAPS_JS = """
-() => {
-  const out = [];
-  document.querySelectorAll('.js-plotly-plot').forEach((plot, p) => {
-    for (const axis of ['ytick', 'xtick']) {
-      const boxes = [...plot.querySelectorAll('g.' + axis + ' text')].map(t => t.getBoundingClientRect())
-        .filter(r => r.width > 0 && r.height > 0);
-      for (let i = 1; i < boxes.length; i++) {
-        const a = boxes[i - 1], b = boxes[i];
-        const inter = Math.max(0, Math.min(a.right, b.right) - Math.max(a.left, b.left)) *
-                      Math.max(0, Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top));
-        // rotated x labels have overlapping bounding boxes by construction; their right edges sit at the
-        // ticks, so require real spacing between those instead
-        if (axis === 'xtick') {
-          if (Math.abs(b.right - a.right) < 9)
-            out.push(`chart ${p} ${axis} ${i}: ${Math.abs(b.right - a.right).toFixed(1)} px apart`);
-        } else if (inter > 0.25 * Math.min(a.width * a.height, b.width * b.height)) {
-          out.push(`chart ${p} ${axis} ${i}: overlap ${inter.toFixed(0)} px²`);
-        }
-      }
-    }
-  });
-  return out;
-}
-"""
-
 
 def assert_no_exception(pg) -> None:
     boxes = pg.locator(EXCEPTION)
@@ -156,22 +110,6 @@ def test_a_link_restores_every_choice_and_keeps_it_in_the_url(page, app_server, 
         chosen = widget(page, "off").inner_text()
         assert "cross L1 H2" in chosen and "encoder self L2 H1" in chosen
     assert_no_exception(page)
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("view", ["Overview", "Attention", "Masks", "Decoding", "Inside one head"])
-def test_no_text_is_cut_off(chromium, app_server, view):
-    """Labels, metric titles, candidate buttons and the model box show their whole text at 1280 px."""
-    pg = new_page(chromium, width=1280, height=900)
-    try:
-        for ckpt in ("demo", "demo:untrained"):
-            open_app(pg, app_server.link(view=view, text=SENTENCE, ckpt=ckpt, off="cross-1-1"))
-            wait_charts(pg)
-            cut = pg.evaluate(TRUNCATED_JS)
-            assert cut == [], f"cut-off text on {view} ({ckpt}): {cut}"
-            assert_no_exception(pg)
-    finally:
-        pg.context.close()
 
 
 @pytest.mark.browser

@@ -23,7 +23,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from classroom_client import BACKEND_COOKIE, Session, shows_sentence, squash  # noqa: E402
 from serve import NGINX_MISSING, Deployment, nginx_binary  # noqa: E402
 
-pytestmark = pytest.mark.proxy
+pytestmark = [pytest.mark.proxy, pytest.mark.slow]
 
 # Sentences of the tiny model's training set and others (unknown words are shown in the DE line all the same).
 S1 = "Ein Hund läuft im Schnee."

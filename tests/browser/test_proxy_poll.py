@@ -24,7 +24,7 @@ from classroom_client import Session  # noqa: E402
 from serve import NGINX_MISSING, Deployment, nginx_binary  # noqa: E402
 from views.rooms.sqlite_store import SqliteStore  # noqa: E402
 
-pytestmark = pytest.mark.proxy
+pytestmark = [pytest.mark.proxy, pytest.mark.slow]
 OPTIONS = ("dog", "<b>cat</b>", "bird")  # markup is an option's text, never markup
 PHONES = 6
 

@@ -220,6 +220,7 @@ def tiny(tmp_path_factory):
     return folder, src, ref, report.load_report(out)
 
 
+@pytest.mark.slow
 def test_cli_report_has_the_schema(tiny):
     folder, src, ref, d = tiny
     assert d["schema"] == report.SCHEMA and d["checkpoint"] == "demo"

@@ -18,6 +18,8 @@ from model.analysis.measures import HeadStats
 from model.training.distributed import Ranks
 from tiny_checkpoint import make_tiny_checkpoint
 
+pytestmark = pytest.mark.slow  # torchrun starts processes of its own: tens of seconds
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # 72 distinct pairs (6 subjects x 4 verbs x 3 places): more than one decode chunk (64), so that both ranks decode

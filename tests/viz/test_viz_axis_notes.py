@@ -1,5 +1,5 @@
 """The axis titles the browser gets as notes beside the tick labels (viz/axis_notes.py), with nothing left for Plotly
-to measure; where they land in Chromium is checked by tests/browser/test_browser_margins.py."""
+to measure; where they land in Chromium is checked by tests/browser/test_browser_tour.py (C4)."""
 from __future__ import annotations
 
 import json

@@ -150,7 +150,8 @@ def _sentence_b(ctx: Context, text_b: str) -> None:
     ss["pair_box"] = text_b  # A's copy while B follows A: changing A changes it
     vis = "collapsed" if ctx.present else "visible"
     # presenter mode: the box and the pairs only (the swap button is taller than a row of boxes)
-    cols = st.columns([3, 2] if ctx.present else [6, 4, 2], vertical_alignment="bottom")
+    # the swap's column: its label whole beside an open sidebar at 1280 px
+    cols = st.columns([3, 2] if ctx.present else [4, 3, 2], vertical_alignment="bottom")
     c1, c2 = cols[:2]
     c1.text_input(f"Sentence B (A changed; {ctx.langs['src_name']})", key="pair_box", on_change=_edit_b,
                   persist_state="session",

@@ -85,8 +85,10 @@ def compute_button(ctx: Context, again: bool = False) -> None:
                    + ". Set ATLAS_DATA_DIR to the folder that holds it.")
         return
     c1, c2 = st.columns([2, 3])
-    full = c2.toggle("With the ablation losses and the pruning curve (minutes: every head switched off, BLEU at 11 "
-                     "points per group in two orders)", key=f"heads_full_{int(again)}", value=False)
+    # A toggle's label stays on one line (Streamlit cuts what does not fit): the short label, the cost in its help.
+    full = c2.toggle("With ablation and pruning (minutes)", key=f"heads_full_{int(again)}", value=False,
+                     help="The ablation losses (every head switched off in turn) and the pruning curve (BLEU at 11 "
+                          "points per group, in two orders).")
     if c1.button("Compute the report again" if again else "Compute the head report", key=f"heads_compute_{int(again)}",
                  type="primary"):
         started = jobs.start_job(job_name(ctx.key), f"a head report for {ctx.key}", _work(ctx.key, str(folder), full))
