@@ -1,7 +1,10 @@
 """Helpers shared by the AppTest modules."""
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +20,26 @@ def run_app(**params) -> AppTest:
         at.query_params[k] = str(v)
     at.run()
     return at
+
+
+def url(at: AppTest) -> dict:
+    """A run's URL query parameters as {key: value} (one value each)."""
+    return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+
+def spec(chart) -> dict:
+    """A Plotly chart element's figure JSON."""
+    return json.loads(chart.proto.spec)
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The figure JSON of the run's first Plotly chart whose element id holds `key` (its widget key)."""
+    return next(spec(c) for c in at.get("plotly_chart") if c.proto.id and key in c.proto.id)
+
+
+def figures(at: AppTest) -> dict[str, dict]:
+    """Chart key -> its figure JSON, for every Plotly chart of the run."""
+    return {c.proto.id.rsplit("-", 1)[-1]: spec(c) for c in at.get("plotly_chart")}
 
 
 def array(value):
@@ -60,12 +83,16 @@ def md_tables(at: AppTest) -> list[list[dict]]:
 
 
 @contextmanager
-def demo_checkpoints(tmp_path_factory, name: str):
-    """A checkpoint root holding the tiny trained model `demo`, served to the app while the block runs."""
-    from tests.tiny_checkpoint import make_tiny_checkpoint
-
+def demo_checkpoints(tmp_path_factory, name: str, demo: Path | None = None):
+    """A checkpoint root of its own holding the tiny trained model: a copy of `demo` (the session's `demo_folder`,
+    tests/views/conftest.py), or one trained here without it; served to the app while the block runs."""
     root = tmp_path_factory.mktemp(name)
-    make_tiny_checkpoint(root / "demo")
+    if demo is None:
+        from tests.tiny_checkpoint import make_tiny_checkpoint
+
+        make_tiny_checkpoint(root / "demo")
+    else:
+        shutil.copytree(demo, root / "demo")
     with serving(root):
         yield root
 
@@ -84,6 +111,15 @@ def serving(root: Path, model: str = "demo"):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def write_split(folder: Path, split: str, src: list[str], ref: list[str]) -> Path:
+    """A Multi30k-like split in `folder` (made if missing): {split}.de.gz and {split}.en.gz, one sentence a line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang, lines in (("de", src), ("en", ref)):
+        with gzip.open(folder / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    return folder
 
 
 def font_sizes(obj):

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from model import records
-from tests.app_support import run_app, serving, visible_text
-from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
+from tests.app_support import demo_checkpoints, run_app, visible_text
+from tests.tiny_checkpoint import ENGLISH, GERMAN
 
 VIEWS = [v for v in records.VIEWS if v not in ("Heads", "Training")]  # those two: test_app_heads/_training
 SENTENCES = {
@@ -20,15 +20,15 @@ SENTENCES = {
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ckpts")
-    make_tiny_checkpoint(root / "demo")
-    broken = root / "broken"
-    broken.mkdir()
-    for name in ("config.json", "vocab.src.json", "vocab.tgt.json"):
-        (broken / name).write_bytes((root / "demo" / name).read_bytes())
-    (broken / "model.safetensors").write_bytes(b"\x80\x04this is not safetensors")
-    with serving(root):
+def checkpoints(tmp_path_factory, demo_folder):
+    """A root of this module's own, overriding the shared one (tests/views/conftest.py): `demo` and beside it
+    `broken`, whose weights are not safetensors."""
+    with demo_checkpoints(tmp_path_factory, "ckpts", demo_folder) as root:
+        broken = root / "broken"
+        broken.mkdir()
+        for name in ("config.json", "vocab.src.json", "vocab.tgt.json"):
+            (broken / name).write_bytes((root / "demo" / name).read_bytes())
+        (broken / "model.safetensors").write_bytes(b"\x80\x04this is not safetensors")
         yield root
 
 

@@ -2,7 +2,6 @@
 Decoding view's attribution of the chosen step."""
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import time
@@ -11,39 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.app_support import array, demo_checkpoints, run_app, serving, visible_text
-from tests.tiny_checkpoint import ENGLISH, GERMAN
+from tests.app_support import array, chart, run_app, serving, spec, visible_text
+from tests.tiny_checkpoint import GERMAN
 from tests.views.test_app_heads_effect import assert_agreement_line
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en"
-SRC = GERMAN + ["Ein Zebra rennt im Schnee!", "Zwei Männer spielen Fußball"]
-REF = ENGLISH + ["A zebra runs in the snow!", "Two men play soccer"]
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    """The tiny `demo` model served, a 6-pair validation split in ATLAS_DATA_DIR, and an empty cache folder."""
-    base = tmp_path_factory.mktemp("heads_env")
-    data = base / "data"
-    data.mkdir()
-    for lang, lines in (("de", SRC), ("en", REF)):
-        with gzip.open(data / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ATLAS_DATA_DIR", str(data))
-    mp.setenv("XDG_CACHE_HOME", str(base / "cache"))
-    with demo_checkpoints(tmp_path_factory, "heads_ckpts") as root:
-        yield {"root": root, "data": data, "cache": base / "cache"}
-    mp.undo()
-
-
-def spec(chart) -> dict:
-    return json.loads(chart.proto.spec)
-
-
-def chart(at, key: str) -> dict:
-    return next(spec(c) for c in at.get("plotly_chart") if c.proto.id and key in c.proto.id)
 
 
 def wait_for_job(name: str, timeout: float = 90.0):
@@ -58,13 +30,13 @@ def wait_for_job(name: str, timeout: float = 90.0):
     raise AssertionError(f"job {name} did not finish in {timeout:.0f} s")
 
 
-def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
+def test_without_a_report_the_page_says_where_it_looked_and_computes_one(heads_env):
     from model.analysis import analyze
     from model.analysis.report import load_report
     from model.inference.translator import Translator
     from model.records import KINDS
 
-    report_file = env["root"] / "demo" / "head_report.json"
+    report_file = heads_env["root"] / "demo" / "head_report.json"
     assert not report_file.exists()
     at = run_app(view="Heads")
     assert not at.exception
@@ -72,7 +44,7 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     # where it looked, named relative to the checkpoint folder and by the cache folder's setting, never the server's
     assert "no head report" in text and "`checkpoints/demo/head_report.json`" in text
     assert "`$XDG_CACHE_HOME/attention-atlas/demo/head_report.json`" in text
-    assert str(env["root"]) not in text and str(env["cache"]) not in text
+    assert str(heads_env["root"]) not in text and str(heads_env["cache"]) not in text
     at.button(key="heads_compute_0").click().run()
     assert not at.exception
     job = wait_for_job("head-report:demo")
@@ -83,9 +55,9 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     # The page shows the file's numbers, and the file holds what analyze() computes on that split.
     shown = load_report(report_file)
     assert (shown["corpus"]["src"], shown["corpus"]["ref"]) == ("data/val.de.gz", "data/val.en.gz")  # no server path
-    assert "from `data/val.de.gz`" in visible_text(at) and str(env["data"]) not in visible_text(at)
-    direct = analyze.analyze(Translator.from_checkpoint(env["root"] / "demo"), SRC, REF, ablation=False,
-                             pruning=False)
+    assert "from `data/val.de.gz`" in visible_text(at) and str(heads_env["data"]) not in visible_text(at)
+    direct = analyze.analyze(Translator.from_checkpoint(heads_env["root"] / "demo"), heads_env["src"],
+                             heads_env["ref"], ablation=False, pruning=False)
     for kind in KINDS:
         for m in ("confidence", "entropy", "importance"):
             np.testing.assert_allclose(np.array(shown["kinds"][kind]["measures"][m]),
@@ -96,30 +68,30 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(env):
     np.testing.assert_allclose(array(heat[2]["z"]),
                                np.array(shown["kinds"]["cross"]["measures"]["importance_raw"], dtype=float))
     assert "Report: `checkpoints/demo/head_report.json`" in visible_text(at)
-    assert str(env["root"]) not in visible_text(at)
+    assert str(heads_env["root"]) not in visible_text(at)
 
 
-def test_the_untrained_twin_gets_its_own_report_in_the_cache(env):
+def test_the_untrained_twin_gets_its_own_report_in_the_cache(heads_env):
     at = run_app(view="Heads", ckpt="demo:untrained")
     assert not at.exception
     (info,) = [i.value for i in at.info if "no head report" in i.value]
     # What holds for random weights: the trained model's report is not theirs, and this page computes theirs.
     assert "for the untrained twin" in info and "not these random ones" in info and "computed here" in info
-    assert str(env["root"] / "demo") not in info  # no command that would analyse the trained model instead
+    assert str(heads_env["root"] / "demo") not in info  # no command that would analyse the trained model instead
     at.button(key="heads_compute_0").click().run()
     job = wait_for_job("head-report:demo:untrained")
     assert job.error is None
-    cached_file = env["cache"] / "attention-atlas" / "demo-untrained" / "head_report.json"
+    cached_file = heads_env["cache"] / "attention-atlas" / "demo-untrained" / "head_report.json"
     assert job.result == str(cached_file) and cached_file.is_file()
     at.run()
     assert not at.exception and "Report: `$XDG_CACHE_HOME/attention-atlas/demo-untrained/head_report.json`" in \
         visible_text(at)
-    assert str(env["cache"]) not in visible_text(at)
+    assert str(heads_env["cache"]) not in visible_text(at)
 
 
-def test_a_broken_report_gets_a_message_and_no_trace(env):
-    broken = env["root"] / "broken"
-    shutil.copytree(env["root"] / "demo", broken, dirs_exist_ok=True)
+def test_a_broken_report_gets_a_message_and_no_trace(heads_env):
+    broken = heads_env["root"] / "broken"
+    shutil.copytree(heads_env["root"] / "demo", broken, dirs_exist_ok=True)
     (broken / "head_report.json").write_text("{not json", encoding="utf-8")
     at = run_app(view="Heads", ckpt="broken")
     assert not at.exception
@@ -127,25 +99,26 @@ def test_a_broken_report_gets_a_message_and_no_trace(env):
     assert at.button(key="heads_compute_0") is not None  # and it offers to compute it again
 
 
-def test_an_older_report_naming_a_server_path_shows_only_the_folder_and_file(env):
+def test_an_older_report_naming_a_server_path_shows_only_the_folder_and_file(heads_env):
     from model.analysis import analyze
     from model.inference.translator import Translator
 
-    older = env["root"] / "older"
-    shutil.copytree(env["root"] / "demo", older, dirs_exist_ok=True)
-    report = analyze.analyze(Translator.from_checkpoint(older), SRC, REF, ablation=False, pruning=False)
-    report["corpus"]["src"] = str(env["data"] / "val.de.gz")  # as reports written before the fix hold it
+    older = heads_env["root"] / "older"
+    shutil.copytree(heads_env["root"] / "demo", older, dirs_exist_ok=True)
+    report = analyze.analyze(Translator.from_checkpoint(older), heads_env["src"], heads_env["ref"], ablation=False,
+                             pruning=False)
+    report["corpus"]["src"] = str(heads_env["data"] / "val.de.gz")  # as reports written before the fix hold it
     (older / "head_report.json").write_text(json.dumps(report), encoding="utf-8")
     at = run_app(view="Heads", ckpt="older")
     assert not at.exception
-    assert "from `data/val.de.gz`" in visible_text(at) and str(env["data"]) not in visible_text(at)
+    assert "from `data/val.de.gz`" in visible_text(at) and str(heads_env["data"]) not in visible_text(at)
 
 
-def test_only_one_heavy_job_at_a_time(env):
+def test_only_one_heavy_job_at_a_time(heads_env):
     from views.plumbing import jobs
 
-    other = env["root"] / "other"
-    shutil.copytree(env["root"] / "demo", other, dirs_exist_ok=True)
+    other = heads_env["root"] / "other"
+    shutil.copytree(heads_env["root"] / "demo", other, dirs_exist_ok=True)
     (other / "head_report.json").unlink(missing_ok=True)
     at = run_app(view="Heads", ckpt="other")
     with jobs.heavy_job_slot() as got:
@@ -156,7 +129,7 @@ def test_only_one_heavy_job_at_a_time(env):
     assert jobs.job("head-report:other") is None and not (other / "head_report.json").exists()
 
 
-def test_decoding_attribution_is_the_models_for_the_chosen_step(env):
+def test_decoding_attribution_is_the_models_for_the_chosen_step(heads_env):
     from model.analysis.attribution import attribute
     from model.inference.translator import Translator
 
@@ -166,7 +139,7 @@ def test_decoding_attribution_is_the_models_for_the_chosen_step(env):
     heat = fig["data"][0]
     z = array(heat["z"])
     np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-4)  # every method's row is a distribution
-    tr = Translator.from_checkpoint(env["root"] / "demo")
+    tr = Translator.from_checkpoint(heads_env["root"] / "demo")
     res = tr.trace(GERMAN[0])
     a = attribute(tr, GERMAN[0], [s.chosen_token for s in res.steps])
     methods = ["cross_attention", "rollout", "relevance", "input_x_grad"]

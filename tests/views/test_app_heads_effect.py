@@ -4,7 +4,6 @@ that loss increase, overall and per kind, checked against pandas), values as mea
 the pruning curve in either order; every choice in the link."""
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import shutil
@@ -12,46 +11,29 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.app_support import array, demo_checkpoints, run_app, visible_text
-from tests.tiny_checkpoint import ENGLISH, GERMAN
+from tests.app_support import array, chart, run_app, url, visible_text
 
-SRC = GERMAN + ["Ein Zebra rennt im Schnee!", "Zwei Männer spielen Fußball"]
-REF = ENGLISH + ["A zebra runs in the snow!", "Two men play soccer"]
 GROUP = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention"}
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    """The tiny `demo` model served, `full` beside it with a report computed with the ablation losses and the
-    pruning curve, and a 6-pair validation split in ATLAS_DATA_DIR."""
+def env(heads_env):
+    """heads_env (the tiny `demo` model served from this module's own root, a 6-pair validation split in
+    ATLAS_DATA_DIR), with `full` beside `demo`: a report computed with the ablation losses and the pruning curve."""
     from model.analysis import analyze
     from model.analysis.report import load_report, write_report
     from model.inference.translator import Translator
 
-    base = tmp_path_factory.mktemp("heads_effect")
-    data = base / "data"
-    data.mkdir()
-    for lang, lines in (("de", SRC), ("en", REF)):
-        with gzip.open(data / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ATLAS_DATA_DIR", str(data))
-    mp.setenv("XDG_CACHE_HOME", str(base / "cache"))
-    with demo_checkpoints(tmp_path_factory, "heads_effect_ckpts") as root:
-        folder = root / "full"
-        shutil.copytree(root / "demo", folder)
-        write_report(analyze.analyze(Translator.from_checkpoint(folder), SRC, REF, name="full"), None, folder)
-        yield {"root": root, "full": load_report(folder / "head_report.json")}
-    mp.undo()
+    folder = heads_env["root"] / "full"
+    shutil.copytree(heads_env["root"] / "demo", folder)
+    report = analyze.analyze(Translator.from_checkpoint(folder), heads_env["src"], heads_env["ref"], name="full")
+    write_report(report, None, folder)
+    return {**heads_env, "full": load_report(folder / "head_report.json")}
 
 
 @pytest.fixture(scope="module")
 def full(env) -> dict:
     return env["full"]
-
-
-def chart(at, key: str) -> dict:
-    return next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id and key in c.proto.id)
 
 
 def pandas_rho(a, b) -> float:
@@ -93,10 +75,6 @@ def heatmaps(at) -> list[np.ndarray]:
     return [array(t["z"]) for t in chart(at, "heads_grid")["data"] if t["type"] == "heatmap"]
 
 
-def url(at) -> dict:
-    return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
-
-
 def test_the_grid_defaults_to_the_measured_effect_and_states_how_the_measures_agree(env, full):
     from model.records import KINDS
 
@@ -123,7 +101,7 @@ def test_without_the_ablation_the_grid_shows_importance_and_says_why(env):
 
     folder = env["root"] / "noablation"
     shutil.copytree(env["root"] / "demo", folder, dirs_exist_ok=True)
-    report = analyze.analyze(Translator.from_checkpoint(folder), SRC, REF, ablation=False, pruning=False)
+    report = analyze.analyze(Translator.from_checkpoint(folder), env["src"], env["ref"], ablation=False, pruning=False)
     (folder / "head_report.json").write_text(json.dumps(report), encoding="utf-8")
     at = run_app(view="Heads", ckpt="noablation")
     assert not at.exception

@@ -4,14 +4,11 @@ figures show is what model/analysis computed, links restore every choice, and a 
 why."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from tests.app_support import array, demo_checkpoints, run_app, visible_text
+from tests.app_support import array, figures, run_app, url, visible_text
 from tests.tiny_checkpoint import GERMAN
-from tests.views.test_app_truth import toy_key  # noqa: F401  (a fixture)
 
 A = GERMAN[3]  # "Ein Hund läuft im Schnee."
 B = "Zwei Hunde spielen im Schnee."  # as many tokens as A
@@ -20,25 +17,10 @@ LAB_FIGURES = ["pair_fig", "pair_diff_fig", "knockout_fig", "knockout_bars", "pa
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_lab") as root:
-        yield root
-
-
-@pytest.fixture(scope="module")
 def model(checkpoints):
     from model import service
 
     return service.load(str(checkpoints / "demo"))
-
-
-def figures(at) -> dict[str, dict]:
-    """Chart key -> its Plotly JSON."""
-    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
-
-
-def query(at) -> dict[str, str]:
-    return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
 
 
 def scored(model, text: str) -> list[str]:
@@ -72,7 +54,7 @@ def test_the_what_if_page_draws_every_part_and_its_numbers_are_the_models(checkp
     said = visible_text(at)
     assert "teacher-forced on the translation shown in the header" in said
     assert f"log p = {pa.clean_log_probs.sum():.3f} in A's run and {pa.corrupt_log_probs.sum():.3f} in B's" in said
-    assert query(at)["pair"] == B
+    assert url(at)["pair"] == B
 
 
 def test_the_minimal_pair_marks_changed_tokens_and_its_difference_is_b_minus_a(checkpoints, model):
@@ -105,7 +87,7 @@ def test_a_pair_of_another_length_is_compared_but_not_patched_and_the_page_says_
 def test_without_sentence_b_the_page_starts_from_a_and_asks_for_a_change(checkpoints):
     at = run_app(view="What if", text=A)
     assert not at.exception
-    assert "pair" not in query(at) and at.text_input(key="pair_box").value == A  # A's copy: left out of the link
+    assert "pair" not in url(at) and at.text_input(key="pair_box").value == A  # A's copy: left out of the link
     assert at.button(key="lab_swap").disabled  # nothing to swap
     said = visible_text(at)
     assert "A and B are the same sentence" in said and "Patching needs a sentence B that differs" in said
@@ -119,7 +101,7 @@ def test_the_measured_token_and_the_head_come_from_the_link_and_go_back_into_it(
     at = run_app(**params)
     assert not at.exception
     assert at.selectbox(key="lab_token").value == 2
-    assert {k: query(at).get(k) for k in params} == {k: str(v) for k, v in params.items()}
+    assert {k: url(at).get(k) for k in params} == {k: str(v) for k, v in params.items()}
     figs = figures(at)
     ko = service.knockout(model, A, scored(model, A))
     assert np.allclose(array(figs["knockout_fig"]["data"][1]["z"]), ko.delta["dec_self"][..., 1], atol=1e-5)
@@ -135,9 +117,9 @@ def test_an_example_pair_sets_both_sentences(checkpoints):
     label = next(iter(EXAMPLE_PAIRS))
     at.selectbox(key="lab_example").set_value(label).run()
     assert not at.exception
-    assert (query(at)["text"], query(at)["pair"]) == EXAMPLE_PAIRS[label]
+    assert (url(at)["text"], url(at)["pair"]) == EXAMPLE_PAIRS[label]
     assert at.selectbox(key="lab_example").value == label
-    assert query(at)["lab_patch"] == "1"  # an example pair is there to be patched
+    assert url(at)["lab_patch"] == "1"  # an example pair is there to be patched
 
 
 def change_a(at, text: str):
@@ -160,26 +142,26 @@ UNRELATED = "Der Mann hält das Kind."  # shares "." and the end token with A: 2
 
 def test_sentence_b_follows_a_until_it_is_edited_and_stays_out_of_the_link_meanwhile(checkpoints):
     at = change_a(run_app(view="What if", text=A), A2)
-    assert at.text_input(key="pair_box").value == A2 and "pair" not in query(at)  # B follows A, unwritten
+    assert at.text_input(key="pair_box").value == A2 and "pair" not in url(at)  # B follows A, unwritten
     assert "A and B are the same sentence" in visible_text(at)
     set_b(at, B)
-    assert query(at)["pair"] == B
+    assert url(at)["pair"] == B
     change_a(at, A3)
-    assert at.text_input(key="pair_box").value == B and query(at)["pair"] == B  # B is the user's now
-    assert (query(at)["text"], query(at)["pair"]) == (A3, B)
+    assert at.text_input(key="pair_box").value == B and url(at)["pair"] == B  # B is the user's now
+    assert (url(at)["text"], url(at)["pair"]) == (A3, B)
     set_b(at, f"  {A3} ")  # typed back to A: B follows A again
-    assert "pair" not in query(at)
+    assert "pair" not in url(at)
     change_a(at, A)
-    assert at.text_input(key="pair_box").value == A and "pair" not in query(at)
+    assert at.text_input(key="pair_box").value == A and "pair" not in url(at)
 
 
 def test_a_links_sentence_b_stays_and_a_link_whose_b_is_a_copy_of_a_follows_a(checkpoints):
     at = change_a(run_app(view="What if", text=A, pair=B), A2)
-    assert at.text_input(key="pair_box").value == B and query(at)["pair"] == B
+    assert at.text_input(key="pair_box").value == B and url(at)["pair"] == B
     at = run_app(view="What if", text=A, pair=A)  # as links were written before B followed A
-    assert not at.exception and "pair" not in query(at)
+    assert not at.exception and "pair" not in url(at)
     change_a(at, A2)
-    assert at.text_input(key="pair_box").value == A2 and "pair" not in query(at)
+    assert at.text_input(key="pair_box").value == A2 and "pair" not in url(at)
 
 
 def page_order(node) -> list:
@@ -226,7 +208,7 @@ def test_swapping_makes_b_the_clean_sentence(checkpoints):
     at = run_app(view="What if", text=A, pair=B, lab_patch=1)
     at.button(key="lab_swap").click().run()
     assert not at.exception
-    assert (query(at)["text"], query(at)["pair"]) == (B, A)
+    assert (url(at)["text"], url(at)["pair"]) == (B, A)
     assert "in A's run and" in visible_text(at)  # patching runs the other way round
 
 
@@ -237,7 +219,7 @@ def test_patching_runs_when_asked_for_and_the_switch_is_in_the_link(checkpoints)
     assert "knockout_fig" in figures(at)
     at.toggle(key="lab_patch").set_value(True).run()
     assert not at.exception
-    assert {"patch_heads_fig", "patch_pos_fig"} <= set(figures(at)) and query(at)["lab_patch"] == "1"
+    assert {"patch_heads_fig", "patch_pos_fig"} <= set(figures(at)) and url(at)["lab_patch"] == "1"
 
 
 def test_on_a_large_model_knockout_waits_for_its_switch_and_the_switch_is_in_the_link(checkpoints, monkeypatch):
@@ -252,7 +234,7 @@ def test_on_a_large_model_knockout_waits_for_its_switch_and_the_switch_is_in_the
     assert "heads and" in visible_text(at) and "pair_fig" in figures(at)  # says why; the pair is drawn
     at.toggle(key="lab_knockout").set_value(True).run()
     assert not at.exception
-    assert {"knockout_fig", "knockout_bars"} <= set(figures(at)) and query(at)["lab_knockout"] == "1"
+    assert {"knockout_fig", "knockout_bars"} <= set(figures(at)) and url(at)["lab_knockout"] == "1"
 
 
 @pytest.mark.parametrize("part", ["A and B", "patching: heads"])
@@ -266,7 +248,7 @@ def test_presenter_mode_offers_sentence_b_and_the_pairs_in_one_row_above_the_par
     assert {c.key for c in page_order(row) if getattr(c, "key", None)} == {"pair_box", "lab_example"}  # one row
     assert box.proto.label_visibility.value == box.proto.label_visibility.COLLAPSED
     set_b(at, B)
-    assert query(at)["pair"] == B and query(at)["present"] == "1"
+    assert url(at)["pair"] == B and url(at)["present"] == "1"
     assert set(figures(at)) == PARTS[part]  # B read from the box: the part draws
     at = run_app(view="What if", text=A, pair=B, present=1, focus="knockout")  # knockout reads A alone
     assert not at.exception and not at.main.get("text_input")
@@ -294,9 +276,9 @@ def test_the_lens_and_why_run_when_asked_for_and_their_switches_are_in_the_link(
     assert at.toggle(key="dec_lens").value is False and at.toggle(key="dec_why").value is False
     at.toggle(key="dec_lens").set_value(True).run()
     assert not at.exception
-    assert "lens_fig" in figures(at) and "why_fig" not in figures(at) and query(at)["dec_lens"] == "1"
+    assert "lens_fig" in figures(at) and "why_fig" not in figures(at) and url(at)["dec_lens"] == "1"
     at.toggle(key="dec_why").set_value(True).run()
-    assert {"lens_fig", "why_fig", "why_heads_fig"} <= set(figures(at)) and query(at)["dec_why"] == "1"
+    assert {"lens_fig", "why_fig", "why_heads_fig"} <= set(figures(at)) and url(at)["dec_why"] == "1"
 
 
 def test_the_lens_last_layer_is_the_models_own_distribution(checkpoints, model):
@@ -323,7 +305,7 @@ def test_why_a_not_b_defaults_to_the_chosen_token_against_the_runner_up_and_rest
     a, b = step.top_tokens[2], step.top_tokens[1]
     at = run_app(view="Decoding", text=A, dec_step=2, why_a=a, why_b=b, dec_why=1)
     assert not at.exception
-    assert (query(at)["why_a"], query(at)["why_b"]) == (a, b)
+    assert (url(at)["why_a"], url(at)["why_b"]) == (a, b)
     res = service.contrast(model, A, scored(model, A), 1, b, a)
     figs = figures(at)
     assert np.allclose(array(figs["why_fig"]["data"][0]["y"]), res.input_x_grad, atol=1e-5)
@@ -354,7 +336,7 @@ def test_the_same_token_twice_asks_for_two(checkpoints, model):
 
 @pytest.mark.parametrize("ckpt", ["demo:untrained", "toy"])
 @pytest.mark.parametrize("view", ["What if", "Decoding"])
-def test_the_lab_works_on_the_twin_and_a_toy(checkpoints, toy_key, ckpt, view):  # noqa: F811
+def test_the_lab_works_on_the_twin_and_a_toy(checkpoints, toy_key, ckpt, view):
     key = toy_key if ckpt == "toy" else ckpt
     text, pair = ("3 1 4 1 5", "3 1 4 1 6") if ckpt == "toy" else (A, B)
     at = run_app(view=view, text=text, pair=pair, ckpt=key, max_len=8, lab_patch=1, dec_lens=1)

@@ -4,23 +4,16 @@ gives no shares but says why, naming the threshold; and "why A and not B" in pre
 line with y ticks chosen for its height."""
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 
-from tests.app_support import array, demo_checkpoints, run_app, visible_text
+from tests.app_support import array, figures, run_app, visible_text
 from tests.tiny_checkpoint import GERMAN
 
 A = GERMAN[3]  # "Ein Hund läuft im Schnee."
 B = "Zwei Hunde spielen im Schnee."  # as many tokens as A
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_lab_numbers") as root:
-        yield root
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +25,6 @@ def patched(checkpoints):
     tokens = [s.chosen_token for s in service.trace(model, A).steps]
     pa = service.patching(model, A, B, tokens)
     return pa, pa.clean_log_probs - pa.corrupt_log_probs
-
-
-def figures(at) -> dict[str, dict]:
-    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
 
 
 def test_every_share_has_its_gap_beside_it_and_negative_shares_are_explained(checkpoints, patched):

@@ -2,7 +2,6 @@
 of the nearest-neighbour table, and no server path in any page's text."""
 from __future__ import annotations
 
-import gzip
 import re
 import tempfile
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 from google.protobuf import text_format
 
 from model import records
-from tests.app_support import demo_checkpoints, md_tables, run_app, visible_text
+from tests.app_support import demo_checkpoints, md_tables, run_app, visible_text, write_split
 from tests.tiny_checkpoint import ENGLISH, GERMAN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,16 +18,11 @@ SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_labels") as root:
+def checkpoints(tmp_path_factory, demo_folder):
+    """A root of this module's own, overriding the shared one (tests/views/conftest.py): a test writes a broken
+    checkpoint into it."""
+    with demo_checkpoints(tmp_path_factory, "ckpts_labels", demo_folder) as root:
         yield root
-
-
-@pytest.fixture(scope="module")
-def translator(checkpoints):
-    from model.inference.translator import Translator
-
-    return Translator.from_checkpoint(checkpoints / "demo")
 
 
 def comparison(at, body: bool = False) -> dict[str, str]:
@@ -44,13 +38,14 @@ def comparison(at, body: bool = False) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- which decoding is traced
 
-def test_a_forced_decoding_is_named_in_the_comparison_and_plain_greedy_is_not_called_traced(checkpoints, translator):
-    greedy = translator.translate(SENTENCE)
+def test_a_forced_decoding_is_named_in_the_comparison_and_plain_greedy_is_not_called_traced(checkpoints,
+                                                                                             demo_translator):
+    greedy = demo_translator.translate(SENTENCE)
     other = next(t for t in ENGLISH[2].split() if t != greedy.raw_tokens[0])  # "Two": another first token
     at = run_app(view="Decoding", text=SENTENCE, beam=3, dec_beam=1, prefix=other)
     assert not at.exception
     columns = comparison(at)
-    forced = translator.trace(SENTENCE, prefix=[other])
+    forced = demo_translator.trace(SENTENCE, prefix=[other])
     label = "Your forced first 1 token(s), then greedy decoding"
     assert label in columns and "traced" in columns[label], columns
     assert comparison(at, body=True)[label] == forced.text.replace("\\", "")
@@ -86,11 +81,11 @@ def test_the_toy_task_sentence_is_grammatical(checkpoints):
 
 # ----------------------------------------------------------------------------- nearest neighbours
 
-def test_the_neighbour_table_lists_the_sentences_words_in_its_order(checkpoints, translator):
+def test_the_neighbour_table_lists_the_sentences_words_in_its_order(checkpoints, demo_translator):
     text = GERMAN[0]  # "Ein brauner Hund rennt dem schwarzen Hund hinterher.": "Hund" twice, ids not in order
-    tokens = translator.prepare(text).tokens
+    tokens = demo_translator.prepare(text).tokens
     expected = list(dict.fromkeys(tokens))
-    assert expected != sorted(expected, key=translator.src_vocab.stoi.get) and len(expected) < len(tokens)
+    assert expected != sorted(expected, key=demo_translator.src_vocab.stoi.get) and len(expected) < len(tokens)
     at = run_app(view="Embeddings", text=text)
     assert not at.exception
     table = next(t for t in md_tables(at) if t and "neighbour 1" in t[0])
@@ -132,12 +127,7 @@ def assert_no_path(at, paths: list[str], where: str) -> None:
 @pytest.fixture
 def val_data(tmp_path):
     """A Multi30k-like validation split of the tiny model's sentences."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for lang, lines in (("de", GERMAN), ("en", ENGLISH)):
-        with gzip.open(data / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-    return data
+    return write_split(tmp_path / "data", "val", GERMAN, ENGLISH)
 
 
 @pytest.mark.slow
@@ -212,7 +202,7 @@ def test_public_message_names_each_server_folder_by_its_setting(tmp_path, monkey
 
 # ----------------------------------------------------------------------------- Inside one head's colour scales
 
-def test_inside_one_head_gives_the_raw_scores_their_own_colour_scale_and_says_so(checkpoints, translator):
+def test_inside_one_head_gives_the_raw_scores_their_own_colour_scale_and_says_so(checkpoints, demo_translator):
     import json
 
     import numpy as np
@@ -221,7 +211,7 @@ def test_inside_one_head_gives_the_raw_scores_their_own_colour_scale_and_says_so
 
     at = run_app(view="Inside one head", kind="enc_self", layer=1, head=1, text=SENTENCE)
     assert not at.exception
-    d_k = translator.cfg.d_model // translator.cfg.n_heads
+    d_k = demo_translator.cfg.d_model // demo_translator.cfg.n_heads
     said = " ".join(c.value for c in at.caption)
     assert f"√d_k = {np.sqrt(d_k):.1f} times the scaled ones" in said and "a bar of their own" in said
     scores_row = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")

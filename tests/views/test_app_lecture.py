@@ -7,29 +7,12 @@ import numpy as np
 import pytest
 
 from model import records
-from tests.app_support import array, demo_checkpoints, font_sizes, run_app
+from tests.app_support import array, font_sizes, run_app, spec, url
 from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]
 OTHER = GERMAN[0]
 VIEWS = [v for v in records.VIEWS if v not in ("Heads", "Training")]
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_lecture") as root:
-        yield root
-
-
-@pytest.fixture(scope="module")
-def translator(checkpoints):
-    from model.inference.translator import Translator
-
-    return Translator.from_checkpoint(checkpoints / "demo")
-
-
-def spec(chart) -> dict:
-    return json.loads(chart.proto.spec)
 
 
 def sections_of(at) -> list[str]:
@@ -79,13 +62,13 @@ def test_high_contrast_switches_the_colour_scale_of_the_weights(checkpoints):
     assert '"#440154"' in scale(contrast).lower() or "viridis" in scale(contrast).lower()
 
 
-def test_side_by_side_two_sentences_draws_each_with_its_own_axes(checkpoints, translator):
+def test_side_by_side_two_sentences_draws_each_with_its_own_axes(checkpoints, demo_translator):
     at = run_app(view="Attention", kind="cross", layer=2, text=SENTENCE, compare="sentence", text2=OTHER,
                  focus="all heads of the layer")
     assert not at.exception, [e.value for e in at.exception]
     fig = spec(at.get("plotly_chart")[0])
-    a, b = translator.trace(SENTENCE), translator.trace(OTHER)
-    heads = translator.cfg.n_heads
+    a, b = demo_translator.trace(SENTENCE), demo_translator.trace(OTHER)
+    heads = demo_translator.cfg.n_heads
     layout = fig["layout"]
     # Column 1 holds A's heads, column 2 B's: x axes alternate A, B, A, B ... with each side's source tokens.
     x_a = [t for t in layout["xaxis"]["ticktext"]]
@@ -104,11 +87,11 @@ def test_side_by_side_two_sentences_draws_each_with_its_own_axes(checkpoints, tr
     assert "B · DE" in text and b.text.split()[0] in text
 
 
-def test_side_by_side_two_models_on_decoding_shows_each_models_own_step(checkpoints, translator):
+def test_side_by_side_two_models_on_decoding_shows_each_models_own_step(checkpoints, demo_translator):
     at = run_app(view="Decoding", text=SENTENCE, compare="model", ckpt2="demo:untrained", dec_step=1)
     assert not at.exception, [e.value for e in at.exception]
-    twin = translator.untrained_twin(seed=0)
-    a, b = translator.trace(SENTENCE), twin.trace(SENTENCE)
+    twin = demo_translator.untrained_twin(seed=0)
+    a, b = demo_translator.trace(SENTENCE), twin.trace(SENTENCE)
     charts = {c.proto.id: spec(c) for c in at.get("plotly_chart")}
     titles = [s["layout"]["title"]["text"] for s in charts.values()]
     assert any(t.startswith("A, step 1: candidates") for t in titles)
@@ -123,7 +106,7 @@ def test_side_by_side_two_models_on_decoding_shows_each_models_own_step(checkpoi
 def test_side_by_side_links_round_trip(checkpoints):
     for params in (dict(compare="sentence", text2=OTHER), dict(compare="model", ckpt2="demo:untrained")):
         at = run_app(view="Attention", text=SENTENCE, **params)
-        got = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+        got = url(at)
         for key, value in params.items():
             assert got.get(key) == value, (key, got)
         # only what this comparison needs is in the link

@@ -8,40 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from tests.app_support import array, demo_checkpoints, run_app, visible_text
+from tests.app_support import array, run_app, url, visible_text
 from tests.tiny_checkpoint import GERMAN
 from viz.quiz import looks_at, next_word
 from viz.text import fmt_prob
 
 SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
 QUIZ = dict(view="Decoding", text=SENTENCE, present=1, focus="quiz")
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_quiz") as root:
-        yield root
-
-
-@pytest.fixture(scope="module")
-def translator(checkpoints):
-    from model.inference.translator import Translator
-
-    return Translator.from_checkpoint(checkpoints / "demo")
-
-
-@pytest.fixture
-def toy_key():
-    """A toy model kept on the server as if trained on the Training page (random weights)."""
-    from model import service
-    from model.training import toy
-    from views.plumbing import state
-
-    return state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
-
-
-def url(at) -> dict:
-    return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
 
 
 def plain(s: str) -> str:
@@ -59,10 +32,10 @@ def candidates(step) -> tuple[list[str], list[float], int]:
     return list(step.top_tokens), list(step.top_probs), step.top_ids.index(step.chosen)
 
 
-def test_the_question_shows_the_steps_candidates_shuffled_and_no_answer(checkpoints, translator):
+def test_the_question_shows_the_steps_candidates_shuffled_and_no_answer(checkpoints, demo_translator):
     at = run_app(dec_step=2, **QUIZ)
     assert not at.exception, [e.value for e in at.exception]
-    step = translator.trace(SENTENCE).steps[1]
+    step = demo_translator.trace(SENTENCE).steps[1]
     said = plain(visible_text(at))
     assert "Step 2 of" in said and "Which English word comes next?" in said
     assert " ".join(step.prefix_tokens) in said
@@ -73,11 +46,12 @@ def test_the_question_shows_the_steps_candidates_shuffled_and_no_answer(checkpoi
     assert at.main.radio(key="focus").value == "quiz"
 
 
-def test_reveal_gives_the_chosen_token_and_its_probability_as_the_candidates_chart_writes_it(checkpoints, translator):
+def test_reveal_gives_the_chosen_token_and_its_probability_as_the_candidates_chart_writes_it(checkpoints,
+                                                                                             demo_translator):
     at = run_app(dec_step=2, **QUIZ)
     at.main.button(key="quiz_reveal").click().run()
     assert not at.exception
-    step = translator.trace(SENTENCE).steps[1]
+    step = demo_translator.trace(SENTENCE).steps[1]
     said = plain(visible_text(at))
     assert f"Next: {step.chosen_token} (p = {fmt_prob(step.chosen_prob)})" in said
     bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
@@ -87,10 +61,10 @@ def test_reveal_gives_the_chosen_token_and_its_probability_as_the_candidates_cha
     assert url(at)["reveal"] == "1"
 
 
-def test_the_header_keeps_the_answer_until_reveal(checkpoints, translator):
+def test_the_header_keeps_the_answer_until_reveal(checkpoints, demo_translator):
     """The header above the question shows the translation only up to the prefix the step read; Reveal gives the
     whole translation back."""
-    res = translator.trace(SENTENCE)
+    res = demo_translator.trace(SENTENCE)
     assert len(res.steps) >= 3  # a translation past the asked step, to be kept from the room
     for kind in ("next", "looks"):
         at = run_app(dec_step=2, quiz=kind, **QUIZ)
@@ -104,9 +78,9 @@ def test_the_header_keeps_the_answer_until_reveal(checkpoints, translator):
         assert res.text in plain(visible_text(at))  # revealed: the whole translation is back in the header
 
 
-def test_the_rooms_guess_is_checked_on_reveal(checkpoints, translator):
+def test_the_rooms_guess_is_checked_on_reveal(checkpoints, demo_translator):
     at = run_app(dec_step=1, **QUIZ)
-    step = translator.trace(SENTENCE).steps[0]
+    step = demo_translator.trace(SENTENCE).steps[0]
     radio = next(r for r in at.main.radio if r.key.startswith("quiz_pick_"))
     wrong = next(i for i, o in enumerate(guesses(at)) if o != step.chosen_token)
     radio.set_value(wrong).run()
@@ -118,8 +92,8 @@ def guesses_label(i: int, step) -> str:
     return next_word(*candidates(step), seed=1, step=1).options[i]
 
 
-def test_a_link_restores_question_seed_and_reveal(checkpoints, translator):
-    step = translator.trace(SENTENCE).steps[2]
+def test_a_link_restores_question_seed_and_reveal(checkpoints, demo_translator):
+    step = demo_translator.trace(SENTENCE).steps[2]
     orders = {}
     for seed in (3, 4, 5, 6):
         at = run_app(dec_step=3, quiz="next", quiz_seed=seed, **{k: v for k, v in QUIZ.items() if k != "focus"})
@@ -135,8 +109,8 @@ def test_a_link_restores_question_seed_and_reveal(checkpoints, translator):
                                                                                "dec_step": "3"}
 
 
-def test_looks_at_answers_the_largest_weight_of_the_chosen_layer_and_head(checkpoints, translator):
-    res = translator.trace(SENTENCE)
+def test_looks_at_answers_the_largest_weight_of_the_chosen_layer_and_head(checkpoints, demo_translator):
+    res = demo_translator.trace(SENTENCE)
     src = res.source.axis_tokens
     for layer, head in ((1, 2), (2, 0)):
         at = run_app(dec_step=2, quiz="looks", reveal=1, dec_layer=layer, dec_head=head, **QUIZ)
@@ -174,7 +148,7 @@ def test_the_quiz_is_presenter_modes_only(checkpoints):
 
 
 @pytest.mark.parametrize("which", ["twin", "toy"])
-def test_the_quiz_holds_on_an_untrained_twin_and_a_toy(checkpoints, translator, toy_key, which):
+def test_the_quiz_holds_on_an_untrained_twin_and_a_toy(checkpoints, demo_translator, toy_key, which):
     from model import service
     from views.plumbing import state
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from model.text.reading import fragmented_words, repeated_run, spelled
-from tests.app_support import md_tables, run_app, serving, visible_text
-from tests.tiny_checkpoint import ENGLISH, GERMAN, make_tiny_checkpoint
+from tests.app_support import demo_checkpoints, md_tables, run_app, serving, visible_text
+from tests.tiny_checkpoint import ENGLISH, GERMAN
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPO = "Ein Hnud läuft im Schnee."  # "Hund" misspelt: no piece spells it, no word vocabulary holds it
@@ -42,11 +42,10 @@ def make_piece_checkpoint(folder: Path, seed: int = 0) -> Path:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reading")
-    make_tiny_checkpoint(root / "demo")
-    make_piece_checkpoint(root / "pieces")
-    with serving(root):
+def root(tmp_path_factory, demo_folder):
+    """A root of this module's own: `demo` and beside it `pieces`, the tiny SentencePiece model."""
+    with demo_checkpoints(tmp_path_factory, "reading", demo_folder) as root:
+        make_piece_checkpoint(root / "pieces")
         yield root
 
 

@@ -82,14 +82,6 @@ def test_joins_are_rate_limited_per_session(store):
     assert "Too many tries" in " ".join(e.value for e in at.error)
 
 
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    from tests.app_support import demo_checkpoints
-
-    with demo_checkpoints(tmp_path_factory, "ckpts_room") as root:
-        yield root
-
-
 def test_a_store_that_cannot_be_reached_is_said_on_the_projector_and_the_phone(checkpoints, tmp_path, monkeypatch):
     """A broken ATLAS_ROOM_STORE (or a folder that cannot be written): the projector says the poll is unavailable
     and the quiz goes on; a phone says it cannot reach the poll. No stack trace, no server path."""

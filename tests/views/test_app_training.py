@@ -2,18 +2,16 @@
 trained live and opened in the other views."""
 from __future__ import annotations
 
-import gzip
-import json
 import re
 
 import numpy as np
 import pytest
 
-from tests.app_support import array, demo_checkpoints, run_app, visible_text
+from tests.app_support import array, chart, demo_checkpoints, run_app, visible_text, write_split
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
+def root(tmp_path_factory, demo_folder):
     """The demo model (no film) and `filmed`, a 1-layer model trained 8 epochs on 40 pairs with its film."""
     import torch
 
@@ -23,10 +21,8 @@ def root(tmp_path_factory):
     data = tmp_path_factory.mktemp("training_data")
     pairs = synthetic_corpus()
     for split, items in (("train", pairs), ("val", pairs[1:40:10])):
-        for lang, k in (("de", 0), ("en", 1)):
-            with gzip.open(data / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("\n".join(p[k] for p in items) + "\n")
-    with demo_checkpoints(tmp_path_factory, "training_ckpts") as folder:
+        write_split(data, split, [p[0] for p in items], [p[1] for p in items])
+    with demo_checkpoints(tmp_path_factory, "training_ckpts", demo_folder) as folder:
         threads = torch.get_num_threads()
         try:
             assert train_cli.main(train_args(data, folder / "filmed", 8, "--max-tokens", "60", "--test-split", "",
@@ -34,10 +30,6 @@ def root(tmp_path_factory):
         finally:
             torch.set_num_threads(threads)
         yield folder
-
-
-def chart(at, key: str) -> dict:
-    return next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id and key in c.proto.id)
 
 
 def test_the_film_draws_the_recorded_frame(root):
@@ -84,6 +76,7 @@ def test_a_model_without_a_film_says_so(root):
     assert any("never trained" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_a_toy_task_trained_live_opens_in_the_decoding_view(root):
     at = run_app(view="Training", toy_task="reverse")
     at.button(key="toy_train").click().run(timeout=600)

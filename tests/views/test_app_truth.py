@@ -2,33 +2,15 @@
 claims are computed from the page's numbers, and pages say which decoding they draw."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.app_support import demo_checkpoints, md_tables, run_app, visible_text
+from tests.app_support import md_tables, run_app, spec, url, visible_text, write_split
 from tests.tiny_checkpoint import GERMAN
 
 SENTENCE = GERMAN[3]  # "Ein Hund läuft im Schnee."
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_truth") as root:
-        yield root
-
-
-@pytest.fixture(scope="module")
-def translator(checkpoints):
-    from model.inference.translator import Translator
-
-    return Translator.from_checkpoint(checkpoints / "demo")
-
-
-def spec(chart) -> dict:
-    return json.loads(chart.proto.spec)
 
 
 def y_ticks(chart) -> list[str]:
@@ -52,19 +34,20 @@ def captions(at) -> str:
 
 
 @pytest.mark.parametrize("decoding", ["greedy", "beam"])
-def test_header_and_figures_show_the_same_decoding(checkpoints, translator, decoding):
+def test_header_and_figures_show_the_same_decoding(checkpoints, demo_translator, decoding):
     at = run_app(view="Attention", kind="cross", text=SENTENCE, decoding=decoding, beam=3)
     assert not at.exception
-    expected = translator.translate(SENTENCE, beam=3) if decoding == "beam" else translator.translate(SENTENCE)
+    expected = (demo_translator.translate(SENTENCE, beam=3) if decoding == "beam"
+                else demo_translator.translate(SENTENCE))
     assert header(at) == expected.text
     assert unescape(y_ticks(at.get("plotly_chart")[1]))[1:] == expected.raw_tokens  # rows: <bos> + the output
     label = "beam search (beam 3)" if decoding == "beam" else "greedy decoding"
     assert label in captions(at)
 
 
-def test_forced_prefix_shows_in_the_header_and_every_figure(checkpoints, translator):
+def test_forced_prefix_shows_in_the_header_and_every_figure(checkpoints, demo_translator):
     at = run_app(view="Attention", kind="dec_self", text=SENTENCE, prefix="A dog")
-    forced = translator.trace(SENTENCE, prefix=["A", "dog"])
+    forced = demo_translator.trace(SENTENCE, prefix=["A", "dog"])
     assert header(at) == forced.text
     assert unescape(y_ticks(at.get("plotly_chart")[1]))[:3] == ["<bos>", "A", "dog"]
     assert "your forced first 2 token(s)" in captions(at)
@@ -83,7 +66,7 @@ def test_a_link_with_every_choice_round_trips(checkpoints, view):
     params = {**EVERYTHING, "view": view, "text": SENTENCE}
     at = run_app(**params)
     assert not at.exception, [e.value for e in at.exception]
-    got = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    got = url(at)
     for key, value in params.items():
         assert got.get(key) == str(value), (key, got.get(key), value)
 
@@ -106,7 +89,7 @@ def test_a_bad_value_in_a_link_falls_back_to_the_default(checkpoints):
 
 @pytest.mark.parametrize("max_len", [0, 2])
 @pytest.mark.parametrize("pad_on", [1, 0])
-def test_masks_padding_demo_shows_the_sentence_own_greedy_translations(checkpoints, translator, max_len, pad_on):
+def test_masks_padding_demo_shows_the_sentence_own_greedy_translations(checkpoints, demo_translator, max_len, pad_on):
     """The page hands the header's greedy trace to the padding demonstration: its "Alone" line is the sentence's
     greedy translation with the session's length limit (the sidebar's, as everywhere on the page), and "In the
     padded batch" the model's own decoding of the padded batch under the same limit; the line says the limit."""
@@ -114,13 +97,13 @@ def test_masks_padding_demo_shows_the_sentence_own_greedy_translations(checkpoin
     assert not at.exception
     line = next(m.value for m in at.markdown if m.value.startswith("Alone:")).replace("\\", "")
     # decodes alone by itself
-    demo = translator.padded_batch(SENTENCE, use_padding_mask=bool(pad_on), max_len=max_len or None)
-    assert demo["alone"] == translator.translate(SENTENCE, max_len=max_len or None).text
+    demo = demo_translator.padded_batch(SENTENCE, use_padding_mask=bool(pad_on), max_len=max_len or None)
+    assert demo["alone"] == demo_translator.translate(SENTENCE, max_len=max_len or None).text
     said = ", at most 2 tokens as chosen in the sidebar" if max_len else ""
     assert line == f"Alone: **{demo['alone']}**  \nIn the padded batch: **{demo['padded']}**  \n(both greedy{said})"
     assert header(at) == demo["alone"]  # the header's translation, cut where the session cuts it
     if max_len:
-        assert demo["alone"] != translator.translate(SENTENCE).text
+        assert demo["alone"] != demo_translator.translate(SENTENCE).text
 
 
 def allowed_probs(tr, log_probs):
@@ -133,7 +116,7 @@ def allowed_probs(tr, log_probs):
 
 
 @pytest.mark.parametrize("ckpt", ["demo", "demo:untrained"])
-def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, ckpt):
+def test_masks_page_states_only_what_its_numbers_show(checkpoints, demo_translator, ckpt):
     import numpy as np
 
     at = run_app(view="Masks", text=SENTENCE, ckpt=ckpt)
@@ -146,7 +129,7 @@ def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, c
     rows = md_tables(at)[-1]
     # recompute independently: the teacher-forced passes along the output shown, with and without the mask; an
     # output that stopped at the length limit has no <eos> to predict
-    tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
+    tr = demo_translator if ckpt == "demo" else demo_translator.untrained_twin(seed=0)
     out = tr.trace(SENTENCE)
     fed = out.raw_tokens if out.finished else out.raw_tokens[:-1]
     on, off = tr.teacher_forced(SENTENCE, fed, True), tr.teacher_forced(SENTENCE, fed, False)
@@ -160,12 +143,12 @@ def test_masks_page_states_only_what_its_numbers_show(checkpoints, translator, c
 
 
 @pytest.mark.parametrize("ckpt, max_len", [("demo:untrained", 0), ("demo:untrained", 4), ("demo", 4)])
-def test_masks_causal_table_of_an_output_cut_at_the_length_limit(checkpoints, translator, ckpt, max_len):
+def test_masks_causal_table_of_an_output_cut_at_the_length_limit(checkpoints, demo_translator, ckpt, max_len):
     """An output that stopped at the length limit is measured as it is: no <eos> appended, only tokens decoding can
     write as the top, and the model's own greedy output is its top prediction at every position."""
     at = run_app(view="Masks", text=SENTENCE, ckpt=ckpt, max_len=max_len)
     assert not at.exception
-    tr = translator if ckpt == "demo" else translator.untrained_twin(seed=0)
+    tr = demo_translator if ckpt == "demo" else demo_translator.untrained_twin(seed=0)
     out = tr.trace(SENTENCE, max_len=max_len or None)
     assert not out.finished  # the case under test
     rows = md_tables(at)[-1]
@@ -226,11 +209,7 @@ def test_validation_bleu_says_where_it_looked(checkpoints, monkeypatch, tmp_path
 
 
 def test_validation_bleu_has_a_noise_estimate(checkpoints, monkeypatch, tmp_path):
-    import gzip
-
-    for lang, lines in (("de", GERMAN), ("en", GERMAN)):
-        with gzip.open(tmp_path / f"val.{lang}.gz", "wt", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+    write_split(tmp_path, "val", GERMAN, GERMAN)
     monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path))
     at = run_app(view="Attention", text=SENTENCE, off="cross-1-1,cross-2-1")
     at.button(key="ablate_bleu").click().run()
@@ -262,7 +241,7 @@ def test_the_favicon_is_a_local_file():
     assert (Path(__file__).resolve().parents[2] / "docs" / "favicon.png").is_file()
 
 
-def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, translator):
+def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, demo_translator):
     """Beam search costs a third of a first visit of the page: it runs when the toggle (URL dec_beam)
     says so, or when the figures already trace it, and then shows what Translator.translate(beam) gives."""
     from views.parts.text import md_escape
@@ -271,7 +250,7 @@ def test_beam_search_runs_on_the_decoding_page_only_when_asked_for(checkpoints, 
     at = run_app(view="Decoding", text=SENTENCE, beam=3)
     assert not at.exception
     assert at.toggle(key="dec_beam").value is False and "**Beam search, beam 3**" not in said(at)
-    expected = translator.translate(SENTENCE, beam=3).text
+    expected = demo_translator.translate(SENTENCE, beam=3).text
     for query in (dict(dec_beam=1), dict(decoding="beam")):
         at = run_app(view="Decoding", text=SENTENCE, beam=3, **query)
         assert not at.exception
@@ -315,16 +294,6 @@ def test_training_header_names_the_film_of_a_model_that_has_one(monkeypatch):
     assert training.below("multi30k-de-en").startswith("The film below is teacher-forced")
     for key in ("multi30k-de-en:untrained", "multi30k-de-en-words", "toy:copy:0000"):
         assert training.below(key).startswith("This model has no training film"), key
-
-
-@pytest.fixture
-def toy_key():
-    """A toy model kept on the server as if trained on the Training page (random weights: what it says must hold)."""
-    from model import service
-    from model.training import toy
-    from views.plumbing import state
-
-    return state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
 
 
 def test_a_toy_on_the_masks_page_is_batched_with_digits_and_measured_against_its_task(toy_key):

@@ -17,7 +17,7 @@ import pytest
 from model import export as cli
 from model.inference.translator import Translator
 from model.io.lesson import lesson_data
-from tests.tiny_checkpoint import GERMAN, make_tiny_checkpoint
+from tests.tiny_checkpoint import GERMAN
 from viz.attention import attention_figure
 from viz.decoding import candidates_figure
 from viz.figure_pack import FigurePack, apply, diff, figure_dict
@@ -33,27 +33,22 @@ FETCHES = re.compile(r"<script[^>]*\bsrc\s*=|<link[^>]*\bhref\s*=|@import|url\(\
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return make_tiny_checkpoint(tmp_path_factory.mktemp("lesson") / "demo")
-
-
-@pytest.fixture(scope="module")
-def lesson(folder):
-    tr = Translator.from_checkpoint(folder)
+def lesson(demo_folder):
+    tr = Translator.from_checkpoint(demo_folder)
     return lesson_data(tr, [(tr.trace(s), None) for s in GERMAN[:2]], "demo")
 
 
-def test_cli_writes_one_offline_page_with_every_sentence(folder, tmp_path, capsys):
+def test_cli_writes_one_offline_page_with_every_sentence(demo_folder, tmp_path, capsys):
     from plotly.offline import get_plotlyjs
 
     out = tmp_path / "lesson.html"
-    assert cli.main([GERMAN[0], GERMAN[3], "--checkpoint", str(folder), "--html", str(out)]) == 0
+    assert cli.main([GERMAN[0], GERMAN[3], "--checkpoint", str(demo_folder), "--html", str(out)]) == 0
     assert f"{out.stat().st_size:,} bytes" in capsys.readouterr().err
     page = out.read_text(encoding="utf-8")
     assert page.count(get_plotlyjs()) == 1  # Plotly's code inlined, once
     assert not FETCHES.findall(page)
     data = page_data(page)
-    tr = Translator.from_checkpoint(folder)
+    tr = Translator.from_checkpoint(demo_folder)
     assert [s["translation"] for s in data["sentences"]] == [tr.translate(GERMAN[0]).text, tr.translate(GERMAN[3]).text]
     assert [s["source"] for s in data["sentences"]] == [" ".join(tr.prepare(t).tokens) for t in (GERMAN[0], GERMAN[3])]
 
@@ -149,8 +144,8 @@ def test_a_markup_token_stays_text(lesson):
     (["Ein Hund.", "--html", "{tmp}/no/such/folder/x.html"], "does not exist"),
     (["Ein Hund.", "--html", "{out}", "--out", "{tmp}/t.json"], "give one of them"),
 ])
-def test_bad_input_gets_a_clear_message_and_exit_code_2(folder, tmp_path, capsys, args, says):
-    args = [a.format(out=tmp_path / "x.html", tmp=tmp_path) for a in args] + ["--checkpoint", str(folder)]
+def test_bad_input_gets_a_clear_message_and_exit_code_2(demo_folder, tmp_path, capsys, args, says):
+    args = [a.format(out=tmp_path / "x.html", tmp=tmp_path) for a in args] + ["--checkpoint", str(demo_folder)]
     try:
         code = cli.main(args)
     except SystemExit as e:  # argparse's own errors exit with 2 too
@@ -166,12 +161,12 @@ def test_a_missing_checkpoint_says_so(tmp_path, capsys):
 
 
 @pytest.mark.slow  # two fresh interpreters import torch and Plotly
-def test_the_command_line_as_a_subprocess(folder, tmp_path):
+def test_the_command_line_as_a_subprocess(demo_folder, tmp_path):
     out = tmp_path / "lesson.html"
-    run = subprocess.run([sys.executable, "-m", "model.export", GERMAN[1], GERMAN[2], "--checkpoint", str(folder),
+    run = subprocess.run([sys.executable, "-m", "model.export", GERMAN[1], GERMAN[2], "--checkpoint", str(demo_folder),
                           "--html", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert len(page_data(out.read_text(encoding="utf-8"))["sentences"]) == 2
-    bad = subprocess.run([sys.executable, "-m", "model.export", "   ", "--checkpoint", str(folder), "--html",
+    bad = subprocess.run([sys.executable, "-m", "model.export", "   ", "--checkpoint", str(demo_folder), "--html",
                           str(tmp_path / "y.html")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "error:" in bad.stderr and not (tmp_path / "y.html").exists()

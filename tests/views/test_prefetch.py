@@ -5,16 +5,10 @@ import threading
 
 import pytest
 
-from tests.app_support import demo_checkpoints, run_app
+from tests.app_support import run_app
 
 # Each test types a sentence no other test of this module types, so its figures are new to the figure cache.
 # pe_positions of its own too: the positional figures do not depend on the sentence.
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    with demo_checkpoints(tmp_path_factory, "ckpts_prefetch") as root:
-        yield root
 
 
 def _misses_opening(at, view: str) -> int:
