@@ -43,6 +43,7 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
+from test_browser_presenter import FILM_SENTENCE  # every word known to the model with a film
 
 import page_checks as checks
 from axe_support import CHARTS_DRAWN_JS, QUIET_JS, STYLED_JS, run_axe, serious, summarize, whole_page
@@ -60,7 +61,6 @@ from browser_support import (
     widget,
 )
 from model.records import VIEWS
-from test_model_data import synthetic_corpus
 from tiny_checkpoint import GERMAN
 
 pytestmark = pytest.mark.browser
@@ -71,7 +71,6 @@ DESK_SENTENCE = "Ein Mann mit einem großen Hut sitzt auf einer Bank im Park."  
 # mode: there the "A and B" figure squeezes a 12-token sentence's rows to 6 px and cuts its labels (C10), which is
 # the presenter figures' own open issue; test_browser_lab.py checks that its figures end on the screen.
 PAIR = {SENTENCE: SENTENCE.replace("orangen", "grünen"), DESK_SENTENCE: DESK_SENTENCE.replace("Mann", "Hund")}
-FILM_SENTENCE = synthetic_corpus()[-1][0]  # every word known to the model with a film (no "unknown" line)
 AXE_VIEWS = ("Attention", "Decoding", "Heads")
 # Pages that draw no chart for a model (the untrained twin has no head report yet: the page offers to compute it).
 NO_CHART = {("high-contrast", "Heads")}
