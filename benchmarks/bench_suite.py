@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in order:
             log = RESULTS / f"{args.out}_{name}_{r}.log"
             run = {"variant": name, "repeat": r, **one_run(variants[name], log)}
-            log.unlink()  # kept only while it runs (its tail is in the summary)
+            if run["exit_status"] == 0:
+                log.unlink()  # a failed run's log is kept, to read what failed
             runs.append(run)
             print(f"{name} ({run['commit']}), repeat {r}: {run['seconds']:.0f} s (target <= {TARGET_S} s), exit status "
                   f"{run['exit_status']}; {run['summary']}", flush=True)

@@ -1,6 +1,7 @@
 """Real-browser test: presenter mode fits a projector for any sentence up to the reading limit.
 
-At 1280×720 and 1920×1080, for a 6-word, a 48-word and a 100-token sentence, on every page: the header is one line,
+At 1280×720 and 1920×1080, for a 6-word (1920×1080 only; 1280×720: the presenter tour), a 48-word and a 100-token
+sentence, on every page: the header is one line,
 every chart ends on the screen, no text of a figure runs into another or past the figure's edge, and a heatmap's
 rows are at least viz.rows.MIN_ROW_PX tall (a long sentence's rows are a window the reader drags, never squeezed).
 """
@@ -16,9 +17,11 @@ from tiny_checkpoint import GERMAN
 
 SIZES = [(1280, 720), (1920, 1080)]
 WORDS = " ".join(GERMAN).replace(".", "").split()  # the tiny model's vocabulary, read word by word
+# A short sentence at 1280×720: the presenter tour (test_browser_tour.py, C8 and C10, an 11-word sentence).
 SENTENCES = {"6 words": " ".join(WORDS[:6]) + ".",
              "48 words": " ".join((WORDS * 3)[:48]) + ".",
              "100 tokens": " ".join((WORDS * 5)[:99]) + "."}  # 99 words and the full stop
+TOURED = {(1280, "6 words")}
 
 
 @pytest.mark.browser
@@ -31,6 +34,8 @@ def test_every_page_fits_the_screen_for_any_sentence(chromium, app_server, scree
     bad, charts = [], 0
     try:
         for name, sentence in SENTENCES.items():
+            if (width, name) in TOURED:
+                continue
             for view in VIEWS:
                 params = dict(model_for(view), text=sentence) if view != "Training" else model_for(view)
                 open_app(pg, app_server.link(view=view, present=1, **params))
