@@ -49,4 +49,4 @@ def test_every_page_fits_the_screen_for_any_sentence(chromium, app_server, scree
     finally:
         pg.context.close()
     assert bad == [], f"at {width}×{height}:\n" + "\n".join(bad[:40])
-    assert charts >= 20  # the pages drew their figures
+    assert charts >= len(VIEWS)  # the pages drew their figures (one part of each page; a part may be a table)
