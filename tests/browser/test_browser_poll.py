@@ -45,7 +45,10 @@ def test_three_phones_vote_the_projector_counts_and_reveal_reaches_every_phone(c
         body = projector.locator(MAIN).inner_text()
         code = "".join(re.search(r"Join:\s*([0-9A-Z]{3})\s*([0-9A-Z]{3})", body).groups())
         projector.locator(f"{MAIN} [data-testid='stImage'] img").first.wait_for()  # the QR code
-        assert "poll=" in projector.url and code not in projector.url  # the presenter's key, not the room's code
+        # The link gains the presenter's key once the run that opened the room has written it (under load, after the
+        # QR code is drawn): wait for it, then check that it is not the room's code.
+        projector.wait_for_function("() => new URLSearchParams(location.search).has('poll')", timeout=60_000)
+        assert code not in projector.url  # the presenter's key, not the room's code
 
         phones = []
         for ctx in contexts:
