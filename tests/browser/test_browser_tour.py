@@ -110,8 +110,6 @@ def tour_pages(chromium, app_server):
     """One page per mode, opened on first use; a link opened in it is a fresh Streamlit session (a cold load)."""
     pages = {}
 
-    server = app_server
-
     def get(mode: str):
         if mode not in pages:
             if mode == "phone":
@@ -122,7 +120,7 @@ def tour_pages(chromium, app_server):
             else:
                 pages[mode] = new_page(chromium, *MODES[mode]["size"], timeout=90_000)
             pages[mode].context.add_init_script(checks.DRAW_COUNTER_JS)
-            warm_fonts(pages[mode], server)
+            warm_fonts(pages[mode], app_server)
         return pages[mode]
 
     yield get
