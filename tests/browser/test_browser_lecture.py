@@ -10,6 +10,7 @@ from browser_support import (
     CHART,
     EXCEPTION,
     SIDEBAR,
+    close_page,
     new_page,
     open_app,
     runs,
@@ -40,7 +41,7 @@ def sidebar_open(pg) -> bool:
 def projector(chromium, app_server):
     pg = new_page(chromium, width=WIDTH, height=HEIGHT)
     yield pg
-    pg.context.close()
+    close_page(pg)
 
 
 @pytest.mark.browser

@@ -17,6 +17,7 @@ from browser_support import (
     MAIN,
     ROOT,
     choose_view,
+    close_page,
     enter_text,
     new_page,
     open_app,
@@ -114,7 +115,7 @@ def test_no_page_shows_a_server_path(chromium, paths_server):
         expect(pg.locator(MAIN).get_by_text("$ATLAS_DATA_DIR")).not_to_have_count(0, timeout=60_000)
         assert_no_path(pg, paths_server, "the ablation's BLEU")
     finally:
-        pg.context.close()
+        close_page(pg)
 
 
 @pytest.mark.browser
@@ -142,4 +143,4 @@ def test_no_error_state_shows_a_server_path(chromium, paths_server):
         finally:
             write_val(paths_server.data)
     finally:
-        pg.context.close()
+        close_page(pg)

@@ -13,6 +13,7 @@ from browser_support import (
     EXCEPTION,
     MAIN,
     TRANSLATION,
+    close_page,
     new_page,
     open_app,
     runs,
@@ -90,7 +91,7 @@ def test_a_quiz_link_asks_then_reveals_on_one_screen_and_back_asks_again(chromiu
         assert f"Next: {answer.group(1)}" in main_text(pg)
         assert pg.locator(EXCEPTION).count() == 0
     finally:
-        pg.context.close()
+        close_page(pg)
 
 
 @pytest.mark.browser
@@ -111,7 +112,7 @@ def test_the_lecturers_note_stands_above_the_header_as_text(chromium, app_server
         assert abs(tops[0] - tops[1]) < 1  # the page below did not move: the figures keep their height
         assert query(pg)["note"] == " ".join(note.split())
     finally:
-        pg.context.close()
+        close_page(pg)
 
 
 PAGE_TEXT_JS = """() => [document.body.innerText,
@@ -145,4 +146,4 @@ def test_before_reveal_nothing_on_the_page_gives_the_answer_away(chromium, app_s
                              arg=res.text.split()[-1])
         assert res.text in pg.evaluate(PAGE_TEXT_JS)  # revealed: the whole translation is back
     finally:
-        pg.context.close()
+        close_page(pg)

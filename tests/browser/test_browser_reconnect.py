@@ -9,6 +9,7 @@ import pytest
 
 from browser_support import (
     MAIN,
+    close_page,
     enter_text,
     new_page,
     open_app,
@@ -39,7 +40,7 @@ AFTER = "Eine Frau liest ein Buch."
 def test_a_sentence_typed_after_the_server_restarted_is_kept(chromium, atlas_checkpoints, tmp_path_factory):
     first = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
     pg = new_page(chromium)
-    pg.context.add_init_script(f"({WS_COUNTER_JS})();")
+    pg.add_init_script(f"({WS_COUNTER_JS})();")
     second = None
     try:
         open_app(pg, first.link(view="Attention", text=BEFORE))
@@ -56,5 +57,5 @@ def test_a_sentence_typed_after_the_server_restarted_is_kept(chromium, atlas_che
         assert urllib.parse.parse_qs(urllib.parse.urlparse(pg.url).query)["text"] == [AFTER]
         assert pg.locator("[data-testid='stException']").count() == 0
     finally:
-        pg.context.close()
+        close_page(pg)
         stop_server(second or first)

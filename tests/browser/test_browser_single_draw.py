@@ -14,6 +14,7 @@ import re
 import pytest
 
 from browser_support import (
+    close_page,
     new_page,
     open_app,
     select_option,
@@ -51,7 +52,7 @@ def test_a_chart_changed_by_a_control_is_drawn_once(chromium, app_server):
         assert any(f"layer {other}" in title and len(sizes) == 1 for title, sizes in draws), draws  # redrawn once
         assert not [d for d in draws if len(d[1]) > 1], f"charts drawn more than once: {draws}"
     finally:
-        page.context.close()
+        close_page(page)
 
 
 # ----------------------------------------------------------------------------- the look
@@ -155,7 +156,7 @@ def look_page(chromium, tmp_path_factory, atlas_checkpoints):
         page.wait_for_timeout(1000)
         yield page
     finally:
-        page.context.close()
+        close_page(page)
         stop_server(server)
 
 
