@@ -16,7 +16,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import weakref
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -146,55 +145,12 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
-SHARED_CONTEXTS = weakref.WeakSet()  # the persistent contexts of Chromium objects, which close_page leaves open
-
-
-class Chromium:
-    """One headless Debian Chromium for a test session, in two forms.
-
-    `new_page` opens a tab of one persistent context. Its disk cache keeps the scripts of Streamlit and Plotly
-    with V8's compiled code, so a cold page costs about a fifth less CPU than in a fresh incognito context, which
-    compiles them again (on a 2-core machine the browsers are the suite's largest CPU user). A tab is still its
-    own Streamlit session: the app keeps nothing in cookies or storage. `new_context` (and anything else) is
-    Playwright's Browser: fresh incognito contexts for what a tab cannot be (a phone's touch screen and pixel
-    ratio, a page whose requests are routed)."""
-
-    def __init__(self, playwright, profile: Path):
-        self.browser = launch_chromium(playwright)
-        self.shared = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        SHARED_CONTEXTS.add(self.shared)
-
-    def __getattr__(self, name):
-        return getattr(self.browser, name)
-
-    def close(self) -> None:
-        self.shared.close()
-        self.browser.close()
-
-
 def new_page(browser, width: int = 1440, height: int = 1000, timeout: float = 30_000):
-    """A page that is a fresh Streamlit session and counts the app's script runs: a tab of the session's shared
-    context (see Chromium), or one in a fresh context of a plain Browser. Close it with close_page."""
-    shared = getattr(browser, "shared", None)
-    if shared is None:
-        context = browser.new_context(viewport={"width": width, "height": height})
-        context.set_default_timeout(timeout)
-        context.add_init_script(RUN_COUNTER_JS)
-        return context.new_page()
-    page = shared.new_page()
-    page.set_viewport_size({"width": width, "height": height})
-    page.set_default_timeout(timeout)
-    page.add_init_script(RUN_COUNTER_JS)
-    return page
-
-
-def close_page(page) -> None:
-    """Close a page of new_page: the tab alone in the shared context (it outlives the test), else its context."""
-    if page.context in SHARED_CONTEXTS:
-        page.close()
-    else:
-        page.context.close()
+    """A page in a fresh context (so a fresh Streamlit session) that counts the app's script runs."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(timeout)
+    context.add_init_script(RUN_COUNTER_JS)
+    return context.new_page()
 
 
 def wait_idle(page, timeout: float = 30_000) -> None:
@@ -414,7 +370,7 @@ def app_server(atlas_checkpoints, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def chromium(tmp_path_factory):
+def chromium():
     """One headless Debian Chromium for the whole session. A missing Chromium fails, never skips."""
     missing = chromium_missing()
     if missing:
@@ -422,7 +378,7 @@ def chromium(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = Chromium(p, tmp_path_factory.mktemp("chromium_profile"))
+        browser = launch_chromium(p)
         yield browser
         browser.close()
 
@@ -432,7 +388,7 @@ def page(chromium, app_server):
     """A fresh browser context and page (so a fresh Streamlit session) per test."""
     pg = new_page(chromium)
     yield pg
-    close_page(pg)
+    pg.context.close()
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ from browser_support import (
     alert_texts,
     chart_titles,
     choose_view,
-    close_page,
     enter_text,
     new_page,
     open_app,
@@ -49,7 +48,7 @@ def sentence_page(chromium, app_server):
     """One page with SENTENCE typed into the sidebar."""
     pg = page_with_sentence(chromium, app_server.url, SENTENCE)
     yield pg
-    close_page(pg)
+    pg.context.close()
 
 
 @pytest.mark.browser
@@ -134,7 +133,7 @@ def test_first_run_starts_loading_plotly_and_leaves_no_trace_of_it(chromium, atl
         assert pg.locator("[data-testid='stDataFrame']").count() == 0
         assert_no_exception(pg)
     finally:
-        close_page(pg)
+        pg.context.close()
         stop_server(server)
 
 
@@ -195,4 +194,4 @@ def test_sixteen_concurrent_sessions_each_see_their_own_translation_and_attentio
             assert pg.locator(EXCEPTION).count() == 0
     finally:
         for pg in pages:
-            close_page(pg)
+            pg.context.close()

@@ -10,7 +10,6 @@ from browser_support import (
     MAIN,
     assert_clean,
     choose_view,
-    close_page,
     new_page,
     open_app,
     start_test_server,
@@ -47,7 +46,7 @@ def families_server(tmp_path_factory):
 def family_page(chromium, families_server):
     pg = new_page(chromium)
     yield pg
-    close_page(pg)
+    pg.context.close()
 
 
 @pytest.mark.browser

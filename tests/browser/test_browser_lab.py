@@ -10,7 +10,6 @@ import pytest
 from browser_js import LAID_OUT_JS
 from browser_support import (
     EXCEPTION,
-    close_page,
     enter_text,
     new_page,
     open_app,
@@ -151,7 +150,7 @@ def test_a_copied_link_restores_the_lab_figures(page, app_server, chromium, view
         assert query(fresh) == query(page)  # the restored session writes the same choices back
         assert shown(fresh, keys) == before
     finally:
-        close_page(fresh)
+        fresh.context.close()
 
 
 def options(pg, key: str) -> list[str]:
@@ -238,4 +237,4 @@ def test_presenter_mode_offers_sentence_b_and_its_figures_still_fit_a_projector(
                 assert box["y"] + box["height"] <= 721, f"{part}: chart {i} ends at {box['y'] + box['height']:.0f}"
             assert pg.locator(EXCEPTION).count() == 0
     finally:
-        close_page(pg)
+        pg.context.close()

@@ -10,7 +10,6 @@ from browser_support import (
     CHART,
     EXCEPTION,
     SIDEBAR,
-    close_page,
     new_page,
     open_app,
     runs,
@@ -41,7 +40,7 @@ def sidebar_open(pg) -> bool:
 def projector(chromium, app_server):
     pg = new_page(chromium, width=WIDTH, height=HEIGHT)
     yield pg
-    close_page(pg)
+    pg.context.close()
 
 
 @pytest.mark.browser

@@ -14,7 +14,6 @@ from browser_support import (
     MAIN,
     assert_clean,
     choose_view,
-    close_page,
     enter_text,
     new_page,
     open_app,
@@ -56,7 +55,7 @@ def marian_server(marian_root, tmp_path_factory):  # noqa: F811
 def marian_page(chromium, marian_server):
     pg = new_page(chromium)
     yield pg
-    close_page(pg)
+    pg.context.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from browser_support import (
     MAIN,
     ROOT,
     choose_view,
-    close_page,
     enter_text,
     new_page,
     open_app,
@@ -115,7 +114,7 @@ def test_no_page_shows_a_server_path(chromium, paths_server):
         expect(pg.locator(MAIN).get_by_text("$ATLAS_DATA_DIR")).not_to_have_count(0, timeout=60_000)
         assert_no_path(pg, paths_server, "the ablation's BLEU")
     finally:
-        close_page(pg)
+        pg.context.close()
 
 
 @pytest.mark.browser
@@ -143,4 +142,4 @@ def test_no_error_state_shows_a_server_path(chromium, paths_server):
         finally:
             write_val(paths_server.data)
     finally:
-        close_page(pg)
+        pg.context.close()

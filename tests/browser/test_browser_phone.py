@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from browser_js import LAID_OUT_JS, RUN_COUNTER_JS
-from browser_support import SIDEBAR, assert_clean, close_page, new_page, open_app, wait_charts
+from browser_support import SIDEBAR, assert_clean, new_page, open_app, wait_charts
 from page_checks import MAIN_CHART, PHONE, PHONE_FIGURE, PHONE_JS
 from tiny_checkpoint import GERMAN
 
@@ -107,6 +107,6 @@ def test_a_tap_on_a_cell_shows_what_hover_shows_on_a_desktop(phone, chromium, ap
         desk.mouse.move(x, y)
         hovered = hover_text(desk, chart)
     finally:
-        close_page(desk)
+        desk.context.close()
     assert "weight" in hovered, hovered
     assert tapped == hovered, f"a tap shows {tapped!r}, a mouse on a desktop {hovered!r}"

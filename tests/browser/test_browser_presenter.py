@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from browser_js import LAID_OUT_JS
-from browser_support import ROOT, close_page, new_page, open_app, start_server, stop_server
+from browser_support import ROOT, new_page, open_app, start_server, stop_server
 from page_checks import MAIN_CHART, cut_text
 from test_model_data import synthetic_corpus
 from tiny_checkpoint import GERMAN
@@ -46,7 +46,7 @@ def test_buttons_and_toggles_are_not_cut_side_by_side_at_1280px(chromium, app_se
         assert pg.locator("[data-testid='stMain'] button").count() + pg.locator("[data-testid='stMain'] label").count()
         assert cut_text(pg) == []
     finally:
-        close_page(pg)
+        pg.context.close()
 
 
 def test_the_toolbar_offers_no_deploy_button(page, app_server):
@@ -127,7 +127,7 @@ def figures_pages(chromium, figures_server):
 
     yield get
     for pg in pages.values():
-        close_page(pg)
+        pg.context.close()
 
 
 # Boxes of the texts of a chart (by its key), as [left, top, right, bottom].

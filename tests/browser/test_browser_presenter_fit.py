@@ -11,7 +11,7 @@ import pytest
 from test_browser_presenter import MAIN_CHART, SETTLED_JS, model_for
 
 from browser_js import LAID_OUT_JS
-from browser_support import close_page, new_page, open_app
+from browser_support import new_page, open_app
 from page_checks import off_the_screen
 from tiny_checkpoint import GERMAN
 
@@ -47,6 +47,6 @@ def test_every_page_fits_the_screen_for_any_sentence(chromium, app_server, scree
                     pg.screenshot(path=screenshot_dir / f"presenter_fit_{width}_{view}_{name}.png".replace(" ", "_"))
                 bad += [f"{name}, {view}: {what}" for what in found]
     finally:
-        close_page(pg)
+        pg.context.close()
     assert bad == [], f"at {width}×{height}:\n" + "\n".join(bad[:40])
     assert charts >= len(VIEWS)  # the pages drew their figures (one part of each page; a part may be a table)

@@ -13,7 +13,6 @@ from browser_support import (
     EXCEPTION,
     MAIN,
     TRANSLATION,
-    close_page,
     new_page,
     open_app,
     runs,
@@ -91,7 +90,7 @@ def test_a_quiz_link_asks_then_reveals_on_one_screen_and_back_asks_again(chromiu
         assert f"Next: {answer.group(1)}" in main_text(pg)
         assert pg.locator(EXCEPTION).count() == 0
     finally:
-        close_page(pg)
+        pg.context.close()
 
 
 @pytest.mark.browser
@@ -112,7 +111,7 @@ def test_the_lecturers_note_stands_above_the_header_as_text(chromium, app_server
         assert abs(tops[0] - tops[1]) < 1  # the page below did not move: the figures keep their height
         assert query(pg)["note"] == " ".join(note.split())
     finally:
-        close_page(pg)
+        pg.context.close()
 
 
 PAGE_TEXT_JS = """() => [document.body.innerText,
@@ -146,4 +145,4 @@ def test_before_reveal_nothing_on_the_page_gives_the_answer_away(chromium, app_s
                              arg=res.text.split()[-1])
         assert res.text in pg.evaluate(PAGE_TEXT_JS)  # revealed: the whole translation is back
     finally:
-        close_page(pg)
+        pg.context.close()

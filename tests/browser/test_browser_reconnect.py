@@ -9,7 +9,6 @@ import pytest
 
 from browser_support import (
     MAIN,
-    close_page,
     enter_text,
     new_page,
     open_app,
@@ -40,7 +39,7 @@ AFTER = "Eine Frau liest ein Buch."
 def test_a_sentence_typed_after_the_server_restarted_is_kept(chromium, atlas_checkpoints, tmp_path_factory):
     first = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
     pg = new_page(chromium)
-    pg.add_init_script(f"({WS_COUNTER_JS})();")
+    pg.context.add_init_script(f"({WS_COUNTER_JS})();")
     second = None
     try:
         open_app(pg, first.link(view="Attention", text=BEFORE))
@@ -57,5 +56,5 @@ def test_a_sentence_typed_after_the_server_restarted_is_kept(chromium, atlas_che
         assert urllib.parse.parse_qs(urllib.parse.urlparse(pg.url).query)["text"] == [AFTER]
         assert pg.locator("[data-testid='stException']").count() == 0
     finally:
-        close_page(pg)
+        pg.context.close()
         stop_server(second or first)

@@ -14,7 +14,6 @@ import re
 import pytest
 
 from browser_support import (
-    close_page,
     new_page,
     open_app,
     select_option,
@@ -52,7 +51,7 @@ def test_a_chart_changed_by_a_control_is_drawn_once(chromium, app_server):
         assert any(f"layer {other}" in title and len(sizes) == 1 for title, sizes in draws), draws  # redrawn once
         assert not [d for d in draws if len(d[1]) > 1], f"charts drawn more than once: {draws}"
     finally:
-        close_page(page)
+        page.context.close()
 
 
 # ----------------------------------------------------------------------------- the look
@@ -156,7 +155,7 @@ def look_page(chromium, tmp_path_factory, atlas_checkpoints):
         page.wait_for_timeout(1000)
         yield page
     finally:
-        close_page(page)
+        page.context.close()
         stop_server(server)
 
 

@@ -52,7 +52,6 @@ from browser_support import (
     CHART,
     MAIN,
     SIDEBAR,
-    close_page,
     full_screenshot,
     new_page,
     open_app,
@@ -120,13 +119,13 @@ def tour_pages(chromium, app_server):
                 pages[mode] = context.new_page()
             else:
                 pages[mode] = new_page(chromium, *MODES[mode]["size"], timeout=90_000)
-            pages[mode].add_init_script(checks.DRAW_COUNTER_JS)
+            pages[mode].context.add_init_script(checks.DRAW_COUNTER_JS)
             warm_fonts(pages[mode], app_server)
         return pages[mode]
 
     yield get
     for pg in pages.values():
-        close_page(pg)
+        pg.context.close()
 
 
 def drawn(pg, expect_chart: bool) -> None:

@@ -12,7 +12,6 @@ from browser_support import (
     EXCEPTION,
     MAIN,
     choose_view,
-    close_page,
     new_page,
     open_app,
     runs,
@@ -129,7 +128,7 @@ def test_the_page_fetches_nothing_from_the_internet(chromium, app_server):
         assert any("favicon" in u or u.endswith(".png") for u in requests) or pg.evaluate(
             "() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
     finally:
-        close_page(pg)
+        pg.context.close()
 
 
 @pytest.mark.browser
@@ -146,7 +145,7 @@ def test_the_model_box_shows_a_long_model_name_whole(chromium, app_server):
             wait_charts(pg)
             assert pg.evaluate(TRUNCATED_JS) == [], ckpt
     finally:
-        close_page(pg)
+        pg.context.close()
         shutil.rmtree(folder)
 
 
@@ -164,7 +163,7 @@ def test_mask_matrix_tick_labels_do_not_overlap(chromium, app_server, n_words):
         assert overlaps == [], overlaps[:10]
         assert_no_exception(pg)
     finally:
-        close_page(pg)
+        pg.context.close()
 
 
 @pytest.mark.browser
