@@ -302,6 +302,11 @@ def selectbox_value(page, key: str) -> str:
 
 # ----------------------------------------------------------------------------- fixtures
 
+# Every test the session collected, by node id, with its marks (before `-m` deselects any), put in the config's
+# stash by conftest.py: tests/test_markers.py reads the README's markers off it instead of collecting again.
+COLLECTED = pytest.StashKey[dict]()
+
+
 @pytest.fixture(scope="session")
 def atlas_checkpoints(tmp_path_factory) -> Path:
     """A checkpoint root holding one tiny trained model, `demo`."""

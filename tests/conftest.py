@@ -19,7 +19,14 @@ sys.path[:0] = [str(_HERE / d) for d in ("model", "viz", "views", "browser") if 
 
 # The real-browser fixtures (one server and one Chromium for the whole session) are registered here, once:
 # imported into two test modules they would become two "session" fixtures and start Playwright twice.
-from browser_support import app_server, atlas_checkpoints, chromium, page, screenshot_dir  # noqa: E402,F401
+from browser_support import (  # noqa: E402,F401
+    COLLECTED,
+    app_server,
+    atlas_checkpoints,
+    chromium,
+    page,
+    screenshot_dir,
+)
 
 # A test that needs one of these needs Chromium: it is a browser test whether or not its module says so, so that
 # `pytest -m "not browser"` never starts a browser.
@@ -31,6 +38,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
+    config.stash[COLLECTED] = {item.nodeid: frozenset(m.name for m in item.iter_markers()) for item in items}
     costliest_modules_first(items)
 
 
