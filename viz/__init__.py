@@ -27,7 +27,8 @@ Modules (import them directly, e.g. ``from viz.attention import heads_figure``):
 - theme: Theme, theme, using_theme, below_controls, presenter_height, fit_height
   (DEFAULT_THEME, PRESENTER_THEME: font sizes, label spacing, colour scales; high_contrast())
 - kinds: KIND_NAMES, axis_titles, kind_sides; languages, using_languages (the axes' language labels)
-- scales: PROB_SCALE, SIGNED_SCALE, resolve_scale (colour scales by role, from the theme)
+- scales: PROB_SCALE, SIGNED_SCALE, resolve_scale (colour scales by role, from the theme); effect_scale,
+  effect_colours, effect_legend, effect_words (effects on the translation: red = worse, on every page)
 - layout: figure, validating, style, styled_figure, PAGE_WIDTH_PX, text_px, label_margins, fit_margins,
   enforce_min_font, floor_fonts (figures built without validation, their styling, margins and fonts)
 - token_axes: axis_ticks, tick_step, token_axis, cell_names, heatmap_height, plot_rows_px, plot_width_px,

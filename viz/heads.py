@@ -14,7 +14,7 @@ from viz.decoding import bar_marker
 from viz.heatmap import cell_axes, grid_figure
 from viz.kinds import KIND_NAMES
 from viz.layout import style
-from viz.scales import PROB_SCALE, SIGNED_SCALE, line_dash, resolve_scale
+from viz.scales import PROB_SCALE, effect_legend, effect_scale, effect_words, line_dash, resolve_scale
 from viz.theme import theme
 
 KIND_ORDER = tuple(KIND_NAMES)  # viz knows no model: its one list of the kinds is KIND_NAMES
@@ -26,8 +26,8 @@ CHOSEN_LINE = "#d62728"
 LINE_COLOURS = {"enc_self": "#1f77b4", "dec_self": "#2ca02c", "cross": "#ff7f0e", "all": "#333333"}
 GROUP_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention",
                "all": "all heads together"}
-# measure -> (label, d3/format spec, signed colour scale). The order is the select box's: the measured effect of
-# switching a head off first, the page's default.
+# measure -> (label, d3/format spec, an effect on the translation: drawn on the effect scale, higher = worse). The
+# order is the select box's: the measured effect of switching a head off first, the page's default.
 MEASURES = {
     "ablation_loss_increase": ("loss increase when switched off (nats/token)", ".4f", True),
     "importance": ("importance (normalised)", ".3f", False),
@@ -89,8 +89,10 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
 
     ``values[kind]``: (L, h) floats (NaN where the measure has no value) or None when the measure is not defined
     for that kind (the panel says so). ``roles[kind]``: [layer][head] lists of labels, main label first.
-    All panels share one colour axis (``zmin``..``zmax``, by default the range of the values shown).
-    ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
+    All panels share one colour axis (``zmin``..``zmax``, by default the range of the values shown). ``signed``:
+    the measure is an effect on the translation that is worse the higher it is (the loss increase when a head is
+    switched off), drawn on the effect scale (viz.scales.effect_scale) centred on 0, its colour bar saying in words
+    that the warm end is worse. ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
     """
     kinds = [k for k in KIND_ORDER if k in values]
     shown = [np.asarray(values[k], dtype=np.float64) for k in kinds if values[k] is not None]
@@ -145,11 +147,7 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
     fig = grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
                       # the short names: with the long ones, side by side panels' titles ran into each other
                       cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),
-                      coloraxis=dict(colorscale=resolve_scale(SIGNED_SCALE if signed else PROB_SCALE), cmin=zmin,
-                                     cmax=zmax, colorbar=dict(title=dict(text=measure_label, side="right"),
-                                                              tickfont=dict(size=tick))
-                                     if not theme().height_px else  # presenter: the measure's box above says it
-                                     dict(tickfont=dict(size=tick))))
+                      coloraxis=_grid_colours(zmin, zmax, signed, measure_label))
     for p, text in notes:
         x_ref, y_ref = cell_axes(p)
         fig.add_annotation(text=text, x=0.5, y=0.5, xref=f"{x_ref} domain", yref=f"{y_ref} domain",
@@ -158,6 +156,19 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
     n_layers = max(len(roles[k]) for k in kinds)
     panel = 60 + 48 * n_layers
     return style(fig, title, height=rows * panel + 140, subplot_titles=True)
+
+
+def _grid_colours(zmin: float, zmax: float, signed: bool, measure_label: str) -> dict:
+    """The report grid's colour axis: probabilities' scale, or for an effect (``signed``) the effect scale, red where
+    switching the head off made the translation worse. Its bar names the measure (in presenter mode the measure's
+    box above does) and, for an effect, says what red means."""
+    if not theme().height_px:
+        title = effect_legend(measure_label) if signed else measure_label
+    else:
+        title = effect_words() if signed else ""
+    bar = dict(tickfont=dict(size=theme().tick), **({"title": dict(text=title, side="right")} if title else {}))
+    scale = effect_scale(higher_is_worse=True) if signed else resolve_scale(PROB_SCALE)
+    return dict(colorscale=scale, cmin=zmin, cmax=zmax, colorbar=bar)
 
 
 def offset_pattern_figure(offsets: Sequence[int], weights: Sequence[float | None], kind: str, *,

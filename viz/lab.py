@@ -19,7 +19,16 @@ from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, grid_la
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
 from viz.layout import label_margins, style_layout, styled_figure, text_px, title_wrap_chars, top_margin
-from viz.scales import PROB_SCALE, SIGNED_SCALE, resolve_scale
+from viz.scales import (
+    PROB_SCALE,
+    SIGNED_SCALE,
+    WORSE,
+    effect_colours,
+    effect_legend,
+    effect_scale,
+    effect_words,
+    resolve_scale,
+)
 from viz.text import cut_token, escape_token, escape_tokens, fmt_prob, title_lines
 from viz.theme import fit_height, theme
 from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis, value_ticks
@@ -99,14 +108,17 @@ def pair_difference_figure(diff: np.ndarray, row_labels: Sequence[str], col_labe
 @_margins_held
 def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt: str = "+.2f",
                      zmin: float | None = None, zmax: float | None = None, chosen: tuple[str, int, int] | None = None,
-                     title: str | None = None, cell_values: bool = True, gap: float | None = None) -> go.Figure:
+                     title: str | None = None, cell_values: bool = True, gap: float | None = None,
+                     worse: str = WORSE) -> go.Figure:
     """One layer × head panel per attention kind, ``values[kind]`` (L, h), the value written in each cell (unless
     ``cell_values`` is False: a narrow figure in large type has no room for them; hover still gives them).
 
-    One diverging colour axis for all panels, ``zmin``..``zmax`` (default ± the largest |value|), 0 white.
-    NaN cells are left empty ("n/a"). ``chosen`` = (kind, layer, head), 0-based: that cell is outlined.
-    Hover: the head in words and its value; with ``gap`` (the values are shares of a gap of that many nats, as
-    patching's are) also the cell's part of the gap in nats (value × gap), beside the gap itself.
+    The values are changes of a log-probability of the translation, or with ``gap`` shares of a gap of that many
+    nats (as patching's are): one effect colour axis for all panels (viz.scales.effect_scale), ``zmin``..``zmax``
+    (default ± the largest |value|), 0 white, warm where the log-probability fell (value × gap < 0), which the
+    colour bar calls ``worse``. NaN cells are left empty ("n/a"). ``chosen`` = (kind, layer, head), 0-based: that
+    cell is outlined. Hover: the head in words and its value; with ``gap`` also the cell's part of the gap in nats
+    (value × gap), beside the gap itself.
     """
     kinds = [k for k in KIND_ORDER if k in values]
     arrays = {k: np.asarray(values[k], dtype=np.float64) for k in kinds}
@@ -141,8 +153,9 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
             shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
                                line=dict(color=CHOSEN_LINE, width=3)))
     n_layers = max(a.shape[0] for a in arrays.values())
-    coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
-                     colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
+    coloraxis = dict(colorscale=effect_scale(higher_is_worse=gap is not None and gap < 0), cmin=zmin, cmax=zmax,
+                     colorbar=dict(title=dict(text=effect_legend(value_label, worse), side="right"),
+                                   tickfont=dict(size=tick)))
     return grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
                        # presenter mode's large type: the short names, or neighbouring titles run into each other
                        cell_titles=[(SHORT_KINDS if theme().min_font else GROUP_NAMES)[k] for k in kinds],
@@ -155,13 +168,14 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
 def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: str, *, highlight: int | None = None,
                       axis_title: str = "output token", title: str | None = None,
                       width_px: int | None = None) -> go.Figure:
-    """Signed bars, one per token (``values`` (n,)): below 0 in the diverging scale's negative colour, above in
-    its positive one; bar ``highlight`` is outlined and keeps its label when crowded labels are thinned. Hover: the
-    token with its position, and the value."""
+    """Signed bars, one per token (``values`` (n,)): changes of each token's log-probability, below 0 (worse for
+    the translation) in the effect scale's warm colour, above in its cool one, as the x axis's title says; bar
+    ``highlight`` is outlined and keeps its label when crowded labels are thinned. Hover: the token with its
+    position, and the value."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if len(v) != len(tokens):
         raise ValueError(f"{len(v)} values but {len(tokens)} tokens")
-    neg, pos = sign_colours()
+    neg, pos = effect_colours(higher_is_worse=False)
     colours = [neg if x < 0 else pos for x in v]
     lines = [CHOSEN_LINE if i == highlight else c for i, c in enumerate(colours)]
     xs = np.arange(len(v), dtype=np.int32)
@@ -174,7 +188,9 @@ def token_bars_figure(values: np.ndarray, tokens: Sequence[str], value_label: st
                customdata=np.asarray(names, dtype=str),
                hovertemplate=f"{axis_title}: %{{customdata}}<br>{value_label}: %{{y:{SIGNED_D3}}}<extra></extra>")
     lim = symmetric_limit(v, floor=0.01) * 1.1
-    layout = dict(xaxis=dict(**x_ticks, title=dict(text=f"{axis_title} →")),
+    # The words of the colours go beside the x axis's title: along the short y axis they would not fit, and a
+    # phone's narrow plot still holds the short form.
+    layout = dict(xaxis=dict(**x_ticks, title=dict(text=f"{axis_title} → ({effect_words(short=True)})")),
                   yaxis=dict(range=[-lim, lim], zeroline=True, zerolinecolor="#444", zerolinewidth=1,
                              title=dict(text=value_label), tickfont=dict(size=theme().tick)),
                   showlegend=False)
@@ -188,10 +204,11 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
                            gap: float | None = None) -> go.Figure:
     """Two position × layer panels side by side: the encoder's residual stream ``enc`` (L, s) at each source
     position (left) and the decoder's ``dec`` (L, t) at each decoder position (right). Positions run down the y
-    axis as tokens do in the attention maps (their labels read upright), layers along x; one diverging colour axis
-    ``zmin``..``zmax`` (values beyond it saturate; hover gives them exactly). NaN cells are left empty.
-    ``keep_src``/``keep_dec``: positions whose labels are never thinned away (the changed source token, the
-    decoder position of the token measured); ``gap``: as in :func:`head_effect_grid`."""
+    axis as tokens do in the attention maps (their labels read upright), layers along x; one effect colour axis
+    ``zmin``..``zmax``, warm where the translation fares worse, as in :func:`head_effect_grid` (values beyond it
+    saturate; hover gives them exactly). NaN cells are left empty. ``keep_src``/``keep_dec``: positions whose labels
+    are never thinned away (the changed source token, the decoder position of the token measured); ``gap``: as in
+    :func:`head_effect_grid`."""
     src, tgt = (escape_token(x) for x in resolve_languages(None, None))
     tick = theme().tick
     panels = [("encoder", np.asarray(enc, dtype=np.float64), list(src_labels), f"source position ({src})"),
@@ -216,8 +233,8 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
                          hovertemplate=f"{side} residual stream after layer %{{x}}, at %{{y}}<br>{value_label}: "
                                        f"%{{z:{SIGNED_D3}}}{gap_line(gap)}<extra></extra>",
                          **({} if gap is None else {"customdata": z.T * gap})))  # (n, L) nats
-    coloraxis = dict(colorscale=resolve_scale(SIGNED_SCALE), cmin=zmin, cmax=zmax,
-                     colorbar=dict(title=dict(text=value_label, side="right"), tickfont=dict(size=tick)))
+    coloraxis = dict(colorscale=effect_scale(higher_is_worse=gap is not None and gap < 0), cmin=zmin, cmax=zmax,
+                     colorbar=dict(title=dict(text=effect_legend(value_label), side="right"), tickfont=dict(size=tick)))
     # The right panel's row labels stand between the two: the gap is as wide as they are (no axis title there: the
     # panels' titles name the positions).
     longest = max((text_px(t, tick) for t in escape_tokens([cut_token(x, theme().max_label_chars)

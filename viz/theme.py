@@ -32,6 +32,8 @@ class Theme:
     min_tick_px: int = 14  # between neighbouring tick labels, across the text
     prob_scale: str = "Blues"  # probabilities 0..1: white = 0
     signed_scale: str = "RdBu_r"  # signed values around 0
+    # The colour of signed_scale's high end in words: legends of effects say what it means (viz.scales.effect_words).
+    warm_name: str = "red"
     bar_colour: str = "#9ecae1"  # bars of probabilities and attention weights
     highlight_colour: str = "#ff7f0e"  # the bar that matters: the chosen candidate, the most-attended key
     # Presenter mode: the height of the page's main figure, and the most any figure may take (None: a figure's
@@ -46,8 +48,9 @@ class Theme:
     def high_contrast(self) -> Theme:
         """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
         greyscale and for colour-blind viewers. Bars turn from light blue to Viridis' dark blue (a short bar of
-        0.01 stands out against the white plot), the highlighted one to the dark orange of PuOr."""
-        return replace(self, prob_scale="Viridis", signed_scale="PuOr_r", bar_colour="#3b528b",
+        0.01 stands out against the white plot), the highlighted one to the dark orange of PuOr; signed values run
+        from purple to orange, and the legends of effects say orange where they said red."""
+        return replace(self, prob_scale="Viridis", signed_scale="PuOr_r", warm_name="orange", bar_colour="#3b528b",
                        highlight_colour="#e66101")
 
 

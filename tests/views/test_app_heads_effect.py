@@ -84,7 +84,11 @@ def test_the_grid_defaults_to_the_measured_effect_and_states_how_the_measures_ag
     for z, kind in zip(heatmaps(at), KINDS):
         np.testing.assert_allclose(z, np.array(full["kinds"][kind]["measures"]["ablation_loss_increase"], dtype=float))
     assert "coloured by loss increase when switched off" in title(at, "heads_grid")
+    bar = chart(at, "heads_grid")["layout"]["coloraxis"]  # red, as on What if: switching it off made things worse
+    assert bar["colorscale"][-1][1] == "rgb(103,0,31)"  # the highest loss increase
+    assert "red: worse for the translation" in bar["colorbar"]["title"]["text"]
     text = visible_text(at)
+    assert "Red: switching the head off raised the loss (worse for the translation)" in text
     assert_agreement_line(text, "Importance (normalised per layer)",
                           {k: full["kinds"][k]["measures"]["importance"] for k in KINDS}, full)
     assert "Report: `checkpoints/full/head_report.json`" in text and str(env["root"]) not in text

@@ -43,16 +43,25 @@ def test_the_what_if_page_draws_every_part_and_its_numbers_are_the_models(checkp
     for trace, kind in zip(grid, ("enc_self", "dec_self", "cross")):
         assert np.allclose(array(trace["z"]), ko.delta[kind].sum(-1), atol=1e-5)  # the whole translation
         assert "layer %{y}, head %{x}" in trace["hovertemplate"] and "%{z:+.3f}" in trace["hovertemplate"]
+    # red: worse for the translation, as on the Heads page (a head without which log p fell; its tokens' bars too)
+    red = figs["knockout_fig"]["layout"]["coloraxis"]
+    assert red["colorscale"][0][1] == "rgb(103,0,31)" and red["cmin"] < 0  # the lowest Δ log p at the red end
+    assert "red: worse for the translation" in red["colorbar"]["title"]["text"]
     bars = figs["knockout_bars"]["data"][0]
     assert np.allclose(array(bars["y"]), ko.delta["cross"][1, 2], atol=1e-5)  # the chosen head, every token
+    assert all((c == "rgb(103,0,31)") == (y < 0) for c, y in zip(bars["marker"]["color"], array(bars["y"])))
     pa = service.patching(model, A, B, tokens)
     heads = figs["patch_heads_fig"]["data"]
     effect = service.patch_effect(pa)
     assert np.allclose(array(heads[2]["z"]), effect["cross"], atol=1e-5, equal_nan=True)
+    gap = float(pa.clean_log_probs.sum() - pa.corrupt_log_probs.sum())  # red: the shares whose copy lowered log p
+    shares = figs["patch_heads_fig"]["layout"]["coloraxis"]
+    assert shares["colorscale"][0 if gap > 0 else -1][1] == "rgb(103,0,31)"
     positions = figs["patch_pos_fig"]["data"]
     assert np.allclose(array(positions[0]["z"]), effect["enc_resid"].T, atol=1e-5, equal_nan=True)  # (s, L)
     said = visible_text(at)
     assert "teacher-forced on the translation shown in the header" in said
+    assert "Negative, in red: the head helped" in said and "Red: the copy lowered log p" in said
     assert f"log p = {pa.clean_log_probs.sum():.3f} in A's run and {pa.corrupt_log_probs.sum():.3f} in B's" in said
     assert url(at)["pair"] == B
 

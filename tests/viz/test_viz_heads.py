@@ -121,3 +121,21 @@ def test_attribution_figure_rows_are_methods_and_hover_keeps_the_signed_value():
     assert json.loads(plotly.io.to_json(fig))["data"][0]["type"] == "heatmap"
     with pytest.raises(ValueError):
         attribution_figure(shares, ["one"], ["Ein", "Hund", "<eos>"], "x")
+
+
+def test_the_loss_increase_is_drawn_red_where_switching_a_head_off_made_the_translation_worse_and_says_so():
+    from plotly.colors import sample_colorscale
+
+    from viz.theme import PRESENTER_THEME, using_theme
+
+    values = {k: np.array([[-0.01, 0.03], [0.0, 0.02]]) for k in ROLES}
+    axis = head_grid_figure(values, ROLES, "loss increase", signed=True).layout.coloraxis
+    top = sample_colorscale([list(p) for p in axis.colorscale], [1.0])[0]  # the highest loss increase
+    assert top.replace(" ", "") == "rgb(103,0,31)"  # RdBu_r's red
+    assert axis.colorbar.title.text == "loss increase<br>red: worse for the translation"
+    with using_theme(PRESENTER_THEME):  # the measure's box names it; what red means is still said, short
+        assert head_grid_figure(values, ROLES, "loss increase", signed=True).layout.coloraxis.colorbar.title.text \
+            == "red: worse"
+        assert not head_grid_figure(values, ROLES, "confidence").layout.coloraxis.colorbar.title.text
+    plain = head_grid_figure(values, ROLES, "confidence").layout.coloraxis.colorbar.title.text
+    assert plain == "confidence"  # not an effect: no words of worse

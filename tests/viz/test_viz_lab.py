@@ -169,3 +169,70 @@ def test_a_share_of_a_gap_shows_the_nats_it_stands_for_and_the_gap_on_hover():
     np.testing.assert_allclose(np.asarray(pos.data[0].customdata, dtype=float), enc.T * 2.0)  # (s, L), as z
     plain = head_effect_grid(values, "Δ log p (nats)")  # knockout: no gap, no extra line
     assert "gap" not in plain.data[0].hovertemplate and plain.data[0].customdata is None
+
+
+# One colour language for effects on the translation (viz.scales.effect_scale): the warm end, red (orange in high
+# contrast), is always "worse for the translation", whichever way the quantity drawn runs, and the legend says so.
+RED, BLUE = "rgb(103,0,31)", "rgb(5,48,97)"  # RdBu_r's ends, the default theme's diverging scale
+ORANGE = "rgb(127,59,8)"  # PuOr_r's warm end, the high-contrast theme's
+
+
+def _colour(coloraxis, value: float) -> str:
+    """The colour a cell of ``value`` is drawn in on a figure's colour axis."""
+    from plotly.colors import sample_colorscale
+
+    lo, hi = coloraxis.cmin, coloraxis.cmax
+    return sample_colorscale([list(p) for p in coloraxis.colorscale], [(value - lo) / (hi - lo)])[0].replace(" ", "")
+
+
+def test_knockout_draws_a_head_whose_loss_makes_the_translation_less_probable_red_and_says_so():
+    values = {k: np.zeros((2, 4)) for k in ("enc_self", "dec_self", "cross")}
+    values["cross"][1, 2], values["enc_self"][0, 0] = -0.8, 0.8  # without it: less probable / more probable
+    fig = head_effect_grid(values, "Δ log p (nats)")
+    axis = fig.layout.coloraxis
+    assert _colour(axis, -0.8) == RED and _colour(axis, 0.8) == BLUE
+    assert axis.colorbar.title.text == "Δ log p (nats)<br>red: worse for the translation"
+    with using_theme(DEFAULT_THEME.high_contrast()):
+        axis = head_effect_grid(values, "Δ log p (nats)").layout.coloraxis
+    assert _colour(axis, -0.8) == ORANGE and "orange: worse for the translation" in axis.colorbar.title.text
+    with using_theme(PRESENTER_THEME):  # large type along a short colour bar: the short form
+        assert head_effect_grid(values, "Δ").layout.coloraxis.colorbar.title.text == "Δ<br>red: worse"
+    why = head_effect_grid(values, "Δ (log p(A) − log p(B))", worse="worse for A")  # the Decoding page's A vs B
+    assert _colour(why.layout.coloraxis, -0.8) == RED and "red: worse for A" in why.layout.coloraxis.colorbar.title.text
+
+
+def test_one_head_off_draws_the_tokens_it_made_less_probable_red_and_says_so():
+    fig = token_bars_figure(np.array([-0.5, 0.25, 0.0]), ["A", "dog", "<eos>"], "Δ log p (nats)", highlight=1)
+    assert list(fig.data[0].marker.color[:2]) == [RED, BLUE]
+    assert "red: worse" in fig.layout.xaxis.title.text
+
+
+@pytest.mark.parametrize("gap", [2.0, -2.0])
+def test_patching_draws_a_copy_that_lowered_log_p_red_whichever_the_sign_of_the_gap(gap):
+    values = {k: np.zeros((2, 4)) for k in ("enc_self", "dec_self", "cross")}
+    lowered = -0.5 if gap > 0 else 0.5  # a share × the gap: the nats the copy moved log p by, here −1
+    values["cross"][0, 0], values["cross"][1, 1] = lowered, -lowered
+    fig = head_effect_grid(values, "share restored", zmin=-1.0, zmax=1.0, gap=gap)
+    axis = fig.layout.coloraxis
+    assert _colour(axis, -1.0 if gap > 0 else 1.0) == RED and _colour(axis, 1.0 if gap > 0 else -1.0) == BLUE
+    assert "red: worse for the translation" in axis.colorbar.title.text
+    enc, dec = np.full((3, 2), lowered), np.full((2, 3), -lowered)
+    pos = position_effect_figure(enc, dec, ["Hund", "<eos>"], ["<bos>", "A", "dog"], "share restored", gap=gap)
+    axis = pos.layout.coloraxis
+    assert _colour(axis, lowered) == _colour(fig.layout.coloraxis, lowered) and _colour(axis, 2 * lowered) == RED
+    assert "red: worse for the translation" in axis.colorbar.title.text
+
+
+def test_switching_a_head_off_reads_alike_on_the_heads_grid_and_on_what_if():
+    """One lecture shows both: a head without which the loss rose (Heads) and one without which log p fell (What
+    if) are the same news, drawn in the same red; the head that hurt is blue on both."""
+    from viz.heads import head_grid_figure
+
+    roles = {k: [[["mixed"]] * 2] * 2 for k in ("enc_self", "dec_self", "cross")}
+    heads = head_grid_figure({k: np.array([[0.3, -0.3], [0.0, 0.1]]) for k in roles}, roles, "loss increase",
+                             signed=True).layout.coloraxis
+    knockout = head_effect_grid({k: np.array([[-0.3, 0.3], [0.0, 0.1]]) for k in roles},
+                                "Δ log p (nats)").layout.coloraxis
+    assert _colour(heads, 0.3) == _colour(knockout, -0.3) == RED
+    assert _colour(heads, -0.3) == _colour(knockout, 0.3) == BLUE
+    assert "red: worse for the translation" in heads.colorbar.title.text

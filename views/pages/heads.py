@@ -32,7 +32,7 @@ from viz.heads import (
     sentence_label,
 )
 from viz.layout import PAGE_WIDTH_PX
-from viz.theme import TEXT_LINE_PX, below_controls
+from viz.theme import TEXT_LINE_PX, below_controls, theme
 
 KIND_ORDER = records.KINDS
 ROLE_NAMES = {"positional": "positional", "previous-token": "previous-token", "next-token": "next-token",
@@ -194,10 +194,12 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
                      + (" (importance: then one min-max over all heads, as the report records it)"
                         if measure == "importance" else "") + ", so colours compare heads within a layer, not "
                      "across layers." if scale == "layer" else "")
-        st.caption(f"**{md_escape(label)}.** {md_escape(definition)}{per_layer} Cells: the head's main role (pos ±k "
-                   "= positional at offset k, prev/next = previous/next-token, align = aligner, rare = rare-word, "
-                   "· = mixed: no role applies); the outlined cell is the head chosen above. Hover for the exact "
-                   "value.")
+        warm = (f" {theme().warm_name.capitalize()}: switching the head off raised the loss (worse for the "
+                "translation), the colour of worse in every effect the app draws." if signed else "")
+        st.caption(f"**{md_escape(label)}.** {md_escape(definition)}{per_layer}{warm} Cells: the head's main role "
+                   "(pos ±k = positional at offset k, prev/next = previous/next-token, align = aligner, rare = "
+                   "rare-word, · = mixed: no role applies); the outlined cell is the head chosen above. Hover for the "
+                   "exact value.")
 
 
 def _agreement(ctx: Context, report: dict, measure: str, scale: str, values: dict) -> None:

@@ -20,6 +20,7 @@ from viz.heads import head_name
 from viz.lab import head_effect_grid, position_effect_figure, token_bars_figure
 from viz.layout import PAGE_WIDTH_PX
 from viz.text import escape_token
+from viz.theme import theme
 
 RESTORED = "share restored"
 # Head knockout runs one teacher-forced pass per head: on a first visit only where that is quick. The budget is
@@ -90,8 +91,9 @@ def knockout(ctx: Context, tokens: tuple[str, ...], token: int | None, kind: str
     total = float(ko.log_probs.sum() if token is None else ko.log_probs[token])
     st.caption(f"Each head of every kind is switched off alone (its output before W_O set to 0), all others on, "
                f"teacher-forced on the translation shown in the header ({md_escape(ctx.shows)}). Measured on "
-               f"{_what(tokens, token)}: log p = {total:.3f} with every head on. Negative: the head helped (without "
-               "it the token is less probable). Largest changes: "
+               f"{_what(tokens, token)}: log p = {total:.3f} with every head on. Negative, in {theme().warm_name}: "
+               "the head helped (without it the token is less probable: worse for the translation, the colour of "
+               "worse in every effect the app draws). Largest changes: "
                + "; ".join(f"{head_name(k, l, h)} {v:+.3f}" for k, l, h, v in top)
                + ". The outlined cell is the head chosen above; the bars show its change on every output token. "
                "All heads are computed in a few batched passes, one batch row per head.")
@@ -155,7 +157,9 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
                    "one position (position j of A into position j of B). Its share restored is (log p with the patch "
                    "− log p in B's run) / gap: 0 = nothing of the gap restored, 1 = all of it; values beyond ±1 are "
                    "drawn at ±1 (the hover gives them, and the nats they stand for). A negative share: copying that "
-                   "head or position from A moved log p further from A's run than B's run already was. A share is "
+                   f"head or position from A moved log p further from A's run than B's run already was. "
+                   f"{theme().warm_name.capitalize()}: the copy lowered log p (worse for the translation), whichever "
+                   "the sign of the gap. A share is "
                    f"defined only where the gap is at least {pa.min_gap:g} nats (below that, float32 noise would "
                    "decide it). Heads that restore most: "
                    + "; ".join(f"{head_name(k, l, h)} {v:+.2f} ({v * gap:+.3f} nats)" for k, l, h, v in top) + ".")

@@ -20,6 +20,7 @@ from viz.heads import head_name
 from viz.lab import contrast_figure, head_effect_grid, lens_figure
 from viz.layout import PAGE_WIDTH_PX
 from viz.text import escape_token
+from viz.theme import theme
 
 LENS_K = 5  # candidates per layer: as many as the candidates chart shows
 
@@ -97,7 +98,7 @@ def render_contrast(ctx: Context) -> None:
                            f"“{escape_token(b)}”",
                      width_px=PAGE_WIDTH_PX // 2 if ctx.present else PAGE_WIDTH_PX),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_why-A-not-B"), key="why_fig")
-    chart(right, cached(head_effect_grid, res.heads, "Δ (log p(A) − log p(B))",
+    chart(right, cached(head_effect_grid, res.heads, "Δ (log p(A) − log p(B))", worse="worse for A",
                      title=f"step {step_no}: one head off, the change of log p({escape_token(a)}) − "
                            f"log p({escape_token(b)})", cell_values=not ctx.present),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_why-A-not-B_heads"), key="why_heads_fig")
@@ -109,5 +110,6 @@ def render_contrast(ctx: Context) -> None:
                f"A is {ratio:.3g} times as probable as B here. Input × gradient: how much each source token's "
                "embedding moves that difference, to first order (positive: towards A). Relevance: the gradient-"
                "weighted relevance of the same difference (Chefer et al.), non-negative, summing to 1. The grid "
-               "switches each head off alone; negative: the head favoured A over B. Largest: " + "; ".join(top)
+               f"switches each head off alone; negative, in {theme().warm_name}: the head favoured A over B "
+               "(without it, worse for A). Largest: " + "; ".join(top)
                + f". Teacher-forced on {md_escape(ctx.shows)}, so the decoder reads the prefix it read at this step.")
