@@ -11,8 +11,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from browser_js import RUN_COUNTER_JS
-from browser_support import CHART, CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, TRANSLATION
+from browser_js import CHARTS_DRAWN_JS, RUN_COUNTER_JS
+from browser_support import CHART, CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, MAIN, TRANSLATION
+
+SOURCE_LINE = f"{MAIN} h4"  # the first one is the "#### DE tokens" line above every view
 
 # Done when the page shows an exception, or its first run has finished with the header drawn and every chart
 # drawn by Plotly (a page without charts is done once the header is there).
@@ -31,13 +33,15 @@ class PageResult:
     exceptions: list[str] = field(default_factory=list)
     header: str = ""
     error: str = ""  # a timeout or a closed page
+    source: str = ""  # the source line under the header (the sentence's tokens)
+    key_ticks: list[str] = field(default_factory=list)  # with `ticks_of`: that chart's x tick labels
 
     @property
     def got_app(self) -> bool:
         return self.seconds is not None and not self.exceptions and bool(self.header) and not self.error
 
 
-async def _open(browser, url: str, timeout: float, width: int, height: int) -> PageResult:
+async def _open(browser, url: str, timeout: float, width: int, height: int, ticks_of: int | None) -> PageResult:
     context = await browser.new_context(viewport={"width": width, "height": height})
     try:
         await context.add_init_script(RUN_COUNTER_JS)
@@ -51,7 +55,16 @@ async def _open(browser, url: str, timeout: float, width: int, height: int) -> P
         except Exception as e:  # a page that never finished is a result, not a crash of the run
             return PageResult(None, await _texts(page, EXCEPTION), error=f"{type(e).__name__}: {str(e)[:200]}")
         header = (await _texts(page, TRANSLATION) or [""])[0]
-        return PageResult(seconds, await _texts(page, EXCEPTION), header)
+        result = PageResult(seconds, await _texts(page, EXCEPTION), header,
+                            source=(await _texts(page, SOURCE_LINE) or [""])[0])
+        if ticks_of is not None:  # charts mount one by one: wait for that one to be drawn, then read its keys
+            try:
+                await page.wait_for_function(CHARTS_DRAWN_JS, arg=[CHART, ticks_of + 1], timeout=timeout * 1000)
+                result.key_ticks = await page.locator(CHART).nth(ticks_of).locator(".xtick text").evaluate_all(
+                    "els => els.map(e => e.textContent)")
+            except Exception as e:
+                result.error = f"chart {ticks_of}: {type(e).__name__}: {str(e)[:200]}"
+        return result
     finally:
         await context.close()
 
@@ -63,19 +76,21 @@ async def _texts(page, selector: str) -> list[str]:
         return []
 
 
-async def _crowd(urls: list[str], timeout: float, width: int, height: int) -> list[PageResult]:
+async def _crowd(urls: list[str], timeout: float, width: int, height: int, ticks_of: int | None) -> list[PageResult]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            return list(await asyncio.gather(*(_open(browser, u, timeout, width, height) for u in urls)))
+            return list(await asyncio.gather(*(_open(browser, u, timeout, width, height, ticks_of) for u in urls)))
         finally:
             await browser.close()
 
 
-def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, height: int = 900) -> list[PageResult]:
-    """Open every URL in its own fresh page at the same moment; one result per URL, in order.
+def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, height: int = 900,
+                 ticks_of: int | None = None) -> list[PageResult]:
+    """Open every URL in its own fresh page at the same moment; one result per URL, in order. With `ticks_of`, each
+    result also holds the x tick labels of that chart (0-based), once it is drawn.
 
     Runs in a thread of its own: the caller's thread may already hold an event loop (Playwright's sync API, as
     the browser tests' session-wide Chromium does), and asyncio runs one loop per thread."""
@@ -83,7 +98,7 @@ def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, hei
 
     def run() -> None:
         try:
-            out["results"] = asyncio.run(_crowd(urls, timeout, width, height))
+            out["results"] = asyncio.run(_crowd(urls, timeout, width, height, ticks_of))
         except BaseException as e:  # handed to the caller's thread below
             out["error"] = e
 

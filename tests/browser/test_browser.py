@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import urllib.parse
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +28,6 @@ from browser_support import (
     start_test_server,
     stop_server,
     wait_charts,
-    wait_new_run,
     wait_texts,
     widget,
 )
@@ -160,38 +158,3 @@ def test_broken_checkpoint_shows_an_error_naming_the_folder(page, app_server, br
     assert selectbox_value(page, "ckpt") == "broken"
     assert page.locator(CHART).count() == 0
     assert_no_exception(page)
-
-
-@pytest.mark.slow
-@pytest.mark.browser
-def test_sixteen_concurrent_sessions_each_see_their_own_translation_and_attention(chromium, app_server):
-    """16 pages (16 Streamlit sessions) send different sentences at once through one cached model."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from model.inference.translator import Translator
-
-    translator = Translator.from_checkpoint(app_server.checkpoint_dir / "demo")
-    words = ["Hund", "Schnee", "Mann", "Sofa", "Gras", "Spielzeug", "Raum", "Hunde"]
-    sentences = [f"Ein {words[i % 8]} {'und ein ' + words[(i + 3) % 8] if i >= 8 else ''} läuft.".replace("  ", " ")
-                 for i in range(16)]
-    assert len(set(sentences)) == 16
-    pages = [new_page(chromium) for _ in sentences]
-    try:
-        for pg, s in zip(pages, sentences):  # start every session before waiting for any
-            pg.goto(app_server.link(view="Attention", kind="enc_self", text=s), wait_until="commit")
-        for pg, s in zip(pages, sentences):
-            # Its first run has finished (the idle state alone can be stale) and its charts are drawn. 16
-            # pages load and draw Plotly at once: on a busy 2-core machine the whole test took up to 165 s.
-            wait_new_run(pg, 0, timeout=300_000)
-            wait_charts(pg, timeout=300_000, at_least=2)  # the one-head chart (nth(1)) read below is drawn
-            expected = translator.translate(s)
-            assert pg.locator(TRANSLATION).first.inner_text().strip().endswith(expected.text)
-            assert pg.locator(SOURCE_LINE).first.inner_text().strip().endswith(" ".join(expected.source.tokens))
-            # the one-head chart's key axis lists exactly this sentence's tokens (+ <eos>)
-            ticks = pg.locator(CHART).nth(1).locator(".xtick text").evaluate_all("els => els.map(e => e.textContent)")
-            assert ticks == expected.source.axis_tokens, (s, ticks)
-            assert pg.locator(EXCEPTION).count() == 0
-    finally:
-        for pg in pages:
-            pg.context.close()
