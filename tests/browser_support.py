@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-dev-shm-usage"]
+# The tests' browser runs JavaScript without V8's optimising compilers: a test's page lives for seconds, too short
+# for optimised code to repay compiling it, and on 2 cores it cost the suite about a tenth of Chromium's CPU per page
+# (`--no-opt` TurboFan, `--no-maglev`). The benchmarks keep a user's browser (CHROMIUM_ARGS).
+TEST_CHROMIUM_ARGS = [*CHROMIUM_ARGS, "--js-flags=--no-opt --no-maglev"]
 MISSING_CHROMIUM = (f"Chromium is not installed at {CHROMIUM}. The browser tests drive Debian's Chromium "
                     "(Playwright's own browser download is not used): run `apt-get install chromium` "
                     "(as .ci/run does) and try again.")
@@ -140,9 +144,9 @@ def chromium_missing() -> str | None:
     return None
 
 
-def launch_chromium(playwright):
+def launch_chromium(playwright, args: list[str] = CHROMIUM_ARGS):
     """Debian's Chromium, headless (never `playwright install`)."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
 
 
 def new_page(browser, width: int = 1440, height: int = 1000, timeout: float = 30_000):
@@ -383,7 +387,7 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = launch_chromium(p)
+        browser = launch_chromium(p, TEST_CHROMIUM_ARGS)
         yield browser
         browser.close()
 

@@ -76,11 +76,12 @@ async def _texts(page, selector: str) -> list[str]:
         return []
 
 
-async def _crowd(urls: list[str], timeout: float, width: int, height: int, ticks_of: int | None) -> list[PageResult]:
+async def _crowd(urls: list[str], timeout: float, width: int, height: int, ticks_of: int | None,
+                 args: list[str]) -> list[PageResult]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
         try:
             return list(await asyncio.gather(*(_open(browser, u, timeout, width, height, ticks_of) for u in urls)))
         finally:
@@ -88,9 +89,9 @@ async def _crowd(urls: list[str], timeout: float, width: int, height: int, ticks
 
 
 def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, height: int = 900,
-                 ticks_of: int | None = None) -> list[PageResult]:
+                 ticks_of: int | None = None, args: list[str] = CHROMIUM_ARGS) -> list[PageResult]:
     """Open every URL in its own fresh page at the same moment; one result per URL, in order. With `ticks_of`, each
-    result also holds the x tick labels of that chart (0-based), once it is drawn.
+    result also holds the x tick labels of that chart (0-based), once it is drawn. `args`: Chromium's command line.
 
     Runs in a thread of its own: the caller's thread may already hold an event loop (Playwright's sync API, as
     the browser tests' session-wide Chromium does), and asyncio runs one loop per thread."""
@@ -98,7 +99,7 @@ def open_at_once(urls: list[str], timeout: float = 180.0, width: int = 1280, hei
 
     def run() -> None:
         try:
-            out["results"] = asyncio.run(_crowd(urls, timeout, width, height, ticks_of))
+            out["results"] = asyncio.run(_crowd(urls, timeout, width, height, ticks_of, args))
         except BaseException as e:  # handed to the caller's thread below
             out["error"] = e
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import start_test_server, stop_server
+from browser_support import TEST_CHROMIUM_ARGS, start_test_server, stop_server
 from crowd_support import open_at_once
 
 PAGES, ROUNDS = 8, 3
@@ -33,7 +33,7 @@ def test_pages_opened_at_once_on_a_fresh_server_each_get_the_app_with_their_own_
         server = start_test_server(atlas_checkpoints, "demo", tmp_path_factory)
         try:
             results = open_at_once([server.link(view="Attention", kind="enc_self", text=s) for s in sentences],
-                                   ticks_of=ONE_HEAD)
+                                   ticks_of=ONE_HEAD, args=TEST_CHROMIUM_ARGS)
         finally:
             stop_server(server)
         failed += [(r, x.exceptions[:1], x.error) for x in results if not x.got_app or x.error]
