@@ -62,13 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.repeats):
         order = list(variants) if r % 2 == 0 else list(reversed(variants))
         for name in order:
-            log = RESULTS / f"{args.out}_{name}_{r}.log"
+            # outside results/: the log names this machine's folders, and results/ is shipped
+            log = Path(tempfile.gettempdir()) / f"{args.out}_{name}_{r}.log"
             run = {"variant": name, "repeat": r, **one_run(variants[name], log)}
             if run["exit_status"] == 0:
-                log.unlink()  # a failed run's log is kept, to read what failed
+                log.unlink()  # a failed run's log is kept, to read what failed (its path is printed)
             runs.append(run)
             print(f"{name} ({run['commit']}), repeat {r}: {run['seconds']:.0f} s (target <= {TARGET_S} s), exit status "
-                  f"{run['exit_status']}; {run['summary']}", flush=True)
+                  f"{run['exit_status']}; {run['summary']}" + (f" (its log: {log})" if log.exists() else ""),
+                  flush=True)
     result = {"command": "python benchmarks/bench_suite.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                           "python": platform.python_version()},
