@@ -27,6 +27,7 @@ _warm = warmup.start()
 
 # The app's own imports come after the warm-up, on purpose (pyproject.toml allows E402 in this file). These are the
 # ones the sidebar needs, without torch; torch and the pages come after the sidebar (below).
+from views.parts.counts import source_count
 from views.parts.header import Header
 from views.parts.note import field as note_field
 from views.parts.note import pin as pin_note
@@ -37,6 +38,7 @@ from views.plumbing.state import (
     COMPARE_VIEWS,
     EXAMPLES,
     MAX_DECODE_STEPS,
+    PARAMS,
     ROLE_SWAP,
     Context,
     checkpoint_choices,
@@ -55,7 +57,7 @@ from views.plumbing.state import (
     wrong_language,
 )
 from views.plumbing.streamlit_internals import PAGE_CSS, PHONE_CSS, PRESENTER_CSS, style
-from views.plumbing.urlstate import first_value
+from views.plumbing.urlstate import describe_replaced, first_value, fit_to_model, replaced_values
 
 # A local icon: an emoji or Material icon would make the browser fetch it from the internet.
 st.set_page_config(page_title="Attention Atlas", page_icon=str(Path(__file__).parent / "docs" / "favicon.png"),
@@ -67,7 +69,7 @@ if "room" in st.query_params:  # a student's phone in the quiz's live poll: that
     room.render()
     warmup.done(_warm)
     st.stop()
-init_state()
+adopted = init_state()  # this run took its state from the URL (a link opened, Back or Forward)
 ss = st.session_state
 # Presenter mode: the sidebar folds away (its arrow, top left, opens it: sentence and views stay reachable),
 # text grows and the page uses the screen's width.
@@ -208,6 +210,8 @@ if error:
     st.info("Choose another model in the sidebar; the page works with any valid checkpoint folder.")
     _stop()
 facts = model_facts(key)
+if adopted:  # the link's layers and heads within this model's, so that the URL holds only values a page can use
+    fit_to_model(model.cfg.n_encoder_layers, model.cfg.n_decoder_layers, model.cfg.n_heads)
 
 text = ss["text"] or ""
 if not text.strip():
@@ -257,13 +261,16 @@ if beam is not None and prefix:
     captions.append(f"Beam search (beam {ss['beam']}) gave: {md_escape(beam.text) or '∅'}")
 elif beam is not None and beam.text != greedy.text:
     captions.append(f"Greedy decoding would give: {md_escape(greedy.text) or '∅'}")
-notes = []  # on the input
+notes = []  # on the input, and on the link's values that were not valid
+link = describe_replaced(replaced_values(PARAMS))
+if link:
+    notes.append(("warning", md_escape(link)))
 if source.truncated:
     cut = " ".join(source.dropped[:12]) + (" …" if len(source.dropped) > 12 else "")
     extra = f" and {source.chars_cut} characters beyond the reading limit" if source.chars_cut else ""
     notes.append(("warning", f"The sentence was cut to its first {len(source.tokens)} tokens (the limit protects a "
                              f"shared server). Left out: {len(source.dropped)} tokens{extra}: {md_escape(cut)}"))
-notes += input_notes(source, model.cfg)
+notes += input_notes(source, model.cfg, text)
 captions += output_captions(result.tokens, source, model.cfg)
 if wrong_language(key, text):
     notes.append(("info", f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than "
@@ -284,6 +291,8 @@ if comparing:
     ctx = compare.with_side_b(ctx, ss)
 
 # The router runs the chosen view's page as a fragment, with the list of views and the header into their slots.
+# The count is what the encoder reads, the end token included: the length of every source axis on the pages.
+counted = source_count(len(source.axis_tokens), source.eos_token)
 router.show(ctx, router.Frame(views=view_slot, header_slot=header_slot, header=header, comparing=comparing,
-                              facts=f"{len(source.tokens)} source tokens · {result.seconds * 1000:.0f} ms{status}"))
+                              facts=f"{counted} · {result.seconds * 1000:.0f} ms{status}"))
 router.end(_warm)

@@ -59,6 +59,8 @@ from model.text.reading import (  # noqa: F401  (how the model read a sentence a
     describe_fragments,
     describe_repetition,
     fragmented_words,
+    has_words,
+    misread,
     repeated_run,
     spelled,
 )
@@ -179,6 +181,10 @@ def facts(model: Model) -> dict:
     return {"parameters": tr.parameter_counts(), "metrics": dict(tr.metrics), "tgt_itos": list(tr.tgt_vocab.itos),
             "src_lang": tr.src_lang, "tgt_lang": tr.tgt_lang, "src_specials": tuple(tr.special_ids("src")),
             "tgt_specials": tuple(tr.special_ids("tgt")),
+            # the specials by name, in id order: a vocabulary's size counts them (a word vocabulary's four, Marian's
+            # three), and a page that states the size says which they are
+            "special_tokens": {side: tuple((tr.src_vocab if side == "src" else tr.tgt_vocab).itos[i]
+                                           for i in tr.special_ids(side)) for side in ("src", "tgt")},
             # the target tokens that start and end a translation (Marian: <pad> and </s>)
             "start_token": tr.tgt_vocab.itos[tr.cfg.decoder_start_idx], "end_token": tr.tgt_vocab.itos[tr.cfg.eos_idx],
             # a many-to-many model's codes (code -> token) and the T5 family's prompt, "" where none

@@ -199,12 +199,14 @@ def offset_pattern_figure(offsets: Sequence[int], weights: Sequence[float | None
 
 
 def pruning_figure(curves: Mapping[str, Sequence[tuple[int, float]]], totals: Mapping[str, int], baseline: float,
-                   drop: float, *, sentences: int, order: str = "importance", title: str | None = None) -> go.Figure:
+                   drop: float, *, sentences: int, order: str = "importance", title: str | None = None,
+                   split: str = "val") -> go.Figure:
     """BLEU with heads switched off in one order (Michel et al. 2019, Fig. 3), one line per group.
 
     ``curves[group]``: (heads off, BLEU) points in increasing heads off; ``totals[group]``: the group's heads.
     ``order``: a key of PRUNING_ORDERS, the order the heads went off in; the title, the legend and the x axis
     name it. x = share of the group's heads switched off. A dashed line marks ``baseline − drop``.
+    ``sentences``, ``split``: the curve's BLEU was measured on the first ``sentences`` sentences of ``split``.
     """
     by, first = PRUNING_ORDERS[order]
     fig = go.Figure()
@@ -224,7 +226,7 @@ def pruning_figure(curves: Mapping[str, Sequence[tuple[int, float]]], totals: Ma
     fig.update_xaxes(title=dict(text="heads switched off (% of the group)" if short else
                                 f"heads switched off (% of the group, {first})"), range=[-2, 102],
                      ticksuffix=" %", tickfont=dict(size=theme().tick))
-    fig.update_yaxes(title=dict(text="BLEU" if short else f"greedy BLEU ({sentences} val sentences)"),
+    fig.update_yaxes(title=dict(text="BLEU" if short else f"greedy BLEU (first {sentences:,} {split} sentences)"),
                      tickfont=dict(size=theme().tick), **({"nticks": 3} if short else {}))
     # the legend names the order too, but not on a projector, whose figure title above it is on the same line
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0,

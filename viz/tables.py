@@ -60,16 +60,24 @@ def candidates_csv(tokens: Sequence[str], probs: Sequence[float], chosen_index: 
 
 
 def source_token_rows(tokens: Sequence[str], ids: Sequence[int], unknown: Sequence[bool],
-                      fragments: Sequence[tuple[int, int, str]] = ()) -> list[dict]:
+                      fragments: Sequence[tuple[int, int, str]] = (), end_token: str | None = None) -> list[dict]:
     """The source-token table: position, token, id, and what the vocabulary knows of it.
 
     "unknown": not in the vocabulary, read as `<unk>`. `fragments`: (first position, number of pieces, word) of
     each word read in fragments (model/text/reading.py); each of its pieces reads "✓ piece, “Männr” in 5 pieces":
     the piece is in the vocabulary, the word as a whole is not. Every other token: "✓".
+    With `end_token`, `ids` holds one id more, the end token's, which the model appends after the tokens: it gets
+    the last row, so that the table has a row for every position of the attention axes.
     """
+    if len(ids) != len(tokens) + (end_token is not None):
+        raise ValueError(f"{len(ids)} ids for {len(tokens)} tokens"
+                         + (f" and the end token {end_token}" if end_token is not None else ""))
     notes = {}
     for start, n, word in fragments:
         for k in range(start, start + n):
             notes[k] = f"✓ piece, “{word}” in {n} pieces"
-    return [{"position": k, "token": t, "id": int(i), "known": "unknown" if u else notes.get(k, "✓")}
+    rows = [{"position": k, "token": t, "id": int(i), "known": "unknown" if u else notes.get(k, "✓")}
             for k, (t, i, u) in enumerate(zip(tokens, ids, unknown))]
+    if end_token is not None:
+        rows.append({"position": len(tokens), "token": end_token, "id": int(ids[-1]), "known": "✓"})
+    return rows

@@ -105,6 +105,7 @@ def evaluate_checkpoint(out: Path, data_dir, test_split: str, beam: int, log=pri
         except DataError as e:
             log(f"no test split: {e}")
     for name, src_lines, ref_lines in splits:
+        metrics[name]["sentences"] = len(src_lines)  # a BLEU is stated with the number of sentences it scored
         for b in (1, beam):
             t0 = time.time()
             hyps = translator.translate_batch(src_lines, beam=b)

@@ -230,6 +230,9 @@ def test_train_writes_a_loadable_checkpoint(three_epochs, data_dir):
         assert "greedy" in metrics[split] and "beam2" in metrics[split], metrics[split]
         assert 0 <= metrics[split]["greedy"]["sacrebleu"] <= 100
     assert metrics["test"]["split"] == "test_2016_flickr"
+    # every BLEU is recorded with the number of sentences it scored (the Overview states it)
+    for split, key in (("val", "val"), ("test_2016_flickr", "test")):
+        assert metrics[key]["sentences"] == len(read_split(data_dir, split)[0]), key
     assert metrics["model"]["stored_as"] == "float32"
     training = metrics["training"]
     assert training["epochs"] == 3 and [h["epoch"] for h in training["history"]] == [1, 2, 3]

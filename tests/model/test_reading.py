@@ -16,7 +16,9 @@ from model.text.reading import (
     describe_fragments,
     describe_repetition,
     fragmented_words,
+    has_words,
     is_fragmented,
+    misread,
     read_words,
     repeated_run,
     spelled,
@@ -63,7 +65,10 @@ def test_typos_names_and_numbers_are_fragmented_and_known_words_are_not():
     (("▁X", "y"), False),  # two single letters are still only two pieces
     (("▁Sonnen", "brillen", "etui"), False),  # three long pieces
     (("▁Trocken", "blumen", "sort", "iment"), False),  # four pieces of 4+ letters on average
-    (("▁", "dreh", "en"), False),  # a bare "▁" spells no letter: "dreh", "en" average 3
+    (("▁", "dreh", "en"), True),  # a bare "▁" is a piece of no letters: 6 letters in 3 pieces
+    (("▁", "n", "amens"), True),  # "namens", as the shipped model reads it
+    (("▁Mü", "n", "chen"), True),  # "München": 3 pieces, as "namens"
+    (("▁", "Spiel", "haus"), False),  # 9 letters in 3 pieces
     (("▁M", "er", "kel"), True),  # three pieces of 2 letters on average
     (("▁", "Ha", "m", "burg"), True),  # 7 letters in 3 spelled pieces
     (("▁Schwarz", "en", "e", "gge", "r"), True),  # five pieces, however long
@@ -72,6 +77,31 @@ def test_typos_names_and_numbers_are_fragmented_and_known_words_are_not():
 def test_the_fragment_rule(pieces, fragmented):
     (word,) = read_words(list(pieces), pieces=True)
     assert is_fragmented(word) is fragmented
+
+
+def test_the_rule_counts_the_pieces_the_line_shows():
+    """A bare "▁" counts in the rule as in the line's "(3 pieces)": two words the line gives the same count of short
+    pieces are both in it."""
+    tokens = ["▁Ein", "▁Mann", "▁", "n", "amens", "▁Pe", "ter", "▁in", "▁Mü", "n", "chen", "."]
+    found = fragmented_words(tokens, pieces=True)
+    assert [(w.text, w.n_pieces) for w in found] == [("namens", 3), ("München", 3)]
+    assert "namens (3 pieces), München (3 pieces)" in describe_fragments(found)
+    assert [w.pieces for w in found] == [("▁", "n", "amens"), ("▁Mü", "n", "chen")]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("?!.,", False), (" … — «» ", False), ("😀 ?", False), ("", False),
+    ("Hund", True), ("2024", True), ("?! a", True), ("東京", True),
+])
+def test_a_text_of_punctuation_and_symbols_has_no_words(text, words):
+    assert has_words(text) is words
+
+
+def test_a_forced_token_the_vocabulary_lacks_is_said_with_what_the_model_received():
+    assert misread(("▁zzzqqq",), ("<unk>",)) == [("▁zzzqqq", "<unk>")]
+    # a many-to-many model forces its language token first: the given tokens are the last ones received
+    assert misread(("▁A", "▁zzz", "▁dog"), ("eng_Latn", "▁A", "<unk>", "▁dog")) == [("▁zzz", "<unk>")]
+    assert misread(("▁A",), ("▁A",)) == [] and misread((), ("eng_Latn",)) == []
 
 
 def test_the_header_line_names_each_word_with_its_piece_count():
@@ -172,6 +202,14 @@ def test_the_shipped_model_reads_the_typos_in_fragments(shipped):
     assert found["Männr"] >= 4 and found["Fussbal"] >= 4
     # spelled right, the same words are read whole
     assert fragmented_words(shipped.prepare("Zwei Männer spielen Fußball im Park.").tokens, pieces=True) == []
+
+
+@pytest.mark.checkpoint
+def test_the_shipped_model_reads_namens_and_muenchen_in_fragments_alike(shipped):
+    source = shipped.prepare("Ein Mann namens Peter in München.")
+    found = {w.text: w.n_pieces for w in fragmented_words(source.tokens, pieces=True)}
+    assert found == {word: len(shipped.source_tokens(word)) for word in ("namens", "München")}
+    assert shipped.source_tokens("namens")[0] == "▁"  # a bare mark first: a piece like the others
 
 
 @pytest.mark.checkpoint

@@ -1,12 +1,14 @@
 """The app through streamlit.testing.v1.AppTest, on a tiny checkpoint built by the tests."""
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 
 from model import records
-from tests.app_support import demo_checkpoints, run_app, visible_text
+from tests.app_support import demo_checkpoints, run_app, url, visible_text
 from tests.tiny_checkpoint import ENGLISH, GERMAN
 
 VIEWS = [v for v in records.VIEWS if v not in ("Heads", "Training")]  # those two: test_app_heads/_training
@@ -98,6 +100,43 @@ def test_forcing_a_candidate_continues_from_it(checkpoints):
     buttons[0].click().run()
     assert not at.exception
     assert any("You forced the first 1 token" in e.value for e in at.info)
+
+
+def shown(elements) -> str:
+    """The elements' text as the reader sees it: Markdown's escapes and HTML's entities undone."""
+    return " ".join(html.unescape(re.sub(r"\\(.)", r"\1", str(e.value))) for e in elements)
+
+
+def test_a_forced_token_outside_the_vocabulary_is_said_as_the_model_received_it(checkpoints):
+    at = run_app(view="Decoding", text=GERMAN[3], prefix="zzzqqq")
+    assert not at.exception
+    note = shown(at.info)
+    assert ("You forced the first 1 token(s): <unk>. Not in the model's vocabulary: zzzqqq (read as <unk>). "
+            "Decoding continued greedily.") in note
+    at = run_app(view="Decoding", text=GERMAN[3])
+    chosen = next(b for b in at.button if b.key and b.key.startswith("force_1_") and not b.disabled)
+    token = html.unescape(re.sub(r"\\(.)", r"\1", chosen.label))
+    chosen.click().run()
+    assert not at.exception
+    note = shown(at.info)
+    assert f"You forced the first 1 token(s): {token}." in note and "vocabulary" not in note  # a candidate is in it
+
+
+def test_a_links_values_that_are_not_valid_are_replaced_said_and_left_out_of_the_url(checkpoints):
+    """The demo model has 2 decoder layers and 4 heads: a link's layer 999 is its last layer, on every page."""
+    at = run_app(view="Nope", layer=999, head="abc", off="cross-9-9,cross-1-2", text=GERMAN[0])
+    assert not at.exception
+    assert at.sidebar.radio(key="view").value == "Overview"
+    link = url(at)
+    assert (link["view"], link["layer"], link["off"]) == ("Overview", "2", "cross-1-2") and "head" not in link
+    assert ("Not valid in this link, so replaced: view “Nope” (now Overview), layer “999” (now 2), head “abc” "
+            "(now 1), off “cross-9-9,cross-1-2” (now cross-1-2).") in shown(at.warning)
+    at.sidebar.radio(key="view").set_value("Attention").run()
+    assert not at.exception
+    assert at.selectbox(key="layer").value == 2 and url(at)["layer"] == "2"
+    assert "Not valid in this link" not in shown(at.warning)  # said once
+    at = run_app(view="Attention", layer=2, head=3, text=GERMAN[0])
+    assert not at.exception and "Not valid" not in shown(at.warning)
 
 
 def test_broken_checkpoint_gives_clear_message(checkpoints):

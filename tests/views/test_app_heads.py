@@ -248,3 +248,31 @@ def test_measure_labels_name_the_models_own_start_and_end_tokens():
             and measure_label("bos_share", marian) == "weight on <pad>")
     assert measure_label("eos_share", {"end_token": "<eos>", "start_token": "<bos>"}) == "weight on <eos>"
 
+
+
+def test_every_bleu_on_the_shipped_pages_names_its_set_and_size():
+    """The Overview's BLEU (metrics.json) and the Heads page's pruning baseline (the head report) are measured on
+    different sentences: each says which, and how many, from what was recorded."""
+    from model.analysis.report import load_report
+    from tests.app_support import md_tables
+
+    metrics = json.loads((SHIPPED / "metrics.json").read_text(encoding="utf-8"))
+    report = load_report(SHIPPED / "head_report.json")
+    pruning = report["pruning"]
+    with serving(ROOT / "checkpoints", "multi30k-de-en"):
+        at = run_app(view="Overview")
+        assert not at.exception
+        rows = next(t for t in md_tables(at) if t and "sacreBLEU" in t[0])
+        test = metrics["test"]
+        assert {r["set"]: r["sacreBLEU"] for r in rows if r["decoding"] == "greedy"} == {
+            f"{test['split']}, {test['sentences']:,} sentences": f"{test['greedy']['sacrebleu']:.2f}",
+            f"val, {metrics['val']['sentences']:,} sentences": f"{metrics['val']['greedy']['sacrebleu']:.2f}"}
+        at = run_app(view="Heads", focus="pruning", heads_prune_order="importance")
+        assert not at.exception
+        text = visible_text(at).replace("\\", "")
+        sample = f"the first {pruning['sentences']} sentences of {report['corpus']['src']}"
+        assert f"before greedy BLEU on {sample} falls" in text
+        assert f"below {pruning['baseline_bleu']:.2f}, its value with every head on" in text
+        assert f"Greedy decoding of {sample} (every head on: BLEU {pruning['baseline_bleu']:.2f})" in text
+        notes = [a.get("text") for a in chart(at, "heads_pruning")["layout"].get("annotations", [])]  # axis titles
+        assert f"greedy BLEU (first {pruning['sentences']} val sentences)" in notes

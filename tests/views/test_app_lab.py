@@ -131,6 +131,28 @@ def test_an_example_pair_sets_both_sentences(checkpoints):
     assert url(at)["lab_patch"] == "1"  # an example pair is there to be patched
 
 
+def unescaped(elements) -> list[str]:
+    return [str(e.value).replace("\\", "") for e in elements]
+
+
+@pytest.mark.parametrize("present", [0, 1])
+def test_choosing_a_pair_says_that_it_set_the_sidebars_sentence(checkpoints, present):
+    """Said once, where the pair is chosen: a caption under its row (presenter mode: a toast, the row's height is the
+    figure's)."""
+    from views.pages.whatif import EXAMPLE_PAIRS
+
+    label, (a, _) = next(iter(EXAMPLE_PAIRS.items()))
+    at = run_app(view="What if", text=A, present=present, focus="A and B")
+    said = f"The sidebar's sentence is now this pair's A: “{a}”"
+    assert not any(said in c for c in unescaped(at.caption) + unescaped(at.toast))
+    at.selectbox(key="lab_example").set_value(label).run()
+    assert not at.exception and url(at)["text"] == a
+    assert [said in c for c in unescaped(at.toast if present else at.caption)].count(True) == 1
+    assert not any(said in c for c in unescaped(at.caption if present else at.toast))
+    at.run()
+    assert not any(said in c for c in unescaped(at.caption) + unescaped(at.toast))
+
+
 def change_a(at, text: str):
     """Type a new sentence A into the sidebar."""
     at.text_area(key="text").set_value(text).run()

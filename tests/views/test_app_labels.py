@@ -143,7 +143,9 @@ def test_the_ablation_names_its_data_by_its_setting(checkpoints, tmp_path, val_d
     monkeypatch.setenv("ATLAS_DATA_DIR", str(val_data))
     at = run_app(view="Attention", kind="cross", layer=1, text=SENTENCE, off="cross-1-1")
     at.button(key="ablate_bleu").click().run()
-    assert any("sacreBLEU" in m.label for m in at.metric)
+    # its BLEU names the set and the sentences scored, as the Overview's and the Heads page's do
+    assert [m.label for m in at.metric if "sacreBLEU" in m.label] == [
+        f"sacreBLEU (greedy) on the first {len(GERMAN)} sentences of val"]
     assert_no_path(at, server_paths(checkpoints.parent, val_data), "the ablation's BLEU")
     assert "Data: Multi30k's validation split in `$ATLAS_DATA_DIR`" in visible_text(at)
 

@@ -100,6 +100,19 @@ def shown_caption(element) -> str:
     return html.unescape(re.sub(r"\\(.)", r"\1", str(element.value)))
 
 
+@pytest.mark.parametrize("ckpt", ["pieces", "demo"])
+def test_a_text_of_punctuation_only_is_said_to_have_no_words_and_the_pages_still_draw(root, ckpt):
+    """The model still "translates" "?!.," (an invented caption): the header says the text has no words."""
+    for view in ("Overview", "Attention"):
+        at = run_app(view=view, text="?!.,", ckpt=ckpt)
+        assert not at.exception, [e.value for e in at.exception]
+        warned = [shown_caption(w) for w in at.warning]
+        assert sum("has no words or numbers" in w and "invented" in w for w in warned) == 1, (view, warned)
+        assert at.get("plotly_chart") or tables(at)[0], view  # the page is drawn, nothing is lost
+    at = run_app(view="Overview", text=RIGHT, ckpt=ckpt)
+    assert "has no words" not in shown(at)
+
+
 def test_a_word_model_marks_unknown_words_and_reads_no_word_in_pieces(root):
     at = run_app(view="Overview", text=TYPO, ckpt="demo")
     assert not at.exception

@@ -198,6 +198,16 @@ def test_heads_can_be_switched_off_in_several_layers_and_kinds(checkpoints):
     assert any("all heads on" in c.value for c in at.caption)
 
 
+@pytest.mark.parametrize("present", [0, 1])
+def test_the_ablation_says_which_heatmaps_keep_all_heads_on_in_both_modes(checkpoints, present):
+    """Presenter mode draws the heads-off part alone: no heatmap above it for a sentence to point to."""
+    at = run_app(view="Attention", text=SENTENCE, off="cross-1-1", present=present, focus="heads off")
+    assert not at.exception
+    assert bool(at.get("plotly_chart")) is not bool(present)
+    said = [c.value for c in at.caption if "all heads on" in c.value]
+    assert said == ["The attention heatmaps on this page always show the model with all heads on."]
+
+
 def test_validation_bleu_says_where_it_looked(checkpoints, monkeypatch, tmp_path):
     from model.analysis import experiments
 
@@ -311,3 +321,31 @@ def test_a_toy_on_the_embeddings_page_shows_digits(toy_key):
     assert not at.exception
     said = visible_text(at).replace("\\", "")
     assert "all 10 digits the model knows" in said and "most frequent in the training data" not in said
+
+
+def test_every_page_counts_the_source_tokens_the_model_reads(checkpoints, demo_translator):
+    """One count of source tokens: what the encoder reads, <eos> included, in the header, the Overview's table,
+    Positional encoding and Embeddings; and the vocabulary's size with the specials it counts, named."""
+    src = demo_translator.prepare(SENTENCE)
+    n, vocab = len(src.axis_tokens), demo_translator.src_vocab
+    counted = f"{n} source tokens incl. `{src.eos_token}`"
+    names = " ".join(f"`{vocab.itos[i]}`" for i in vocab.special_ids)
+    k = len(vocab.special_ids)
+    at = run_app(view="Overview", text=SENTENCE)
+    assert not at.exception
+    assert any(f" · {counted} · " in c.value for c in at.caption), captions(at)  # the header's caption
+    rows = next(t for t in md_tables(at) if t and "known" in t[0])
+    assert [r["token"] for r in rows] == src.axis_tokens and [int(r["id"]) for r in rows] == src.ids
+    assert f"what the encoder reads: {counted}, which the model appends" in visible_text(at)
+    cfg = demo_translator.cfg
+    assert (f"vocabularies DE {cfg.src_vocab_size:,} / EN {cfg.tgt_vocab_size:,} tokens, each incl. its {k} "
+            f"specials: {names}.") in captions(at)
+    at = run_app(view="Positional encoding", text=SENTENCE)
+    assert not at.exception
+    assert f"this sentence's {n} positions (one per source token: {counted})" in captions(at)
+    assert f"Your sentence's {counted} use positions 0–{n - 1}" in captions(at)
+    at = run_app(view="Embeddings", text=SENTENCE)
+    assert not at.exception
+    assert f"One row per token the encoder reads: {counted}, as in the header." in captions(at)
+    assert (f"where all {len(vocab) - k:,} words the model knows lie (the vocabulary's {len(vocab):,} entries less "
+            f"its {k} specials: {names}, which are no words;") in captions(at)

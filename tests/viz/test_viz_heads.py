@@ -104,7 +104,9 @@ def test_pruning_curve_in_percent_of_each_group_with_the_drop_line():
     assert list(every.y) == [40.0, 39.1, 0.5] and every.customdata[1] == "9 of 36"
     (line,) = fig.layout.shapes
     assert line.y0 == line.y1 == 39.0
-    assert "500" in fig.layout.yaxis.title.text
+    assert fig.layout.yaxis.title.text == "greedy BLEU (first 500 val sentences)"  # the set and its size
+    fig = pruning_figure(curves, {"enc_self": 12, "all": 36}, 40.0, 1.0, sentences=1200, split="test_2016_flickr")
+    assert fig.layout.yaxis.title.text == "greedy BLEU (first 1,200 test_2016_flickr sentences)"
 
 
 def test_attribution_figure_rows_are_methods_and_hover_keeps_the_signed_value():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from model.service import misread
 from views.parts import lens, quiz
 from views.parts.reading import forced_by
 from views.parts.text import md_escape
@@ -42,8 +43,7 @@ def render(ctx: Context) -> None:
     prefix = tuple(ss.get("prefix", ()))
     if prefix:
         c1, c2 = st.columns([4, 1])
-        c1.info(f"You forced the first {len(prefix)} token(s): {md_escape(' '.join(prefix))}. "
-                "Decoding continued greedily.")
+        c1.info(_forced_note(prefix, res.steps or []))
         c2.button("Undo the forcing", on_click=_force, args=([],), key="unforce")
     steps = res.steps or []
     if not steps:
@@ -67,6 +67,19 @@ def render(ctx: Context) -> None:
         _all_steps(steps)
     if show("greedy and beam"):
         _greedy_and_beam(ctx)
+
+
+def _forced_note(prefix: tuple[str, ...], steps: list) -> str:
+    """What the user forced, as the model received it (the forced steps' tokens): a token its vocabulary does not
+    hold reaches it as the unknown token, and the note says so rather than repeat what was typed (a link's `prefix`
+    may hold anything)."""
+    received = [s.chosen_token for s in steps if s.forced][-len(prefix):]
+    wrong = misread(prefix, received)
+    note = f"You forced the first {len(prefix)} token(s): {md_escape(' '.join(received) or '∅')}."
+    if wrong:
+        note += (" Not in the model's vocabulary: "
+                 + ", ".join(f"{md_escape(g)} (read as {md_escape(r)})" for g, r in wrong) + ".")
+    return note + " Decoding continued greedily."
 
 
 def _asked(ctx: Context, key: str, label: str, what: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from views.parts.counts import embedding_rows, without_specials
 from views.parts.widgets import chart, csv_button, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, is_toy, is_twin, vocab_embeddings
@@ -161,6 +162,8 @@ def _vectors(ctx: Context, side: str, emb: dict, tokens: list[str]) -> None:
     if not ctx.present:
         st.write(said)
     chart(st, _stages(ctx, emb, tokens), width="stretch", config=fig_config(ctx, f"embeddings_{side}_stages"))
+    if not ctx.present:
+        st.caption(embedding_rows(side, len(tokens), ctx.result.source.eos_token, ctx.facts["start_token"]))
     dims = [f"dim {i}" for i in range(emb["total"].shape[1])]
     b1, b2, _ = st.columns([1, 1, 2])
     csv_button("Token vectors (CSV)", lambda: matrix_csv(emb["token"], tokens, dims, "token"), ctx,
@@ -198,7 +201,9 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
                       "hover names them)",
              "pieces": "in the order of the SentencePiece vocabulary (hover names them)",
              "digits": "0 to 9 (hover names them)"}[unit]
-    st.caption(f"Grey shading: where all {len(words):,} {unit} the model knows lie (hover: how many in a cell); "
+    names = ctx.facts["special_tokens"][side]
+    st.caption(f"Grey shading: where all {len(words):,} {unit} the model knows lie "
+               f"({without_specials(len(words), len(words) + len(specials), names)}; hover: how many in a cell); "
                f"dots: the vocabulary's first {n_dots:,} {unit}, {order}; large: this sentence's {unit}. A 2-D "
                "projection keeps only part of the structure, so the neighbours by cosine similarity in all "
                f"dimensions are listed below, one row per {unit[:-1]} in the sentence's order (one that occurs "

@@ -13,6 +13,7 @@ import numpy as np
 import streamlit as st
 
 from model import records, service
+from views.parts.counts import measured_on, split_name
 from views.parts.heads_report import compute_button, find_report, job_name, no_report, place, progress, report_paths
 from views.parts.text import md_escape, md_table
 from views.parts.widgets import chart, fig_config, kind_layer_head, sections
@@ -125,12 +126,17 @@ def _summary(report: dict, path: Path) -> None:
     if report.get("pruning"):
         lines += [_pruning_sentence(report, order, n_heads) for order in pruning_orders(report)]
     st.markdown("  \n".join(lines))
-    where = service.corpus_file_name(corpus.get("src")) or "the given sentences"  # older reports hold full paths
+    where = corpus_file(report)
     st.caption(f"A head is named in words, e.g. {head_name('cross', 1, 2)}, and short where space is tight: "
                f"{head_short('cross', 1, 2)} (layers and heads counted from 1). Report: `{place(path)}` · "
                f"{corpus['sentences']:,} sentence pairs from `{place(where)}`, teacher-forced on their "
                f"references ({corpus['tokens']['tgt']:,} target tokens) · computed {report['created']} in "
                f"{report['timings'].get('total', 0):.0f} s.")
+
+
+def corpus_file(report: dict) -> str:
+    """The report's corpus as a page names it ("multi30k/val.de.gz"); older reports hold full paths."""
+    return service.corpus_file_name(report["corpus"].get("src")) or "the given sentences"
 
 
 def measure_label(measure: str, facts: dict, scale: str | None = None) -> str:
@@ -320,9 +326,10 @@ def _pruning_sentence(report: dict, order: str, n_heads: int) -> str:
     kinds, pruning = report["kinds"], report["pruning"]
     before = pruning_section(report, order)["heads_off_before_bleu_drop"]
     by, first = PRUNING_ORDERS[order]
+    on = md_escape(measured_on(corpus_file(report), pruning["sentences"], first=True))
     return (f"**Pruning {by}:** {before['all']} of {n_heads} heads can be switched off ({first}) before greedy BLEU "
-            f"on {pruning['sentences']} sentences falls {report['thresholds']['bleu_drop']:g} point or more below "
-            f"{pruning['baseline_bleu']:.2f} ("
+            f"on {on} falls {report['thresholds']['bleu_drop']:g} point or more below "
+            f"{pruning['baseline_bleu']:.2f}, its value with every head on ("
             + ", ".join(f"{GROUP_NAMES[k]} {before[k]} of {kinds[k]['layers'] * kinds[k]['heads']}" for k in KIND_ORDER)
             + ", each group alone).")
 
@@ -357,10 +364,11 @@ def _pruning(ctx: Context, report: dict) -> None:
     drop = report["thresholds"]["bleu_drop"]
     with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # presenter: the order's row too
         fig = cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop, sentences=pruning["sentences"],
-                     order=order)
+                     order=order, split=split_name(corpus_file(report)))
     chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_pruning_{order}"), key="heads_pruning")
     if not ctx.present:
         how = ("in ascending order of importance (Michel et al. 2019, Fig. 3)" if order == "importance" else
                "in ascending order of the loss increase measured when each head alone is switched off")
-        st.caption(f"Heads are switched off {how}: each group on its own, and all heads together. Greedy decoding, "
-                   "sacreBLEU " + md_escape(pruning["signature"]) + ".")
+        st.caption(f"Heads are switched off {how}: each group on its own, and all heads together. Greedy decoding "
+                   f"of {md_escape(measured_on(corpus_file(report), pruning['sentences'], first=True))} (every head "
+                   f"on: BLEU {pruning['baseline_bleu']:.2f}), sacreBLEU " + md_escape(pruning["signature"]) + ".")

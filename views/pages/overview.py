@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from views.parts.counts import measured_on, source_count, vocabulary_sizes
 from views.parts.reading import FRAGMENTS_HELP, card_section, fragment_spans, repetition_caption
 from views.parts.widgets import chart, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
+from views.plumbing.jobs import ABLATION_SENTENCES
 from views.plumbing.state import Context
 from viz.architecture import architecture_figure, parameter_table
 from viz.tables import source_token_rows
@@ -32,9 +34,11 @@ def _tokens(ctx: Context) -> None:
              f"source ({ctx.langs['src_name']}) through cross-attention.")
     left, right = st.columns(2)
     with left:
-        st.markdown("**Source tokens** (what the encoder reads; 'unknown' = not in the vocabulary, read as `<unk>`)")
-        spans = fragment_spans(res.source, ctx.cfg)
-        table(source_token_rows(res.source.tokens, res.source.ids[:-1], res.source.unknown, spans),
+        src = res.source
+        st.markdown(f"**Source tokens** (what the encoder reads: {source_count(len(src.axis_tokens), src.eos_token)}, "
+                    "which the model appends; 'unknown' = not in the vocabulary, read as `<unk>`)")
+        spans = fragment_spans(src, ctx.cfg)
+        table(source_token_rows(src.tokens, src.ids, src.unknown, spans, end_token=src.eos_token),
               "source tokens", right=("position", "id"))
         if spans:
             st.caption(FRAGMENTS_HELP)
@@ -61,6 +65,21 @@ def _bleu(value) -> str:
     return "" if value is None else f"{float(value):.2f}"
 
 
+def quality_rows(metrics: dict) -> list[dict]:
+    """The Measured quality table from metrics.json: a row per recorded set (test, then validation) and decoding,
+    the set named with the number of sentences it was scored on."""
+    rows = []
+    for name in ("test", "val"):
+        scores = metrics.get(name)
+        if not isinstance(scores, dict):
+            continue
+        where = measured_on(str(scores.get("split", name)), scores.get("sentences"))
+        rows += [{"set": where, "decoding": k, "sacreBLEU": _bleu(v.get("sacrebleu")),
+                  "BLEU lowercased, spaCy tokens": _bleu(v.get("bleu_lower_spacy_tokens"))}
+                 for k, v in scores.items() if isinstance(v, dict)]
+    return rows
+
+
 def _architecture(ctx: Context) -> None:
     cfg = ctx.cfg
     a, b = st.columns([3, 2])
@@ -74,15 +93,17 @@ def _architecture(ctx: Context) -> None:
         st.caption(f"d_model {cfg.d_model}, {cfg.n_heads} heads (d_k {cfg.d_k}), d_ff {cfg.d_ff}, "
                    f"{'pre' if cfg.norm_first else 'post'}-norm, "
                    f"{'tied' if cfg.tie_weights else 'separate'} target embedding and generator; "
-                   f"vocabularies {ctx.langs['src']} {cfg.src_vocab_size:,} / {ctx.langs['tgt']} "
-                   f"{cfg.tgt_vocab_size:,} tokens.")
+                   "vocabularies " + vocabulary_sizes(
+                       [(ctx.langs[side], size, ctx.facts["special_tokens"][side])
+                        for side, size in (("src", cfg.src_vocab_size), ("tgt", cfg.tgt_vocab_size))]) + ".")
         metrics = ctx.facts["metrics"]
-        test = metrics.get("test", {})
-        if test:
-            rows = [{"decoding": k, "sacreBLEU": _bleu(v.get("sacrebleu")),
-                     "BLEU lowercased, spaCy tokens": _bleu(v.get("bleu_lower_spacy_tokens"))}
-                    for k, v in test.items() if isinstance(v, dict)]
-            st.markdown(f"**Measured quality** on {test.get('split', 'test')}")
+        rows = quality_rows(metrics)
+        if rows:
+            st.markdown("**Measured quality** (as the checkpoint's `metrics.json` records it)")
             table(rows, "measured quality", right=("sacreBLEU", "BLEU lowercased, spaCy tokens"))
+            # The same model scores differently on other sentences: the other pages' BLEU is not this one.
+            st.caption("BLEU depends on the sentences scored: the Heads page's pruning curve scores the first "
+                       "sentences of the head report's corpus, the ablation (Attention) the first "
+                       f"{ABLATION_SENTENCES} validation sentences, so their numbers differ from these.")
         elif metrics.get("note"):
             st.caption(metrics["note"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.service import max_abs_diff, position_similarity
+from views.parts.counts import source_count
 from views.parts.widgets import chart, fig_config, sections
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
@@ -54,7 +55,9 @@ def render(ctx: Context) -> None:
     recorded = ctx.result.trace.src_embed["positional"]  # (s, d) what the model added to this sentence
     m = min(len(recorded), n)
     check = (f":material/check_circle: the formula matches the encoding the model added to this sentence's "
-             f"{len(recorded)} positions to {max_abs_diff(pe[:m], recorded[:m]):.1e}.")
+             f"{len(recorded)} positions (one per source token: "
+             f"{source_count(len(recorded), ctx.result.source.eos_token)}) to "
+             f"{max_abs_diff(pe[:m], recorded[:m]):.1e}.")
     if show is None:
         st.caption(check)
         show = sections(ctx, parts)
@@ -119,7 +122,8 @@ def _similarity(ctx: Context, pe, n: int, n_src: int) -> None:
     sim, far = position_similarity(pe, ref)
     st.caption("The dot product PE[i]·PE[j] depends only on the distance i − j (a property of the formula, for any "
                f"model). Here it is {sim[ref]:.1f} at position {ref} itself and lowest ({sim[far]:.1f}) at position "
-               f"{far}. Your sentence uses positions 0–{n_src - 1} on the source side.")
+               f"{far}. Your sentence's {source_count(n_src, ctx.result.source.eos_token)} use positions "
+               f"0–{n_src - 1} on the source side.")
 
 
 def _side(ctx: Context, what: tuple[str, str]) -> str:

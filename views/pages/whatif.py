@@ -41,10 +41,13 @@ MARK = "orange-background"  # a changed token: coloured and bold (the colour is 
 # A pair sharing fewer of its source tokens than this (pairs.shared_tokens) is no minimal pair: the page says so.
 MINIMAL_SHARE = 0.5
 WARNING_PX = 96  # presenter mode: a one-line warning box and the gap after it (Chromium, 1280×720)
+SET_A = "_lab_set_a"  # the sentence a pair or the swap just wrote into the sidebar, said once by the page
 
 
 def _new_pair(a: str, b: str) -> None:
     ss = st.session_state
+    if a != ss.get("text"):  # the sidebar's sentence changes under the user's eyes: the page says so
+        ss[SET_A] = a
     ss["text"], ss["pair"] = a, b  # a B equal to A is A's copy (sentence_b)
     ss["prefix"], ss["dec_step"] = (), 1  # a new sentence starts from plain decoding, as the sidebar's does
 
@@ -165,6 +168,13 @@ def _sentence_b(ctx: Context, text_b: str) -> None:
     if not ctx.present:
         cols[2].button("Swap A and B", on_click=_swap, key="lab_swap", width="stretch", disabled=not ss["pair"],
                   help="B becomes the sidebar's sentence (clean, its translation scored) and A the changed one.")
+    set_a = ss.pop(SET_A, None)
+    if set_a is not None:
+        said = f"The sidebar's sentence is now this pair's A: “{md_escape(set_a)}”"
+        if ctx.present:  # a toast: a line here would push the figure below a 720 px screen
+            st.toast(said)
+        else:
+            st.caption(said)
 
 
 def side_b(ctx: Context, text_b: str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.service import DataError, find_data_dir, paired_bootstrap
+from views.parts.counts import measured_on
 from views.parts.text import md_escape
 from views.plumbing.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot
 from views.plumbing.state import KINDS, Context, ablated, public_message, val_translations
@@ -30,7 +31,8 @@ def render(ctx: Context) -> None:
                    format_func=head_name, placeholder="choose heads, e.g. cross L3 H2",
                    help="A switched-off head's output is replaced by zeros before the output projection W_O.")
     off = tuple(ss["off"])
-    st.caption("The heatmaps above always show the model with all heads on.")
+    # Presenter mode shows this part alone, so "above" would point to nothing: say which heatmaps, in both modes.
+    st.caption("The attention heatmaps on this page always show the model with all heads on.")
     if not off:
         st.caption("Choose heads to see how the translation and its probability change without them.")
         return
@@ -50,7 +52,7 @@ def render(ctx: Context) -> None:
             measured[(ctx.key, off)] = result
     if (ctx.key, off) in measured:
         cmp, folder = measured[(ctx.key, off)]
-        st.metric(f"sacreBLEU, first {cmp.n_sentences} validation sentences (greedy)", f"{cmp.other:.1f}",
+        st.metric(f"sacreBLEU (greedy) on {measured_on('val', cmp.n_sentences, first=True)}", f"{cmp.other:.1f}",
                   f"{cmp.delta:+.1f} vs. all heads on ({cmp.base:.1f})")
         st.caption(md_escape(cmp.sentence()) + f" Data: Multi30k's validation split in `{public_message(folder)}`.")
 

@@ -24,7 +24,7 @@ class Header:
 
     src_tag: str  # "DE", or "A · DE" side by side
     tgt_tag: str
-    source: str  # the source tokens as the encoder reads them, joined by spaces
+    source: str  # the source tokens as the encoder reads them, joined by spaces (the end token it appends left out)
     output: str  # the translation the figures show ("" when empty)
     prefixes: tuple[str, ...]  # the output tokens each step read before choosing (start token left out), joined
     one_line: bool  # presenter mode, or side by side

@@ -1,16 +1,17 @@
 """How the model read the sentence and what it wrote: the header's lines above every page, and the Overview's notes.
 
-Unknown words (read as `<unk>`), words read in fragments (SentencePiece spells a typo, a name or a number out of
-short pieces and never says `<unk>`), a translation that repeats itself, and what the model card says of the
-model's limits. Every line is computed from the tokens on the page (model/text/reading.py) or read from the
-checkpoint's metrics.json.
+A text without words (only punctuation or symbols, which the model still "translates"), unknown words (read as
+`<unk>`), words read in fragments (SentencePiece spells a typo, a name or a number out of short pieces and never says
+`<unk>`), a translation that repeats itself, and what the model card says of the model's limits. Every line is
+computed from the sentence and the tokens on the page (model/text/reading.py) or read from the checkpoint's
+metrics.json.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from model.records import ModelConfig, Source
-from model.service import describe_fragments, describe_repetition, fragmented_words, repeated_run
+from model.service import describe_fragments, describe_repetition, fragmented_words, has_words, repeated_run
 from views.parts.text import md_escape
 
 FRAGMENTS_HELP = ("“in N pieces”: every piece is in the vocabulary (✓), the word as a whole is not; the model reads "
@@ -22,10 +23,15 @@ def reads_pieces(cfg: ModelConfig) -> bool:
     return cfg.tokenizer == "sentencepiece"
 
 
-def input_notes(source: Source, cfg: ModelConfig) -> list[tuple[str, str]]:
-    """The header's notes on how the model read the sentence, on every page, as (kind, Markdown) for
-    views/parts/header.py: the unknown words, and the words read in fragments with their piece counts."""
-    notes = []
+NO_WORDS = ("This text has no words or numbers, only punctuation or symbols: the model still writes a translation, "
+            "but it is invented, not read from the text.")
+
+
+def input_notes(source: Source, cfg: ModelConfig, text: str) -> list[tuple[str, str]]:
+    """The header's notes on how the model read the sentence `text`, on every page, as (kind, Markdown) for
+    views/parts/header.py: a text without words, the unknown words, and the words read in fragments with their
+    piece counts."""
+    notes = [] if has_words(text) else [("warning", NO_WORDS)]
     unknown = [t for t, u in zip(source.tokens, source.unknown) if u]
     if unknown:
         notes.append(("caption", "? Unknown to the model (read as `<unk>`): " + md_escape(", ".join(unknown))))

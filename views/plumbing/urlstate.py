@@ -3,7 +3,9 @@
 Each choice is one query parameter (parameters at their default are left out, so links stay short).
 A run adopts the URL when the session starts and when the browser's Back or Forward brought it
 (Streamlit marks those runs as history navigation); every other run writes the state into the URL,
-which adds one history entry per change.
+which adds one history entry per change. A link's value that is not valid (unreadable, out of its range, a layer or
+head the model lacks) is replaced on adopting it, and the header says which (REPLACED), so that the URL written back
+holds only values the pages use.
 """
 from __future__ import annotations
 
@@ -41,7 +43,9 @@ def _choice(options) -> Callable[[str], str]:
 
 
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
-    return _accepts(lambda s: min(max(int(s), lo), hi), f"an integer, brought within {lo}–{hi}")
+    parse = _accepts(lambda s: min(max(int(s), lo), hi), f"an integer, brought within {lo}–{hi}")
+    parse.clamps = True  # a number it had to bring within lo..hi was not valid: _from_url says so
+    return parse
 
 
 def within(value, lo: int, hi: int, default: int | None = None) -> int:
@@ -217,17 +221,73 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
     }
 
 
-def _from_url(schema: dict[str, Param]) -> dict[str, object]:
-    values = {}
+REPLACED = "_url_replaced"  # session key: {parameter: the link's text} of the values the link gave that were not valid
+
+
+def _from_url(schema: dict[str, Param]) -> tuple[dict[str, object], dict[str, str]]:
+    """The URL's values (the default where one cannot be read, a number brought within its range), and the link's
+    text of each value that was not valid as it stood."""
+    values, replaced = {}, {}
     for key, p in schema.items():
         value = p.default
         if key in st.query_params:
+            text = st.query_params[key]
             try:
-                value = p.parse(st.query_params[key])
+                value = p.parse(text)
+                if getattr(p.parse, "clamps", False) and value != int(text):
+                    replaced[key] = text
             except (ValueError, TypeError):
                 value = p.default
+                replaced[key] = text
         values[key] = value
-    return values
+    return values, replaced
+
+
+def fit_to_model(n_enc: int, n_dec: int, n_heads: int) -> None:
+    """On the run that adopted a link: its layers, heads and switched-off heads brought within the loaded model's,
+    as the pages' selectors bring them (widgets.kind_layer_head, the Decoding page), so that a page without those
+    selectors does not leave e.g. `layer=64` in the URL. Each value changed is noted as not valid (REPLACED)."""
+    ss = st.session_state
+    fits = {"layer": (1, n_enc if ss.get("kind") == "enc_self" else n_dec), "head": (1, n_heads),
+            "pad_layer": (1, n_enc), "pad_head": (1, n_heads), "causal_layer": (1, n_dec),
+            "causal_head": (1, n_heads), "dec_head": (0, n_heads)}
+    if ss.get("dec_layer") != LAST:  # LAST: the last layer, whatever the model
+        fits["dec_layer"] = (1, n_dec)
+    changed = {}
+    for key, (lo, hi) in fits.items():
+        if key in ss and ss[key] != within(ss[key], lo, hi):
+            changed[key] = within(ss[key], lo, hi)
+    layers = {"enc_self": n_enc, "dec_self": n_dec, "cross": n_dec}
+    off = tuple(ss.get("off", ()))
+    kept = tuple(h for h in off if h[1] < layers[h[0]] and h[2] < n_heads)
+    if kept != off:
+        changed["off"] = kept
+    for key, value in changed.items():
+        ss.setdefault(REPLACED, {}).setdefault(key, st.query_params.get(key, ""))
+        ss[key] = value
+
+
+def replaced_values(schema: dict[str, Param]) -> list[tuple[str, str, str]]:
+    """(parameter, the link's text, the value used now, in words) of each value of the link that was not valid; said
+    once: the list is emptied."""
+    ss = st.session_state
+    out = []
+    for key, text in ss.pop(REPLACED, {}).items():
+        p, value = schema[key], ss.get(key)
+        if value == p.default and p.default_text:
+            now = p.default_text.strip("()")
+        else:
+            now = p.dump(tuple(value) if isinstance(value, list) else value) if value is not None else ""
+        out.append((key, text, now or "none"))
+    return out
+
+
+def describe_replaced(replaced: list[tuple[str, str, str]]) -> str:
+    """The header's line on a link's values that were not valid ("" when all were): plain text, to be escaped."""
+    if not replaced:
+        return ""
+    cut = [(k, text if len(text) <= 40 else text[:39] + "…", now) for k, text, now in replaced]
+    return "Not valid in this link, so replaced: " + ", ".join(f"{k} “{t}” (now {now})" for k, t, now in cut) + "."
 
 
 def from_history() -> bool:
@@ -260,7 +320,7 @@ def adopt_url_if_needed(schema: dict[str, Param], fixups: Callable[[dict], None]
         adopt = True  # a Streamlit without the history flag: the URL changed under us
     if adopt:
         ss["_initialised"] = True
-        values = _from_url(schema)
+        values, ss[REPLACED] = _from_url(schema)
         fixups(values)
         for k, v in values.items():
             if first and not history and k in FROM_BROWSER:
