@@ -27,9 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-dev-shm-usage"]
-# The tests' browser runs JavaScript without V8's optimising compilers: a test's page lives for seconds, too short
-# for optimised code to repay compiling it, and on 2 cores it cost the suite about a tenth of Chromium's CPU per page
-# (`--no-opt` TurboFan, `--no-maglev`). The benchmarks keep a user's browser (CHROMIUM_ARGS).
+# The tests' browser has no optimising JavaScript compilers: a test's page lives for seconds, too short to repay them
+# (a tenth of Chromium's CPU per page on 2 cores). The benchmarks keep a user's browser (CHROMIUM_ARGS).
 TEST_CHROMIUM_ARGS = [*CHROMIUM_ARGS, "--js-flags=--no-opt --no-maglev"]
 MISSING_CHROMIUM = (f"Chromium is not installed at {CHROMIUM}. The browser tests drive Debian's Chromium "
                     "(Playwright's own browser download is not used): run `apt-get install chromium` "
@@ -284,14 +283,6 @@ def enter_text(page, text: str, timeout: float = 30_000) -> None:
     raise AssertionError(f"the text area showed another text three times after {text!r} was typed")
 
 
-def page_with_sentence(browser, url: str, text: str):
-    """A fresh page (so a fresh Streamlit session) of the app at `url` with `text` typed into the sidebar."""
-    pg = new_page(browser)
-    open_app(pg, url)
-    enter_text(pg, text)
-    return pg
-
-
 def select_option(page, key: str, option: str, timeout: float = 30_000) -> None:
     """Pick `option` in the selectbox with key `key` and wait for the new run."""
     before = runs(page)
@@ -306,8 +297,7 @@ def selectbox_value(page, key: str) -> str:
 
 # ----------------------------------------------------------------------------- fixtures
 
-# Every test the session collected, by node id, with its marks (before `-m` deselects any), put in the config's
-# stash by conftest.py: tests/test_markers.py reads the README's markers off it instead of collecting again.
+# Every test the session collected, by node id, with its marks before `-m` (conftest.py; tests/test_markers.py).
 COLLECTED = pytest.StashKey[dict]()
 
 

@@ -22,7 +22,6 @@ from browser_support import (
     enter_text,
     new_page,
     open_app,
-    page_with_sentence,
     selectbox_value,
     selected_view,
     start_test_server,
@@ -43,8 +42,10 @@ def assert_no_exception(page) -> None:
 
 @pytest.fixture(scope="module")
 def sentence_page(chromium, app_server):
-    """One page with SENTENCE typed into the sidebar."""
-    pg = page_with_sentence(chromium, app_server.url, SENTENCE)
+    """One page (a fresh Streamlit session) with SENTENCE typed into the sidebar."""
+    pg = new_page(chromium)
+    open_app(pg, app_server.url)
+    enter_text(pg, SENTENCE)
     yield pg
     pg.context.close()
 

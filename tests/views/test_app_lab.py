@@ -131,16 +131,14 @@ def test_an_example_pair_sets_both_sentences(checkpoints):
     assert url(at)["lab_patch"] == "1"  # an example pair is there to be patched
 
 
-def unescaped(elements) -> list[str]:
-    return [str(e.value).replace("\\", "") for e in elements]
-
-
 @pytest.mark.parametrize("present", [0, 1])
 def test_choosing_a_pair_says_that_it_set_the_sidebars_sentence(checkpoints, present):
     """Said once, where the pair is chosen: a caption under its row (presenter mode: a toast, the row's height is the
     figure's)."""
     from views.pages.whatif import EXAMPLE_PAIRS
 
+    def unescaped(elements) -> list[str]:
+        return [str(e.value).replace("\\", "") for e in elements]
     label, (a, _) = next(iter(EXAMPLE_PAIRS.items()))
     at = run_app(view="What if", text=A, present=present, focus="A and B")
     said = f"The sidebar's sentence is now this pair's A: “{a}”"
