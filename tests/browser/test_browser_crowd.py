@@ -7,7 +7,7 @@ import pytest
 from browser_support import TEST_CHROMIUM_ARGS, start_test_server, stop_server
 from crowd_support import open_at_once
 
-PAGES, ROUNDS = 8, 3
+PAGES, ROUNDS = 8, 2  # two cold starts, and between them every one of the 16 sentences
 WORDS = ["Hund", "Schnee", "Mann", "Sofa", "Gras", "Spielzeug", "Raum", "Hunde"]
 # 16 different sentences: a page that showed another session's trace would show another sentence's tokens
 SENTENCES = [f"Ein {WORDS[i % 8]} {'und ein ' + WORDS[(i + 3) % 8] if i >= 8 else ''} läuft.".replace("  ", " ")
@@ -15,7 +15,7 @@ SENTENCES = [f"Ein {WORDS[i % 8]} {'und ein ' + WORDS[(i + 3) % 8] if i >= 8 els
 ONE_HEAD = 1  # the Attention view's second chart: one head, its keys are the sentence's tokens (+ <eos>)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=100)
 @pytest.mark.browser
 def test_pages_opened_at_once_on_a_fresh_server_each_get_the_app_with_their_own_sentence(atlas_checkpoints,
                                                                                          tmp_path_factory):
