@@ -39,30 +39,6 @@ def pytest_collection_modifyitems(config, items):
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
     config.stash[COLLECTED] = {item.nodeid: frozenset(m.name for m in item.iter_markers()) for item in items}
-    costliest_modules_first(items)
-
-
-# What a test costs, roughly, by its marks (seconds on a busy 2-core machine): a slow one its `seconds` or tens of
-# seconds, a browser test a page load or a few, any other a fraction of a second.
-COST = {"slow": 15.0, "browser": 5.0}
-
-
-def estimated_seconds(item) -> float:
-    """A test's estimated seconds: `@pytest.mark.slow(seconds=N)` says N; otherwise its marks' COST."""
-    slow = item.get_closest_marker("slow")
-    if slow is not None and "seconds" in slow.kwargs:
-        return float(slow.kwargs["seconds"])
-    marks = {m.name for m in item.iter_markers()}
-    return next((c for name, c in COST.items() if name in marks), 0.3)
-
-
-def costliest_modules_first(items) -> None:
-    """The modules that cost the most first (their tests in their own order): the two workers of pytest.ini take
-    whole modules in this order, so the longest start early and none is left running alone at the end."""
-    cost: dict[str, float] = {}
-    for item in items:
-        cost[item.module.__name__] = cost.get(item.module.__name__, 0.0) + estimated_seconds(item)
-    items.sort(key=lambda item: -cost[item.module.__name__])  # stable: a module's own order is kept
 
 
 # German -> English sentence pairs the tiny vocabularies and the trained model are made from.

@@ -33,10 +33,11 @@ def _check(options: Sequence[str], counts: Sequence[int]) -> None:
 
 
 def room_figure(options: Sequence[str], counts: Sequence[int], title: str | None = "the room's answers",
-                height: int | None = None) -> go.Figure:
+                height: int | None = None, axis: bool = True) -> go.Figure:
     """Horizontal bars of how many students chose each option (options in display order, first at the top); the
     axis reaches at least 5 so that the first answers do not fill the screen. ``height`` in px (default: room for
-    the title and 40 px a bar)."""
+    the title and 40 px a bar). Without ``axis`` the count axis is hidden (each bar still writes its count), which
+    leaves the rows the height of a projector's strip below the question."""
     _check(options, counts)
     ys = np.arange(len(options), dtype=np.int32)
     labels = escape_tokens(options)
@@ -47,17 +48,18 @@ def room_figure(options: Sequence[str], counts: Sequence[int], title: str | None
                hovertemplate="%{customdata}: %{x} answers<extra></extra>")
     top = max(5, int(c.max(initial=0)))
     layout = dict(xaxis=dict(range=[0, top * 1.15], title=dict(text="answers"), tickfont=dict(size=theme().tick),
-                             dtick=max(1, -(-top // 5)), showgrid=False),
+                             dtick=max(1, -(-top // 5)), showgrid=False, visible=axis),
                   yaxis=dict(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
                              tickfont=dict(size=16)))
     return styled_figure([bar], layout, title, height=height or max(240, 100 + 40 * len(options)))
 
 
 def room_and_model_figure(options: Sequence[str], counts: Sequence[int], values: Sequence[float], answer: int,
-                          value_name: str = "probability",
-                          title: str = "the room and the model") -> go.Figure:
+                          value_name: str = "probability", title: str = "the room and the model",
+                          height: int | None = None) -> go.Figure:
     """After the reveal: per option, the room's share of answers beside the model's ``values`` (its probability or
-    attention weight), the model's answer highlighted. Both on one 0..1 axis."""
+    attention weight), the model's answer highlighted. Both on one 0..1 axis. ``height`` in px (default: room for
+    the title, the legend and 56 px an option)."""
     _check(options, counts)
     if len(values) != len(options):
         raise ValueError(f"{len(options)} options but {len(values)} values")
@@ -83,5 +85,5 @@ def room_and_model_figure(options: Sequence[str], counts: Sequence[int], values:
                              showgrid=False),
                   yaxis=dict(tickmode="array", tickvals=ys.tolist(), ticktext=labels, autorange="reversed",
                              tickfont=dict(size=16)))
-    return styled_figure(bars, layout, title, height=max(280, 130 + 56 * len(options)))
+    return styled_figure(bars, layout, title, height=height or max(280, 130 + 56 * len(options)))
 

@@ -15,7 +15,7 @@ SENTENCES = [f"Ein {WORDS[i % 8]} {'und ein ' + WORDS[(i + 3) % 8] if i >= 8 els
 ONE_HEAD = 1  # the Attention view's second chart: one head, its keys are the sentence's tokens (+ <eos>)
 
 
-@pytest.mark.slow(seconds=100)
+@pytest.mark.slow
 @pytest.mark.browser
 def test_pages_opened_at_once_on_a_fresh_server_each_get_the_app_with_their_own_sentence(atlas_checkpoints,
                                                                                          tmp_path_factory):

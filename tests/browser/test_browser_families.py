@@ -50,7 +50,7 @@ def family_page(chromium, families_server):
 
 
 @pytest.mark.browser
-@pytest.mark.slow(seconds=11)  # every view of one model
+@pytest.mark.slow  # every view of one model
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_view_draws_a_model_of_each_family(family_page, families_server, family):
     open_app(family_page, families_server.link(view=VIEWS[0], text=TEXT, ckpt=family))

@@ -76,7 +76,7 @@ def head_axes(page) -> dict:
 
 
 @pytest.mark.browser
-@pytest.mark.slow(seconds=15)
+@pytest.mark.slow
 def test_every_view_draws_the_imported_model(marian_page, marian_server):
     open_app(marian_page, marian_server.link(view=VIEWS[0], text=TEXT))
     for view in VIEWS:

@@ -25,7 +25,7 @@ TOURED = {(1280, "6 words")}
 
 
 @pytest.mark.browser
-@pytest.mark.slow(seconds=50)
+@pytest.mark.slow
 @pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_every_page_fits_the_screen_for_any_sentence(chromium, app_server, screenshot_dir, width, height):
     from views.plumbing.state import VIEWS

@@ -96,7 +96,7 @@ CHANGES = [
 VIEWS = list(records.VIEWS)
 
 
-@pytest.mark.slow(seconds=21)
+@pytest.mark.slow
 @pytest.mark.browser
 def test_a_control_changed_on_every_page_survives_a_visit_to_every_other(page, app_server):
     open_app(page, app_server.link(view="Overview", text=SENTENCE))
@@ -119,7 +119,7 @@ def test_a_control_changed_on_every_page_survives_a_visit_to_every_other(page, a
                 assert shows(page), f"{view}: {param} is not as the user left it"
 
 
-@pytest.mark.slow(seconds=27)
+@pytest.mark.slow
 @pytest.mark.browser
 def test_back_and_forward_follow_a_change_on_every_page(page, app_server):
     open_app(page, app_server.link(view="Overview", text=SENTENCE))
@@ -137,7 +137,7 @@ def test_back_and_forward_follow_a_change_on_every_page(page, app_server):
         assert exceptions(page) == [], f"{view}: {exceptions(page)[:1]}"
 
 
-@pytest.mark.slow(seconds=12)
+@pytest.mark.slow
 @pytest.mark.browser
 def test_the_film_frame_is_in_the_link_survives_a_visit_and_back_follows_it(page, app_server):
     open_app(page, app_server.link(view="Training", ckpt="filmed", text=SENTENCE))

@@ -13,7 +13,7 @@ from test_film import film_args, write_corpus
 from model.io.checkpoint import load_checkpoint
 from model.training.distributed import Ranks, share, weights_digest
 
-pytestmark = pytest.mark.slow(seconds=6)  # torchrun starts processes of its own: tens of seconds for one test
+pytestmark = pytest.mark.slow  # torchrun starts processes of its own: tens of seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from model.analysis.measures import HeadStats
 from model.training.distributed import Ranks
 from tiny_checkpoint import make_tiny_checkpoint
 
-pytestmark = pytest.mark.slow(seconds=4)  # torchrun starts processes of its own: tens of seconds for one test
+pytestmark = pytest.mark.slow  # torchrun starts processes of its own: tens of seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,13 +13,13 @@ import torch
 from reference_outputs import MODELS, REFERENCE, load, mismatches, outputs
 
 
-@pytest.mark.slow(seconds=14)  # every recorded analysis, in float64
+@pytest.mark.slow  # every recorded analysis, in float64
 @pytest.mark.parametrize("name", list(MODELS))
 def test_outputs_equal_the_recorded_ones(name):
     assert mismatches(outputs(load(name)), np.load(REFERENCE / f"{name}.npz")) == []
 
 
-@pytest.mark.slow(seconds=14)
+@pytest.mark.slow
 def test_a_weight_changed_by_1e_4_is_caught():
     """One entry of the first encoder layer's query projection, +1e-4: the comparison reports the values after it
     (that layer's queries, the output's log-probabilities) and none before it (the embeddings). The tiny Marian model

@@ -61,7 +61,7 @@ def test_unknown_task_is_refused():
         toy.train_toy("shuffle", steps=1)
 
 
-@pytest.mark.slow(seconds=22)  # the module fixture trains the task
+@pytest.mark.slow
 def test_offered_tasks_learn_within_the_budget(learned):
     """Exact outputs on held-out sequences (never seen in training) within DEFAULT_STEPS, judged by steps.
 

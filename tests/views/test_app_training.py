@@ -76,7 +76,7 @@ def test_a_model_without_a_film_says_so(root):
     assert any("never trained" in i.value for i in at.info)
 
 
-@pytest.mark.slow(seconds=25)
+@pytest.mark.slow
 def test_a_toy_task_trained_live_opens_in_the_decoding_view(root):
     at = run_app(view="Training", toy_task="reverse")
     at.button(key="toy_train").click().run(timeout=600)

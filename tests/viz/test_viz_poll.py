@@ -37,3 +37,16 @@ def test_the_reveal_puts_the_rooms_share_beside_the_models_values():
         room_and_model_figure(["a", "b"], [1, 1], [0.5, 0.5], answer=3)
     with pytest.raises(ValueError, match="values"):
         room_and_model_figure(["a", "b"], [1, 1], [0.5], answer=0)
+
+
+def test_the_projectors_strip_hides_the_count_axis_and_the_reveal_takes_a_height():
+    """Below the question, a projector has a strip: the bars write their counts, the axis goes; after the reveal
+    the room-and-model figure takes the height the page leaves it."""
+    from viz.theme import PRESENTER_THEME, using_theme
+
+    with using_theme(PRESENTER_THEME):
+        strip = room_figure(["a", "b", "c"], [2, 0, 1], title=None, height=128, axis=False)
+    assert strip.layout.xaxis.visible is False and strip.layout.height == 128
+    assert list(strip.data[0].text) == ["2", "0", "1"] and strip.layout.yaxis.tickfont.size >= 20
+    assert room_figure(["a", "b"], [1, 1]).layout.xaxis.visible is True
+    assert room_and_model_figure(["a", "b"], [1, 1], [0.7, 0.3], 0, height=300).layout.height == 300

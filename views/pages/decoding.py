@@ -111,27 +111,41 @@ def _step(ctx: Context, steps: list) -> None:
         if quizzed is None:
             return  # the room is asked first: the charts wait for the reveal
     left, right = st.columns(2)
-    with left, below_controls(rows=2, extra_px=quizzed):
-        labels, probs, chosen_idx = _candidates(step)
-        title = "next-token candidates" if top else f"step {step_no}: next-token candidates"  # the slider says it
-        chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=title),
-                  width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
-        if ctx.present:
-            st.markdown(read)
-        csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
-                   f"decoding_step{step_no}_candidates", "csv_cands")
-        forced = forced_by(ctx, step_no, step)
-        how = " (chosen by beam search)" if ctx.mode == "beam" else f" ({forced})" if forced else ""
-        st.markdown(f"Chosen: **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f}){how}")
-        st.caption("Pick another candidate: decoding goes on greedily from it.")
-        with st.container(horizontal=True, key="force_buttons"):
-            for tok, tid in zip(step.top_tokens, step.top_ids):
-                st.button(md_escape(tok), key=f"force_{step_no}_{tid}", disabled=tid == step.chosen,
-                          on_click=_force, args=(list(step.prefix_tokens[1:]) + [tok],), width="content")
+    with left, below_controls(rows=2, extra_px=quizzed) as look:
+        # after a quiz's Reveal, the room's answers beside the model's, in the place of the chart the question
+        # was not about
+        room = quiz.room_beside(ctx, step, step_no, _candidates(step), layer, head, look.height_px) if top else None
+        if room and room[1] == "left":
+            chart(st, room[0], width="stretch", key="room_beside", config={"displayModeBar": False})
+        else:
+            _candidates_part(ctx, step, step_no, read, bool(top))
     with right, below_controls(rows=2, extra_px=quizzed):
         if not top:
             layer, head = _layer_head(cfg)
-        _cross_figure(ctx, step, step_no, layer, head, "step_cross")
+        if room and room[1] == "right":
+            chart(st, room[0], width="stretch", key="room_beside", config={"displayModeBar": False})
+        else:
+            _cross_figure(ctx, step, step_no, layer, head, "step_cross")
+
+
+def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool) -> None:
+    """The step's candidates chart, what was chosen and the buttons that choose another."""
+    labels, probs, chosen_idx = _candidates(step)
+    title = "next-token candidates" if present else f"step {step_no}: next-token candidates"  # the slider says it
+    chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=title),
+          width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
+    if ctx.present:
+        st.markdown(read)
+    csv_button(f"Step {step_no} candidates (CSV)", lambda: candidates_csv(labels, probs, chosen_idx), ctx,
+               f"decoding_step{step_no}_candidates", "csv_cands")
+    forced = forced_by(ctx, step_no, step)
+    how = " (chosen by beam search)" if ctx.mode == "beam" else f" ({forced})" if forced else ""
+    st.markdown(f"Chosen: **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f}){how}")
+    st.caption("Pick another candidate: decoding goes on greedily from it.")
+    with st.container(horizontal=True, key="force_buttons"):
+        for tok, tid in zip(step.top_tokens, step.top_ids):
+            st.button(md_escape(tok), key=f"force_{step_no}_{tid}", disabled=tid == step.chosen,
+                      on_click=_force, args=(list(step.prefix_tokens[1:]) + [tok],), width="content")
 
 
 def _candidates(step) -> tuple[list[str], list[float], int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from views.parts.poll import counts_text, status_text
+from views.parts.poll import VALUE, counts_text, status_text
 from views.parts.text import md_escape
 from views.parts.widgets import chart
 from views.plumbing.streamlit_internals import style
@@ -19,7 +19,6 @@ from viz.poll import room_and_model_figure
 from viz.text import fmt_prob
 
 REFRESH_S = 1.0  # a phone follows the room this often: the reveal reaches it within a second
-VALUE = {"next": "probability", "looks": "attention weight"}
 DOWN = "The live poll cannot be reached just now: try again in a moment, or tell the lecturer."
 # Options as large buttons, a thumb's height, in type readable at arm's length; keyed elements carry their key as a
 # class (Streamlit's documented `st-key-` prefix).

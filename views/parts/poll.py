@@ -9,6 +9,7 @@ from then on: before Reveal no phone can be sent what it does not have.
 """
 from __future__ import annotations
 
+import html
 import os
 import urllib.parse
 
@@ -17,12 +18,19 @@ import streamlit as st
 from views.parts.text import md_escape
 from views.parts.widgets import chart
 from views.plumbing.figcache import cached
+from views.plumbing.streamlit_internals import style
 from views.rooms.store import RoomView, open_store, store_errors
-from viz.poll import room_figure
+from viz.poll import room_and_model_figure, room_figure
 from viz.quiz import Question
+from viz.theme import Theme, theme, using_theme
 
 REFRESH_S = 0.5  # the projector's chart follows the room at least this often (an answer shows within a second)
 QR_PX = 220  # the QR code's side on the projector, scanned from 5 m (it fits below the question at 1280×720)
+VALUE = {"next": "probability", "looks": "attention weight"}  # what the model's number for an option is
+# The students' link stays on one line (a link broken inside its port was copied wrong): it may break only
+# before its query, where the <wbr> is.
+LINK_CSS = ".st-key-poll_join code {white-space: nowrap; font-size: 20px;}"
+ROW_PX = 36  # an option's row in the projector's chart of answers: its 20 px label and its count, apart
 
 
 def owner() -> str:
@@ -134,17 +142,32 @@ def panel(code: str) -> None:
     """Where the step's charts will be: how to join (the code, the QR code, the link) and the room's answers as
     they arrive. Fits below the question's rows on a 1280×720 projector."""
     link = join_link(code)
-    qr, join, right = st.columns([1, 1.2, 2.4], vertical_alignment="top")
+    qr, join, right = st.columns([1, 1.6, 2], vertical_alignment="top")
     qr.image(qr_svg(link), width=QR_PX)
-    join.markdown(f"#### Join: {code[:3]} {code[3:]}")
-    # As code: a link's dots and slashes as they are typed (Markdown would escape them, or make it a link).
-    join.markdown("Scan, or open  \n`" + link.replace("`", "") + "`")
+    with join.container(key="poll_join"):
+        st.markdown(f"#### Join: {code[:3]} {code[3:]}")
+        st.markdown(style(LINK_CSS) + "Scan, or open<br>" + link_html(link), unsafe_allow_html=True)
     with right:
-        _answers(code)
+        _answers(code, theme())
 
 
+def link_html(link: str) -> str:
+    """The join link as typed text (a code span, not a link: the projector's mouse has nothing to follow), the
+    scheme left out (a phone's browser adds it), a line break allowed only before the query."""
+    shown = link.split("://", 1)[-1]
+    path, _, query = shown.partition("?")
+    return f"<code>{html.escape(path)}<wbr>{'?' + html.escape(query) if query else ''}</code>"
+
+
+# The fragment reruns alone, outside the page's theme: the page hands it the theme its figures are built with
+# (presenter mode's 20 px type).
 @st.fragment(run_every=REFRESH_S)
-def _answers(code: str) -> None:
+def _answers(code: str, look: Theme) -> None:
+    with using_theme(look):
+        _draw_answers(code)
+
+
+def _draw_answers(code: str) -> None:
     try:
         view = open_store().view(code)
     except store_errors() as e:
@@ -154,11 +177,11 @@ def _answers(code: str) -> None:
         st.info(status_text(view))
         return
     st.markdown(counts_text(view))
-    # Below the question's rows a 1280×720 screen has about 210 px left: no title (the line above says it), 30 px
-    # a bar.
+    # Below the question's rows a 1280×720 screen has about 210 px left: no title (the line above says it), no count
+    # axis (each bar writes its count), ROW_PX a bar.
     options = tuple(view.question.options)
-    chart(st, cached(room_figure, options, tuple(view.counts), title=None, height=50 + 30 * len(options)),
-          width="stretch", key="poll_bars")  # the cache: most redraws find the counts of the last one
+    chart(st, cached(room_figure, options, tuple(view.counts), title=None, height=20 + ROW_PX * len(options),
+                     axis=False), width="stretch", key="poll_bars")  # the cache: most redraws find the last counts
 
 
 def counts_text(view: RoomView) -> str:
@@ -172,16 +195,33 @@ def status_text(view: RoomView) -> str:
             "closed": "The lecturer closed this room."}.get(view.status, "Waiting for the lecturer's question…")
 
 
-def room_line(q: Question) -> str:
-    """After Reveal, on the projector: how the room answered (Markdown), or "" without a room or answers."""
+def answered_view(q: Question) -> RoomView | None:
+    """This session's room once it has answered `q` (the same options), else None (no room, no answer, a store
+    that fails)."""
     try:
         code = live_code()
         view = open_store().view(code) if code is not None else None
     except store_errors():
-        return ""
+        return None
+    if view is None or view.question is None or tuple(view.question.options) != tuple(q.options):
+        return None
+    return view if view.answered else None
+
+
+def room_and_model(q: Question, height: int | None = None):
+    """After Reveal, on the projector: the room's share beside the model's value for each option (what every phone
+    shows), or None without a room that answered."""
+    view = answered_view(q)
     if view is None:
-        return ""
-    if view.question is None or tuple(view.question.options) != tuple(q.options) or not view.answered:
+        return None
+    return cached(room_and_model_figure, tuple(q.options), tuple(view.counts), tuple(float(v) for v in q.values),
+                  q.answer, VALUE.get(q.kind, "value"), height=height)
+
+
+def room_line(q: Question) -> str:
+    """After Reveal, on the projector: how the room answered (Markdown), or "" without a room or answers."""
+    view = answered_view(q)
+    if view is None:
         return ""
     right = view.counts[q.answer]
     return (f" The room: **{right} of {view.answered}** said {md_escape(q.options[q.answer])} "

@@ -117,7 +117,8 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
     st.markdown(f"**Step {step_no} of {len(ctx.result.steps)}: {md_escape(asked)}** The decoder has read "
                 f"**{md_escape(' '.join(step.prefix_tokens))}**")
     code, failed = poll.live_room()
-    row = st.columns([6, 1, 1, 1.5] if q.kind == "next" else [7, 1, 1.5], vertical_alignment="center")
+    # The last column holds "Let the room vote" whole at presenter mode's type (about 230 px at 1280 px).
+    row = st.columns([5.5, 1, 1, 2] if q.kind == "next" else [6.5, 1, 2], vertical_alignment="center")
     row[0].radio("The room's guess", list(range(len(q.options))), format_func=lambda i: md_escape(q.options[i]),
                  index=None, horizontal=True, key=pick_key, label_visibility="collapsed")
     if q.kind == "next":
@@ -131,6 +132,18 @@ def ask(ctx: Context, where, step, step_no: int, candidates: tuple, layer: int, 
         poll.close_button(row[-1])
         poll.ask_room(code, q, asked, f"The decoder has read: {' '.join(step.prefix_tokens)}")
     return None
+
+
+def room_beside(ctx: Context, step, step_no: int, candidates: tuple, layer: int, head: int, height: int | None):
+    """After Reveal, with a room that answered: (the room-and-model figure, the side it takes: "left" in the place
+    of the candidates when the question was where the step looks, else "right" in the place of the
+    cross-attention), so the model's own chart for the question stays beside it. None otherwise."""
+    ss = st.session_state
+    if not ss.get("reveal") or ss.get("quiz", "off") == "off" or not poll.owner():
+        return None
+    q = question(ctx, step, step_no, candidates, layer, head)
+    fig = poll.room_and_model(q, height)
+    return None if fig is None else (fig, "left" if q.kind == "looks" else "right")
 
 
 def answer_text(ctx: Context, step, step_no: int, q: Question, layer: int, head: int, said: str | None) -> str:
