@@ -227,6 +227,37 @@ def small_figure_text(page, least_px: float) -> list[str]:
     return [f"figure text below {least_px:g} px: {size:g} px {text!r}" for size, text in texts if size < least_px]
 
 
+# Legend entries a chart's legend does not show: a legend taller than its figure scrolls inside its box, and the
+# entries below the box are hidden (a projector showed 5 of 8 waves' names).
+HIDDEN_LEGEND_JS = """
+() => [...document.querySelectorAll('.js-plotly-plot .legend')].flatMap(legend => {
+  const box = legend.querySelector('.bg').getBoundingClientRect();
+  return [...legend.querySelectorAll('.traces')].filter(t => {
+    const r = t.getBoundingClientRect();
+    return r.bottom > box.bottom + 1 || r.top < box.top - 1 || r.right > box.right + 1;
+  }).map(t => t.textContent.trim().slice(0, 40));
+})
+"""
+
+
+def hidden_legend_entries(page) -> list[str]:
+    return [f"legend entry not shown: {name!r}" for name in page.evaluate(HIDDEN_LEGEND_JS)]
+
+
+# Each colour bar's tick labels and title (a projector's short bar once wrote one "0" and nothing else).
+COLORBARS_JS = """
+() => [...document.querySelectorAll('.js-plotly-plot .colorbar')].map(bar => [
+  [...bar.querySelectorAll('text')].filter(t => !t.closest('.cbtitle') && t.textContent.trim()).length,
+  [...bar.querySelectorAll('.cbtitle text')].map(t => t.textContent.trim()).join(' ')])
+"""
+
+
+def unreadable_colorbars(page) -> list[str]:
+    """Colour bars with fewer than two tick labels or no title: a colour without a scale to read it by."""
+    return [f"a colour bar with {n} tick label(s) and title {title!r}" for n, title in page.evaluate(COLORBARS_JS)
+            if n < 2 or not title]
+
+
 # The header's line, every chart's box, rows shorter than the least a row may be, and overlapping texts in a chart
 # (two rotated labels are compared by where they end, as OVERLAPS_JS does).
 FIT_JS = r"""

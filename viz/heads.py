@@ -164,9 +164,9 @@ def _grid_colours(zmin: float, zmax: float, signed: bool, measure_label: str) ->
     box above does) and, for an effect, says what red means."""
     if not theme().height_px:
         title = effect_legend(measure_label) if signed else measure_label
-    else:
-        title = effect_words() if signed else ""
-    bar = dict(tickfont=dict(size=theme().tick), **({"title": dict(text=title, side="right")} if title else {}))
+    else:  # the measure's box above names it
+        title = effect_words() if signed else "value"
+    bar = dict(tickfont=dict(size=theme().tick), title=dict(text=title, side="right"))
     scale = effect_scale(higher_is_worse=True) if signed else resolve_scale(PROB_SCALE)
     return dict(colorscale=scale, cmin=zmin, cmax=zmax, colorbar=bar)
 

@@ -261,6 +261,40 @@ def _long_colorbars(fig: go.Figure) -> None:
         if bar.tickvals is None:  # no more tick labels than fit apart on the bar (a row of bars can share a plot)
             length = bar.len if bar.lenmode == "pixels" else max(plot_px, MIN_COLORBAR_PX) * (bar.len or 1.0)
             bar.nticks = max(2, int(length // (2.5 * theme().tick)))
+            if bar.nticks < 4:  # Plotly's round ticks on a short bar can be a lone "0": write the ends (and 0)
+                _end_ticks(bar, _colour_range(fig, owner))
+
+
+def _colour_range(fig: go.Figure, owner) -> tuple[float, float] | None:
+    """The values at the ends of ``owner``'s colour bar: its cmin/zmin and cmax/zmax, else its data's extremes."""
+    props = plotly_internals.props(owner) or {}
+    lo, hi = props.get("zmin", props.get("cmin")), props.get("zmax", props.get("cmax"))
+    if lo is not None and hi is not None:
+        return float(lo), float(hi)
+    shared = owner is fig.layout.coloraxis
+    values = [v for trace in fig.data if (trace is owner or shared and "coloraxis" in (plotly_internals.props(trace)
+              or {})) for v in _flat_numbers((plotly_internals.props(trace) or {}).get("z"))]
+    return (min(values), max(values)) if values else None
+
+
+def _flat_numbers(z) -> list[float]:
+    """The finite numbers of a (nested) array of values; none for a missing or non-numeric one."""
+    import numpy as np
+
+    try:
+        a = np.asarray(z, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return []
+    return a[np.isfinite(a)].tolist()
+
+
+def _end_ticks(bar, ends: tuple[float, float] | None) -> None:
+    """Tick labels at both ends of a colour bar, and at 0 when the range spans it."""
+    if ends is None or not ends[0] < ends[1]:
+        return
+    lo, hi = ends
+    vals = [lo, *([0.0] if lo < 0 < hi else []), hi]
+    bar.update(tickvals=vals, ticktext=[f"{v:.2g}".replace("-", "−") for v in vals])
 
 
 def floor_fonts(fig: go.Figure, px: int, unset: int | None = None) -> go.Figure:

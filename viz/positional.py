@@ -57,6 +57,9 @@ def is_sine(dim: int, d_model: int, layout: str = "interleaved") -> bool:
     return dim % 2 == 0
 
 
+LEGEND_PER_ROW = 7  # names like "dim 16 (sin)" in one row of a projector's legend at 1280 px (measured: 7)
+
+
 def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
                  layout: str = "interleaved") -> go.Figure:
     """Lines of ``pe[:, dim]`` (pe: (i, d)) over positions, one line per chosen dimension.
@@ -78,7 +81,14 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
                            "<extra></extra>")))
     fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=theme().tick))
     fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1], tickfont=dict(size=theme().tick))
-    return style(fig, "Sine and cosine waves per dimension", height=450)
+    if not theme().height_px:
+        return style(fig, "Sine and cosine waves per dimension", height=450)
+    # A projector's figure is too short for a column of names (its legend scrolled and hid some): the names go in
+    # rows between the title and the plot, LEGEND_PER_ROW a row.
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    fig = style(fig, "Sine and cosine waves per dimension", height=450)
+    fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.5 * theme().base) * -(-len(dims) // LEGEND_PER_ROW)
+    return fig
 
 
 def pe_heatmap(pe: np.ndarray, title: str = "Positional encoding matrix", limit: float | None = 1.0) -> go.Figure:

@@ -32,8 +32,10 @@ Each check, and the defect it was written for (each fails on that defect):
 - C8 presenter fits: the header is one line and every chart of every part ends on the 720 px screen (a lecturer
   had to scroll in front of the class).
 - C9 presenter text: every figure text is 20 px or more (the lecture guide's promise for the back of the hall).
-- C10 presenter texts apart: no text of a figure runs into another or past the figure's edge, and a heatmap's rows
-  are at least viz.rows.MIN_ROW_PX tall (labels squeezed to fit a long sentence).
+- C10 presenter texts apart: no text of a figure runs into another or past the figure's edge, a heatmap's rows
+  are at least viz.rows.MIN_ROW_PX tall (labels squeezed to fit a long sentence), and every legend entry is shown
+  (a legend taller than a projector's figure scrolled, and hid 3 of the waves' 8 names), and every colour bar has a
+  title and two tick labels or more (the Heads grid's short bar wrote one "0").
 - C11 presenter sidebar: the sidebar is folded away (it took a third of the projector).
 - C12 phone: nothing scrolls sideways, the sidebar is folded, the first figure starts on the first screen, every
   tick label is 12 px or more (a phone showed the sidebar over the page and the figure three screens down).
@@ -167,6 +169,7 @@ def presenter_checks(pg, view: str, height: int) -> tuple[list[str], int]:
         fit, n = checks.off_the_screen(pg, height)
         measured += n
         problems = common(pg, view) + fit + checks.small_figure_text(pg, 20) + checks.tick_overlaps(pg)
+        problems += checks.hidden_legend_entries(pg) + checks.unreadable_colorbars(pg)
         problems += ["the sidebar is open"] if pg.evaluate(checks.SIDEBAR_OPEN_JS, SIDEBAR) else []
         found += [f"{part}: {p}" for p in problems]
     return found + ([] if measured else ["no chart in any part"]), measured

@@ -138,6 +138,8 @@ def test_the_loss_increase_is_drawn_red_where_switching_a_head_off_made_the_tran
     with using_theme(PRESENTER_THEME):  # the measure's box names it; what red means is still said, short
         assert head_grid_figure(values, ROLES, "loss increase", signed=True).layout.coloraxis.colorbar.title.text \
             == "red: worse"
-        assert not head_grid_figure(values, ROLES, "confidence").layout.coloraxis.colorbar.title.text
+        # a bar two layers short: its ends and 0 written (Plotly's own ticks left a lone "0"), and a title
+        bar = head_grid_figure(values, ROLES, "confidence").layout.coloraxis.colorbar
+        assert bar.title.text == "value" and list(bar.ticktext) == ["−0.01", "0", "0.03"]
     plain = head_grid_figure(values, ROLES, "confidence").layout.coloraxis.colorbar.title.text
     assert plain == "confidence"  # not an effect: no words of worse
