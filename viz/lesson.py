@@ -197,7 +197,8 @@ def sentence_meta(s: dict, pe: np.ndarray, langs: dict) -> dict:
                              "prob": st["chosen_prob"]} for k, st in enumerate(s["steps"], 1)])
     return {"source": " ".join(s["source_tokens"]), "label": readable(s["source_tokens"]),
             "translation": s["translation"], "decoding": s["decoding"],
-            "finished": s["finished"], "n_source": len(s["source_tokens"]), "unknown": unknown,
+            # counted as the app counts them: what the encoder reads, its end token included (views/parts/counts.py)
+            "finished": s["finished"], "n_source": len(s["src_tokens"]), "end": s["src_tokens"][-1], "unknown": unknown,
             "dropped": len(s.get("dropped", [])), "steps": steps,
             "table": table.to_html(index=False, border=0, classes="steps", escape=True),
             "layers": {kind: int(s["probs"][kind].shape[0]) for kind in KINDS},

@@ -141,7 +141,7 @@ function drawHeader() {
   $("source").textContent = s.source;
   $("translation").textContent = s.translation || "∅ (empty output)";
   $("shows").textContent = "Every figure below shows: " + s.decoding + " · " + M.name + " · " + s.n_source +
-    " source tokens" + (s.finished ? "" : " · stopped at the length limit before the end token") +
+    " source tokens incl. " + s.end + (s.finished ? "" : " · stopped at the length limit before the end token") +
     (s.dropped ? " · " + s.dropped + " tokens beyond the length limit left out" : "");
   $("unknown").textContent = s.unknown.length ? "? Unknown to the model (read as <unk>): " + s.unknown.join(", ") : "";
 }

@@ -170,3 +170,15 @@ def test_the_command_line_as_a_subprocess(demo_folder, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "model.export", "   ", "--checkpoint", str(demo_folder), "--html",
                           str(tmp_path / "y.html")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "error:" in bad.stderr and not (tmp_path / "y.html").exists()
+
+
+def test_the_source_is_counted_as_the_app_counts_it(lesson):
+    """The header's count is what the encoder reads, its end token included and named, as in the app's header
+    (views/parts/counts.py): the sentence's tokens alone were one fewer than the axes the page draws."""
+    _, metas = lesson_pack(lesson)
+    for s, meta in zip(lesson["sentences"], metas):
+        assert meta["n_source"] == len(s["src_tokens"]) == len(s["source_tokens"]) + 1
+        assert meta["end"] == s["src_tokens"][-1] == "<eos>"
+    from viz.lesson_page import PAGE_JS
+
+    assert '" source tokens incl. " + s.end' in PAGE_JS  # the page's header writes both
