@@ -261,7 +261,7 @@ def _long_colorbars(fig: go.Figure) -> None:
         if bar.tickvals is None:  # no more tick labels than fit apart on the bar (a row of bars can share a plot)
             length = bar.len if bar.lenmode == "pixels" else max(plot_px, MIN_COLORBAR_PX) * (bar.len or 1.0)
             bar.nticks = max(2, int(length // (2.5 * theme().tick)))
-            if bar.nticks < 4:  # Plotly's round ticks on a short bar can be a lone "0": write the ends (and 0)
+            if bar.nticks < 6:  # Plotly's round ticks on a short bar: a lone "0", or more than fit: the ends (and 0)
                 _end_ticks(bar, _colour_range(fig, owner))
 
 

@@ -86,6 +86,7 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
     # A projector's figure is too short for a column of names (its legend scrolled and hid some): the names go in
     # rows between the title and the plot, LEGEND_PER_ROW a row.
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    fig.update_yaxes(tickvals=[-1, 0, 1])  # a short plot: the ends and 0, apart at 20 px
     fig = style(fig, "Sine and cosine waves per dimension", height=450)
     fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.5 * theme().base) * -(-len(dims) // LEGEND_PER_ROW)
     return fig

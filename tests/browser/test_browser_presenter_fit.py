@@ -1,7 +1,7 @@
 """Real-browser test: presenter mode fits a projector for any sentence up to the reading limit.
 
 At 1280×720 and 1920×1080, for a 6-word (1920×1080 only; 1280×720: the presenter tour), a 48-word and a 100-token
-sentence, on every page: the header is one line,
+sentence, on every page: the header takes two lines at most,
 every chart ends on the screen, no text of a figure runs into another or past the figure's edge, and a heatmap's
 rows are at least viz.rows.MIN_ROW_PX tall (a long sentence's rows are a window the reader drags, never squeezed).
 """

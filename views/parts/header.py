@@ -4,18 +4,20 @@ The page's fragment draws it (into a slot app.py keeps above the page) after the
 depends on the page: while presenter mode's quiz asks about a decoding step, the translation stops at the prefix
 that step read, and nothing else in the header (another decoding's output) gives the answer away.
 
-In presenter mode the header is one line whatever the sentence's length: the text is cut with an ellipsis, and
-"Whole text" (a popover) shows it whole, with the notes on it (a cut sentence, unknown words, another language);
-the figures below get the rest of a 720 px screen.
+In presenter mode the header gives the translation the room: the whole translation, on two lines at most, then
+"… (+N words)"; the source takes what is left of the first line, or of two (cut at a word, with "…"). "Whole text"
+(a popover) shows both whole, with the notes on them (a cut sentence, unknown words, another language). A second line
+moves the page up by what it adds (streamlit_internals.SECOND_LINE_CSS), so the figures keep their height.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import streamlit as st
 
 from views.parts.text import md_escape
-from views.plumbing.streamlit_internals import HEADER_CSS, style
+from views.plumbing.streamlit_internals import HEADER_CSS, SECOND_LINE_CSS, style
 
 
 @dataclass(frozen=True)
@@ -33,13 +35,58 @@ class Header:
     notes: tuple[tuple[str, str], ...] = field(default=())  # (kind: warning/caption/info, Markdown) on the input
 
 
+# Characters of the presenter header's bold type in one line of its column at 1280 px (measured about 80; a
+# margin for wide letters), and the least of the source worth showing beside a translation.
+LINE_CHARS, MIN_SOURCE_CHARS = 70, 12
+
+
+class Line(NamedTuple):
+    source: str  # as shown: whole, or cut at a word with "…"
+    output: str  # as shown: whole, or its first words and "… (+N words)"
+    lines: int  # 1 or 2
+
+
 def translation(h: Header, secret_step: int | None) -> str:
     """The translation as the header may show it (Markdown-escaped): whole, or while the quiz asks about step n
     (1-based), the prefix step n read followed by an ellipsis."""
+    return md_escape(_plain_translation(h, secret_step)) or "∅ (empty output)"
+
+
+def _plain_translation(h: Header, secret_step: int | None) -> str:
     if secret_step is None:
-        return md_escape(h.output) or "∅ (empty output)"
+        return h.output
     shown = h.prefixes[secret_step - 1] if 0 < secret_step <= len(h.prefixes) else ""
-    return (md_escape(shown) + " …").strip()
+    return (shown + " …").strip()
+
+
+def _cut(text: str, chars: int, tail: str = "…") -> str:
+    """``text``'s first words that fit ``chars`` with `` tail`` after them (at least the first word, cut)."""
+    if len(text) <= chars:
+        return text
+    words, kept = text.split(), []
+    for w in words:
+        if len(" ".join([*kept, w])) + 1 + len(tail) > chars:
+            break
+        kept.append(w)
+    return (" ".join(kept) if kept else words[0][: max(1, chars - len(tail) - 1)]) + " " + tail
+
+
+def fit_line(h: Header, secret_step: int | None = None, per_line: int = LINE_CHARS) -> Line:
+    """What presenter mode's header shows of the source and the translation, and on how many lines."""
+    out = _plain_translation(h, secret_step) or "∅ (empty output)"
+    tags = len(h.src_tag) + len(h.tgt_tag) + 5  # "DE " and " → EN "
+    room = 2 * per_line - tags - MIN_SOURCE_CHARS
+    if len(out) > room:  # the words that fit two lines, and how many were left out
+        words = out.split()
+        for k in range(len(words), 0, -1):
+            shown = " ".join(words[:k]) + f" … (+{len(words) - k} words)"
+            if len(shown) <= room:
+                break
+        out = shown
+    first = per_line - tags - len(out)  # what the first line leaves the source
+    if first >= min(len(h.source), MIN_SOURCE_CHARS):
+        return Line(_cut(h.source, first), out, 1)
+    return Line(_cut(h.source, 2 * per_line - tags - len(out)), out, 2)
 
 
 def draw(slot, h: Header, secret_step: int | None, above: str) -> None:
@@ -51,13 +98,17 @@ def draw(slot, h: Header, secret_step: int | None, above: str) -> None:
         slot.caption(above)
         _notes(slot, h, secret_step)
         return
-    line_md = f"#### :gray[{h.src_tag}] {md_escape(h.source)} :gray[→ {h.tgt_tag}] {out}"
+    if h.present:
+        fit = fit_line(h, secret_step)
+        line_md = f"#### :gray[{h.src_tag}] {md_escape(fit.source)} :gray[→ {h.tgt_tag}] {md_escape(fit.output)}"
+    else:
+        line_md = f"#### :gray[{h.src_tag}] {md_escape(h.source)} :gray[→ {h.tgt_tag}] {out}"
     if not h.present:  # side by side on a laptop: one line, which may wrap
         slot.markdown(line_md)
         slot.caption(above)
         _notes(slot, h, secret_step)
         return
-    slot.markdown(style(HEADER_CSS), unsafe_allow_html=True)
+    slot.markdown(style(HEADER_CSS + (SECOND_LINE_CSS if fit.lines == 2 else "")), unsafe_allow_html=True)
     line = slot.container(key="atlas_header_line")
     text, more = line.columns([9, 2], vertical_alignment="center")
     text.markdown(line_md)

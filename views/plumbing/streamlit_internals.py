@@ -119,12 +119,22 @@ PRESENTER_CSS = ("html, body, [class*='st-'] {font-size: 1.3rem;} "
                  "{font-size: 1.6rem; padding: 0.1rem 0;} "
                  "[data-testid='stVerticalBlock'] {gap: 0.6rem;}")
 
-# Presenter mode's header and the caption under it stay one line each (viz.theme.HEADER_PX is measured with them).
-HEADER_CSS = (".st-key-atlas_header_line h4, .st-key-atlas_header_line [data-testid='stCaptionContainer'] p "
+# Presenter mode's header takes two lines at most (views.parts.header.fit_line cuts the text to them) and the
+# caption under it one (viz.theme.HEADER_PX is measured with one of each). A second line moves the page up by
+# what it adds (SECOND_LINE_CSS), into the strip Streamlit's toolbar leaves empty beside its two buttons, so every
+# figure below keeps its height and still ends on a 720 px screen.
+HEADER_CSS = (".st-key-atlas_header_line h4 {display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: "
+              "vertical; overflow: hidden;} "
+              ".st-key-atlas_header_line [data-testid='stCaptionContainer'] p "
               "{white-space: nowrap; overflow: hidden; text-overflow: ellipsis;} "
               ".st-key-atlas_header_line [data-testid='stMarkdownContainer'] {min-width: 0;} "
               ".st-key-atlas_header_line {gap: 0.2rem;} "
               ".st-key-atlas_header_line [data-testid='stPopover'] button {min-height: 0; padding: 0.15rem 0.6rem;}")
+
+# Measured at 1280×720: the header's second line moves what follows it down by 26 px.
+SECOND_LINE_CSS = (".block-container {padding-top: calc(2.6rem - 26px) !important;} "
+                   "[data-testid='stHeader'] {pointer-events: none; background: transparent;} "  # over the popover
+                   "[data-testid='stHeader'] button {pointer-events: auto;}")
 
 # The rule also takes Streamlit's wrapper of the container out of the page's flow (else its gap stays there).
 # At most three lines of 20 px type fit the strip at 1280 px (200 characters take two); a longer line on a narrow
