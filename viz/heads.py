@@ -22,7 +22,15 @@ KIND_ORDER = tuple(KIND_NAMES)  # viz knows no model: its one list of the kinds 
 ROLE_SHORT = {"positional -1": "pos −1", "positional 0": "pos 0", "positional +1": "pos +1",
               "previous-token": "prev", "next-token": "next", "aligner": "align", "rare-word": "rare",
               "sink": "sink", "diffuse": "diffuse", "mixed": "·"}
-CHOSEN_LINE = "#d62728"
+# The chosen head's outline: near-black with a white line inside it, legible on pale and on saturated cells alike,
+# and never red, which on these grids means worse for the translation.
+CHOSEN_LINE, CHOSEN_INNER = "#111827", "#ffffff"
+
+
+def chosen_outline(x_ref: str, y_ref: str, x: float, y: float) -> list[dict]:
+    """The two rectangles that outline cell (x, y) of a grid's axes as the chosen one."""
+    cell = dict(type="rect", xref=x_ref, yref=y_ref, x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5)
+    return [dict(cell, line=dict(color=CHOSEN_LINE, width=4)), dict(cell, line=dict(color=CHOSEN_INNER, width=1.5))]
 LINE_COLOURS = {"enc_self": "#1f77b4", "dec_self": "#2ca02c", "cross": "#ff7f0e", "all": "#333333"}
 GROUP_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention",
                "all": "all heads together"}
@@ -142,8 +150,7 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
                            "%{customdata[1]}<br>role: %{customdata[0]}<extra></extra>")))
         if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
             l, h = chosen[1] + 1, chosen[2] + 1
-            shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
-                               line=dict(color=CHOSEN_LINE, width=3)))
+            shapes += chosen_outline(x_ref, y_ref, h, l)
     fig = grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
                       # the short names: with the long ones, side by side panels' titles ran into each other
                       cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz import plotly_internals
-from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, grid_layout
+from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, chosen_outline, grid_layout
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
 from viz.layout import label_margins, style_layout, styled_figure, text_px, title_wrap_chars, top_margin
@@ -150,8 +150,7 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
         data.append(cells)
         if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
             l, h = chosen[1] + 1, chosen[2] + 1
-            shapes.append(dict(type="rect", xref=x_ref, yref=y_ref, x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
-                               line=dict(color=CHOSEN_LINE, width=3)))
+            shapes += chosen_outline(x_ref, y_ref, h, l)
     n_layers = max(a.shape[0] for a in arrays.values())
     coloraxis = dict(colorscale=effect_scale(higher_is_worse=gap is not None and gap < 0), cmin=zmin, cmax=zmax,
                      colorbar=dict(title=dict(text=effect_legend(value_label, worse), side="right"),

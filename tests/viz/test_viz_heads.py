@@ -49,9 +49,12 @@ def test_grid_says_when_a_measure_is_not_defined_for_a_kind_and_outlines_the_cho
     fig = head_grid_figure(values, ROLES, "mean distance", chosen=("dec_self", 1, 0))
     assert sum(t.type == "heatmap" for t in fig.data) == 2
     assert any("not defined" in a.text for a in fig.layout.annotations)
-    (rect,) = fig.layout.shapes
-    assert (rect.xref, rect.yref) == ("x2", "y2")  # the decoder panel
-    assert (rect.x0, rect.x1, rect.y0, rect.y1) == (0.5, 1.5, 1.5, 2.5)  # head 1, layer 2 (1-based axes)
+    outer, inner = fig.layout.shapes
+    for rect in (outer, inner):
+        assert (rect.xref, rect.yref) == ("x2", "y2")  # the decoder panel
+        assert (rect.x0, rect.x1, rect.y0, rect.y1) == (0.5, 1.5, 1.5, 2.5)  # head 1, layer 2 (1-based axes)
+    # dark with a white line inside: never the red that means "worse" on the same grid
+    assert (outer.line.color, inner.line.color) == ("#111827", "#ffffff") and outer.line.width > inner.line.width
 
 
 def test_signed_measure_gets_a_symmetric_scale():

@@ -104,7 +104,7 @@ def test_head_grid_has_a_panel_per_kind_with_its_own_layers_and_hover_names_the_
     assert fig.data[2].text[1][2] == "n/a" and fig.data[0].text[0][0] == format(values["enc_self"][0, 0], "+.2f")
     lim = symmetric_limit(*[v for v in values.values()])
     assert fig.layout.coloraxis.cmin == -lim and fig.layout.coloraxis.cmax == lim
-    assert len(fig.layout.shapes) == 1  # the chosen head is outlined
+    assert [s.line.color for s in fig.layout.shapes] == ["#111827", "#ffffff"]  # the chosen head, outlined, not red
 
 
 def test_token_bars_take_the_signed_colours_and_hover_gives_token_position_and_value():
