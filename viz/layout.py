@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -279,8 +280,6 @@ def _colour_range(fig: go.Figure, owner) -> tuple[float, float] | None:
 
 def _flat_numbers(z) -> list[float]:
     """The finite numbers of a (nested) array of values; none for a missing or non-numeric one."""
-    import numpy as np
-
     try:
         a = np.asarray(z, dtype=np.float64).ravel()
     except (TypeError, ValueError):

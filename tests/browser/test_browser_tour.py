@@ -43,6 +43,7 @@ Each check, and the defect it was written for (each fails on that defect):
 """
 from __future__ import annotations
 
+import functools
 import urllib.parse
 
 import pytest
@@ -176,12 +177,18 @@ def presenter_checks(pg, view: str, height: int) -> tuple[list[str], int]:
     return found + ([] if measured else ["no chart in any part"]), measured
 
 
-def whole_translation(pg, server, view: str) -> list[str]:
-    """C8: the presenter header's line holds the model's whole translation of the page's sentence."""
+@functools.cache
+def translation_of(folder, text: str) -> str:
+    """The model in `folder`'s translation of `text`, read once per model and sentence."""
     from model.inference.translator import Translator
 
+    return Translator.from_checkpoint(folder).translate(text).text
+
+
+def whole_translation(pg, server, view: str) -> list[str]:
+    """C8: the presenter header's line holds the model's whole translation of the page's sentence."""
     model, text = ("filmed", FILM_SENTENCE) if view == "Training" else ("demo", SENTENCE)
-    want = Translator.from_checkpoint(server.checkpoint_dir / model).translate(text).text
+    want = translation_of(server.checkpoint_dir / model, text)
     shown = " ".join(pg.locator(".st-key-atlas_header_line h4").inner_text().split())
     return [] if want in shown else [f"the header shows {shown!r}, not the whole translation {want!r}"]
 

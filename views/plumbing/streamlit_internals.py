@@ -113,8 +113,9 @@ PHONE_CSS = ("@media (max-width: 640px) {"
              "}")
 
 # Presenter mode: text grows and the page uses the screen's width.
+PRESENTER_TOP = "2.6rem"  # the page's top padding: room for Streamlit's toolbar
 PRESENTER_CSS = ("html, body, [class*='st-'] {font-size: 1.3rem;} "
-                 ".block-container {padding: 2.6rem 1.5rem 1rem 1.5rem; max-width: 100%;} "
+                 f".block-container {{padding: {PRESENTER_TOP} 1.5rem 1rem 1.5rem; max-width: 100%;}} "
                  "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
                  "{font-size: 1.6rem; padding: 0.1rem 0;} "
                  "[data-testid='stVerticalBlock'] {gap: 0.6rem;}")
@@ -132,7 +133,7 @@ HEADER_CSS = (".st-key-atlas_header_line h4 {display: -webkit-box; -webkit-line-
               ".st-key-atlas_header_line [data-testid='stPopover'] button {min-height: 0; padding: 0.15rem 0.6rem;}")
 
 # Measured at 1280×720: the header's second line moves what follows it down by 26 px.
-SECOND_LINE_CSS = (".block-container {padding-top: calc(2.6rem - 26px) !important;} "
+SECOND_LINE_CSS = (f".block-container {{padding-top: calc({PRESENTER_TOP} - 26px) !important;}} "
                    "[data-testid='stHeader'] {pointer-events: none; background: transparent;} "  # over the popover
                    "[data-testid='stHeader'] button {pointer-events: auto;}")
 
