@@ -33,6 +33,7 @@ from views.parts.note import field as note_field
 from views.parts.note import pin as pin_note
 from views.parts.text import md_escape
 from views.plumbing.languages import language_name
+from views.plumbing.screen import screen_size
 from views.plumbing.state import (
     COMPARE,
     COMPARE_VIEWS,
@@ -77,6 +78,10 @@ ss = st.session_state
 st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "auto")
 if ss["present"]:
     st.markdown(style(PRESENTER_CSS), unsafe_allow_html=True)
+screen = screen_size(st.sidebar) if ss["present"] else None  # the window's size: presenter figures fill its height
+if screen:  # the size this run draws for, for a test to wait on (in the sidebar: no room taken from the page)
+    st.sidebar.markdown(f"<span class='atlas-screen' data-drawn='{screen[0]}x{screen[1]}'></span>",
+                        unsafe_allow_html=True)
 
 
 def _stop() -> None:
@@ -294,5 +299,5 @@ if comparing:
 # The count is what the encoder reads, the end token included: the length of every source axis on the pages.
 counted = source_count(len(source.axis_tokens), source.eos_token)
 router.show(ctx, router.Frame(views=view_slot, header_slot=header_slot, header=header, comparing=comparing,
-                              facts=f"{counted} · {result.seconds * 1000:.0f} ms{status}"))
+                              facts=f"{counted} · {result.seconds * 1000:.0f} ms{status}", screen=screen))
 router.end(_warm)

@@ -90,6 +90,7 @@ def whole_page(page, max_height: int = 12_000) -> None:
         "[data-testid='stMain'], [data-testid='stSidebarContent']")].map(e => e.scrollHeight), window.innerHeight)""")
     size = page.viewport_size
     if height > size["height"]:
+        page.evaluate("() => { window.atlasHoldScreen = true; }")  # presenter mode: not a new screen to draw for
         page.set_viewport_size({"width": size["width"], "height": min(height, max_height)})
         page.wait_for_function(LAID_OUT_JS, arg=CHART, timeout=30_000, polling="raf")
 

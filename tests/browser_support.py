@@ -218,6 +218,7 @@ def full_screenshot(page, path: str | Path, max_height: int = 12_000) -> Path:
         "[data-testid='stMain'], [data-testid='stSidebarContent']")].map(e => e.scrollHeight), window.innerHeight)""")
     try:
         if height > size["height"]:
+            page.evaluate("() => { window.atlasHoldScreen = true; }")  # presenter mode: not a new screen to draw for
             page.set_viewport_size({"width": size["width"], "height": min(height, max_height)})
             # let Plotly re-lay out the charts to the new size
             page.wait_for_function(LAID_OUT_JS, arg=CHART, timeout=30_000, polling="raf")
@@ -228,6 +229,7 @@ def full_screenshot(page, path: str | Path, max_height: int = 12_000) -> Path:
         page.screenshot(path=str(path), full_page=True)
     finally:
         page.set_viewport_size(size)
+        page.evaluate("() => new Promise(r => setTimeout(() => { window.atlasHoldScreen = false; r(); }, 400))")
     return Path(path)
 
 

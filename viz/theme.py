@@ -2,10 +2,11 @@
 
 A theme is set per thread (each Streamlit session has its own) with :func:`using_theme`.
 
-Presenter mode promises that a page part fits a 1280×720 projector without scrolling. The server does not know
-the viewport, so the presenter theme's figure height is the room left on the smallest screen it promises, below
-the app's header and the controls above the figure (:func:`presenter_height`). A page with more controls above
-its figure builds it inside :func:`below_controls`, which takes their rows off that height.
+Presenter mode promises that a page part fits the screen without scrolling, 1280×720 at least. The browser tells the
+server the window's size (views/plumbing/screen.py; until it has, the smallest screen is assumed), and the presenter
+theme's figure height is the room left below the header's two lines (:func:`presenter_theme`); the page's pickers
+are in the header's "Choose". A page with more above its figure builds it inside :func:`below_controls`, which
+takes those rows off that height.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+
+# The smallest screen presenter mode fits, and the height of its header (see presenter_height below).
+SCREEN_PX, SCREEN_WIDTH_PX = 720, 1280
+HEADER_PX = 113
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ class Theme:
     # How much wider the page is than the width_px figures are built for (PAGE_WIDTH_PX: a 1440 px window with the
     # sidebar open). Presenter mode folds the sidebar: at 1280 px the page is about 1220 px wide.
     width_scale: float = 1.0
+    # Presenter mode: the screen's height, and what the header takes of it (presenter_theme).
+    screen_px: int = SCREEN_PX
+    top_px: int = HEADER_PX
 
     def high_contrast(self) -> Theme:
         """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
@@ -54,31 +62,48 @@ class Theme:
                        highlight_colour="#e66101")
 
 
-# The smallest screen presenter mode fits, and what stands above a page's figure on it (measured in Chromium at
-# 1280×720 with presenter mode's CSS): Streamlit's toolbar, the sentence and its translation on two lines with
-# the caption under them; a row of controls without labels above them (select boxes, the part radio, a toggle)
-# with the gap after it; and a row whose controls carry a label above them (a slider, a labelled select box).
-SCREEN_PX = 720
-HEADER_PX = 219
-ROW_PX = 64
-LABELLED_ROW_PX = 113
-TEXT_LINE_PX = 43  # one more line of text above a figure (the Heads and Training pages' header caption has two)
+# What stands above a page's figure in presenter mode (measured in Chromium at 1280×720 with presenter mode's
+# CSS): HEADER_PX, the header's two lines (the sentence and its translation; the caption and
+# "Choose", the page's pickers) and the gap after them; a row of controls that stays on the page (the quiz's
+# buttons); one whose controls carry a label above them (a slider); a second line of translation.
+HEADER_LINE_PX = 36
+ROW_PX = 56
+LABELLED_ROW_PX = 105
+TEXT_LINE_PX = 43  # one more line of text above a figure
+NOTE_LINE_PX = 26  # a line of the lecturer's note above the header (and the gap under the note, once)
 MIN_FIGURE_PX = 200  # a presenter figure is never squeezed below this, whatever stands above it
+PRESENTER_WIDTH_SCALE = 1.25  # at 1280 px with the sidebar folded, the page is this much wider than PAGE_WIDTH_PX
 
 
-def presenter_height(rows: int = 2, labelled: int = 0, extra_px: int = 0) -> int:
+def presenter_height(rows: int = 0, labelled: int = 0, extra_px: int = 0, t: Theme | None = None) -> int:
     """Height of a presenter figure below the header, ``rows`` rows of unlabelled controls, ``labelled`` rows of
-    labelled ones and ``extra_px`` more (a line of text), so that its bottom stays on a 720 px screen."""
-    room = SCREEN_PX - HEADER_PX - rows * ROW_PX - labelled * LABELLED_ROW_PX - extra_px - 4
+    labelled ones and ``extra_px`` more (a line of text), so that its bottom stays on the screen of theme ``t``
+    (default: the theme in force; a theme without a screen, the smallest)."""
+    t = t or theme()
+    room = t.screen_px - t.top_px - rows * ROW_PX - labelled * LABELLED_ROW_PX - extra_px - 4
     return max(MIN_FIGURE_PX, room)
 
 
 DEFAULT_THEME = Theme()
 # A 1280×720 projector: every text ≥ 20 px, labels thinned so 20 px labels do not touch, token labels cut to
-# 12 characters, and the main figure as tall as the screen leaves below the header, the controls and the part
-# radio (presenter_height()).
-PRESENTER_THEME = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
-                        height_px=presenter_height(), short_axis_titles=True, max_label_chars=12, width_scale=1.25)
+# 12 characters, and the main figure as tall as the screen leaves below the header (presenter_height()).
+_PRESENTER = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=20, min_tick_px=22,
+                   short_axis_titles=True, max_label_chars=12, width_scale=PRESENTER_WIDTH_SCALE)
+
+
+def presenter_theme(height: int = SCREEN_PX, width: int = SCREEN_WIDTH_PX, header_lines: int = 1,
+                    note_lines: int = 0) -> Theme:
+    """The presenter theme for a screen of ``width`` × ``height`` px (never smaller than 1280×720: a smaller window
+    scrolls; ``width`` is not used yet) under a header whose translation takes ``header_lines`` lines, and a
+    lecturer's note of ``note_lines``."""
+    height, width = max(SCREEN_PX, int(height)), max(SCREEN_WIDTH_PX, int(width))
+    note = (note_lines + 1) * NOTE_LINE_PX if note_lines else 0
+    # The width stays the smallest screen's: the figures' text is laid out for it (a wider one stretches them).
+    t = replace(_PRESENTER, screen_px=height, top_px=HEADER_PX + (header_lines - 1) * HEADER_LINE_PX + note)
+    return replace(t, height_px=presenter_height(t=t))
+
+
+PRESENTER_THEME = presenter_theme()
 _THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
 
 
@@ -98,14 +123,14 @@ def using_theme(t: Theme) -> Iterator[Theme]:
 
 
 @contextmanager
-def below_controls(rows: int = 2, labelled: int = 0, extra_px: int = 0) -> Iterator[Theme]:
+def below_controls(rows: int = 0, labelled: int = 0, extra_px: int = 0) -> Iterator[Theme]:
     """Build the figures inside the block to fit below the header and these controls (see
     :func:`presenter_height`); outside presenter mode the theme is left as it is."""
     t = theme()
     if not t.height_px:
         yield t
         return
-    with using_theme(replace(t, height_px=presenter_height(rows, labelled, extra_px))) as shorter:
+    with using_theme(replace(t, height_px=presenter_height(rows, labelled, extra_px, t))) as shorter:
         yield shorter
 
 

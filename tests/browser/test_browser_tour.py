@@ -65,6 +65,7 @@ from browser_support import (
     widget,
 )
 from model.records import VIEWS
+from presenter_checks import DRAWN_FOR_JS, close_choose, open_choose
 from tiny_checkpoint import GERMAN
 
 pytestmark = pytest.mark.browser
@@ -158,16 +159,19 @@ def desk_checks(pg, view: str) -> list[str]:
 
 def presenter_checks(pg, view: str, height: int) -> tuple[list[str], int]:
     """C1–C3, C8–C11 on every part the page offers (each chosen by its radio button, as a lecturer would)."""
+    open_choose(pg)  # the page's pickers are in the header's "Choose"
     options = widget(pg, "focus").locator("[data-testid='stRadioOption']")
     names = [t.strip() for t in options.all_inner_texts()]
     found = [] if len(names) >= 2 else [f"presenter mode offers parts {names}"]
     measured = 0
     for i, part in enumerate(names):
         if i:
+            open_choose(pg)
             before = runs(pg)
             options.nth(i).click()
             wait_new_run(pg, before, timeout=90_000)
             drawn(pg, expect_chart=False)  # a part may be a table
+        close_choose(pg)
         fit, n = checks.off_the_screen(pg, height)
         measured += n
         problems = common(pg, view) + fit + checks.small_figure_text(pg, 20) + checks.tick_overlaps(pg)
@@ -221,6 +225,7 @@ def test_tour(tour_pages, app_server, screenshot_dir, mode, view):
     else:
         pg.screenshot(path=shot)
     if mode == "presenter":
+        pg.wait_for_function(DRAWN_FOR_JS, timeout=60_000, polling="raf")  # drawn for this window
         found, _ = presenter_checks(pg, view, MODES[mode]["size"][1])
         found += whole_translation(pg, app_server, view)
     elif mode == "phone":

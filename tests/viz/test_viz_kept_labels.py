@@ -137,7 +137,7 @@ def test_in_presenter_mode_the_axis_titles_give_their_room_to_the_plots_and_the_
     assert [a.text for a in fig.layout.annotations] == ["input × gradient (nats)", "relevance (share)"]
     upper, lower, _ = panels_px(fig)
     assert min(upper, lower) >= 2 * 1.2 * PRESENTER_THEME.tick  # room for three labels on the signed axis
-    assert len(fig.layout.yaxis.tickvals) == 3 and len(fig.layout.yaxis2.tickvals) >= 2
+    assert len(fig.layout.yaxis.tickvals) >= 3 and len(fig.layout.yaxis2.tickvals) >= 2
     with using_theme(DEFAULT_THEME):
         wide = contrast_figure(np.linspace(-1, 1, len(SRC)), rel, SRC, "▁brown", "▁black", title="t", width_px=940)
     assert wide.layout.yaxis.title.text == "nats" and "source token" in wide.layout.xaxis2.title.text

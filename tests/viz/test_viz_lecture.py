@@ -64,7 +64,7 @@ def test_presenter_rows_are_a_window_at_a_readable_height_never_squeezed():
     from viz.rows import MIN_ROW_PX
     from viz.token_axes import plot_rows_px
 
-    for n in (6, 30, 100):
+    for n in (6, 24, 100):
         p = probs(1, n, n)[0]
         tokens = [f"t{i}" for i in range(n)]
         with using_theme(PRESENTER_THEME):
@@ -79,7 +79,9 @@ def test_presenter_rows_are_a_window_at_a_readable_height_never_squeezed():
         assert np.asarray(fig.data[0].z).shape[0] == n  # every row is in the figure, a drag away
         y_axes = [v for k, v in grid.layout.to_plotly_json().items() if k.startswith("yaxis")]
         assert len({tuple(a.get("range", ())) for a in y_axes}) == 1  # the heads show the same rows
-        assert all(a.get("matches") == "y" for a in y_axes[1:]) == (n > 6)  # and pan together
+        lo, hi = sorted(y_axes[0].get("range") or (-0.5, n - 0.5))
+        assert all(a.get("matches") == "y" for a in y_axes[1:]) == (hi - lo < n)  # a window: they pan together
+        assert (hi - lo < n) == (n == 100)  # 24 rows fit a 720 px screen at a readable height, 100 do not
     laptop = attention_figure(probs(1, 100, 100)[0], [f"t{i}" for i in range(100)], [f"t{i}" for i in range(100)],
                               "enc_self", width_px=900)
     assert laptop.layout.yaxis.autorange == "reversed" and "rows 1–" not in (laptop.layout.title.text or "")

@@ -7,7 +7,15 @@ from model.service import entropy
 from views.parts import ablation
 from views.parts.compare import heads_match
 from views.parts.text import md_escape
-from views.parts.widgets import chart, csv_button, fig_config, kind_layer_head, sections, shows_caption
+from views.parts.widgets import (
+    chart,
+    choices,
+    csv_button,
+    fig_config,
+    kind_layer_head,
+    sections,
+    shows_caption,
+)
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
 from viz.attention import (
@@ -29,7 +37,11 @@ def render(ctx: Context) -> None:
     tr, cfg = ctx.result.trace, ctx.cfg
     if not ctx.present:  # presenter mode: the controls and the figure, nothing else
         st.subheader("Attention")
-    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
+    with choices(ctx):
+        kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads,
+                                            compact=ctx.present)
+        if ctx.present and ctx.other is None:
+            show, hide = _show_and_rescale(ctx, tr.axes(kind)[1], tr.probs(kind)[layer])
     if not ctx.present:
         st.caption(KIND_EXPLAIN[kind].format(src=ctx.langs["src_name"], tgt=ctx.langs["tgt_name"])
                    + " Rows: queries; columns: keys; each row's weights sum to 1.")
@@ -41,14 +53,8 @@ def render(ctx: Context) -> None:
     probs = tr.probs(kind)  # (L, h, i, j)
     mask = tr.attn[kind][layer]["mask"]  # (i, j) True = may attend, as the model used it
     sink = sink_key(probs[layer])
-    # presenter mode: what to show and the colour switch share one row
-    top, right = st.columns([3, 1], vertical_alignment="center") if ctx.present else (st, st)
-    show = sections(ctx, ["one head", "all heads of the layer", "every layer × head", "heads off"], top)
-    hide = right.toggle("Rescale colours", key="rescale", persist_state="session",
-                        help=f"Shows the weaker weights. When a few cells (each row's strongest key, or an attention "
-                             f"sink such as '{k_tokens[sink]}') take most of the weight, the rest of the map is pale. "
-                             "This sets the colour maximum to the 95th percentile of the other weights; stronger cells "
-                             "saturate, and the colourbar says so.")
+    if not ctx.present:  # below the page's captions
+        show, hide = _show_and_rescale(ctx, k_tokens, probs[layer])
     zmax = robust_zmax(probs[layer], ignore_key=sink, mask=mask) if hide else None
     if zmax is not None and not ctx.present:  # the colourbar says it too
         st.caption(md_escape(rescale_note(probs[layer], zmax, mask=mask)))
@@ -89,6 +95,17 @@ def render(ctx: Context) -> None:
         ablation.render(ctx)
 
 
+def _show_and_rescale(ctx: Context, k_tokens: list[str], probs) -> tuple:
+    """The part of the page to show (presenter mode: one at a time) and the switch that rescales the colours."""
+    show = sections(ctx, ["one head", "all heads of the layer", "every layer × head", "heads off"])
+    hide = st.toggle("Rescale colours", key="rescale", persist_state="session",
+                     help=f"Shows the weaker weights. When a few cells (each row's strongest key, or an attention "
+                          f"sink such as '{k_tokens[sink_key(probs)]}') take most of the weight, the rest of the map "
+                          "is pale. This sets the colour maximum to the 95th percentile of the other weights; stronger "
+                          "cells saturate, and the colourbar says so.")
+    return show, hide
+
+
 def _side_by_side(ctx: Context, kind: str, layer: int, head: int) -> None:
     """Side A and side B, head by head, on one colour scale (each with its own token axes)."""
     a, b = ctx, ctx.other
@@ -101,8 +118,9 @@ def _side_by_side(ctx: Context, kind: str, layer: int, head: int) -> None:
         t = c.result.trace
         q, k = t.axes(kind)
         sides.append(Side(c.label, t.probs(kind)[layer], q, k, t.attn[kind][layer]["mask"]))  # (h, i, j)
-    top, right = st.columns([2, 1], vertical_alignment="center")  # a fifth of the page cut "Rescale colours"
-    show = sections(ctx, ["one head", "all heads of the layer"], top, always=True)
+    with choices(ctx):
+        top, right = st.columns([2, 1], vertical_alignment="center")  # a fifth of the page cut "Rescale colours"
+        show = sections(ctx, ["one head", "all heads of the layer"], top, always=True)
     hide = right.toggle("Rescale colours", key="rescale", persist_state="session",
                         help="Sets the colour maximum to the larger of the two sides' 95th percentiles of the weaker "
                              "weights (each side without its strongest key column); the colourbar says so.")

@@ -7,7 +7,7 @@ from model.service import misread
 from views.parts import lens, quiz
 from views.parts.reading import forced_by
 from views.parts.text import md_escape
-from views.parts.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from views.parts.widgets import chart, choices, csv_button, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, attribution, beam_translation, trace_sentence
 from views.plumbing.urlstate import LAST, within
@@ -20,6 +20,9 @@ from viz.theme import below_controls
 def _force(prefix: list[str]) -> None:
     st.session_state["prefix"] = tuple(prefix)
     st.session_state["dec_step"] = len(prefix) + 1  # show what happens right after the choice
+
+
+SLIDER_ROW_PX = 12  # presenter mode: the step slider's row stands this much taller than a row of boxes
 
 
 def render(ctx: Context) -> None:
@@ -49,8 +52,9 @@ def render(ctx: Context) -> None:
     if not steps:
         st.info("Nothing to decode.")
         return
-    show = sections(ctx, quiz.parts(ctx, ["this step", "where it came from", "logit lens", "why A and not B",
-                                          "all steps", "greedy and beam"]))
+    with choices(ctx):
+        show = sections(ctx, quiz.parts(ctx, ["this step", "where it came from", "logit lens", "why A and not B",
+                                              "all steps", "greedy and beam"]))
     if show("this step") or show("quiz"):  # the quiz is this step, asked before it is shown
         _step(ctx, steps)
     if show("where it came from"):
@@ -95,7 +99,8 @@ def _step(ctx: Context, steps: list) -> None:
     ss, cfg = st.session_state, ctx.cfg
     n = len(steps)
     ss["dec_step"] = _step_no(ss.get("dec_step"), n)
-    # Presenter mode: the step, layer and head in one row above the two figures, what the decoder read below them.
+    # Presenter mode: the step, layer and head in one row above the two figures (the quiz's button at its end: the
+    # lecturer steps through on stage), what the decoder read below them.
     top = st.columns([1.7, 1, 1.25, 1.35], vertical_alignment="bottom") if ctx.present else None
     slider = dict(format="step %d", label_visibility="collapsed") if top else {}
     step_no = (top[0] if top else st).slider("Step", 1, n, key="dec_step", persist_state="session",
@@ -111,7 +116,7 @@ def _step(ctx: Context, steps: list) -> None:
         if quizzed is None:
             return  # the room is asked first: the charts wait for the reveal
     left, right = st.columns(2)
-    with left, below_controls(rows=2, extra_px=quizzed) as look:
+    with left, below_controls(rows=1, extra_px=quizzed + SLIDER_ROW_PX) as look:
         # after a quiz's Reveal, the room's answers beside the model's, in the place of the chart the question
         # was not about
         room = quiz.room_beside(ctx, step, step_no, _candidates(step), layer, head, look.height_px) if top else None
@@ -119,7 +124,7 @@ def _step(ctx: Context, steps: list) -> None:
             chart(st, room[0], width="stretch", key="room_beside", config={"displayModeBar": False})
         else:
             _candidates_part(ctx, step, step_no, read, bool(top))
-    with right, below_controls(rows=2, extra_px=quizzed):
+    with right, below_controls(rows=1, extra_px=quizzed + SLIDER_ROW_PX):
         if not top:
             layer, head = _layer_head(cfg)
         if room and room[1] == "right":

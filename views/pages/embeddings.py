@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from views.parts.counts import embedding_rows, without_specials
-from views.parts.widgets import chart, csv_button, fig_config, sections, shows_caption, table
+from views.parts.widgets import chart, choices, csv_button, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, is_toy, is_twin, vocab_embeddings
 from viz.embeddings import (
@@ -110,15 +110,17 @@ def render(ctx: Context) -> None:
     res = ctx.result
     if not ctx.present:  # presenter mode: the controls and the figure (the screen's height goes to the figure)
         st.subheader("Embeddings")
-    side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side", persist_state="session",
-                    label_visibility="collapsed" if ctx.present else "visible",
-                    format_func={"src": f"source ({ctx.langs['src_name']}, encoder input)",
-                                 "tgt": f"target ({ctx.langs['tgt_name']}, decoder input)"}.get)
+    with choices(ctx):
+        side = st.radio("Side", ["src", "tgt"], horizontal=True, key="emb_side", persist_state="session",
+                        label_visibility="collapsed" if ctx.present else "visible",
+                        format_func={"src": f"source ({ctx.langs['src_name']}, encoder input)",
+                                     "tgt": f"target ({ctx.langs['tgt_name']}, decoder input)"}.get)
     emb = res.trace.src_embed if side == "src" else res.trace.tgt_embed
     tokens = res.trace.src_tokens if side == "src" else res.trace.tgt_tokens
     shows_caption(ctx, side)
     parts = _parts(ctx)
-    show = sections(ctx, parts)
+    with choices(ctx):
+        show = sections(ctx, parts)
     if show("the vectors"):
         _vectors(ctx, side, emb, tokens)
     if "the scaling" in parts and show("the scaling"):

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from model.service import dropout_sample, max_abs_diff
-from views.parts.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
+from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
 from views.plumbing.urlstate import within
@@ -62,7 +62,10 @@ def render(ctx: Context) -> None:
     tr, cfg = ctx.result.trace, ctx.cfg
     if not ctx.present:  # presenter mode: the controls, the part and its figures; the rest goes below them
         st.subheader("Inside one head")
-    kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
+    with choices(ctx):
+        kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads,
+                                            compact=ctx.present)
+        show = sections(ctx, ROW_NAMES)
     shows_caption(ctx, kind)
     q_tokens, k_tokens = tr.axes(kind)
     rows = _rows(ctx, kind, layer, head)
@@ -72,7 +75,6 @@ def render(ctx: Context) -> None:
     titles = numbered_steps({name for steps in rows for name in steps}, step_texts(_scaled(cfg), biased))
     # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output. Each row
     # is one figure, its panels under the steps' titles (one chart per row: a first visit draws four, not eight).
-    show = sections(ctx, ROW_NAMES)
     for row_name, (names, fig) in zip(ROW_NAMES, rows.items()):
         if not show(row_name):
             continue

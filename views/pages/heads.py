@@ -16,7 +16,7 @@ from model import records, service
 from views.parts.counts import measured_on, split_name
 from views.parts.heads_report import compute_button, find_report, job_name, no_report, place, progress, report_paths
 from views.parts.text import md_escape, md_table
-from views.parts.widgets import chart, fig_config, kind_layer_head, sections
+from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections
 from views.plumbing import jobs
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, is_toy, load_model, teacher_forced
@@ -33,7 +33,7 @@ from viz.heads import (
     sentence_label,
 )
 from viz.layout import PAGE_WIDTH_PX
-from viz.theme import TEXT_LINE_PX, below_controls, theme
+from viz.theme import theme
 
 KIND_ORDER = records.KINDS
 ROLE_NAMES = {"positional": "positional", "previous-token": "previous-token", "next-token": "next-token",
@@ -77,17 +77,17 @@ def render(ctx: Context) -> None:
     summary = st.container()  # the findings: in presenter mode below the part
     # One part at a time (URL `focus`), as tabs: each part is one or two figures, so the page opens quickly.
     cfg = ctx.cfg
-    head_choice = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
-    show = sections(ctx, ["the grid", "one head"] + ["its sentences"] * ctx.present + ["pruning"], always=True)
-    with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # presenter: below two lines of caption, boxes and tabs
-        if show("the grid"):
-            _grid(ctx, report, head_choice)
-        if show("one head"):
-            _one_head(ctx, report, *head_choice)
-        if show("its sentences"):
-            _top_sentences(ctx, report, *head_choice)
-        if show("pruning"):
-            _pruning(ctx, report)
+    with choices(ctx):
+        head_choice = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads, compact=ctx.present)
+        show = sections(ctx, ["the grid", "one head"] + ["its sentences"] * ctx.present + ["pruning"], always=True)
+    if show("the grid"):
+        _grid(ctx, report, head_choice)
+    if show("one head"):
+        _one_head(ctx, report, *head_choice)
+    if show("its sentences"):
+        _top_sentences(ctx, report, *head_choice)
+    if show("pruning"):
+        _pruning(ctx, report)
     with st.container() if ctx.present else summary:
         _summary(report, path)
     if not ctx.present and not stale:
@@ -163,6 +163,11 @@ def _measure_select(ctx: Context, report: dict) -> tuple[str, str]:
         ss["heads_measure"] = EFFECT if EFFECT in available else "importance"
     if ss.get("heads_scale") not in SCALES:
         ss["heads_scale"] = "raw"
+    with choices(ctx):
+        return _measure_boxes(ctx, available)
+
+
+def _measure_boxes(ctx: Context, available: list[str]) -> tuple[str, str]:
     c1, c2 = st.columns([3, 2])
     vis = "collapsed" if ctx.present else "visible"
     measure = c1.selectbox("Colour the grid by", available, key="heads_measure", persist_state="session",
@@ -186,9 +191,8 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
     label = measure_label(measure, ctx.facts, scale)
     values = {k: grid(report, k, measure, scale) for k in KIND_ORDER}
     roles = {k: report["kinds"][k]["roles"] for k in KIND_ORDER}
-    with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # and the measure's box
-        fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
-                     title=None if ctx.present else f"every head, coloured by {label}")  # presenter: the box says
+    fig = cached(head_grid_figure, values, roles, label, signed=signed, fmt=fmt, chosen=chosen,
+                 title=f"every head, coloured by {label}")
     chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}_{scale}"), key="heads_grid")
     _agreement(ctx, report, measure, scale, values)
     definition = report["definitions"].get(measure) or report["definitions"].get(
@@ -280,10 +284,12 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
     if not ctx.present:
         st.markdown(f"#### Where {head_name(kind, layer, head)} is most confident")
     ss["heads_sent"] = min(max(int(ss.get("heads_sent", 1)), 1), len(pairs))
-    pick = st.selectbox if ctx.present else st.radio  # presenter mode: one row, so the figure keeps the screen
-    choice = pick("Corpus sentence", list(range(1, len(pairs) + 1)), key="heads_sent", persist_state="session",
-                  **(dict(label_visibility="collapsed") if ctx.present else dict(horizontal=True)),
-                  format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · {sentence_label(pairs[n - 1][2]['src'], 40)}")
+    pick = st.selectbox if ctx.present else st.radio  # presenter mode: one row in the header's Choose
+    with choices(ctx):
+        choice = pick("Corpus sentence", list(range(1, len(pairs) + 1)), key="heads_sent", persist_state="session",
+                      **(dict(label_visibility="collapsed") if ctx.present else dict(horizontal=True)),
+                      format_func=lambda n: f"{n} · {pairs[n - 1][1]:.2f} · "
+                                            f"{sentence_label(pairs[n - 1][2]['src'], 40)}")
     index, confidence, pair = pairs[choice - 1]
     model, _ = load_model(ctx.key)
     tgt = tuple(service.target_tokens(model, pair["ref"])[: ctx.cfg.max_len - 1])  # as the analysis read it
@@ -293,12 +299,10 @@ def _top_sentences(ctx: Context, report: dict, kind: str, layer: int, head: int)
     mask = trace.attn[kind][layer]["mask"]
     here = float(probs.max(-1).mean())
     above = st.container()  # the sentence and the confidence: in presenter mode below the figure
-    with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # and the sentence's box
-        chart(st, cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
-                         title=f"{head_short(kind, layer, head)} on corpus sentence {index + 1}",
-                         width_px=PAGE_WIDTH_PX),
-              width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
-              key="heads_sentence")
+    chart(st, cached(attention_figure, probs, q_tokens, k_tokens, kind, mask=mask,
+                     title=f"{head_short(kind, layer, head)} on corpus sentence {index + 1}", width_px=PAGE_WIDTH_PX),
+          width="stretch", config=fig_config(ctx, f"heads_{kind}_L{layer + 1}_H{head + 1}_sentence{index + 1}"),
+          key="heads_sentence")
     (st if ctx.present else above).caption(
         f"Sentence {index + 1} of the corpus. Source: {md_escape(pair['src'])} · "
         f"Reference: {md_escape(pair['ref'])}  \n"
@@ -344,10 +348,12 @@ def _pruning(ctx: Context, report: dict) -> None:
     ss = st.session_state
     if ss.get("heads_prune_order") not in PRUNING_ORDERS:
         ss["heads_prune_order"] = "loss_increase"
-    order = st.radio("Switch heads off", list(PRUNING_ORDERS), key="heads_prune_order", persist_state="session",
-                     horizontal=True, label_visibility="collapsed" if ctx.present else "visible",
-                     format_func=lambda o: PRUNING_ORDERS[o][0] if ctx.present else
-                     f"{PRUNING_ORDERS[o][0]} ({PRUNING_ORDERS[o][1]})")
+    with choices(ctx):
+        order = st.radio("Switch heads off", list(PRUNING_ORDERS), key="heads_prune_order",
+                         persist_state="session", horizontal=True,
+                         label_visibility="collapsed" if ctx.present else "visible",
+                         format_func=lambda o: PRUNING_ORDERS[o][0] if ctx.present else
+                         f"{PRUNING_ORDERS[o][0]} ({PRUNING_ORDERS[o][1]})")
     if order not in pruning_orders(report):
         st.info("This report has the pruning curve by importance only: it was computed without the ablation "
                 "losses, or before the order of the measured loss increase was recorded. Compute the report again "
@@ -362,9 +368,8 @@ def _pruning(ctx: Context, report: dict) -> None:
         extra = section.get("refined", {}).get(group, [])
         curves[group] = sorted({p["heads_off"]: p["bleu"] for p in [*points, *extra]}.items())
     drop = report["thresholds"]["bleu_drop"]
-    with below_controls(rows=3, extra_px=TEXT_LINE_PX):  # presenter: the order's row too
-        fig = cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop, sentences=pruning["sentences"],
-                     order=order, split=split_name(corpus_file(report)))
+    fig = cached(pruning_figure, curves, totals, pruning["baseline_bleu"], drop, sentences=pruning["sentences"],
+                 order=order, split=split_name(corpus_file(report)))
     chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_pruning_{order}"), key="heads_pruning")
     if not ctx.present:
         how = ("in ascending order of importance (Michel et al. 2019, Fig. 3)" if order == "importance" else

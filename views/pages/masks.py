@@ -8,12 +8,12 @@ import streamlit as st
 
 from model.service import weight_on_keys
 from views.parts.text import md_escape
-from views.parts.widgets import chart, fig_config, layer_head, sections, table
+from views.parts.widgets import chart, choices, fig_config, layer_head, sections, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.plumbing.urlstate import within
 from viz.masks import causal_figure, padding_figure
-from viz.theme import TEXT_LINE_PX, below_controls, theme
+from viz.theme import theme
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 _PROBS = ("p(ref), on", "p(ref), off", "weight on later")  # the table's number columns, 3 decimals
@@ -27,21 +27,22 @@ def _padding(ctx: Context) -> None:
                     "`<pad>` tokens. The padding mask hides the pads **as keys** (columns): no real token takes "
                     "information from them. Pad positions are still **queries** (rows) and compute attention of "
                     "their own, which is simply never used.")
-    row = st.columns([2, 1, 1, 2], vertical_alignment="center") if ctx.present else None  # presenter: one row
-    use_mask = (row[0] if row else st).toggle("Padding mask on", key="pad_on", persist_state="session")
+    with choices(ctx):  # presenter: the toggle, layer and head in one row
+        row = st.columns([2, 1, 1], vertical_alignment="center") if ctx.present else None
+        use_mask = (row[0] if row else st).toggle("Padding mask on", key="pad_on", persist_state="session")
     on, demo = _padding_data(ctx, use_mask)
     tr = demo["trace"]
     partner = ("Batched with: " + md_escape(" ".join(demo["partner_tokens"]))
                + " · Encoder side: the same for every decoding.")
     if not ctx.present:  # presenter mode: below the figures
         st.caption(partner)
-    layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad", ctx.present, row[1:3] if row else None)
+    with choices(ctx):
+        layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad", ctx.present,
+                                 row[1:3] if row else None)
     probs = tr.attn["enc_self"][layer]["probs"][head]  # (s, s) with pad rows and columns
     pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
-    # Presenter mode: below the header's two lines of caption, the part and the row of the toggle, layer and head.
-    with below_controls(rows=2, extra_px=TEXT_LINE_PX):
-        chart(st, _padding_chart(demo, layer, head, use_mask), width="stretch", key="pad_attn",
-              config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"))
+    chart(st, _padding_chart(demo, layer, head, use_mask), width="stretch", key="pad_attn",
+          config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"))
     if ctx.present:
         st.caption(partner)
     leak = weight_on_keys(probs, ~pads, pads)
@@ -78,12 +79,11 @@ def _causal(ctx: Context) -> None:
     forced = f"Teacher-forced on {md_escape(reference)}."
     if not ctx.present:
         st.caption(forced)
-    layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal", ctx.present)
-    # The mask and both heatmaps are one figure of three panels (presenter mode: below layer and head), the
-    # explanation under it.
-    with below_controls(rows=2, extra_px=TEXT_LINE_PX):  # as the padding part's
-        chart(st, _causal_chart(on, off, layer, head), width="stretch", key="causal",
-              config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}"))
+    with choices(ctx):
+        layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal", ctx.present)
+    # The mask and both heatmaps are one figure of three panels, the explanation under it.
+    chart(st, _causal_chart(on, off, layer, head), width="stretch", key="causal",
+          config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}"))
     st.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                 "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                 "the cell right of the diagonal holds that very token.")
@@ -162,7 +162,8 @@ def _index(value, n: int) -> int:
 def render(ctx: Context) -> None:
     if not ctx.present:
         st.subheader("Masks")
-    show = sections(ctx, ["padding mask", "causal mask"])
+    with choices(ctx):
+        show = sections(ctx, ["padding mask", "causal mask"])
     if show("padding mask"):
         _padding(ctx)
     if not ctx.present:

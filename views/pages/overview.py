@@ -5,7 +5,7 @@ import streamlit as st
 
 from views.parts.counts import measured_on, source_count, vocabulary_sizes
 from views.parts.reading import FRAGMENTS_HELP, card_section, fragment_spans, repetition_caption
-from views.parts.widgets import chart, fig_config, sections, shows_caption, table
+from views.parts.widgets import chart, choices, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
 from views.plumbing.jobs import ABLATION_SENTENCES
 from views.plumbing.state import Context
@@ -20,7 +20,8 @@ NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding
 
 def render(ctx: Context) -> None:
     st.subheader("Overview")
-    show = sections(ctx, ["tokens", "architecture"])
+    with choices(ctx):
+        show = sections(ctx, ["tokens", "architecture"])
     if show("tokens"):
         _tokens(ctx)
     if show("architecture"):

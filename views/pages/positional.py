@@ -8,13 +8,12 @@ import streamlit as st
 
 from model.service import max_abs_diff, position_similarity
 from views.parts.counts import source_count
-from views.parts.widgets import chart, fig_config, sections
+from views.parts.widgets import chart, choices, fig_config, sections
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
 from views.plumbing.urlstate import within
 from viz.positional import cosine_rows, pe_heatmap, position_similarity_figure, sinusoidal_encoding, waves_figure
 from viz.relative import bias_by_distance, bias_distance_figure, bias_matrix_figure
-from viz.theme import below_controls
 
 
 def positions_of(cfg) -> str:
@@ -39,18 +38,20 @@ def render(ctx: Context) -> None:
     ss["pe_positions"] = within(ss["pe_positions"], 10, top)
     ss["pe_dims"] = [i for i in ss["pe_dims"] if 0 <= i < d]
     parts = ["waves", "the whole matrix", "similarity between positions"]
-    show = sections(ctx, parts) if ctx.present else None  # presenter: the part first, then only its controls
-    c1, c2 = st.columns([2, 1])
-    n = c2.slider("Positions shown", 10, top, key="pe_positions", persist_state="session")
-    dims = ss["pe_dims"]
-    if show is None or show("waves"):
-        sines = {"sin_then_cos": (d + 1) // 2, "fairseq": d // 2}.get(layout)
-        parity = (f"Dimensions 0–{sines - 1} are sines, the others their cosines." if sines
-                  else "Even dimensions are sines, odd ones cosines.")
-        dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims", persist_state="session", help=parity)
-    elif show("similarity between positions"):
-        ss["pe_ref"] = within(ss["pe_ref"], 0, n - 1)
-        c1.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
+    with choices(ctx):  # presenter: the part first, then only its controls
+        show = sections(ctx, parts) if ctx.present else None
+        c1, c2 = st.columns([2, 1])
+        n = c2.slider("Positions shown", 10, top, key="pe_positions", persist_state="session")
+        dims = ss["pe_dims"]
+        if show is None or show("waves"):
+            sines = {"sin_then_cos": (d + 1) // 2, "fairseq": d // 2}.get(layout)
+            parity = (f"Dimensions 0–{sines - 1} are sines, the others their cosines." if sines
+                      else "Even dimensions are sines, odd ones cosines.")
+            dims = c1.multiselect("Dimensions (lines)", list(range(d)), key="pe_dims", persist_state="session",
+                                  help=parity)
+        elif show("similarity between positions"):
+            ss["pe_ref"] = within(ss["pe_ref"], 0, n - 1)
+            c1.slider("Compare every position with position", 0, n - 1, key="pe_ref", persist_state="session")
     pe = sinusoidal_encoding(n, d, layout, offset)  # (n, d) the formula, in this model's layout and rows
     recorded = ctx.result.trace.src_embed["positional"]  # (s, d) what the model added to this sentence
     m = min(len(recorded), n)
@@ -61,14 +62,13 @@ def render(ctx: Context) -> None:
     if show is None:
         st.caption(check)
         show = sections(ctx, parts)
-    with below_controls(rows=1, labelled=1):  # presenter: the part radio, then the row of sliders
-        if show("waves"):
-            chart(st, cached(waves_figure, pe, dims or [0], layout), width="stretch",
-                  config=fig_config(ctx, "positional_waves"))
-        if show("the whole matrix"):
-            chart(st, cached(pe_heatmap, pe), width="stretch", config=fig_config(ctx, "positional_matrix"))
-        if show("similarity between positions"):
-            _similarity(ctx, pe, n, n_src)
+    if show("waves"):
+        chart(st, cached(waves_figure, pe, dims or [0], layout), width="stretch",
+              config=fig_config(ctx, "positional_waves"))
+    if show("the whole matrix"):
+        chart(st, cached(pe_heatmap, pe), width="stretch", config=fig_config(ctx, "positional_matrix"))
+    if show("similarity between positions"):
+        _similarity(ctx, pe, n, n_src)
     if ctx.present:
         st.caption(check)
 

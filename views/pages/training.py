@@ -15,14 +15,14 @@ import streamlit as st
 
 from model import service
 from views.parts.text import md_escape
-from views.parts.widgets import chart, fig_config, kind_layer_head, sections
+from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections
 from views.plumbing import jobs
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
 from views.plumbing.urlstate import within
 from viz.attention import attention_figure, heads_figure
 from viz.layout import PAGE_WIDTH_PX
-from viz.theme import TEXT_LINE_PX, below_controls
+from viz.theme import below_controls
 from viz.training import entropy_figure, loss_figure, toy_loss_figure
 
 PLAY_SECONDS = 0.8  # between frames while the film plays
@@ -33,7 +33,8 @@ KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-at
 def render(ctx: Context) -> None:
     if not ctx.present:  # presenter mode: the controls and one part's figures (the film's curves are a part)
         st.subheader("Watch it learn")
-    show = sections(ctx, ["the film"] + (["learning curves"] if ctx.present else []) + ["a toy task"])
+    with choices(ctx):
+        show = sections(ctx, ["the film"] + (["learning curves"] if ctx.present else []) + ["a toy task"])
     if show("the film") or show("learning curves"):
         _film(ctx, None if not ctx.present else "curves" if show("learning curves") else "heads")
     if show("a toy task"):
@@ -92,18 +93,18 @@ def _film(ctx: Context, part: str | None = None) -> None:
     ss = st.session_state
     probes = film.probes
     ss["film_probe"] = within(ss.get("film_probe"), 1, len(probes))
-    # Presenter mode: the probe, kind, layer and the play button in one row, so the figure keeps the screen.
-    row = st.columns([4, 7, 2], vertical_alignment="bottom") if ctx.present else [st.container()] * 3
-    row[0].selectbox("Probe sentence", list(range(1, len(probes) + 1)), key="film_probe", persist_state="session",
-                     label_visibility="collapsed" if ctx.present else "visible",
-                     format_func=lambda n: f"{n} · {probes[n - 1]['src']}")
+    # Presenter mode: the probe, kind and layer in the header's Choose; the play button and the frame slider stay on
+    # the page, for the lecturer to play the film on stage.
     cfg = ctx.cfg
     n_layers = film.meta.get("n_layers", {})
-    with row[1]:
+    with choices(ctx):
+        st.selectbox("Probe sentence", list(range(1, len(probes) + 1)), key="film_probe", persist_state="session",
+                     label_visibility="collapsed" if ctx.present else "visible",
+                     format_func=lambda n: f"{n} · {probes[n - 1]['src']}")
         kind, layer, _ = kind_layer_head(n_layers.get("enc_self", cfg.n_encoder_layers),
                                          n_layers.get("dec_self", cfg.n_decoder_layers), cfg.n_heads, with_head=False,
                                          compact=ctx.present)
-    _frames(ctx, film, ss["film_probe"] - 1, kind, layer, part, row[2])
+    _frames(ctx, film, ss["film_probe"] - 1, kind, layer, part)
 
 
 def _frames(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, part: str | None = None,
@@ -159,9 +160,8 @@ def _frame(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, 
     q_tokens, k_tokens = film.axes(probe, kind)
     probs = film.attn[probe][kind][f, layer].astype(np.float32)  # (h, i, j)
     entropy = service.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
-    # Presenter mode: below the header's two lines of caption, the part, the row of boxes (with the play button,
-    # 4 px taller than a box) and the frame slider.
-    with below_controls(rows=3, extra_px=TEXT_LINE_PX + 4):
+    # Presenter mode: below the play button and the frame slider.
+    with below_controls(rows=2):
         if part in (None, "heads"):
             chart(st, cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
                   width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),

@@ -14,7 +14,7 @@ import streamlit as st
 from model import service
 from views.parts import lab_parts
 from views.parts.text import md_escape
-from views.parts.widgets import chart, fig_config, kind_layer_head, sections, shows_caption
+from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, traced_decoding
 from viz.compare import Side, side_by_side_figure
@@ -95,12 +95,13 @@ def render(ctx: Context) -> None:
         _unrelated(ctx, text_b)
         shows_caption(ctx)  # which decoding A's figures show, and the knockout and patching are forced on
     tokens = lab_parts.scored_tokens(ctx)
-    kind, layer, head, token = _controls(ctx, tokens)
-    show = sections(ctx, PARTS)
-    rows, extra = 2, 0  # presenter mode: the controls' row and the parts' radio; B's row where the part reads B
+    with choices(ctx):
+        kind, layer, head, token = _controls(ctx, tokens)
+        show = sections(ctx, PARTS)
+    rows, extra = 0, 0  # presenter mode: B's row where the part reads B, above the figures
     if ctx.present and any(show(p) for p in B_PARTS):
         _sentence_b(ctx, text_b)
-        rows, extra = 3, _unrelated(ctx, text_b)
+        rows, extra = 1, _unrelated(ctx, text_b)
     with below_controls(rows=rows, extra_px=extra):  # the figures fit below all of it on a 1280×720 screen
         _minimal_pair(ctx, text_b, kind, layer, head, show, (rows, extra))
         lab_parts.knockout(ctx, tokens, token, kind, layer, head, show)
@@ -133,7 +134,7 @@ def _controls(ctx: Context, tokens: tuple[str, ...]) -> tuple[str, int, int, int
     """One row: the head the pair's attention and the one-head bars show (kind, layer, head: shared with the
     Attention page), and the log-probability the grids measure; (kind, 0-based layer, 0-based head, token index
     or None for the whole translation)."""
-    if ctx.present:  # one row of boxes without labels: the screen keeps its height for the figure
+    if ctx.present:  # one row of boxes without labels, in the header's Choose
         heads, measured = st.columns([5, 2], vertical_alignment="bottom")
     else:  # the Attention page's row, then the token box, wide enough for a long token
         heads, (measured, _) = st.container(), st.columns([2, 3])

@@ -6,18 +6,20 @@ that step read, and nothing else in the header (another decoding's output) gives
 
 In presenter mode the header gives the translation the room: the whole translation, on two lines at most, then
 "… (+N words)"; the source takes what is left of the first line, or of two (cut at a word, with "…"). "Whole text"
-(a popover) shows both whole, with the notes on them (a cut sentence, unknown words, another language). A second line
-moves the page up by what it adds (streamlit_internals.SECOND_LINE_CSS), so the figures keep their height.
+(a popover) shows both whole, with the notes on them (a cut sentence, unknown words, another language). The caption
+takes the second line, and "Choose" at its end holds the page's pickers (views.parts.widgets.choices): the header
+and the controls take two lines, and the page's figure the rest of the screen. A second line of translation is taken
+off the figures' height (viz.theme.presenter_theme), so they still end on the screen.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import streamlit as st
 
 from views.parts.text import md_escape
-from views.plumbing.streamlit_internals import HEADER_CSS, SECOND_LINE_CSS, style
+from views.plumbing.streamlit_internals import HEADER_CSS, style
 
 
 @dataclass(frozen=True)
@@ -89,35 +91,47 @@ def fit_line(h: Header, secret_step: int | None = None, per_line: int = LINE_CHA
     return Line(_cut(h.source, 2 * per_line - tags - len(out)), out, 2)
 
 
-def draw(slot, h: Header, secret_step: int | None, above: str) -> None:
-    """Draw the header into `slot`; `above` is the caption saying what the figures below show."""
+class Slots(NamedTuple):
+    """Presenter mode's header, laid out before the page is drawn: two lines, each with a button at its end."""
+
+    text: Any  # the sentence and its translation
+    whole: Any  # "Whole text"
+    caption: Any  # what the figures show, the model, the facts
+    choose: Any  # the place of "Choose", the page's pickers (views.parts.widgets.choices opens it when first used)
+
+
+def presenter_slots() -> Slots:
+    """The header's places, drawn by the page's fragment above the page (its pickers are widgets: a fragment draws
+    widgets only inside itself), and filled in by :func:`draw` after it."""
+    st.markdown(style(HEADER_CSS), unsafe_allow_html=True)
+    line = st.container(key="atlas_header_line")
+    text, whole = line.columns([9, 2], vertical_alignment="center")
+    caption, choose = line.columns([9, 2], vertical_alignment="center")
+    return Slots(text, whole, caption, choose)
+
+
+def draw(slot, h: Header, secret_step: int | None, above: str, slots: Slots | None = None) -> None:
+    """Draw the header into `slot` (presenter mode: into `slots`); `above` is the caption saying what the figures
+    below show."""
     out = translation(h, secret_step)
+    if slots is not None:
+        fit = fit_line(h, secret_step)
+        slots.text.markdown(f"#### :gray[{h.src_tag}] {md_escape(fit.source)} :gray[→ {h.tgt_tag}] "
+                            f"{md_escape(fit.output)}")
+        slots.caption.caption(above)
+        n = len(h.notes)
+        with slots.whole.popover("Whole text" + (f" · {n} note{'s' * (n > 1)}" if n else ""), width="stretch"):
+            st.markdown(f"**{h.src_tag}** {md_escape(h.source)}")
+            st.markdown(f"**{h.tgt_tag}** {out}")
+            _notes(st, h, secret_step)
+        return
     if not h.one_line:
         slot.markdown(f"#### :gray[{h.src_tag}] {md_escape(h.source)}")
         slot.markdown(f"### :gray[{h.tgt_tag}] {out}")
-        slot.caption(above)
-        _notes(slot, h, secret_step)
-        return
-    if h.present:
-        fit = fit_line(h, secret_step)
-        line_md = f"#### :gray[{h.src_tag}] {md_escape(fit.source)} :gray[→ {h.tgt_tag}] {md_escape(fit.output)}"
-    else:
-        line_md = f"#### :gray[{h.src_tag}] {md_escape(h.source)} :gray[→ {h.tgt_tag}] {out}"
-    if not h.present:  # side by side on a laptop: one line, which may wrap
-        slot.markdown(line_md)
-        slot.caption(above)
-        _notes(slot, h, secret_step)
-        return
-    slot.markdown(style(HEADER_CSS + (SECOND_LINE_CSS if fit.lines == 2 else "")), unsafe_allow_html=True)
-    line = slot.container(key="atlas_header_line")
-    text, more = line.columns([9, 2], vertical_alignment="center")
-    text.markdown(line_md)
-    line.caption(above)
-    n = len(h.notes)
-    with more.popover("Whole text" + (f" · {n} note{'s' * (n > 1)}" if n else ""), width="stretch"):
-        st.markdown(f"**{h.src_tag}** {md_escape(h.source)}")
-        st.markdown(f"**{h.tgt_tag}** {out}")
-        _notes(st, h, secret_step)
+    else:  # side by side on a laptop: one line, which may wrap
+        slot.markdown(f"#### :gray[{h.src_tag}] {md_escape(h.source)} :gray[→ {h.tgt_tag}] {out}")
+    slot.caption(above)
+    _notes(slot, h, secret_step)
 
 
 def _notes(where, h: Header, secret_step: int | None) -> None:

@@ -12,7 +12,7 @@ import streamlit as st
 
 from model import service
 from views.parts.text import md_escape
-from views.parts.widgets import chart, fig_config
+from views.parts.widgets import chart, choices, fig_config
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, contrast, logit_lens
 from views.plumbing.urlstate import within
@@ -76,15 +76,16 @@ def render_contrast(ctx: Context) -> None:
         ss["why_a"] = a0
     if ss.get("why_b") not in options:
         ss["why_b"] = b0
-    c1, c2, _ = st.columns([1, 1, 2])
-    vis = "collapsed" if ctx.present else "visible"  # presenter mode: the options say which is which
-    a = c1.selectbox("A (why this token…)", options, key="why_a", persist_state="session", label_visibility=vis,
-                     format_func=(lambda t: f"A: {t}") if ctx.present else str,
-                     help="A candidate of this step; by default the token chosen (or the one you forced).")
-    b = c2.selectbox("B (…and not this one)", options, key="why_b", persist_state="session", label_visibility=vis,
-                     format_func=(lambda t: f"B: {t}") if ctx.present else str,
-                     help="Another candidate; by default the best other one (after a forced token: the model's own "
-                          "choice).")
+    with choices(ctx):  # presenter mode: A and B in the header's Choose
+        c1, c2, _ = st.columns([1, 1, 2])
+        vis = "collapsed" if ctx.present else "visible"  # presenter mode: the options say which is which
+        a = c1.selectbox("A (why this token…)", options, key="why_a", persist_state="session", label_visibility=vis,
+                         format_func=(lambda t: f"A: {t}") if ctx.present else str,
+                         help="A candidate of this step; by default the token chosen (or the one you forced).")
+        b = c2.selectbox("B (…and not this one)", options, key="why_b", persist_state="session", label_visibility=vis,
+                         format_func=(lambda t: f"B: {t}") if ctx.present else str,
+                         help="Another candidate; by default the best other one (after a forced token: the model's own "
+                              "choice).")
     if a == b:
         st.info("Choose two different candidates: A against itself is 0 everywhere.")
         return

@@ -1,7 +1,7 @@
 """The lecturer's note (URL `note`): a line pinned to every view in presenter mode, e.g. what to ask the room.
 
-It stands in the strip at the top of the screen that presenter mode keeps free above the header (between the
-sidebar's arrow and the app menu), so it takes no height from the figures that are sized to fit a 720 px screen.
+It stands at the top of the screen, above the header, on at most three lines; the figures below give up the
+height it takes (:func:`lines`, viz.theme.presenter_theme), so they still end on the screen.
 The note is shown as text, escaped, never as HTML or Markdown markup; only the fixed rule below is HTML.
 """
 from __future__ import annotations
@@ -13,6 +13,14 @@ from views.plumbing.streamlit_internals import NOTE_CSS, style
 from views.plumbing.urlstate import NOTE_CHARS
 
 KEY = "lecture_note"
+LINE_CHARS = 100  # of the note's 20 px type in a line at 1280 px (200 characters take two)
+
+
+def lines(note: str | None) -> int:
+    """How many lines the pinned note takes in presenter mode (0 without a note)."""
+    note = (note or "").strip()
+    return min(3, -(-len(note) // LINE_CHARS)) if note else 0
+
 def field() -> None:
     """The sidebar's box for the note, bound to the URL."""
     st.text_input("Lecturer's note", key="note", max_chars=NOTE_CHARS, persist_state="session",

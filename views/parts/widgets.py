@@ -4,7 +4,9 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import streamlit as st
 
@@ -14,6 +16,36 @@ from views.plumbing.state import KINDS, Context, kind_labels
 from views.plumbing.urlstate import within
 from viz.kinds import languages
 from viz.speed import off
+
+# Presenter mode: the place of the popover "Choose" at the end of the header's second line
+# (views.parts.header.presenter_slots), and the popover once a page has drawn into it; set for the page's run by the
+# router. Per run, as the theme: one cached module serves every session.
+_CHOOSE: ContextVar = ContextVar("atlas_choose", default=None)
+
+
+@contextmanager
+def choosing_in(place) -> Iterator[None]:
+    """Pages drawn inside the block put their pickers into a popover at ``place`` (see :func:`choices`)."""
+    token = _CHOOSE.set([place, None] if place is not None else None)
+    try:
+        yield
+    finally:
+        _CHOOSE.reset(token)
+
+
+@contextmanager
+def choices(ctx: Context) -> Iterator[None]:
+    """Where a page draws its pickers (kind, layer, head, the part to show): in presenter mode, the header's "Choose"
+    popover, so the figure takes the screen below two lines; elsewhere, in the page above its figure. A page that
+    chooses nothing has no such button."""
+    held = _CHOOSE.get() if ctx.present else None
+    if held is None:
+        yield
+        return
+    if held[1] is None:
+        held[1] = held[0].popover(":material/tune: Choose", width="stretch")
+    with held[1]:
+        yield
 
 
 def chart(where, figure, *, details: bool = True, **kwargs) -> None:

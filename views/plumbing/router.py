@@ -33,12 +33,14 @@ from typing import Any
 import streamlit as st
 
 from views.pages import attention, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
-from views.parts.header import Header
+from views.parts.header import Header, fit_line, presenter_slots
 from views.parts.header import draw as draw_header
+from views.parts.note import lines as note_lines
+from views.parts.widgets import choosing_in
 from views.plumbing import pandas_gate, prefetch, warmup
 from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
-from viz.theme import DEFAULT_THEME, PRESENTER_THEME, Theme, using_theme
+from viz.theme import DEFAULT_THEME, Theme, presenter_theme, using_theme
 
 # The page registry: each view of the sidebar's list and the module that draws it. A page has `render(ctx)`; one
 # that can be prepared before it is opened also has `prepare(ctx, state)` and `STATE`, the session's choices
@@ -65,6 +67,7 @@ class Frame:
     header: Header
     comparing: bool  # this run traced side B too (side by side, on a page that draws it)
     facts: str  # the end of the header's caption: the model, the source's length, the time, a stop at the limit
+    screen: tuple[int, int] | None = None  # presenter mode: the window's (width, height), views/plumbing/screen.py
 
 
 def app_inputs() -> tuple:
@@ -93,7 +96,10 @@ def above(view: str, shows: str, key: str) -> str:
 def show(ctx: Context, frame: Frame) -> None:
     """Run the chosen view's page as a fragment, in the theme the sidebar chose (app.py's last step before `end`)."""
     ss = st.session_state
-    theme = PRESENTER_THEME if ss["present"] else DEFAULT_THEME
+    theme = DEFAULT_THEME
+    if ss["present"] and frame.screen:  # the figures fill the window below the note and the header
+        theme = presenter_theme(frame.screen[1], frame.screen[0], fit_line(frame.header).lines,
+                                note_lines(ss.get("note")))
     page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 
 
@@ -121,10 +127,12 @@ def _page(ctx: Context, frame: Frame) -> None:
     if ss["compare"] != "off" and not frame.comparing:
         st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
     ss["_quiz_secret"] = None  # presenter mode's quiz sets the step it asks about while drawing the page
-    PAGES[view].render(ctx)
+    slots = presenter_slots() if ctx.present else None  # the header's two lines, the page's pickers in the second
+    with choosing_in(slots.choose if slots else None):
+        PAGES[view].render(ctx)
     # After the page: while the quiz asks about a step, the header keeps that step's answer.
     draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
-                f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}")
+                f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}", slots)
 
 
 def end(warm) -> None:

@@ -112,37 +112,43 @@ PHONE_CSS = ("@media (max-width: 640px) {"
              ".stApp .js-plotly-plot .modebar-container {display: none;}"
              "}")
 
-# Presenter mode: text grows and the page uses the screen's width.
-PRESENTER_TOP = "2.6rem"  # the page's top padding: room for Streamlit's toolbar
+# Presenter mode: text grows, the page uses the screen's width and height, and the header starts at the top of the
+# screen, between the two buttons of Streamlit's toolbar (made transparent, and deaf to the pointer but for its
+# buttons), so the strip the toolbar takes on a laptop is the figure's. The blocks of the page are set closer (0.45rem
+# apart), and so are a radio's options.
+PRESENTER_TOP = "0.35rem"  # the page's top padding
 PRESENTER_CSS = ("html, body, [class*='st-'] {font-size: 1.3rem;} "
-                 f".block-container {{padding: {PRESENTER_TOP} 1.5rem 1rem 1.5rem; max-width: 100%;}} "
+                 f".block-container {{padding: {PRESENTER_TOP} 1.5rem 0.5rem 1.5rem; max-width: 100%;}} "
                  "[data-testid='stMarkdownContainer'] h3, [data-testid='stMarkdownContainer'] h4 "
                  "{font-size: 1.6rem; padding: 0.1rem 0;} "
-                 "[data-testid='stVerticalBlock'] {gap: 0.6rem;}")
+                 "[data-testid='stVerticalBlock'] {gap: 0.45rem;} "
+                 "[data-testid='stHeader'] {pointer-events: none; background: transparent;} "
+                 "[data-testid='stHeader'] button {pointer-events: auto;} "
+                 # the page's <style> blocks: no gap each above the header
+                 "[data-testid='stElementContainer']:has(> [data-testid='stMarkdown'] "
+                 "[data-testid='stMarkdownContainer'] > style:only-child) {display: none;} "
+                 "[data-testid='stMain'] [data-testid='stRadioGroup'] {min-height: 0;} "
+                 "[data-testid='stMain'] [data-testid='stRadioOption'] p {line-height: 1.35;}")
 
-# Presenter mode's header takes two lines at most (views.parts.header.fit_line cuts the text to them) and the
-# caption under it one (viz.theme.HEADER_PX is measured with one of each). A second line moves the page up by
-# what it adds (SECOND_LINE_CSS), into the strip Streamlit's toolbar leaves empty beside its two buttons, so every
-# figure below keeps its height and still ends on a 720 px screen.
-HEADER_CSS = (".st-key-atlas_header_line h4 {display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: "
-              "vertical; overflow: hidden;} "
+# Presenter mode's header: the sentence and its translation on two lines at most (views.parts.header.fit_line cuts
+# the text to them), clear of the toolbar's buttons at its two ends, and the caption under it on one line, cut with
+# "…" (the popover "Whole text" has it all). viz.theme.HEADER_PX is measured with one line of each; a second line
+# of the translation is taken off the figures' height (viz.theme.presenter_theme).
+HEADER_CSS = (".st-key-atlas_header_line {gap: 0.1rem; padding: 0 2.2rem 0 2.4rem;} "
+              ".st-key-atlas_header_line h4 {display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: "
+              "vertical; overflow: hidden; padding: 0;} "
               ".st-key-atlas_header_line [data-testid='stCaptionContainer'] p "
               "{white-space: nowrap; overflow: hidden; text-overflow: ellipsis;} "
+              ".st-key-atlas_header_line [data-testid='stCaptionContainer'] code {white-space: nowrap;} "
               ".st-key-atlas_header_line [data-testid='stMarkdownContainer'] {min-width: 0;} "
-              ".st-key-atlas_header_line {gap: 0.2rem;} "
-              ".st-key-atlas_header_line [data-testid='stPopover'] button {min-height: 0; padding: 0.15rem 0.6rem;}")
+              ".st-key-atlas_header_line [data-testid='stPopover'] button {min-height: 0; padding: 0.05rem 0.6rem;} "
+              "[data-testid='stPopoverBody'] {min-width: min(46rem, 92vw);}")
 
-# Measured at 1280×720: the header's second line moves what follows it down by 26 px.
-SECOND_LINE_CSS = (f".block-container {{padding-top: calc({PRESENTER_TOP} - 26px) !important;}} "
-                   "[data-testid='stHeader'] {pointer-events: none; background: transparent;} "  # over the popover
-                   "[data-testid='stHeader'] button {pointer-events: auto;}")
-
-# The rule also takes Streamlit's wrapper of the container out of the page's flow (else its gap stays there).
-# At most three lines of 20 px type fit the strip at 1280 px (200 characters take two); a longer line on a narrow
-# screen is cut there rather than run into the header. Dark text on pale yellow: a sticky note, legible in
-# high-contrast mode and on a washed-out projector.
-NOTE_CSS = (".st-key-KEY, [data-testid='stLayoutWrapper']:has(> .st-key-KEY) {position: fixed; top: 0.35rem; "
-            "left: 4.5rem; right: 4.5rem; z-index: 999991; width: auto; gap: 0;} "
+# The lecturer's note stands above the header, clear of the toolbar's buttons at its two ends; it takes at most
+# three lines of 20 px type (200 characters take two at 1280 px), which the figures' height gives up
+# (viz.theme.presenter_theme). Dark text on pale yellow: a sticky note, legible in high-contrast mode and on a
+# washed-out projector.
+NOTE_CSS = (".st-key-KEY {padding: 0 2.2rem 0 2.4rem; gap: 0;} "
             ".st-key-KEY [data-testid='stMarkdownContainer'] p {margin: 0; padding: 0.1rem 0.6rem; font-size: 20px; "
             "line-height: 1.25; color: #1f1f1f; background: #fff4c2; border-left: 0.3rem solid #b8860b; "
             "border-radius: 0.25rem; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; "
