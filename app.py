@@ -79,9 +79,6 @@ st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "auto
 if ss["present"]:
     st.markdown(style(PRESENTER_CSS), unsafe_allow_html=True)
 screen = screen_size(st.sidebar) if ss["present"] else None  # the window's size: presenter figures fill its height
-if screen:  # the size this run draws for, for a test to wait on (in the sidebar: no room taken from the page)
-    st.sidebar.markdown(f"<span class='atlas-screen' data-drawn='{screen[0]}x{screen[1]}'></span>",
-                        unsafe_allow_html=True)
 
 
 def _stop() -> None:
@@ -287,7 +284,7 @@ if is_twin(key) and result.trace is not None:
 header = Header(src_tag=f"{'A · ' if comparing else ''}{langs['src']}", tgt_tag=langs["tgt"],
                 source=" ".join(source.tokens), output=result.text,
                 prefixes=tuple(" ".join(s.prefix_tokens[1:]) for s in result.steps or ()),
-                one_line=ss["present"] or comparing, present=ss["present"], captions=tuple(captions),
+                one_line=comparing, captions=tuple(captions),
                 notes=tuple(notes))
 
 ctx = Context(key=key, cfg=model.cfg, result=result, text=text, max_len=ss["max_len"], mode=mode,

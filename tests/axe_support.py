@@ -83,9 +83,10 @@ def settle(page, quiet_ms: int = 300) -> None:
         page.wait_for_function(CHARTS_DRAWN_JS, arg=CHART, timeout=60_000, polling="raf")
 
 
-def whole_page(page, max_height: int = 12_000) -> None:
+def whole_page(page, max_height: int = 12_000) -> dict:
     """Grow the window to the height of the page's content. axe judges the contrast of text only where it can see
-    it: text scrolled out of Streamlit's main pane is left undecided ("incomplete"), not counted."""
+    it: text scrolled out of Streamlit's main pane is left undecided ("incomplete"), not counted. Returns the
+    window's size before, for a caller that opens more pages in it."""
     height = page.evaluate("""() => Math.max(...[...document.querySelectorAll(
         "[data-testid='stMain'], [data-testid='stSidebarContent']")].map(e => e.scrollHeight), window.innerHeight)""")
     size = page.viewport_size
@@ -93,6 +94,7 @@ def whole_page(page, max_height: int = 12_000) -> None:
         page.evaluate("() => { window.atlasHoldScreen = true; }")  # presenter mode: not a new screen to draw for
         page.set_viewport_size({"width": size["width"], "height": min(height, max_height)})
         page.wait_for_function(LAID_OUT_JS, arg=CHART, timeout=30_000, polling="raf")
+    return size
 
 
 def serious(summary: dict) -> dict[str, int]:

@@ -91,15 +91,13 @@ _PRESENTER = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=2
                    short_axis_titles=True, max_label_chars=12, width_scale=PRESENTER_WIDTH_SCALE)
 
 
-def presenter_theme(height: int = SCREEN_PX, width: int = SCREEN_WIDTH_PX, header_lines: int = 1,
-                    note_lines: int = 0) -> Theme:
-    """The presenter theme for a screen of ``width`` × ``height`` px (never smaller than 1280×720: a smaller window
-    scrolls; ``width`` is not used yet) under a header whose translation takes ``header_lines`` lines, and a
-    lecturer's note of ``note_lines``."""
-    height, width = max(SCREEN_PX, int(height)), max(SCREEN_WIDTH_PX, int(width))
+def presenter_theme(height: int = SCREEN_PX, header_lines: int = 1, note_lines: int = 0) -> Theme:
+    """The presenter theme for a screen ``height`` px tall (never less than 720: a smaller window scrolls) under a
+    header whose translation takes ``header_lines`` lines and a lecturer's note of ``note_lines``. The width stays
+    the smallest screen's: the figures' text is laid out for 1280 px, and a wider screen stretches the figures."""
     note = (note_lines + 1) * NOTE_LINE_PX if note_lines else 0
-    # The width stays the smallest screen's: the figures' text is laid out for it (a wider one stretches them).
-    t = replace(_PRESENTER, screen_px=height, top_px=HEADER_PX + (header_lines - 1) * HEADER_LINE_PX + note)
+    t = replace(_PRESENTER, screen_px=max(SCREEN_PX, int(height)),
+                top_px=HEADER_PX + (header_lines - 1) * HEADER_LINE_PX + note)
     return replace(t, height_px=presenter_height(t=t))
 
 

@@ -199,8 +199,11 @@ def whole_translation(pg, server, view: str) -> list[str]:
 
 def axe_problems(pg) -> list[str]:
     """axe-core's serious and critical violations, on the whole page (axe judges only the text it can see)."""
-    whole_page(pg)
-    bad = serious(summarize(run_axe(pg)))
+    size = whole_page(pg)
+    try:
+        bad = serious(summarize(run_axe(pg)))
+    finally:  # the next view opens at the mode's own size (presenter mode draws for the window's)
+        pg.set_viewport_size(size)
     return [f"axe: {rule} on {n} elements" for rule, n in bad.items()]
 
 

@@ -8,7 +8,7 @@ from views.parts.header import LINE_CHARS, Header, fit_line
 
 SOURCE = "Zwei Hunde spielen im hohen Gras mit einem orangen Spielzeug ."
 H = Header(src_tag="DE", tgt_tag="EN", source=SOURCE, output="Two dogs play in the tall grass with an orange toy.",
-           prefixes=("Two", "Two dogs", "Two dogs play"), one_line=True, present=True)
+           prefixes=("Two", "Two dogs", "Two dogs play"), one_line=True)
 
 
 def test_a_short_translation_is_whole_and_the_source_takes_the_rest_of_one_line():

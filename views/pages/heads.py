@@ -164,11 +164,7 @@ def _measure_select(ctx: Context, report: dict) -> tuple[str, str]:
     if ss.get("heads_scale") not in SCALES:
         ss["heads_scale"] = "raw"
     with choices(ctx):
-        return _measure_boxes(ctx, available)
-
-
-def _measure_boxes(ctx: Context, available: list[str]) -> tuple[str, str]:
-    c1, c2 = st.columns([3, 2])
+        c1, c2 = st.columns([3, 2])
     vis = "collapsed" if ctx.present else "visible"
     measure = c1.selectbox("Colour the grid by", available, key="heads_measure", persist_state="session",
                            label_visibility=vis,  # importance: raw or normalised, as the values' scale says

@@ -31,8 +31,7 @@ class Header:
     source: str  # the source tokens as the encoder reads them, joined by spaces (the end token it appends left out)
     output: str  # the translation the figures show ("" when empty)
     prefixes: tuple[str, ...]  # the output tokens each step read before choosing (start token left out), joined
-    one_line: bool  # presenter mode, or side by side
-    present: bool
+    one_line: bool  # side by side: both sentences on one line (presenter mode draws into presenter_slots)
     captions: tuple[str, ...] = ()  # Markdown lines about other decodings (they would give a quiz's answer away)
     notes: tuple[tuple[str, str], ...] = field(default=())  # (kind: warning/caption/info, Markdown) on the input
 

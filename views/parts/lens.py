@@ -92,9 +92,10 @@ def render_contrast(ctx: Context) -> None:
     res = contrast(ctx.key, ctx.text, tokens, step_no - 1, a, b)
     # Presenter mode: the two figures side by side, so that both fit the screen below the controls.
     left, right = st.columns(2) if ctx.present else (st.container(), st.container())
-    # Presenter mode: a title of one line (the boxes right above name A and B), so the two panels keep the height.
+    # Presenter mode: a title of one line that names A and B (their boxes are in the header's Choose), so the two
+    # panels keep the height.
     chart(left, cached(contrast_figure, res.input_x_grad, res.relevance, res.src_tokens, a, b,
-                     title=f"step {step_no}: source words for A, not B" if ctx.present else
+                     title=f"step {step_no}: for “{escape_token(a)}”, not “{escape_token(b)}”" if ctx.present else
                            f"step {step_no}: which source words push towards “{escape_token(a)}” rather than "
                            f"“{escape_token(b)}”",
                      width_px=PAGE_WIDTH_PX // 2 if ctx.present else PAGE_WIDTH_PX),

@@ -21,6 +21,7 @@ def lines(note: str | None) -> int:
     note = (note or "").strip()
     return min(3, -(-len(note) // LINE_CHARS)) if note else 0
 
+
 def field() -> None:
     """The sidebar's box for the note, bound to the URL."""
     st.text_input("Lecturer's note", key="note", max_chars=NOTE_CHARS, persist_state="session",

@@ -98,8 +98,7 @@ def show(ctx: Context, frame: Frame) -> None:
     ss = st.session_state
     theme = DEFAULT_THEME
     if ss["present"] and frame.screen:  # the figures fill the window below the note and the header
-        theme = presenter_theme(frame.screen[1], frame.screen[0], fit_line(frame.header).lines,
-                                note_lines(ss.get("note")))
+        theme = presenter_theme(frame.screen[1], fit_line(frame.header).lines, note_lines(ss.get("note")))
     page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 
 

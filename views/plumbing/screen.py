@@ -13,16 +13,16 @@ from viz.theme import SCREEN_PX, SCREEN_WIDTH_PX
 
 KEY = "_screen"  # session state: [width, height] of the window, as last sent
 SLACK_PX = 8  # a change smaller than this (a scroll bar showing) is not worth drawing the page again
+LARGEST = (3840, 2160)  # a 4K screen: a larger size sent (or made up) is taken as this
 
 _JS = """
 export default function ({ data, setStateValue }) {
   const drawn = (data && data.drawn) || [0, 0];
   const slack = (data && data.slack) || 8;
-  window.atlasScreenDrawn = drawn;  // the size the page was drawn for: a test waits for the window's own
   const send = () => {
     // a full-page screenshot grows the window for a moment (window.atlasHoldScreen): no new screen
     if (window.atlasHoldScreen) return;
-    const size = [Math.min(window.innerWidth, 3840), Math.min(window.innerHeight, 2160)];
+    const size = [window.innerWidth, window.innerHeight];
     if (Math.abs(size[0] - drawn[0]) > slack || Math.abs(size[1] - drawn[1]) > slack) setStateValue("size", size);
   };
   send();
@@ -46,5 +46,8 @@ def screen_size(where=st) -> tuple[int, int]:
                             on_size_change=lambda: None)
     size = getattr(result, "size", None)
     if isinstance(size, list | tuple) and len(size) == 2 and all(isinstance(v, int | float) for v in size):
-        ss[KEY] = [int(size[0]), int(size[1])]
-    return tuple(ss.get(KEY) or (SCREEN_WIDTH_PX, SCREEN_PX))
+        ss[KEY] = [int(min(max(v, 0), top)) for v, top in zip(size, LARGEST)]
+    width, height = ss.get(KEY) or (SCREEN_WIDTH_PX, SCREEN_PX)
+    # the size this run draws for, for a test to wait on (where the component is: the sidebar takes no room away)
+    where.markdown(f"<span class='atlas-screen' data-drawn='{width}x{height}'></span>", unsafe_allow_html=True)
+    return width, height
