@@ -36,9 +36,10 @@ class Header:
     notes: tuple[tuple[str, str], ...] = field(default=())  # (kind: warning/caption/info, Markdown) on the input
 
 
-# Characters of the presenter header's bold type in one line of its column at 1280 px (measured about 80; a
-# margin for wide letters), and the least of the source worth showing beside a translation.
-LINE_CHARS, MIN_SOURCE_CHARS = 70, 12
+# Characters of the presenter header's bold type in one line of its column at 1280 px, between the toolbar's
+# buttons (a line of ▁-marked pieces, the widest text it shows, measured about 64), and the least of the source
+# worth showing beside a translation.
+LINE_CHARS, MIN_SOURCE_CHARS = 62, 12
 
 
 class Line(NamedTuple):

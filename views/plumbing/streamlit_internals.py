@@ -148,7 +148,7 @@ HEADER_CSS = (".st-key-atlas_header_line {gap: 0.1rem; padding: 0 2.2rem 0 2.4re
 # three lines of 20 px type (200 characters take two at 1280 px), which the figures' height gives up
 # (viz.theme.presenter_theme). Dark text on pale yellow: a sticky note, legible in high-contrast mode and on a
 # washed-out projector.
-NOTE_CSS = (".st-key-KEY {padding: 0 2.2rem 0 2.4rem; gap: 0;} "
+NOTE_CSS = (".st-key-KEY {padding: 0 2.2rem 0 2.4rem; margin-bottom: 0.4rem; gap: 0;} "
             ".st-key-KEY [data-testid='stMarkdownContainer'] p {margin: 0; padding: 0.1rem 0.6rem; font-size: 20px; "
             "line-height: 1.25; color: #1f1f1f; background: #fff4c2; border-left: 0.3rem solid #b8860b; "
             "border-radius: 0.25rem; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; "
