@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 # The smallest screen presenter mode fits, and the height of its header (see presenter_height below).
 SCREEN_PX, SCREEN_WIDTH_PX = 720, 1280
-HEADER_PX = 113
+HEADER_PX = 129
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,14 @@ class Theme:
 
 
 # What stands above a page's figure in presenter mode (measured in Chromium at 1280×720 with presenter mode's
-# CSS): HEADER_PX, the header's two lines (the sentence and its translation; the caption and
-# "Choose", the page's pickers) and the gap after them; a row of controls that stays on the page (the quiz's
-# buttons); one whose controls carry a label above them (a slider); a second line of translation.
-HEADER_LINE_PX = 36
-ROW_PX = 56
+# CSS): HEADER_PX, the header's two lines (the sentence and its translation; the caption and "Choose", the page's
+# pickers) and the gap after them, as tall with a translation of two lines as of one (the buttons at their ends set
+# the lines' height); a row of controls that stays on the page (the quiz's buttons); one whose controls carry a
+# label above them (a slider).
+ROW_PX = 64
 LABELLED_ROW_PX = 105
 TEXT_LINE_PX = 43  # one more line of text above a figure
+BLOCK_GAP_PX = 9  # between two blocks of the page (presenter mode's 0.45rem)
 NOTE_LINE_PX = 26  # a line of the lecturer's note above the header (and the gap under the note, once)
 MIN_FIGURE_PX = 200  # a presenter figure is never squeezed below this, whatever stands above it
 PRESENTER_WIDTH_SCALE = 1.25  # at 1280 px with the sidebar folded, the page is this much wider than PAGE_WIDTH_PX
@@ -91,13 +92,12 @@ _PRESENTER = Theme(tick=20, min_tick=20, base=22, title=24, hover=20, min_font=2
                    short_axis_titles=True, max_label_chars=12, width_scale=PRESENTER_WIDTH_SCALE)
 
 
-def presenter_theme(height: int = SCREEN_PX, header_lines: int = 1, note_lines: int = 0) -> Theme:
+def presenter_theme(height: int = SCREEN_PX, note_lines: int = 0) -> Theme:
     """The presenter theme for a screen ``height`` px tall (never less than 720: a smaller window scrolls) under a
-    header whose translation takes ``header_lines`` lines and a lecturer's note of ``note_lines``. The width stays
-    the smallest screen's: the figures' text is laid out for 1280 px, and a wider screen stretches the figures."""
+    lecturer's note of ``note_lines`` and the header. The width stays the smallest screen's: the figures' text is
+    laid out for 1280 px, and a wider screen stretches the figures."""
     note = (note_lines + 1) * NOTE_LINE_PX if note_lines else 0
-    t = replace(_PRESENTER, screen_px=max(SCREEN_PX, int(height)),
-                top_px=HEADER_PX + (header_lines - 1) * HEADER_LINE_PX + note)
+    t = replace(_PRESENTER, screen_px=max(SCREEN_PX, int(height)), top_px=HEADER_PX + note)
     return replace(t, height_px=presenter_height(t=t))
 
 

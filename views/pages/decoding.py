@@ -22,8 +22,6 @@ def _force(prefix: list[str]) -> None:
     st.session_state["dec_step"] = len(prefix) + 1  # show what happens right after the choice
 
 
-SLIDER_ROW_PX = 12  # presenter mode: the step slider's row stands this much taller than a row of boxes
-
 
 def render(ctx: Context) -> None:
     ss = st.session_state
@@ -116,7 +114,7 @@ def _step(ctx: Context, steps: list) -> None:
         if quizzed is None:
             return  # the room is asked first: the charts wait for the reveal
     left, right = st.columns(2)
-    with left, below_controls(rows=1, extra_px=quizzed + SLIDER_ROW_PX) as look:
+    with left, below_controls(rows=1, extra_px=quizzed) as look:
         # after a quiz's Reveal, the room's answers beside the model's, in the place of the chart the question
         # was not about
         room = quiz.room_beside(ctx, step, step_no, _candidates(step), layer, head, look.height_px) if top else None
@@ -124,7 +122,7 @@ def _step(ctx: Context, steps: list) -> None:
             chart(st, room[0], width="stretch", key="room_beside", config={"displayModeBar": False})
         else:
             _candidates_part(ctx, step, step_no, read, bool(top))
-    with right, below_controls(rows=1, extra_px=quizzed + SLIDER_ROW_PX):
+    with right, below_controls(rows=1, extra_px=quizzed):
         if not top:
             layer, head = _layer_head(cfg)
         if room and room[1] == "right":

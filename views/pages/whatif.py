@@ -21,7 +21,7 @@ from viz.compare import Side, side_by_side_figure
 from viz.heads import head_name
 from viz.lab import pair_difference_figure
 from viz.layout import PAGE_WIDTH_PX
-from viz.theme import TEXT_LINE_PX, below_controls
+from viz.theme import BLOCK_GAP_PX, TEXT_LINE_PX, below_controls
 
 # Pairs that teach something, each with the same number of tokens for the shipped model, so patching runs too.
 # What the model does with them is computed on the page, never promised here.
@@ -222,7 +222,8 @@ def _minimal_pair(ctx: Context, text_b: str, kind: str, layer: int, head: int, s
                    + "Tokens are matched by their longest common runs (difflib): equal tokens in the same order are "
                    "aligned, a replaced run of the same length position by position; inserted or deleted tokens "
                    "have no partner and are left out of the difference below.")
-    _attention_pair(ctx, b, text_b, kind, layer, head, show, (fit[0], fit[1] + lines * 2 * TEXT_LINE_PX))
+    above = fit[1] + lines * (2 * TEXT_LINE_PX + BLOCK_GAP_PX)  # presenter: the two output lines, one block
+    _attention_pair(ctx, b, text_b, kind, layer, head, show, (fit[0], above))
 
 
 def _lines(ctx: Context, b, src, out) -> None:

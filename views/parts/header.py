@@ -8,8 +8,8 @@ In presenter mode the header gives the translation the room: the whole translati
 "… (+N words)"; the source takes what is left of the first line, or of two (cut at a word, with "…"). "Whole text"
 (a popover) shows both whole, with the notes on them (a cut sentence, unknown words, another language). The caption
 takes the second line, and "Choose" at its end holds the page's pickers (views.parts.widgets.choices): the header
-and the controls take two lines, and the page's figure the rest of the screen. A second line of translation is taken
-off the figures' height (viz.theme.presenter_theme), so they still end on the screen.
+and the controls take two lines, and the page's figure the rest of the screen (viz.theme.HEADER_PX: as tall with a
+translation of two lines as of one).
 """
 from __future__ import annotations
 

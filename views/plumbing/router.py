@@ -33,7 +33,7 @@ from typing import Any
 import streamlit as st
 
 from views.pages import attention, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
-from views.parts.header import Header, fit_line, presenter_slots
+from views.parts.header import Header, presenter_slots
 from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
 from views.parts.widgets import choosing_in
@@ -98,7 +98,7 @@ def show(ctx: Context, frame: Frame) -> None:
     ss = st.session_state
     theme = DEFAULT_THEME
     if ss["present"] and frame.screen:  # the figures fill the window below the note and the header
-        theme = presenter_theme(frame.screen[1], fit_line(frame.header).lines, note_lines(ss.get("note")))
+        theme = presenter_theme(frame.screen[1], note_lines(ss.get("note")))
     page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 
 

@@ -132,9 +132,8 @@ PRESENTER_CSS = ("html, body, [class*='st-'] {font-size: 1.3rem;} "
 
 # Presenter mode's header: the sentence and its translation on two lines at most (views.parts.header.fit_line cuts
 # the text to them), clear of the toolbar's buttons at its two ends, and the caption under it on one line, cut with
-# "…" (the popover "Whole text" has it all). viz.theme.HEADER_PX is measured with one line of each; a second line
-# of the translation is taken off the figures' height (viz.theme.presenter_theme).
-HEADER_CSS = (".st-key-atlas_header_line {gap: 0.1rem; padding: 0 2.2rem 0 2.4rem;} "
+# "…" (the popover "Whole text" has it all). viz.theme.HEADER_PX is measured with it.
+HEADER_CSS = (".st-key-atlas_header_line {gap: 0.3rem; padding: 0 2.2rem 0 2.4rem;} "
               ".st-key-atlas_header_line h4 {display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: "
               "vertical; overflow: hidden; padding: 0;} "
               ".st-key-atlas_header_line [data-testid='stCaptionContainer'] p "
