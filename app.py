@@ -78,7 +78,8 @@ ss = st.session_state
 st.set_page_config(initial_sidebar_state="collapsed" if ss["present"] else "auto")
 if ss["present"]:
     st.markdown(style(PRESENTER_CSS), unsafe_allow_html=True)
-screen = screen_size(st.sidebar) if ss["present"] else None  # the window's size: presenter figures fill its height
+# the window's size: presenter figures fill its height, a phone's figures are built for its width
+screen = screen_size(st.sidebar, every=ss["present"])
 
 
 def _stop() -> None:

@@ -320,12 +320,22 @@ def off_the_screen(page, height: int) -> tuple[list[str], int]:
     return found, got["charts"]
 
 
+def figure_text_problems(page, least_px: float) -> list[str]:
+    """Every figure on the page (a phone's): no two of its texts overlap, none is drawn past its figure's edge (the
+    top allows for a title's ascent, as in off_the_screen), none is smaller than `least_px`."""
+    got = page.evaluate(FIT_JS, [10**6, 0])
+    return [f"{key}: {what}" for key in ("overlaps", "cut") for what in got[key]] + small_figure_text(page, least_px)
+
+
 SIDEBAR_OPEN_JS = """sel => { const s = document.querySelector(sel);
   return s !== null && s.getAttribute('data-collapsed') === 'false' && s.getBoundingClientRect().right > 50; }"""
 
 # ----------------------------------------------------------------------------- a phone
 
-PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
+# A phone's browser says so in its User-Agent (views/plumbing/screen.py draws its first page for a phone).
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 3,
+         "user_agent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+                       "Chrome/131.0.0.0 Mobile Safari/537.36"}
 PHONE_FIGURE = f"{MAIN_CHART}:not(.st-key-atlas-warm *)"  # the page's figures (the warm-up chart is off-screen)
 
 # What a phone shows: sideways scroll of the document and of Streamlit's main area, the sidebar's box, the top of the

@@ -234,6 +234,8 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
             **weight_colorbar_ticks(zmax))))
     title = _layer_title(kind, None, "every layer × head")
     fig = styled_figure(data, layout, title, height=190 + 115 * n_layers, subplot_titles=True,
-                        margin=dict(l=45, b=45), wrap_chars=title_wrap_chars(title, PAGE_WIDTH_PX))
+                        # a phone's colour bar is below (viz.phone): the layers' names need their own room
+                        margin=dict(l=45, b=45, **({"r": 40} if theme().figure_px else {})),
+                        wrap_chars=title_wrap_chars(title, PAGE_WIDTH_PX))
     # One heatmap with gaps: read cell by cell it would mix the thumbnails, so it says what each one shows.
     return with_alt(fig, grid_alt(probs, plain(title)))

@@ -16,7 +16,7 @@ from viz.attention import weight_colorbar_ticks, weight_colorbar_title, weight_z
 from viz.heatmap import cell_axes, check_tokens, grid_figure, heatmap_traces
 from viz.kinds import KIND_NAMES, axis_titles
 from viz.scales import PROB_SCALE, resolve_scale
-from viz.text import escape_token
+from viz.text import cut_token, escape_token
 from viz.theme import theme
 from viz.token_axes import FACET_ROW_PX, MIN_PANEL_PX, axis_ticks, label_px, plot_width_px, token_axis
 
@@ -57,11 +57,15 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
     labels = max(label_px(a.key_tokens), label_px(b.key_tokens)) + 10
     if t.height_px and len(heads) == 1:  # presenter: one head as tall as the screen allows
         panel = max(MIN_PANEL_PX // 2, t.height_px - 110 - labels)
-    height = len(heads) * (panel + labels) + 110
+    # A phone: one panel to a row, A above B for each head, each named above it (30 px for that name).
+    stacked = t.max_cols == 1
+    rows = 2 * len(heads) if stacked else len(heads)
+    labels += 30 if stacked else 0
+    height = rows * (panel + labels) + 110
     half = (width_px or 940) // 2
     data, axes = [], {}
     for col, (side, p) in enumerate(((a, pa), (b, pb)), start=1):
-        panel_w = plot_width_px(half, side.query_tokens, colorbar=col == 2)
+        panel_w = plot_width_px(None if stacked else half, side.query_tokens, colorbar=col == 2 and not stacked)
         for row, h in enumerate(heads, start=1):
             cell = (row - 1) * 2 + col - 1
             x_ref, y_ref = cell_axes(cell)
@@ -75,16 +79,19 @@ def side_by_side_figure(a: Side, b: Side, kind: str, layer: int, heads: Sequence
                          **axis_ticks(side.key_tokens, p.shape[2], angle=-45, axis_px=panel_w))
             y_set = dict(showgrid=False, zeroline=False, **token_axis(side.query_tokens),
                          **axis_ticks(side.query_tokens, p.shape[1], reverse=True, axis_px=panel))
-            if row == len(heads):
+            if row == len(heads) and (col == 2 or not stacked):
                 x_set["title"] = dict(text=k_title)
-            if col == 1:
+            if col == 1 or stacked:
                 y_set["title"] = dict(text=q_title)
             axes[cell] = (x_set, y_set)
-    v_space = min(0.9 / max(len(heads) - 1, 1), labels / height) if len(heads) > 1 else 0
+    v_space = min(0.9 / max(rows - 1, 1), labels / height) if rows > 1 else 0
     which = f"head {heads[0] + 1}" if len(heads) == 1 else "all heads"
-    return grid_figure(data, axes, len(heads), 2, 0.12, v_space,
-                       column_titles=[escape_token(a.label), escape_token(b.label)],
-                       row_titles=[f"head {h + 1}" for h in heads], title_font=max(16, t.base),
+    names = [escape_token(cut_token(a.label, 26)), escape_token(cut_token(b.label, 26))]
+    return grid_figure(data, axes, rows, 1 if stacked else 2, 0.12, v_space,
+                       column_titles=None if stacked else [escape_token(a.label), escape_token(b.label)],
+                       row_titles=None if stacked else [f"head {h + 1}" for h in heads],
+                       cell_titles=[f"{n}, head {h + 1}" for h in heads for n in names] if stacked else None,
+                       title_font=max(16, t.base) if not stacked else t.base,
                        coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
                           title=dict(text=weight_colorbar_title(zmax)), tickfont=dict(size=t.tick),
                           **weight_colorbar_ticks(zmax))),

@@ -17,7 +17,7 @@ from viz.heatmap import facet_heatmaps, heatmap
 from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.scales import SIGNED_SCALE
 from viz.text import escape_tokens, visible_len
-from viz.theme import fit_height, theme
+from viz.theme import figure_width, fit_height, theme
 from viz.token_axes import axis_ticks, plot_width_px
 
 if TYPE_CHECKING:
@@ -61,6 +61,9 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
     factor = float(np.sqrt(d_model))
     # Two plots side by side, as make_subplots(column_widths=[0.4, 0.6], horizontal_spacing=0.1) places them.
     left, right = [0.0, 0.36], [0.46, 1.0]
+    top, low = [0.0, 1.0], [0.0, 1.0]
+    if theme().figure_px:  # a phone: one above the other, each as wide as the screen
+        left, right, top, low = [0.0, 1.0], [0.0, 1.0], [0.62, 1.0], [0.0, 0.4]
     data = [box_of(arr, name, colour) for arr, name, colour in ((a, "token embedding", "#7f7f7f"),
                                                                (b, f"× √{d_model} = × {factor:.1f}", "#1f77b4"))]
     xs = np.arange(a.shape[0], dtype=np.int32)
@@ -73,20 +76,21 @@ def scaling_figure(token_emb: np.ndarray, scaled: np.ndarray, d_model: int,
     # Presenter mode has no room for a legend below the token labels: the title names the bars' colours instead.
     legend = not theme().height_px
     bars = "standard deviation per token" + ("" if legend else ": grey before, blue after")
-    titles = [dict(text=text, x=sum(dom) / 2, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
-                   showarrow=False, font=dict(size=16))
-              for text, dom in (("all values", left), (bars, right))]
+    titles = [dict(text=text, x=sum(dom) / 2, y=rows[1], xref="paper", yref="paper", xanchor="center",
+                   yanchor="bottom", showarrow=False, font=dict(size=16))
+              for text, dom, rows in (("all values", left, top), (bars, right, low))]
     layout = dict(
-        xaxis=dict(domain=left, anchor="y"), yaxis=dict(domain=[0.0, 1.0], anchor="x", title=dict(text="value")),
+        xaxis=dict(domain=left, anchor="y"), yaxis=dict(domain=top, anchor="x", title=dict(text="value")),
         xaxis2=dict(domain=right, anchor="y2", title=dict(text="token"),
                     **axis_ticks(tokens if tokens is not None else labels, len(xs), angle=-45,
-                                 axis_px=0.55 * plot_width_px(width_px, colorbar=False))),
-        yaxis2=dict(domain=[0.0, 1.0], anchor="x2", title=dict(text="std over dimensions")),
+                                 axis_px=(right[1] - right[0]) * plot_width_px(width_px, colorbar=False))),
+        yaxis2=dict(domain=low, anchor="x2", title=dict(text="std over dimensions")),
         annotations=titles, barmode="group",
         # The legend sits at the figure's bottom edge, under the axis titles: fit_margins leaves it room, so
         # plotly need not draw the figure a second time to make some (as for a legend placed below the plots).
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"), showlegend=legend)
-    return styled_figure(data, layout, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}", height=480,
+    return styled_figure(data, layout, f"Scaling by √d_model = √{d_model} ≈ {factor:.1f}",
+                         height=720 if theme().figure_px else 480,
                          subplot_titles=True)
 
 
@@ -257,7 +261,7 @@ def vocab_map_figure(coords: np.ndarray, vocab_tokens: Sequence[str],
         names = escape_tokens(labels)
         data.append(dict(
             type="scatter", x=c[idx, 0], y=c[idx, 1], mode="markers+text", name="sentence",
-            text=spaced_labels(c[idx], names, c, 16, (int(PAGE_WIDTH_PX * theme().width_scale) - 200,
+            text=spaced_labels(c[idx], names, c, 16, (int(figure_width(PAGE_WIDTH_PX)) - 200,
                                                       (fit_height(600) or 600) - 190)),
             hovertext=names, textposition="top center",
             textfont=dict(size=16), marker=dict(size=13, color="#d62728", line=dict(width=1, color="white")),

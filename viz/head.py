@@ -96,10 +96,11 @@ def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0
     biggest = float(np.nanmax(sums)) if sums.size and not np.all(np.isnan(sums)) else 0.0
     right = max(biggest, expected or 0.0) or 1.0
     ticks = [0.0, float(expected)] if expected else [0.0, round(right, 2)]
-    if theme().height_px:  # a projector: the "0" would sit on the last key's slanted label, which ends there
-        ticks = ticks[1:]
-    fig.update_layout(showlegend=False, xaxis=dict(domain=[0.0, 0.74]),
-                      xaxis2=dict(domain=[0.77, 1.0], anchor="y", title=dict(text="row sum"),
+    if theme().height_px or theme().figure_px:  # large type, or a phone: the "0" would sit on the last key's
+        ticks = ticks[1:]  # slanted label, which ends there
+    split = 0.6 if theme().figure_px else 0.74  # a phone's bars and their sums need a larger share of 356 px
+    fig.update_layout(showlegend=False, xaxis=dict(domain=[0.0, split]),
+                      xaxis2=dict(domain=[split + 0.03, 1.0], anchor="y", title=dict(text="row sum"),
                                   range=[0, right * RANGE_PAD], tickmode="array", tickvals=ticks,
                                   ticktext=[f"{t:g}" for t in ticks],
                                   tickfont=dict(size=theme().tick), showgrid=True))

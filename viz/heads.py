@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 from viz.decoding import bar_marker
 from viz.heatmap import cell_axes, grid_figure
 from viz.kinds import KIND_NAMES
-from viz.layout import style
+from viz.layout import PAGE_WIDTH_PX, style, text_px
 from viz.scales import PROB_SCALE, effect_legend, effect_scale, effect_words, line_dash, resolve_scale
-from viz.theme import theme
+from viz.theme import figure_width, theme
 
 KIND_ORDER = tuple(KIND_NAMES)  # viz knows no model: its one list of the kinds is KIND_NAMES
 # Short forms of the report's role labels, written in the grid's cells (the hover gives the full label).
@@ -86,8 +86,28 @@ def short_role(labels: Sequence[str]) -> str:
 
 
 def grid_layout(n_kinds: int, n_heads: int) -> tuple[int, int]:
-    """(rows, cols) of the kinds' panels: side by side while a row stays readable, else one above the other."""
-    return (1, n_kinds) if n_kinds * n_heads <= 16 else (n_kinds, 1)
+    """(rows, cols) of the kinds' panels: side by side while a row stays readable (never on a phone), else one above
+    the other."""
+    return (1, n_kinds) if n_kinds * n_heads <= 16 and theme().max_cols != 1 else (n_kinds, 1)
+
+
+# A phone's panels one above the other: between two, the upper one's "head" and the lower one's title (px).
+PHONE_GAP_PX = 40
+
+
+def stacked_gap(rows: int) -> float:
+    """The vertical gap between rows of layer × head panels, as a share of the plots' height."""
+    return 0.0 if rows == 1 else 0.2 if theme().figure_px else 0.12
+
+
+def texts_fit_cells(texts, n_heads: int, cols: int, size: float) -> bool:
+    """Whether the widest of ``texts`` at ``size`` px fits a cell of a layer × head panel (``n_heads`` cells wide,
+    ``cols`` panels to a row of the page's width; its margins, row labels and colour bar off). A laptop's page has
+    room for the grids' numbers; a phone's may not, and there the hover still gives them."""
+    if not theme().figure_px:
+        return True
+    cell = (figure_width(PAGE_WIDTH_PX) - 110) / cols / max(1, n_heads)
+    return max((text_px(t, size) for t in texts), default=0) + 4 <= cell
 
 
 def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str, Sequence], measure_label: str, *,
@@ -137,6 +157,8 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
             continue
         z = np.asarray(values[kind], dtype=np.float64)
         text = [[short_role(role[l][h]) for h in range(n_h)] for l in range(n_layers)]
+        if not texts_fit_cells([t for row in text for t in row], n_h, cols, max(11, tick - 2)):
+            text = [["" for _ in row] for row in text]  # the role stays in the hover
         full = [[", ".join(role[l][h]) or "mixed" for h in range(n_h)] for l in range(n_layers)]
         value_text = [[("n/a" if not np.isfinite(z[l, h]) else format(z[l, h], fmt)) for h in range(n_h)]
                       for l in range(n_layers)]
@@ -151,7 +173,7 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
         if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
             l, h = chosen[1] + 1, chosen[2] + 1
             shapes += chosen_outline(x_ref, y_ref, h, l)
-    fig = grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
+    fig = grid_figure(data, axes, rows, cols, 0.07, stacked_gap(rows),
                       # the short names: with the long ones, side by side panels' titles ran into each other
                       cell_titles=[GROUP_NAMES[k] for k in kinds], title_font=max(15, theme().base),
                       coloraxis=_grid_colours(zmin, zmax, signed, measure_label))
@@ -161,7 +183,7 @@ def head_grid_figure(values: Mapping[str, np.ndarray | None], roles: Mapping[str
                            showarrow=False, font=dict(size=theme().base, color="#777"))
     fig.update_layout(shapes=shapes)
     n_layers = max(len(roles[k]) for k in kinds)
-    panel = 60 + 48 * n_layers
+    panel = 60 + 48 * n_layers + (PHONE_GAP_PX if theme().figure_px else 0)
     return style(fig, title, height=rows * panel + 140, subplot_titles=True)
 
 

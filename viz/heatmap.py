@@ -315,7 +315,7 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
     if len(titles) != n:
         raise ValueError(f"got {len(titles)} titles for {n} panels")
     check_tokens(zs, row_tokens, col_tokens)
-    cols = min(max_cols, n)
+    cols = min(theme().max_cols or max_cols, n)
     rows = math.ceil(n / cols)
     # Pixels: panel body, rotated x tick labels below it, subplot title above.
     panel = min(MAX_PANEL_PX, max(MIN_PANEL_PX, FACET_ROW_PX * n_rows))

@@ -15,7 +15,17 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz import plotly_internals
-from viz.heads import CHOSEN_LINE, GROUP_NAMES, KIND_ORDER, SHORT_KINDS, chosen_outline, grid_layout
+from viz.heads import (
+    CHOSEN_LINE,
+    GROUP_NAMES,
+    KIND_ORDER,
+    PHONE_GAP_PX,
+    SHORT_KINDS,
+    chosen_outline,
+    grid_layout,
+    stacked_gap,
+    texts_fit_cells,
+)
 from viz.heatmap import cell_axes, grid_figure, heatmap
 from viz.kinds import kind_sides, resolve_languages
 from viz.layout import label_margins, style_layout, styled_figure, text_px, title_wrap_chars, top_margin
@@ -30,7 +40,7 @@ from viz.scales import (
     resolve_scale,
 )
 from viz.text import cut_token, escape_token, escape_tokens, fmt_prob, title_lines
-from viz.theme import fit_height, theme
+from viz.theme import figure_width, fit_height, theme
 from viz.token_axes import axis_ticks, cell_names, label_px, plot_width_px, token_axis, value_ticks
 
 SIGNED_D3 = "+.3f"  # signed values in hovers: the sign is the point
@@ -144,22 +154,24 @@ def head_effect_grid(values: Mapping[str, np.ndarray], value_label: str, *, fmt:
                                    f"%{{z:{SIGNED_D3}}}{gap_line(gap)}<extra></extra>")
         if gap is not None:
             cells["customdata"] = z * gap  # (L, h) nats
-        if cell_values:
-            cells.update(text=[[cell_text(v, fmt) for v in row] for row in z], texttemplate="%{text}",
+        texts = [[cell_text(v, fmt) for v in row] for row in z]
+        if cell_values and texts_fit_cells([t for row in texts for t in row], n_h, cols, max(11, tick - 2)):
+            cells.update(text=texts, texttemplate="%{text}",
                          textfont=dict(size=max(11, tick - 2)))
         data.append(cells)
         if chosen is not None and chosen[0] == kind and chosen[1] < n_layers and chosen[2] < n_h:
             l, h = chosen[1] + 1, chosen[2] + 1
             shapes += chosen_outline(x_ref, y_ref, h, l)
     n_layers = max(a.shape[0] for a in arrays.values())
+    panel = 60 + 48 * n_layers + (PHONE_GAP_PX if theme().figure_px else 0)
     coloraxis = dict(colorscale=effect_scale(higher_is_worse=gap is not None and gap < 0), cmin=zmin, cmax=zmax,
                      colorbar=dict(title=dict(text=effect_legend(value_label, worse), side="right"),
                                    tickfont=dict(size=tick)))
-    return grid_figure(data, axes, rows, cols, 0.07, 0.12 if rows > 1 else 0.0,
+    return grid_figure(data, axes, rows, cols, 0.07, stacked_gap(rows),
                        # presenter mode's large type: the short names, or neighbouring titles run into each other
                        cell_titles=[(SHORT_KINDS if theme().min_font else GROUP_NAMES)[k] for k in kinds],
                        title_font=max(15, theme().base),
-                       style=dict(title=title, height=rows * (60 + 48 * n_layers) + 140, subplot_titles=True),
+                       style=dict(title=title, subplot_titles=True, height=rows * panel + 140),
                        coloraxis=coloraxis, **({"shapes": shapes} if shapes else {}))
 
 
@@ -238,7 +250,7 @@ def position_effect_figure(enc: np.ndarray, dec: np.ndarray, src_labels: Sequenc
     # panels' titles name the positions).
     longest = max((text_px(t, tick) for t in escape_tokens([cut_token(x, theme().max_label_chars)
                                                             for x in dec_labels])), default=20)
-    gap = min(0.4, (longest + 30) / max(1, (width_px or 700) * theme().width_scale))
+    gap = min(0.4, (longest + 30) / max(1, figure_width(width_px)))
     return grid_figure(data, axes, 1, 2, gap, 0.0, cell_titles=[f"{side}: {where} ↓" for side, _, _, where in panels],
                        title_font=max(15, theme().base),
                        style=dict(title=title, height=height, subplot_titles=True), coloraxis=coloraxis)

@@ -24,7 +24,7 @@ import plotly.io as pio
 
 from viz import plotly_internals
 from viz.text import TITLE_WRAP_CHARS, title_lines, wrap_title
-from viz.theme import fit_height, theme
+from viz.theme import figure_width, fit_height, theme
 
 MIN_COLORBAR_PX = 120  # a colour bar shorter than this squeezes its tick labels together
 # Width a figure is assumed to get on the page when the caller does not say
@@ -359,10 +359,10 @@ TITLE_FIT = 0.8
 def title_wrap_chars(title: str | None, width_px: int | None) -> int:
     """Characters per title line for a figure ``width_px`` wide: TITLE_WRAP_CHARS, or fewer where a line that
     long would not fit (plotly does not wrap a title; it clips it at the figure's edge)."""
-    if not title or not width_px:
+    if not title or not (width_px or theme().figure_px):
         return TITLE_WRAP_CHARS
-    size, limit = theme().title, width_px * theme().width_scale * TITLE_FIT
-    chars = TITLE_WRAP_CHARS if theme().width_scale == 1 else 2 * TITLE_WRAP_CHARS  # a wider page: longer lines
+    size, limit = theme().title, figure_width(width_px) * TITLE_FIT
+    chars = TITLE_WRAP_CHARS if theme().width_scale <= 1 else 2 * TITLE_WRAP_CHARS  # a wider page: longer lines
     # Lines are broken at spaces by character count: fewer characters until every line fits (a single word wider
     # than the figure keeps its own line whatever the count).
     while chars > 12 and any(text_px(line, size) > limit for line in wrap_title(title, chars).split("<br>")):

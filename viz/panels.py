@@ -47,6 +47,8 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     """
     if not figs:
         raise ValueError("panel_row needs at least one figure")
+    if theme().max_cols == 1:  # a phone: one panel to a row
+        return panel_column(figs, one_scale=one_scale)
     n = len(figs)
     shares = [1 / n] * n if shares is None else [float(s) for s in shares]
     if len(shares) != n:
@@ -101,6 +103,41 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
                   font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
                   annotations=notes or None, shapes=shapes or None,
                   dragmode=next((lay["dragmode"] for lay in layouts if lay.get("dragmode")), None))  # a row window
+    return enforce_min_font(figure(data, {k: v for k, v in layout.items() if v is not None}))
+
+
+def panel_column(figs: Sequence[go.Figure], *, one_scale: bool = False) -> go.Figure:
+    """ONE figure with ``figs`` one above the other, each as its own figure drew it (its title, its plot's height,
+    its labels and colour bar); the panels share the widest left and right margins. ``one_scale`` as in
+    :func:`panel_row`: one colour range, one colour bar (beside the last panel)."""
+    layouts = [plotly_internals.layout(f) for f in figs]
+    heights = [lay.get("height") or 450 for lay in layouts]
+    tops = [lay["margin"]["t"] for lay in layouts]
+    bottoms = [lay["margin"]["b"] for lay in layouts]
+    plot_h = sum(heights) - tops[0] - bottoms[-1]  # the paper's height: from the first plot's top to the last's bottom
+    data, layout, notes, shapes = [], {}, [], []
+    cursor, offset = -tops[0], 0  # the top of panel i's own figure, in px below the paper's top
+    for i, fig in enumerate(figs):
+        y_dom = [1 - (cursor + heights[i] - bottoms[i]) / plot_h, 1 - (cursor + tops[i]) / plot_h]
+        cursor += heights[i]
+        names = _axis_names(fig, offset)
+        offset += _axis_count(fig)
+        _place_axes(layouts[i], names, [0.0, 1.0], y_dom, True, layout)
+        data += _place_traces(fig, names, [0.0, 1.0], y_dom, 0.02, (y_dom[1] - y_dom[0]) * plot_h)
+        shapes += [_place_ref(s, names, [0.0, 1.0], y_dom) for s in layouts[i].get("shapes", ())]
+        notes += [_place_ref(a, names, [0.0, 1.0], y_dom) for a in layouts[i].get("annotations", ())]
+        title = (layouts[i].get("title") or {}).get("text")
+        if title:  # where its own figure hung it: TITLE_PAD_PX below the panel's top
+            notes.append(dict(text=title, x=0.5, y=y_dom[1], xref="paper", yref="paper", xanchor="center",
+                              yanchor="top", yshift=tops[i] - TITLE_PAD_PX,
+                              showarrow=False, font=dict(size=theme().title)))
+    if one_scale:
+        _one_scale(data)
+    first = layouts[0]
+    layout.update(margin=dict(first["margin"], l=max(lay["margin"]["l"] for lay in layouts),
+                              r=max(lay["margin"]["r"] for lay in layouts), t=tops[0], b=bottoms[-1]),
+                  height=sum(heights), font=first.get("font"), hoverlabel=first.get("hoverlabel"), showlegend=False,
+                  annotations=notes or None, shapes=shapes or None)
     return enforce_min_font(figure(data, {k: v for k, v in layout.items() if v is not None}))
 
 

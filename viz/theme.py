@@ -52,6 +52,10 @@ class Theme:
     # Presenter mode: the screen's height, and what the header takes of it (presenter_theme).
     screen_px: int = SCREEN_PX
     top_px: int = HEADER_PX
+    # A phone: every figure is this wide, whatever its share of a laptop's page (Streamlit stacks the columns),
+    # and a figure of several panels puts at most max_cols of them in a row. None: as the page lays it out.
+    figure_px: int | None = None
+    max_cols: int | None = None
 
     def high_contrast(self) -> Theme:
         """Viridis instead of Blues: small weights stay visible on a washed-out projector, and it reads in
@@ -102,6 +106,13 @@ def presenter_theme(height: int = SCREEN_PX, note_lines: int = 0) -> Theme:
 
 
 PRESENTER_THEME = presenter_theme()
+
+# A phone (a window narrower than PHONE_PX; Streamlit stacks the page's columns below 640 px): figures are built for
+# the 356 px a 390 px screen leaves them, one panel to a row, every text at least 12 px, token labels cut to 10
+# characters, short axis titles, colour bars below their plots (viz.layout.enforce_min_font).
+PHONE_PX, PHONE_FIGURE_PX = 500, 356
+PHONE_THEME = Theme(tick=12, min_tick=12, base=13, title=15, hover=13, min_font=12, min_tick_px=14,
+                    short_axis_titles=True, max_label_chars=10, figure_px=PHONE_FIGURE_PX, max_cols=1)
 _THEME: ContextVar[Theme] = ContextVar("viz_theme", default=DEFAULT_THEME)
 
 
@@ -130,6 +141,13 @@ def below_controls(rows: int = 0, labelled: int = 0, extra_px: int = 0) -> Itera
         return
     with using_theme(replace(t, height_px=presenter_height(rows, labelled, extra_px, t))) as shorter:
         yield shorter
+
+
+def figure_width(width_px: float | None, default: float = 700) -> float:
+    """The width (px) a figure built for ``width_px`` of a laptop's page (``default`` when not given) gets on the
+    screen of the theme in force: a phone's every figure is its screen's width."""
+    t = theme()
+    return t.figure_px or (width_px or default) * t.width_scale
 
 
 def fit_height(height: int | None) -> int | None:

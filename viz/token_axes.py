@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from viz.layout import FIGURE_WIDTH_PX, text_px, top_margin
 from viz.text import cut_token, escape_token, escape_tokens, visible_len
-from viz.theme import DEFAULT_THEME, theme
+from viz.theme import DEFAULT_THEME, figure_width, theme
 
 # A heatmap is ROW_PX pixels per query row plus room for
 # the title and the key labels, between MIN_HEIGHT and MAX_HEIGHT; a facet panel
@@ -71,7 +71,7 @@ def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
     longest = max((visible_len(escape_token(cut_token(t, cap))) for t in row_tokens), default=2) \
         if row_tokens is not None else 3
     used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + (110 if colorbar else 0)
-    width = (width_px or FIGURE_WIDTH_PX) * theme().width_scale
+    width = figure_width(width_px, FIGURE_WIDTH_PX)
     return max(40.0, (width - used) / cols * (0.95 if cols > 1 else 1))
 
 

@@ -19,6 +19,7 @@ import plotly.io as pio
 
 from viz import look, plotly_internals, speed
 from viz.axis_notes import place_titles
+from viz.phone import colorbar_below
 from viz.theme import theme
 
 # Keys whose arrays plotly never turns into typed arrays (is_skipped_key of plotly's private utilities).
@@ -85,6 +86,8 @@ def _finished(out: dict, datarevision: str) -> dict:
         look.bake(out)
     if theme().min_font:
         _floor_sizes(out, theme().min_font)
+    if theme().figure_px:  # a phone
+        colorbar_below(out)
     if not speed.off("axis_notes"):
         place_titles(out)  # after the floor: the labels' reach is estimated at the sizes drawn
     out["layout"]["datarevision"] = datarevision

@@ -2,8 +2,10 @@
 
 Students open the lecturer's link on their phones. Every view on a phone (no exception, nothing scrolls sideways, the
 sidebar folded, the first figure on the first screen, tick labels of 12 px or more): tests/browser/test_browser_tour.py.
-Here: a long sentence keeps the first figure on the first screen, with the controls in one row; on Attention, a tap
-on a heatmap cell shows the label a mouse shows on a desktop, where the sidebar starts open.
+Here: a long sentence keeps the first figure on the first screen, with the controls in one row; every page's figures
+are built for the phone's width with a long sentence too (no text of a figure runs into another or past its edge,
+none is below 12 px), and a desktop browser's window made that narrow gets them as well; on Attention, a tap on a
+heatmap cell shows the label a mouse shows on a desktop, where the sidebar starts open.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import pytest
 
 from browser_js import LAID_OUT_JS, RUN_COUNTER_JS
 from browser_support import SIDEBAR, assert_clean, new_page, open_app, wait_charts
-from page_checks import MAIN_CHART, PHONE, PHONE_FIGURE, PHONE_JS
+from model.records import VIEWS
+from page_checks import MAIN_CHART, PHONE, PHONE_FIGURE, PHONE_JS, figure_text_problems
 from tiny_checkpoint import GERMAN
 
 WORDS = " ".join(GERMAN).replace(".", "").split()  # the tiny model's vocabulary, read word by word
@@ -29,6 +32,11 @@ CELL_JS = r"""
 """
 
 HOVER = ".hoverlayer .hovertext"
+
+# Where each heatmap panel of the first chart starts across the figure (its x axis's domain's start, rounded).
+PANEL_STARTS_JS = """sel => { const gd = document.querySelector(sel).querySelector('.js-plotly-plot');
+  return gd._fullData.filter(t => t.type === 'heatmap')
+    .map(t => Math.round(100 * gd._fullLayout[t.xaxis.replace('x', 'xaxis')].domain[0])); }"""
 
 
 @pytest.fixture
@@ -79,6 +87,38 @@ def test_a_long_sentence_keeps_the_first_figure_on_the_first_screen(phone, app_s
         boxes = [phone.locator(f".st-key-{k}").bounding_box() for k in ("kind", "layer", "head")]
         assert len({round(b["y"]) for b in boxes}) == 1, f"{name}: the select boxes are not one row: {boxes}"
         assert all(b["x"] + b["width"] <= 390 for b in boxes), boxes
+
+
+@pytest.mark.browser
+def test_every_page_builds_its_figures_for_the_phone_with_a_long_sentence(phone, app_server, screenshot_dir):
+    found = []
+    for view in VIEWS:
+        model = {"ckpt": "filmed"} if view == "Training" else {}  # the model with a training film
+        open_app(phone, app_server.link(view=view, text=LONG, **model))
+        settle(phone)
+        found += [f"{view}: {p}" for p in figure_text_problems(phone, 12)]
+        phone.screenshot(path=screenshot_dir / f"phone_long_{view.lower().replace(' ', '_')}.png", full_page=True)
+    assert found == [], "\n".join(found[:40])
+
+
+@pytest.mark.browser
+def test_a_desktop_window_as_narrow_as_a_phone_gets_the_phones_figures(chromium, app_server):
+    """Its browser does not say "Mobile": the page is drawn for a laptop, the window's width arrives, and the page
+    is drawn again for a phone (views/plumbing/screen.py)."""
+    pg = new_page(chromium, width=390, height=844, timeout=90_000)
+    try:
+        open_app(pg, app_server.link(view="Heads", text=GERMAN[2]))
+        pg.wait_for_function("() => (document.querySelector('.atlas-screen') || {}).dataset?.drawn?.startsWith('390x')",
+                             timeout=60_000, polling="raf")
+        pg.wait_for_function(LAID_OUT_JS, arg=MAIN_CHART, timeout=90_000, polling="raf")
+        wait_charts(pg, 90_000)
+        # the grid's panels one above the other (a laptop's page has them side by side): they start at one x
+        starts = pg.evaluate(PANEL_STARTS_JS, MAIN_CHART)
+        found = figure_text_problems(pg, 12)
+    finally:
+        pg.context.close()
+    assert len(starts) >= 2 and len(set(starts)) == 1, f"the panels start at x = {starts}"
+    assert found == [], "\n".join(found[:40])
 
 
 @pytest.mark.slow

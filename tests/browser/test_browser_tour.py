@@ -39,7 +39,9 @@ Each check, and the defect it was written for (each fails on that defect):
   title and two tick labels or more (the Heads grid's short bar wrote one "0").
 - C11 presenter sidebar: the sidebar is folded away (it took a third of the projector).
 - C12 phone: nothing scrolls sideways, the sidebar is folded, the first figure starts on the first screen, every
-  tick label is 12 px or more (a phone showed the sidebar over the page and the figure three screens down).
+  tick label is 12 px or more (a phone showed the sidebar over the page and the figure three screens down); no two
+  texts of a figure overlap, none runs past its figure's edge, every figure text is 12 px or more (figures built
+  for a laptop ran their panels' titles together, cut a colour bar's title and piled up the grids' numbers).
 """
 from __future__ import annotations
 
@@ -232,7 +234,7 @@ def test_tour(tour_pages, app_server, screenshot_dir, mode, view):
         found, _ = presenter_checks(pg, view, MODES[mode]["size"][1])
         found += whole_translation(pg, app_server, view)
     elif mode == "phone":
-        found = common(pg, view) + checks.phone_problems(pg)
+        found = common(pg, view) + checks.phone_problems(pg) + checks.figure_text_problems(pg, 12)
     else:
         found = desk_checks(pg, view)
     if view in AXE_VIEWS and mode in ("presenter", "high-contrast"):

@@ -40,7 +40,7 @@ from views.parts.widgets import choosing_in
 from views.plumbing import pandas_gate, prefetch, warmup
 from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
-from viz.theme import DEFAULT_THEME, Theme, presenter_theme, using_theme
+from viz.theme import DEFAULT_THEME, PHONE_PX, PHONE_THEME, Theme, presenter_theme, using_theme
 
 # The page registry: each view of the sidebar's list and the module that draws it. A page has `render(ctx)`; one
 # that can be prepared before it is opened also has `prepare(ctx, state)` and `STATE`, the session's choices
@@ -67,7 +67,7 @@ class Frame:
     header: Header
     comparing: bool  # this run traced side B too (side by side, on a page that draws it)
     facts: str  # the end of the header's caption: the model, the source's length, the time, a stop at the limit
-    screen: tuple[int, int] | None = None  # presenter mode: the window's (width, height), views/plumbing/screen.py
+    screen: tuple[int, int] | None = None  # the window's (width, height), views/plumbing/screen.py
 
 
 def app_inputs() -> tuple:
@@ -99,6 +99,8 @@ def show(ctx: Context, frame: Frame) -> None:
     theme = DEFAULT_THEME
     if ss["present"] and frame.screen:  # the figures fill the window below the note and the header
         theme = presenter_theme(frame.screen[1], note_lines(ss.get("note")))
+    elif frame.screen and frame.screen[0] < PHONE_PX:  # a phone: figures for its width
+        theme = PHONE_THEME
     page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
 
 
