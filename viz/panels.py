@@ -13,6 +13,7 @@ that means the same number across the row.
 from __future__ import annotations
 
 import copy
+import html
 import math
 import re
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_f
 from viz.rows import MIN_ROW_PX, windowed_title
 from viz.text import title_lines, wrap_title
 from viz.theme import fit_height, theme
+from viz.token_axes import axis_ticks, label_px
 
 # A vertical colour bar beside a panel takes its padding and thickness plus its tick labels (measured in Chromium:
 # 66-74 px for the bars of the head and mask figures at 14 px ticks, 4 px right of the plot); the next panel starts
@@ -61,6 +63,10 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     # their own figures' widths and would run into each other on a narrow screen (1280 px) without it.
     bars = [bar if _has_colorbar(f) else 0 for f in figs]
     lefts = [lay["margin"]["l"] if own_rows[i] else GAP_PX for i, lay in enumerate(layouts)]
+    # Each panel's key labels for the width its plot gets here, then the same keys labelled in panels that share them
+    room = width_px - sum(lefts) - sum(bars) - RIGHT_PX
+    layouts = _same_key_labels(figs, [_rethinned(lay, fig, share / total * room)
+                                      for lay, fig, share in zip(layouts, figs, shares)])
     tops = [lay["margin"]["t"] for lay in layouts]
     bottoms = [lay["margin"]["b"] for lay in layouts]
     # each panel's plot height (450 px: plotly's own figure height, for a figure that sets none)
@@ -158,6 +164,53 @@ def _rewrapped(title: str, room_px: int) -> str:
     line that starts with a tag, such as a ``<sup>`` subtitle, keeps its own line)."""
     text = re.sub(r"<br>(?!<)", " ", title)
     return wrap_title(text, title_wrap_chars(text, room_px))
+
+
+_CELL = re.compile(r"^(.*) \((\d+)\)$", re.S)  # a token's cell on a heatmap's axis: "token (position)", escaped
+
+
+def _rethinned(layout: dict, fig: go.Figure, plot_px: float) -> dict:
+    """A panel whose key labels were thinned for a figure of its own (its margins and colour bar taken off its
+    width) labelled again for the ``plot_px`` its plot gets in the row, where that shows more of them; its bottom
+    margin, and its height, grow by what the new labels need more."""
+    axis = layout.get("xaxis") or {}
+    cols = (plotly_internals.traces(fig) or [{}])[0].get("x")
+    if axis.get("tickvals") is None or axis.get("ticktext") is None or cols is None:
+        return layout
+    cells = [_CELL.match(str(c)) for c in cols]
+    if not all(cells) or [int(m[2]) for m in cells] != list(range(len(cells))):
+        return layout  # not a token axis (dimensions, positions)
+    tokens = [html.unescape(m[1]) for m in cells]  # as viz.token_axes.cell_names escaped them
+    ticks = axis_ticks(tokens, len(tokens), angle=-45, axis_px=plot_px)
+    if len(ticks["tickvals"]) <= len(axis["tickvals"]):
+        return layout
+    old = [tokens[i] for i in axis["tickvals"]]
+    grow = max(0, label_px([tokens[i] for i in ticks["tickvals"]], ticks.get("tickangle", -45))
+               - label_px(old, axis.get("tickangle", -45)))
+    new_axis = dict(axis, **{k: ticks[k] for k in ("tickvals", "ticktext", "tickfont", "tickangle") if k in ticks})
+    return dict(layout, xaxis=new_axis, margin=dict(layout["margin"], b=layout["margin"]["b"] + grow),
+                height=(layout.get("height") or 450) + grow)
+
+
+def _same_key_labels(figs: Sequence[go.Figure], layouts: list[dict]) -> list[dict]:
+    """Panels whose columns are the same tokens label the same ones: those of the panel that labels fewest (each
+    thinned its labels for its own width), at the smallest of their label sizes."""
+    groups: dict[tuple, list[int]] = {}
+    for i, fig in enumerate(figs):
+        axis = layouts[i].get("xaxis") or {}
+        cols = (plotly_internals.traces(fig) or [{}])[0].get("x")
+        if cols is not None and axis.get("tickvals") is not None:
+            groups.setdefault(tuple(str(v) for v in cols), []).append(i)
+    out = list(layouts)
+    for members in (m for m in groups.values() if len(m) > 1):
+        fewest = min(members, key=lambda i: len(layouts[i]["xaxis"]["tickvals"]))
+        chosen = layouts[fewest]["xaxis"]
+        size = min(((layouts[i]["xaxis"].get("tickfont") or {}).get("size") or theme().tick) for i in members)
+        for i in members:
+            out[i] = dict(layouts[i], xaxis=dict(layouts[i]["xaxis"], tickvals=chosen["tickvals"],
+                                                 ticktext=chosen.get("ticktext"), tickangle=chosen.get("tickangle"),
+                                                 tickfont=dict(layouts[i]["xaxis"].get("tickfont") or {}, size=size)))
+    return out
 
 
 def _rows(fig: go.Figure):

@@ -29,12 +29,12 @@ class Theme:
     """
 
     tick: int = 14  # tick labels and colourbar ticks
-    min_tick: int = 11  # crowded tick labels shrink down to this, never below
+    min_tick: int = 10  # crowded tick labels shrink down to this, never below
     base: int = 15  # axis titles, annotations, legends
     title: int = 19
     hover: int = 15
     min_font: int = 0  # every text of every figure at least this (0: no floor)
-    min_tick_px: int = 14  # between neighbouring tick labels, across the text
+    min_tick_px: int = 12  # between neighbouring tick labels, across the text (a 10 px label and a gap)
     prob_scale: str = "Blues"  # probabilities 0..1: white = 0
     signed_scale: str = "RdBu_r"  # signed values around 0
     # The colour of signed_scale's high end in words: legends of effects say what it means (viz.scales.effect_words).

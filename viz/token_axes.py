@@ -16,9 +16,10 @@ from viz.theme import DEFAULT_THEME, figure_width, theme
 
 # A heatmap is ROW_PX pixels per query row plus room for
 # the title and the key labels, between MIN_HEIGHT and MAX_HEIGHT; a facet panel
-# is FACET_ROW_PX per row between MIN_PANEL_PX and MAX_PANEL_PX. When tick
-# labels would be closer than MIN_TICK_PX, or more than MAX_TICKS, only every
-# n-th token is labelled (hover still names every token).
+# is FACET_ROW_PX per row between MIN_PANEL_PX and MAX_PANEL_PX. Every token is
+# labelled while the labels stand MIN_TICK_PX apart (their font shrinking to
+# MIN_TICK_FONT on the way); beyond that, and beyond MAX_TICKS on an axis whose
+# length is not known, only every n-th token is (hover still names every token).
 ROW_PX = 28
 MIN_HEIGHT, MAX_HEIGHT = 380, 1000
 FACET_ROW_PX = 22
@@ -35,13 +36,14 @@ def cell_names(tokens: Sequence[str]) -> list[str]:
 
 
 def tick_step(n: int, axis_px: float | None = None, angle: int | None = None, count_rule: bool = True) -> int:
-    """Label every ``tick_step``-th of ``n`` tokens: ≤ MAX_TICKS labels, ≥ MIN_TICK_PX apart.
+    """Label every ``tick_step``-th of ``n`` tokens: ≥ MIN_TICK_PX apart on an axis ``axis_px`` long, else
+    ≤ MAX_TICKS labels.
 
     The distance counted is the one between neighbouring labels, across the
     text: for labels rotated by ``angle`` degrees that is the tick spacing
-    times |sin(angle)|. ``count_rule=False``: the pixel rule alone (how close two labels may stand).
+    times |sin(angle)|. ``count_rule=False``: never the count rule (how close two labels may stand).
     """
-    step = max(1, math.ceil(n / MAX_TICKS)) if count_rule else 1
+    step = max(1, math.ceil(n / MAX_TICKS)) if count_rule and not axis_px else 1
     if axis_px and n:
         step = max(step, math.ceil(theme().min_tick_px / (axis_px / n * _slant(angle))))
     return step
@@ -208,3 +210,25 @@ def token_axis(tokens) -> dict:
     """Axis settings of a heatmap axis whose cells are ``tokens``: a category axis (see
     :func:`viz.heatmap.heatmap_traces`)."""
     return {} if tokens is None else {"type": "category"}
+
+
+def thinned_labels(layout: dict) -> str | None:
+    """A sentence naming the token axes of a figure's ``layout`` (plotly's layout dict) that label only some of
+    their tokens, e.g. "Only some labels fit: key 23 of 46. Hover a cell for its tokens."; None when every token
+    is labelled. A token axis is one whose labels are text at whole positions over a range of cells."""
+    seen = {}
+    for name, axis in layout.items():
+        if not (name[:5] in ("xaxis", "yaxis") and isinstance(axis, dict)):
+            continue
+        vals, text, span = axis.get("tickvals"), axis.get("ticktext"), axis.get("range")
+        if vals is None or text is None or span is None or axis.get("showticklabels") is False:
+            continue
+        cells = round(abs(span[1] - span[0]))
+        if not text or all(str(t) == str(v) for t, v in zip(text, vals)) or len(vals) >= cells:
+            continue  # numbers (dimensions, positions), or every cell labelled
+        title = axis.get("title") or {}
+        word = str(title.get("text") if isinstance(title, dict) else title or name[0]).split(" (")[0].split(" ")[0]
+        seen[word or name[0]] = f"{word} {len(vals)} of {cells}"
+    if not seen:
+        return None
+    return f"Only some labels fit: {', '.join(seen.values())}. Hover a cell for its tokens."

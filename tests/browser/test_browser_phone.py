@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from browser_js import LAID_OUT_JS, RUN_COUNTER_JS
-from browser_support import SIDEBAR, assert_clean, new_page, open_app, wait_charts
+from browser_support import SIDEBAR, assert_clean, full_screenshot, new_page, open_app, wait_charts
 from model.records import VIEWS
 from page_checks import MAIN_CHART, PHONE, PHONE_FIGURE, PHONE_JS, figure_text_problems
 from tiny_checkpoint import GERMAN
@@ -97,7 +97,7 @@ def test_every_page_builds_its_figures_for_the_phone_with_a_long_sentence(phone,
         open_app(phone, app_server.link(view=view, text=LONG, **model))
         settle(phone)
         found += [f"{view}: {p}" for p in figure_text_problems(phone, 12)]
-        phone.screenshot(path=screenshot_dir / f"phone_long_{view.lower().replace(' ', '_')}.png", full_page=True)
+        full_screenshot(phone, screenshot_dir / f"phone_long_{view.lower().replace(' ', '_')}.png")
     assert found == [], "\n".join(found[:40])
 
 

@@ -32,7 +32,6 @@ from viz.token_axes import (
     FACET_ROW_PX,
     MAX_HEIGHT,
     MAX_PANEL_PX,
-    MAX_TICKS,
     MIN_HEIGHT,
     MIN_TICK_FONT,
     MIN_TICK_PX,
@@ -123,28 +122,38 @@ def test_thirteen_tokens_every_label_at_full_size():
         assert axis.tickfont.size >= 13
 
 
-def test_sixty_five_tokens_thinned_labels_full_hover():
+def test_sixty_five_tokens_are_all_labelled_while_the_labels_fit_at_ten_px():
     toks = words(65)
     fig = attention_figure(probs(65, 65), toks, toks, "enc_self")
     assert fig.layout.height == MAX_HEIGHT
     rows_px = plot_rows_px(MAX_HEIGHT, toks, 1)
+    assert rows_px / 65 >= MIN_TICK_PX  # room for every row's label at the smallest font
+    y = fig.layout.yaxis
+    assert list(y.tickvals) == list(range(65)) and list(y.ticktext) == toks
+    assert MIN_TICK_FONT == 10 and y.tickfont.size >= MIN_TICK_FONT
+
+
+def test_a_hundred_and_twenty_tokens_thinned_labels_full_hover():
+    toks = words(120)
+    fig = attention_figure(probs(120, 120), toks, toks, "enc_self")
+    rows_px = plot_rows_px(MAX_HEIGHT, toks, 1)
     for axis in (fig.layout.yaxis, fig.layout.xaxis):
         vals = list(axis.tickvals)
         step = vals[1] - vals[0]
-        assert step >= 2 and vals == list(range(0, 65, step))
-        assert list(axis.ticktext) == toks[::step] and len(vals) <= MAX_TICKS
+        assert step >= 2 and vals == list(range(0, 120, step))
+        assert list(axis.ticktext) == toks[::step]
         assert axis.tickfont.size >= MIN_TICK_FONT
     y_step = fig.layout.yaxis.tickvals[1]
-    assert rows_px / 65 * y_step >= MIN_TICK_PX > rows_px / 65 * (y_step - 1)
+    assert rows_px / 120 * y_step >= MIN_TICK_PX > rows_px / 120 * (y_step - 1)
     trace = value_trace(fig)  # every row and column named on hover, though only some are labelled
-    assert len(trace.x) == len(trace.y) == 65
+    assert len(trace.x) == len(trace.y) == 120
     assert cell_hover(trace, 63, 0).startswith("query: w63 (63)<br>key: w0 (0)<br>")
     assert cell_hover(trace, 0, 63).startswith("query: w0 (0)<br>key: w63 (63)<br>")
 
 
 def test_tick_step_rule():
-    assert tick_step(13) == 1 and tick_step(41) == 2 and tick_step(100) == 3
-    assert tick_step(65, axis_px=65 * MIN_TICK_PX) == 2  # the count rule alone
+    assert tick_step(13) == 1 and tick_step(41) == 2 and tick_step(100) == 3  # no length known: the count rule
+    assert tick_step(65, axis_px=65 * MIN_TICK_PX) == 1  # a known length: every label that fits
     assert tick_step(20, axis_px=20 * MIN_TICK_PX) == 1
     assert tick_step(20, axis_px=10 * MIN_TICK_PX) == 2
 

@@ -67,7 +67,7 @@ def test_narrow_figures_wrap_their_titles_to_fit():
             assert text_px(line, theme().title) <= THIRD_WIDTH_PX * 0.8, (name, line)
 
 
-@pytest.mark.parametrize("n", [13, 65])
+@pytest.mark.parametrize("n", [13, 120])
 def test_mask_figure_grows_with_rows_and_thins_labels(n):
     toks = [f"tok{i}" for i in range(n)]
     fig = mask_figure(causal_mask(n), toks, toks, title="causal mask", kind="dec_self")

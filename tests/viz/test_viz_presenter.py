@@ -190,16 +190,22 @@ def test_inside_one_head_says_how_many_keys_are_labelled_and_hover_names_every_o
     assert keys_note(31, 31).startswith("Every one")
 
 
-def test_the_inside_one_head_page_states_the_labelled_keys(tmp_path_factory):
-    """The page's note counts the labels of the figure it drew (its figures come from the figure cache, which keeps
-    no layout to read them from)."""
+def test_the_inside_one_head_page_says_which_axes_label_only_some_tokens(tmp_path_factory):
+    """Under a figure whose token axes label only some tokens, the page says how many (counted from the figure it
+    drew); under one that labels them all, nothing. The figures come from the figure cache, which keeps the count
+    (it keeps no layout to read it from later)."""
     from tests.app_support import demo_checkpoints, run_app, visible_text
     from tests.tiny_checkpoint import GERMAN
 
+    long = " ".join([GERMAN[2].rstrip(" .")] * 4) + "."
     with demo_checkpoints(tmp_path_factory, "ckpts_keys_note"):
-        at = run_app(view="Inside one head", text=GERMAN[2], kind="enc_self")
+        short_page = visible_text(run_app(view="Inside one head", text=GERMAN[2], kind="enc_self"))
+        at = run_app(view="Inside one head", text=long, kind="enc_self")
     assert not at.exception
-    note = re.search(r"(\d+) of the (\d+) keys are labelled|Every one of the (\d+) keys is labelled", visible_text(at))
-    assert note, visible_text(at)[-500:]
-    shown, total = (int(note[1]), int(note[2])) if note[1] else (int(note[3]), int(note[3]))
-    assert 0 < shown <= total == len(GERMAN[2].split()) + 2  # the words, the full stop split off, <eos>
+    assert "Only some labels fit" not in short_page  # 12 tokens: every key and query labelled
+    notes = re.findall(r"Only some labels fit: ([^.]*)\.", visible_text(at))
+    assert notes, visible_text(at)[-800:]
+    n = len(long.split()) + 2  # the words, the full stop split off, <eos>
+    for note in notes:
+        for shown, total in re.findall(r"(\d+) of (\d+)", note):
+            assert 0 < int(shown) < int(total) == n, note

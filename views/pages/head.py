@@ -84,7 +84,7 @@ def render(ctx: Context) -> None:
               config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{'-'.join(names)}"))
         if ctx.present:  # the steps' explanations under their figure, which keeps the screen's height
             _step_titles(names, titles, "caption")
-        if row_name == "scores":
+        if row_name == "scores" and ctx.present:  # elsewhere chart() says which axes label only some tokens
             st.caption(keys_note(score_keys_labelled(q_tokens, k_tokens), len(k_tokens)))
     if ctx.present:
         _checks(ctx, kind, layer, head)

@@ -60,7 +60,12 @@ def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     alt = getattr(shown, "_atlas_alt", None)
     look = "streamlit" if off("look") else None  # the look switched off: Streamlit's theme styles it in the browser
     where.plotly_chart(shown, theme=look, alt=alt.summary if alt is not None else None, **kwargs)
-    if alt is not None and details and not st.session_state.get("present"):
+    if not details or st.session_state.get("present"):
+        return
+    thinned = getattr(shown, "_atlas_thinned", None)
+    if thinned:  # the figure's token axes label only some tokens: said under it (presenter mode: in its title)
+        where.caption(thinned)
+    if alt is not None:
         described(where, alt, kwargs.get("key"))
 
 

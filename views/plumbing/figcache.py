@@ -20,10 +20,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from views.plumbing.streamlit_internals import serve_kept_json
+from viz import plotly_internals
 from viz.alt import describe
 from viz.kinds import languages
 from viz.speed import off, switched_off
 from viz.theme import theme
+from viz.token_axes import thinned_labels
 from viz.transport import browser_json
 
 MAX_FIGURES = 160  # LRU; a figure object is ~0.1-0.5 MB, the vocabulary map ~1 MB
@@ -97,6 +99,7 @@ def _prebuilt(figure, revision: str):
         light = _Prebuilt(layout={"template": {}})  # an empty template: plotly would deep-copy its default into it
         light._atlas_dict = kept
         light._atlas_alt = alt
+        light._atlas_thinned = thinned_labels(plotly_internals.layout(figure))  # said under the chart (widgets)
         return light
     if isinstance(figure, dict):  # a builder that returns several figures by name
         return {name: _prebuilt(value, f"{revision}:{name}") for name, value in figure.items()}

@@ -25,14 +25,15 @@ _MOBILE = re.compile(r"Mobi|Android|iPhone")  # the User-Agent of a phone's brow
 
 _JS = """
 export default function ({ data, setStateValue }) {
-  const drawn = (data && data.drawn) || [0, 0];
-  const slack = (data && data.slack) || 8;
-  const phone = (data && data.phone) || 500;
+  // [drawn width, drawn height, slack, phone width, every change counts]: a list, which Streamlit passes on as it is
+  // (a dict's values are checked for data frames, which imports pandas on a server's first page)
+  const [w, h, slack, phone, every] = data || [0, 0, 8, 500, false];
+  const drawn = [w, h];
   const send = () => {
     // a full-page screenshot grows the window for a moment (window.atlasHoldScreen): no new screen
     if (window.atlasHoldScreen) return;
     const size = [window.innerWidth, window.innerHeight];
-    const changed = data && data.every ? Math.abs(size[0] - drawn[0]) > slack || Math.abs(size[1] - drawn[1]) > slack
+    const changed = every ? Math.abs(size[0] - drawn[0]) > slack || Math.abs(size[1] - drawn[1]) > slack
                                        : (size[0] < phone) !== (drawn[0] < phone);
     if (changed) setStateValue("size", size);
   };
@@ -54,8 +55,8 @@ def screen_size(where=st, every: bool = False) -> tuple[int, int]:
     ss = st.session_state
     drawn = ss.get(KEY) or list(_guess())
     with where:
-        result = _component(key="atlas_screen", data={"drawn": drawn, "slack": SLACK_PX, "phone": PHONE_PX,
-                                                      "every": every}, height=0, on_size_change=lambda: None)
+        result = _component(key="atlas_screen", data=[*drawn, SLACK_PX, PHONE_PX, every], height=0,
+                            on_size_change=lambda: None)
     size = getattr(result, "size", None)
     if isinstance(size, list | tuple) and len(size) == 2 and all(isinstance(v, int | float) for v in size):
         ss[KEY] = [int(min(max(v, 0), top)) for v, top in zip(size, LARGEST)]
