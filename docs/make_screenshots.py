@@ -2,6 +2,7 @@
 
     python docs/make_screenshots.py [--checkpoint-dir checkpoints] [--model multi30k-de-en] [--only NAME ...]
     python docs/make_screenshots.py --only film_strip [--strip-frames 1 7 0] [--strip-layer 2]
+    python docs/make_screenshots.py --only every_page
 
 Starts `streamlit run app.py`, opens each view in Debian's Chromium (Playwright) through a shareable
 link, waits until every chart is drawn, and writes docs/screenshots/<view>.png.
@@ -10,6 +11,10 @@ link, waits until every chart is drawn, and writes docs/screenshots/<view>.png.
 (1-based; 0 is the last), each the step line, the translation at that step and the heatmaps of every head of
 one decoder layer's cross-attention (`--strip-layer`) for the first probe sentence, cut from the page as the browser
 drew them and put one above the other into docs/screenshots/film_strip.png.
+
+`every_page` is every view twice, with a 9-word sentence: in presenter mode on a 1280×720 projector (what the screen
+shows: docs/screenshots/pages/presenter_<view>.png) and on a 390×844 phone (the whole page, at most 3,000 px:
+pages/phone_<view>.png).
 """
 from __future__ import annotations
 
@@ -83,7 +88,7 @@ def main() -> int:
     ap.add_argument("--checkpoint-dir", default=str(ROOT / "checkpoints"))
     ap.add_argument("--model", default="multi30k-de-en")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    ap.add_argument("--only", nargs="*", choices=list(SHOTS) + ["film_strip", "poll"],
+    ap.add_argument("--only", nargs="*", choices=list(SHOTS) + ["film_strip", "poll", "every_page"],
                     help="take only these screenshots")
     ap.add_argument("--strip-frames", nargs=3, type=int, default=[1, 7, 0],
                     help="the film strip's early, middle and final frame (1-based; 0: the last)")
@@ -107,6 +112,8 @@ def main() -> int:
                 print(film_strip(browser, server, out / "film_strip.png", args.strip_frames, args.strip_layer))
             if not args.only or "poll" in args.only:
                 print(*poll_shots(browser, server, out), sep="\n")
+            if not args.only or "every_page" in args.only:
+                print(*page_shots(browser, server, out / "pages"), sep="\n")
             for name, params in SHOTS.items():
                 if args.only and name not in args.only:
                     continue
@@ -164,6 +171,45 @@ def film_strip(browser, server, path: Path, frames: list[int], layer: int) -> Pa
     strip.save(path)
     return path
 
+
+
+NINE_WORDS = "Ein Mann mit einem orangen Hut starrt auf etwas."
+
+
+def page_shots(browser, server, out: Path) -> list[Path]:
+    """Every view in presenter mode at 1280×720 (the screen) and on a phone (the page), with a 9-word sentence."""
+    sys.path.insert(0, str(ROOT))
+    from browser_js import RUN_COUNTER_JS
+    from model.records import VIEWS
+    from page_checks import PHONE as PHONE_CONTEXT
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for where in ("presenter", "phone"):
+        for view in VIEWS:
+            if where == "presenter":
+                page = bs.new_page(browser, width=1280, height=720)
+            else:
+                context = browser.new_context(**dict(PHONE_CONTEXT, device_scale_factor=2))
+                context.add_init_script(RUN_COUNTER_JS)
+                page = context.new_page()
+                page.set_default_timeout(90_000)
+            bs.open_app(page, server.link(text=NINE_WORDS, view=view, **({"present": 1} if where == "presenter"
+                                                                           else {})))
+            bs.wait_charts(page, 90_000)
+            if page.locator(bs.EXCEPTION).count():
+                raise SystemExit(f"{where}, {view}: the app showed an exception")
+            path = out / f"{where}_{view.lower().replace(' ', '_')}.png"
+            if where == "presenter":
+                page.wait_for_function("() => (document.querySelector('.atlas-screen') || {}).dataset?.drawn "
+                                       "=== '1280x720'")
+                bs.wait_charts(page, 90_000)
+                page.screenshot(path=str(path))
+            else:
+                bs.full_screenshot(page, path, max_height=3000)
+            paths.append(path)
+            page.context.close()
+    return paths
 
 
 POLL = {"view": "Decoding", "present": 1, "focus": "quiz", "quiz": "next", "dec_step": 3}

@@ -132,20 +132,23 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
                      zmax: float | None = None, title: str | None = None, *,
                      src_lang: str | None = None, tgt_lang: str | None = None,
                      width_px: int | None = None, keep_rows: Sequence[int] = (),
-                     keep_cols: Sequence[int] = ()) -> go.Figure:
+                     keep_cols: Sequence[int] = (), key_note: str | None = None) -> go.Figure:
     """Heatmap of one head's attention ``probs`` (i, j) with axis titles for ``kind``.
 
     ``mask`` (i, j) or broadcastable (e.g. (j,) key padding), True = may attend.
     ``zmax=None`` means 1.0; a smaller value saturates (see :func:`robust_zmax`).
     ``src_lang``/``tgt_lang`` name the languages in the axis titles;
     ``width_px`` is the width the page gives the figure (key label thinning); the labels of the queries
-    ``keep_rows`` and keys ``keep_cols`` (a caller's highlighted cells) are never thinned away.
+    ``keep_rows`` and keys ``keep_cols`` (a caller's highlighted cells) are never thinned away. ``key_note``: the
+    title said after the keys' axis title instead of above the plot (a presenter figure whose rows need its line).
     """
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
+    if key_note:
+        k_title, title = f"{k_title} · {key_note}", ""
     zmax = weight_zmax(zmax)
     return heatmap(probs, query_tokens, key_tokens, row_title=q_title, col_title=k_title,
                    mask=mask, zmin=0.0, zmax=zmax, colorscale=PROB_SCALE,
-                   title=title or KIND_NAMES[kind], value_name="weight",
+                   title=KIND_NAMES[kind] if title is None else title, value_name="weight",
                    colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
                    width_px=width_px, keep_rows=keep_rows, keep_cols=keep_cols)
 
@@ -153,24 +156,37 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
 def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                  kind: str, layer: int, mask: np.ndarray | None = None,
                  zmax: float | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
-                 width_px: int | None = None) -> go.Figure:
+                 width_px: int | None = None, heads: Sequence[int] | None = None) -> go.Figure:
     """All heads of one layer as ONE faceted figure; ``probs`` (h, i, j).
 
     Panels are titled "head 1".."head h" (1-based); ``layer`` is the 0-based
-    index and is shown as ``layer + 1``. One shared colourbar, 0..zmax.
+    index and is shown as ``layer + 1``. One shared colourbar, 0..zmax. ``heads`` (0-based): only these heads
+    (presenter mode shows as many as label every key), the title saying which of the h.
     """
     probs = np.asarray(probs, dtype=np.float32)
     if probs.ndim != 3:
         raise ValueError(f"heads_figure expects probs of shape (h, i, j), got {probs.shape}")
     q_title, k_title = axis_titles(kind, src_lang, tgt_lang)
     zmax = weight_zmax(zmax)
-    titles = [f"head {h + 1}" for h in range(probs.shape[0])]
-    return facet_heatmaps(probs, titles, query_tokens, key_tokens, row_title=q_title,
+    shown = list(range(probs.shape[0])) if heads is None else list(heads)
+    what = "all heads" if len(shown) == probs.shape[0] else f"{head_range(shown)} of {probs.shape[0]}"
+    titles = [f"head {h + 1}" for h in shown]
+    return facet_heatmaps(probs[shown], titles, query_tokens, key_tokens, row_title=q_title,
                           col_title=k_title, mask=mask, zmin=0.0, zmax=zmax,
                           colorscale=PROB_SCALE, value_name="weight",
-                          title=_layer_title(kind, layer, "all heads"),
+                          title=_layer_title(kind, layer, what),
                           colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
                           width_px=width_px)
+
+
+def head_range(heads: Sequence[int]) -> str:
+    """0-based heads in words, 1-based: "head 3", "heads 1–2", "heads 1, 3"."""
+    numbers = [h + 1 for h in heads]
+    if len(numbers) == 1:
+        return f"head {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"heads {numbers[0]}–{numbers[-1]}"
+    return "heads " + ", ".join(map(str, numbers))
 
 
 def _layer_title(kind: str, layer: int | None, what: str) -> str:

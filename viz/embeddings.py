@@ -161,7 +161,8 @@ def stages_figure(titles: Sequence[str], stages: Sequence[np.ndarray], tokens: S
                           col_title="dimension →", zmin=-lim, zmax=lim, colorscale=SIGNED_SCALE,
                           value_name="value", row_name="token", col_name="dim", max_cols=max(4, len(arrays)),
                           fmt=".3f", shared_scale=shared_scale, as_shown=True,
-                          title="From token to layer input")
+                          # presenter mode: the panels' titles tell the stages; the rows get the title's line
+                          title=None if theme().height_px else "From token to layer input")
 
 
 PCA_FIT_ROWS = 60_000  # a larger table's principal axes are fitted on a sample (opus-mt's 58,101 rows are not)

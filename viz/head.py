@@ -18,7 +18,6 @@ from viz.panels import panel_row
 from viz.scales import PROB_SCALE, SIGNED_SCALE
 from viz.text import fmt_prob
 from viz.theme import theme
-from viz.token_axes import axis_ticks, plot_width_px
 
 # Widths the Inside-one-head page gives its figures (three, two or one per row);
 # they only decide how many key labels fit.
@@ -72,6 +71,12 @@ def matrix_figure(m: np.ndarray, row_tokens: Sequence[str] | None,
                    row_name=row_name, col_name=col_name, fmt=".3f", width_px=width_px)
 
 
+# Q, K and V's titles: on a laptop, and in presenter mode (one line a third of a projector wide, d_k named in it
+# rather than under the dimensions' numbers: the rows keep that line's height).
+QKV_TITLES = {False: ("Q: one query vector per token", "K: one key vector per token", "V: one value vector per token"),
+              True: ("Q: queries × d_k", "K: keys × d_k", "V: values × d_k")}
+
+
 def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
                    title: str, width_px: int | None = None) -> go.Figure:
     """Per-token vectors ``m`` (i, d_k) or (j, d_k) such as Q, K, V or the output; rows = tokens.
@@ -81,7 +86,8 @@ def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
     (its title wraps to fit).
     """
     return matrix_figure(m, tokens, None, title=title, row_title=f"{role} token ({side}) ↓",
-                         col_title="dimension of d_k →", row_name=role, col_name="dim", width_px=width_px)
+                         col_title="" if theme().height_px else "dimension of d_k →", row_name=role, col_name="dim",
+                         width_px=width_px)
 
 
 def with_row_sums(fig: go.Figure, sums: np.ndarray, expected: float | None = 1.0) -> go.Figure:
@@ -170,13 +176,6 @@ def _bars_width(width_px: int | None) -> int:
     return int(0.74 * (width_px or FIGURE_WIDTH_PX))
 
 
-def score_keys_labelled(query_tokens: Sequence[str], key_tokens: Sequence[str]) -> int:
-    """How many key labels the score maps of :func:`head_pipeline_figures` show (a third of the page cannot hold
-    them all: the others are thinned out, and hover names every cell), in the theme in force."""
-    ticks = axis_ticks(key_tokens, len(key_tokens), angle=-45, axis_px=plot_width_px(THIRD_WIDTH_PX, query_tokens))
-    return len(ticks.get("tickvals", ()))
-
-
 def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                           raw_scores: np.ndarray | None, mask: np.ndarray | None,
                           probs: np.ndarray, out: np.ndarray, query_tokens: Sequence[str],
@@ -230,10 +229,11 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
 
     # No-break spaces: a title wrapped for a third of the page keeps "max |s| 12.3" on one line.
     scaled_name = f"Q·Kᵀ / √{d_k}" if scaled else "Q·Kᵀ"
+    short = bool(theme().height_px)  # presenter mode: one line each, so that a row of 20 tokens keeps its labels
     figs: dict[str, go.Figure] = {
-        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", "Q: one query vector per token", THIRD_WIDTH_PX),
-        "K": vectors_figure(k_arr, key_tokens, k_side, "key", "K: one key vector per token", THIRD_WIDTH_PX),
-        "V": vectors_figure(v_arr, key_tokens, k_side, "key", "V: one value vector per token", THIRD_WIDTH_PX),
+        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", QKV_TITLES[short][0], THIRD_WIDTH_PX),
+        "K": vectors_figure(k_arr, key_tokens, k_side, "key", QKV_TITLES[short][1], THIRD_WIDTH_PX),
+        "V": vectors_figure(v_arr, key_tokens, k_side, "key", QKV_TITLES[short][2], THIRD_WIDTH_PX),
         "scores": scores(raw, f"Q·Kᵀ, max\u00a0|s|\u00a0{_limit(raw):.1f}"),
     }
     if scaled:
@@ -266,8 +266,9 @@ SCALE_GROUPS = (("Q", "K", "V"), ("scores",), ("scaled", "masked"), ("bias",), (
                 ("output",))
 
 
-def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:
+def head_pipeline_rows(*args, only: Sequence[str] | None = None, **kwargs) -> dict[tuple[str, ...], go.Figure]:
     """:func:`head_pipeline_figures` (same arguments) as ONE figure per row of the page: {steps of the row: figure}.
+    ``only``: the steps drawn (presenter mode's screen may hold a part of a row); rows without any are left out.
 
     Rows in PIPELINE_ROWS' order, each with the steps that exist (no "masked" without a mask, no "dropout" without
     dropout weights); the panels of a row side by side across the page (:func:`viz.panels.panel_row`), each as
@@ -278,12 +279,14 @@ def head_pipeline_rows(*args, **kwargs) -> dict[tuple[str, ...], go.Figure]:
     figs = head_pipeline_figures(*args, **kwargs)
     rows = {}
     for row in PIPELINE_ROWS:
-        steps = tuple(name for name in row if name in figs)
+        steps = tuple(name for name in row if name in figs and (only is None or name in only))
         if not steps:
             continue
         panels = [figs[name] for name in steps]
-        if len(panels) == 1:
+        if len(panels) == 1 and only is None:
             rows[steps] = panels[0]
+        elif len(panels) == 1:  # a step of a row alone (presenter mode): its keys labelled for the page's width
+            rows[steps] = panel_row(panels)
         elif any(set(steps) <= set(group) for group in SCALE_GROUPS):
             rows[steps] = panel_row(panels, one_scale=True)
         else:

@@ -42,6 +42,7 @@ from viz.token_axes import (
     cell_names,
     heatmap_height,
     label_px,
+    panels_that_fit,
     plot_rows_px,
     plot_width_px,
     token_axis,
@@ -316,6 +317,8 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
         raise ValueError(f"got {len(titles)} titles for {n} panels")
     check_tokens(zs, row_tokens, col_tokens)
     cols = min(theme().max_cols or max_cols, n)
+    if col_tokens is not None and not theme().height_px and cols > 2:  # a laptop: fewer panels to a row, down to
+        cols = max(2, panels_that_fit(cols, col_tokens, row_tokens, width_px))  # two, where that labels every key
     rows = math.ceil(n / cols)
     # Pixels: panel body, rotated x tick labels below it, subplot title above.
     panel = min(MAX_PANEL_PX, max(MIN_PANEL_PX, FACET_ROW_PX * n_rows))

@@ -17,6 +17,7 @@ from viz.kinds import axis_titles
 from viz.layout import PAGE_WIDTH_PX, styled_figure
 from viz.panels import panel_row
 from viz.rows import label_room, pan_layout, short_labels_on_long_axes, tick_px, window_axis
+from viz.theme import theme
 from viz.token_axes import axis_ticks, cell_names, plot_width_px, token_axis
 
 ALLOWED_COLOUR = "#2b7bba"
@@ -55,44 +56,62 @@ def mask_figure(mask: np.ndarray, query_tokens: Sequence[str], key_tokens: Seque
         hovertemplate="query: %{y}<br>key: %{x}<br>%{customdata}<extra></extra>",
     )
     x_ticks = axis_ticks(key_tokens, n_k, angle=-45, axis_px=plot_width_px(width_px, query_tokens))
-    title, wrap, height, rows_px, shown = sized(title, width_px, n_q, query_tokens, key_tokens, x_ticks["tickangle"])
     n_masked = int((~m).sum())
     crosses = mask_crosses(m, k_names, q_names)
+    note = f"grey{' ×' if crosses else ''} = masked: {n_masked:,} of {m.size:,} cells"
+    title, wrap, height, rows_px, shown = sized(title, width_px, n_q, query_tokens, key_tokens, x_ticks["tickangle"])
     y_axis = dict(title=dict(text=q_title), showgrid=False, zeroline=False, **token_axis(query_tokens),
                   **axis_ticks(query_tokens, n_q, reverse=True, axis_px=tick_px(rows_px, n_q, shown)))
     layout = dict(
         xaxis=dict(title=dict(text=k_title), showgrid=False, zeroline=False, **x_ticks, **token_axis(key_tokens),
                    **({"fixedrange": True} if shown else {})),
         yaxis=window_axis(y_axis, shown), **pan_layout(shown),
-        annotations=[dict(text=f"grey{' ×' if crosses else ''} = masked: {n_masked:,} of {m.size:,} cells",
-                          showarrow=False, xref="paper",
-                          yref="paper", x=1.0, y=1.02, xanchor="right", yanchor="bottom",
-                          font=dict(size=14, color="#555555"))],
+        # presenter mode: no note (at 20 px it ran into the title); the title says what blue is, the page below it
+        **({} if theme().height_px else {"annotations": [dict(
+            text=note, showarrow=False, xref="paper", yref="paper", x=1.0, y=1.02, xanchor="right", yanchor="bottom",
+            font=dict(size=14, color="#555555"))]}),
     )
     return styled_figure([trace] + ([crosses] if crosses else []), layout, title, height=height, wrap_chars=wrap,
                          margin=label_room(height, rows_px, title, wrap))
 
 
 def padding_figure(probs: np.ndarray, mask: np.ndarray, tokens: Sequence[str], *, title: str, mask_title: str,
-                   src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
+                   src_lang: str | None = None, tgt_lang: str | None = None,
+                   only: Sequence[int] | None = None) -> go.Figure:
     """The Masks page's padding part as ONE figure: one encoder head's ``probs`` (s, s) in the padded batch
-    (three fifths of the page) beside the ``mask`` (s, s) the model used (two fifths), both over ``tokens``."""
+    (three fifths of the page) beside the ``mask`` (s, s) the model used (two fifths), both over ``tokens``.
+    ``only``: the panels shown (0: the weights, 1: the mask; presenter mode's screen may hold one)."""
     langs = dict(src_lang=src_lang, tgt_lang=tgt_lang)
-    return panel_row([attention_figure(probs, tokens, tokens, "enc_self", mask=mask, title=title,
-                                       width_px=int(PAGE_WIDTH_PX * 0.6), **langs),
-                      mask_figure(mask, tokens, tokens, title=mask_title, kind="enc_self",
-                                  width_px=int(PAGE_WIDTH_PX * 0.4), **langs)], [3, 2])
+    alone = theme().height_px and only is not None and list(only) == [0]  # a projector: the rows get the title's line
+    panels = [lambda w: attention_figure(probs, tokens, tokens, "enc_self", mask=mask, title=title, width_px=w,
+                                         key_note=title if alone else None, **langs),
+              lambda w: mask_figure(mask, tokens, tokens, title=mask_title, kind="enc_self", width_px=w, **langs)]
+    return _some(panels, [3, 2], only)
+
+
+def _some(panels: list, shares: list[int], only: Sequence[int] | None, one_scale: bool = False) -> go.Figure:
+    """The panels ``only`` (all by default) of a row, each built for its share of the page: one alone is a figure
+    of its own, as wide as the page."""
+    keep = list(range(len(panels))) if only is None else list(only)
+    if len(keep) == 1:
+        return panels[keep[0]](PAGE_WIDTH_PX)
+    total = sum(shares[i] for i in keep)
+    return panel_row([panels[i](int(PAGE_WIDTH_PX * shares[i] / total)) for i in keep], [shares[i] for i in keep],
+                     one_scale=one_scale)
 
 
 def causal_figure(mask: np.ndarray, probs_on: np.ndarray, probs_off: np.ndarray, mask_off: np.ndarray,
                   tokens: Sequence[str], *, mask_title: str, on_title: str, off_title: str,
-                  src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
+                  src_lang: str | None = None, tgt_lang: str | None = None,
+                  only: Sequence[int] | None = None) -> go.Figure:
     """The Masks page's causal part as ONE figure of three panels over ``tokens`` (t): the causal ``mask`` (t, t)
     the model used, one decoder head's ``probs_on`` with it, and ``probs_off`` from the pass without it (whose
-    recorded mask is ``mask_off``). The two passes' weights share one colour scale and one colour bar."""
-    third, langs = PAGE_WIDTH_PX // 3, dict(src_lang=src_lang, tgt_lang=tgt_lang)
-    return panel_row([mask_figure(mask, tokens, tokens, title=mask_title, kind="dec_self", width_px=third, **langs),
-                      attention_figure(probs_on, tokens, tokens, "dec_self", mask=mask, title=on_title,
-                                       width_px=third, **langs),
-                      attention_figure(probs_off, tokens, tokens, "dec_self", mask=mask_off, title=off_title,
-                                       width_px=third, **langs)], one_scale=True)
+    recorded mask is ``mask_off``). The two passes' weights share one colour scale and one colour bar. ``only``:
+    the panels shown (presenter mode's screen may hold fewer)."""
+    langs = dict(src_lang=src_lang, tgt_lang=tgt_lang)
+    panels = [lambda w: mask_figure(mask, tokens, tokens, title=mask_title, kind="dec_self", width_px=w, **langs),
+              lambda w: attention_figure(probs_on, tokens, tokens, "dec_self", mask=mask, title=on_title, width_px=w,
+                                         **langs),
+              lambda w: attention_figure(probs_off, tokens, tokens, "dec_self", mask=mask_off, title=off_title,
+                                         width_px=w, **langs)]
+    return _some(panels, [1, 1, 1], only, one_scale=True)

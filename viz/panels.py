@@ -24,7 +24,7 @@ from viz import plotly_internals
 from viz.layout import PAGE_WIDTH_PX, TITLE_LINE_PX, TITLE_PAD_PX, enforce_min_font, figure, title_wrap_chars
 from viz.rows import MIN_ROW_PX, windowed_title
 from viz.text import title_lines, wrap_title
-from viz.theme import fit_height, theme
+from viz.theme import figure_width, fit_height, theme
 from viz.token_axes import axis_ticks, label_px
 
 # A vertical colour bar beside a panel takes its padding and thickness plus its tick labels (measured in Chromium:
@@ -52,6 +52,7 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     if theme().max_cols == 1:  # a phone: one panel to a row
         return panel_column(figs, one_scale=one_scale)
     n = len(figs)
+    width_px = figure_width(width_px)  # presenter mode's page is wider than a laptop's (viz.theme.width_scale)
     shares = [1 / n] * n if shares is None else [float(s) for s in shares]
     if len(shares) != n:
         raise ValueError(f"got {len(shares)} shares for {n} figures")
@@ -71,6 +72,11 @@ def panel_row(figs: Sequence[go.Figure], shares: Sequence[float] | None = None, 
     bottoms = [lay["margin"]["b"] for lay in layouts]
     # each panel's plot height (450 px: plotly's own figure height, for a figure that sets none)
     plots = [(lay.get("height") or 450) - t - b for lay, t, b in zip(layouts, tops, bottoms)]
+    start = 0  # panels that share their rows show them at one height, so that the rows line up
+    for i in range(1, n + 1):
+        if i == n or own_rows[i]:
+            plots[start:i] = [max(plots[start:i])] * (i - start)
+            start = i
     left, right = lefts[0], bars[-1] + RIGHT_PX
     plot_w = width_px - left - right
     # What is not plot (the labels of a panel that names its rows, a colour bar) comes off first; the panels'

@@ -34,7 +34,9 @@ class Theme:
     title: int = 19
     hover: int = 15
     min_font: int = 0  # every text of every figure at least this (0: no floor)
-    min_tick_px: int = 12  # between neighbouring tick labels, across the text (a 10 px label and a gap)
+    # between neighbouring tick labels, across the text: an 11 px label and its gap where the page is as wide as
+    # assumed (PAGE_WIDTH_PX, a 1440 px window's); a 1280 px window's is a fifth narrower, and its labels 10 px
+    min_tick_px: int = 13
     prob_scale: str = "Blues"  # probabilities 0..1: white = 0
     signed_scale: str = "RdBu_r"  # signed values around 0
     # The colour of signed_scale's high end in words: legends of effects say what it means (viz.scales.effect_words).

@@ -232,3 +232,13 @@ def thinned_labels(layout: dict) -> str | None:
     if not seen:
         return None
     return f"Only some labels fit: {', '.join(seen.values())}. Hover a cell for its tokens."
+
+
+def panels_that_fit(n_panels: int, key_tokens, row_tokens, width_px: int | None = 940) -> int:
+    """How many of ``n_panels`` heatmaps over ``key_tokens`` may stand side by side across a page ``width_px`` wide
+    (a laptop's, as in plot_width_px) with every key labelled, in the theme in force (at least 1). Presenter mode
+    shows that many at a time, and a picker for the others."""
+    for cols in range(n_panels, 1, -1):
+        if tick_step(len(key_tokens), plot_width_px(width_px, row_tokens, cols=cols), -90) == 1:
+            return cols
+    return 1

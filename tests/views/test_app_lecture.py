@@ -124,3 +124,30 @@ def test_side_by_side_says_where_it_is_drawn_and_what_is_missing(checkpoints):
     assert not at.exception and any("Type sentence B" in i.value for i in at.info)
     at = run_app(view="Attention", text=SENTENCE, compare="model", ckpt2="missing-model")
     assert not at.exception and any("Side B's model could not be loaded" in w.value for w in at.warning)
+
+
+TWENTY = " ".join((" ".join(GERMAN).replace(".", "").split() * 2)[:18]) + "."  # 20 source tokens
+
+
+def _heatmap_titles(at) -> list[str]:
+    """The panel titles of the run's charts (a facet's "head 1", ...), in order."""
+    return [a["text"] for chart in at.get("plotly_chart") for a in spec(chart)["layout"].get("annotations", [])
+            if str(a.get("text", "")).startswith("head ")]
+
+
+def test_presenter_mode_shows_as_many_heads_as_label_every_key_and_chooses_the_others(checkpoints):
+    """A 20-token sentence's four heads do not all label their keys side by side on a projector: fewer at a time, and
+    "Panels" (URL `panels`) chooses which; nine words fit all four, and no picker is drawn."""
+    at = run_app(view="Attention", text=TWENTY, present=1, focus="all heads of the layer")
+    assert not at.exception
+    first = _heatmap_titles(at)
+    per = len(first)
+    assert 1 <= per < 4 and first == [f"head {h}" for h in range(1, per + 1)]
+    picker = at.selectbox(key="panels")
+    groups = [[f"head {h}" for h in range(g, min(g + per, 5))] for g in range(1, 5, per)]
+    assert list(picker.options) == [" · ".join(g) for g in groups]  # every head in one group
+    picker.set_value(2).run()
+    assert _heatmap_titles(at) == groups[1] and url(at)["panels"] == "2"
+    short = run_app(view="Attention", text=SENTENCE, present=1, focus="all heads of the layer")
+    assert _heatmap_titles(short) == ["head 1", "head 2", "head 3", "head 4"]
+    assert not [s for s in short.selectbox if s.key == "panels"]

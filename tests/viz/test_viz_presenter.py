@@ -170,24 +170,26 @@ def test_csv_numbers_are_written_in_one_notation():
     assert "0.000012" in texts[0] and "0.000000" in texts[0]  # no "1.2e-05", no "-0.000000"
 
 
-def test_inside_one_head_says_how_many_keys_are_labelled_and_hover_names_every_one():
-    from views.pages.head import keys_note
-    from viz.head import score_keys_labelled
+def test_a_figure_says_which_token_axes_label_only_some_tokens():
+    """viz.token_axes.thinned_labels, the note under a chart, counts the labels the figure draws; hover names every
+    cell, labelled or not."""
+    from viz import plotly_internals
+    from viz.token_axes import thinned_labels
 
     keys = [f"wort{i}" for i in range(31)]
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal((5, 8)).astype(np.float32), rng.standard_normal((31, 8)).astype(np.float32)
     probs = np.full((5, 31), 1 / 31, np.float32)
-    for t in (DEFAULT_THEME, PRESENTER_THEME):
-        with using_theme(t):
-            scores = head_pipeline_figures(q, k, k, None, None, probs, probs @ k, keys[:5], keys, "cross")["scores"]
-            labelled = score_keys_labelled(keys[:5], keys)  # what the page says, without the (cached) figure
-        assert labelled == len(scores.layout.xaxis.tickvals) < 31  # a third of the page cannot hold 31 labels
-        note = keys_note(labelled, 31)
-        assert note.startswith(f"{labelled} of the 31 keys are labelled") and "hover" in note
-        assert [name.split(" (")[0] for name in scores.data[0].x] == keys  # every key is a cell hover names
-        assert "%{x}" in scores.data[0].hovertemplate
-    assert keys_note(31, 31).startswith("Every one")
+    scores = head_pipeline_figures(q, k, k, None, None, probs, probs @ k, keys[:5], keys, "cross")["scores"]
+    labelled = len(scores.layout.xaxis.tickvals)
+    assert labelled < 31  # a third of the page cannot hold 31 labels
+    assert thinned_labels(plotly_internals.layout(scores)) == (f"Only some labels fit: key {labelled} of 31. "
+                                                               "Hover a cell for its tokens.")
+    assert [name.split(" (")[0] for name in scores.data[0].x] == keys  # every key is a cell hover names
+    assert "%{x}" in scores.data[0].hovertemplate
+    whole = head_pipeline_figures(q[:3], k[:4], k[:4], None, None, probs[:3, :4], probs[:3, :4] @ k[:4], keys[:3],
+                                  keys[:4], "cross")["scores"]
+    assert thinned_labels(plotly_internals.layout(whole)) is None
 
 
 def test_the_inside_one_head_page_says_which_axes_label_only_some_tokens(tmp_path_factory):

@@ -14,6 +14,7 @@ from views.parts.widgets import (
     fig_config,
     kind_layer_head,
     sections,
+    shown_heads,
     shows_caption,
 )
 from views.plumbing.figcache import cached
@@ -64,8 +65,9 @@ def render(ctx: Context) -> None:
                      else ":material/warning: some rows do not sum to 1")
                     + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
     if show("all heads of the layer"):
+        heads = shown_heads(ctx, cfg.n_heads, q_tokens, k_tokens)
         chart(st, cached(heads_figure, probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
-                         width_px=PAGE_WIDTH_PX),
+                         width_px=PAGE_WIDTH_PX, heads=heads),
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
                   key="heads_fig")
     b1, b2, _ = st.columns([1, 1, 2]) if not ctx.present else (None, None, None)

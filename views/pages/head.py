@@ -8,11 +8,13 @@ import numpy as np
 import streamlit as st
 
 from model.service import dropout_sample, max_abs_diff
-from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shows_caption
+from views.parts.widgets import chart, choices, fig_config, kind_layer_head, panel_group, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
 from views.plumbing.urlstate import within
-from viz.head import head_pipeline_rows, score_keys_labelled
+from viz.head import head_pipeline_rows
+from viz.layout import PAGE_WIDTH_PX
+from viz.token_axes import panels_that_fit
 
 STEPS = {  # numbered on the page in the order they appear: the mask step exists only where a mask was used
     "Q": "Queries: the layer input times W_Q, this head's slice (one row per query token).",
@@ -29,6 +31,9 @@ STEPS = {  # numbered on the page in the order they appear: the mask step exists
 }
 ORDER = [["Q", "K", "V"], ["scores", "scaled", "bias", "summed", "masked"], ["softmax", "dropout"], ["output"]]
 ROW_NAMES = ["Q, K, V", "scores", "weights", "output"]  # presenter mode shows one row of ORDER at a time
+KEY_ROWS = ("scores", "weights")  # rows whose panels have the keys across
+SHORT = {"scores": "QKᵀ", "scaled": "scaled", "bias": "bias B", "summed": "+ B", "masked": "masked",
+         "softmax": "softmax", "dropout": "dropout"}  # the steps' names in presenter mode's "Choose"
 
 
 def step_texts(scaled: bool = True, biased: bool = False) -> dict[str, str]:
@@ -78,20 +83,24 @@ def render(ctx: Context) -> None:
     for row_name, (names, fig) in zip(ROW_NAMES, rows.items()):
         if not show(row_name):
             continue
+        if ctx.present and row_name in KEY_ROWS:  # as many panels as label every key; the others in "Choose"
+            width = PAGE_WIDTH_PX if row_name == "scores" else int(PAGE_WIDTH_PX * 0.74)  # beside the row sums
+            shown = panel_group(ctx, [SHORT[n] for n in names], panels_that_fit(len(names), k_tokens, q_tokens, width))
+            if len(shown) < len(names):
+                names = tuple(names[i] for i in shown)
+                fig = _rows(ctx, kind, layer, head, only=names)[names]
         if not ctx.present:
             _step_titles(names, titles, "markdown")
         chart(st, fig, width="stretch", key=f"head_{names[0]}",
               config=fig_config(ctx, f"inside-one-head_{kind}_L{layer + 1}_H{head + 1}_{'-'.join(names)}"))
         if ctx.present:  # the steps' explanations under their figure, which keeps the screen's height
             _step_titles(names, titles, "caption")
-        if row_name == "scores" and ctx.present:  # elsewhere chart() says which axes label only some tokens
-            st.caption(keys_note(score_keys_labelled(q_tokens, k_tokens), len(k_tokens)))
     if ctx.present:
         _checks(ctx, kind, layer, head)
 
 
-def _rows(ctx: Context, kind: str, layer: int, head: int) -> dict:
-    """The page's figures, one per row of steps, for one head (0-based layer and head)."""
+def _rows(ctx: Context, kind: str, layer: int, head: int, only: tuple[str, ...] | None = None) -> dict:
+    """The page's figures, one per row of steps, for one head (0-based layer and head; ``only``: those steps)."""
     tr = ctx.result.trace
     a = tr.attn[kind][layer]
     q_tokens, k_tokens = tr.axes(kind)
@@ -103,7 +112,7 @@ def _rows(ctx: Context, kind: str, layer: int, head: int) -> dict:
                   mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
                   dropout_probs=dropped,
                   scaled_scores=a["scores"][head],  # the scores the model recorded, drawn as they are
-                  pos_bias=None if bias is None else bias[head], scaled=_scaled(ctx.cfg))
+                  pos_bias=None if bias is None else bias[head], scaled=_scaled(ctx.cfg), only=only)
 
 
 def _scaled(cfg) -> bool:
@@ -165,11 +174,3 @@ def _checks(ctx: Context, kind: str, layer: int, head: int) -> None:
     what = ("scaled scores" if scaled else "scores") + (" plus the recorded bias" if bias is not None else "")
     st.markdown(f":material/check_circle: recomputed from Q and K, the {what} match the model's recorded ones "
                 f"to {check:.1e}; weights · V matches the head output to {out_check:.1e}")
-
-
-def keys_note(labelled: int, n_keys: int) -> str:
-    """How the score maps' key axis is labelled: every key, or which share of them, and where to read the rest."""
-    if labelled >= n_keys:
-        return f"Every one of the {n_keys} keys is labelled; hover over a cell for its query, key and score."
-    return (f"{labelled} of the {n_keys} keys are labelled (a third of the page is too narrow for all of them); "
-            "hover over any cell: it names its query, its key and its score.")

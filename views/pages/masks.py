@@ -8,12 +8,14 @@ import streamlit as st
 
 from model.service import weight_on_keys
 from views.parts.text import md_escape
-from views.parts.widgets import chart, choices, fig_config, layer_head, sections, table
+from views.parts.widgets import chart, choices, fig_config, layer_head, panel_group, sections, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.plumbing.urlstate import within
+from viz.layout import PAGE_WIDTH_PX
 from viz.masks import causal_figure, padding_figure
 from viz.theme import theme
+from viz.token_axes import panels_that_fit
 
 SHIFT_TOLERANCE = 1e-4  # float32 rounding of the same computation stays far below this
 _PROBS = ("p(ref), on", "p(ref), off", "weight on later")  # the table's number columns, 3 decimals
@@ -41,7 +43,10 @@ def _padding(ctx: Context) -> None:
                                  row[1:3] if row else None)
     probs = tr.attn["enc_self"][layer]["probs"][head]  # (s, s) with pad rows and columns
     pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
-    chart(st, _padding_chart(demo, layer, head, use_mask), width="stretch", key="pad_attn",
+    tokens = demo["trace"].src_tokens
+    # the weights' panel takes three fifths of the row, the mask's two: the narrower labels its keys as two of them
+    only = panel_group(ctx, ["the weights", "the mask"], panels_that_fit(2, tokens, tokens, int(PAGE_WIDTH_PX * 0.8)))
+    chart(st, _padding_chart(demo, layer, head, use_mask, only), width="stretch", key="pad_attn",
           config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"))
     if ctx.present:
         st.caption(partner)
@@ -82,7 +87,8 @@ def _causal(ctx: Context) -> None:
     with choices(ctx):
         layer, head = layer_head(ctx.cfg.n_decoder_layers, ctx.cfg.n_heads, "causal", ctx.present)
     # The mask and both heatmaps are one figure of three panels, the explanation under it.
-    chart(st, _causal_chart(on, off, layer, head), width="stretch", key="causal",
+    only = panel_group(ctx, ["the mask", "with it", "without it"], panels_that_fit(3, on.tgt_tokens, on.tgt_tokens))
+    chart(st, _causal_chart(on, off, layer, head, only), width="stretch", key="causal",
           config=fig_config(ctx, f"masks_causal_L{layer + 1}_H{head + 1}"))
     st.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                 "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
@@ -107,14 +113,15 @@ def _padding_data(ctx: Context, use_mask: bool) -> tuple[dict, dict]:
     return on, on if use_mask else padded_batch(ctx.key, ctx.text, False, ctx.max_len)
 
 
-def _padding_chart(demo: dict, layer: int, head: int, use_mask: bool):
+def _padding_chart(demo: dict, layer: int, head: int, use_mask: bool, only: list[int] | None = None):
     """One encoder head's weights in the padded batch beside the mask the model used: one figure, one chart to draw
-    on a first visit (0-based layer and head)."""
+    on a first visit (0-based layer and head; ``only``: the panels drawn, all by default)."""
     rec = demo["trace"].attn["enc_self"][layer]  # (s, s) with pad rows and columns; the mask the model used
     return cached(padding_figure, rec["probs"][head], rec["mask"], demo["trace"].src_tokens,
                   title=f"encoder self-attention, layer\u00a0{layer + 1}, head\u00a0{head + 1}, mask "
                         + ("on" if use_mask else "OFF"),
-                  mask_title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)")
+                  mask_title="mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
+                  only=None if only is None or len(only) == 2 else tuple(only))
 
 
 def _causal_data(ctx: Context):
@@ -123,8 +130,9 @@ def _causal_data(ctx: Context):
     return (reference, *causal_experiment(ctx.key, ctx.text, tokens, reference, ended))
 
 
-def _causal_chart(on, off, layer: int, head: int):
-    """The causal mask the model used, one decoder head with it and without it: one figure (0-based layer, head)."""
+def _causal_chart(on, off, layer: int, head: int, only: list[int] | None = None):
+    """The causal mask the model used, one decoder head with it and without it: one figure (0-based layer, head;
+    ``only``: the panels drawn, all by default)."""
     rec_on, rec_off = on.attn["dec_self"][layer], off.attn["dec_self"][layer]
     return cached(causal_figure, rec_on["mask"], rec_on["probs"][head], rec_off["probs"][head], rec_off["mask"],
                   on.tgt_tokens, **(dict(  # a projector's panels a third of the screen wide: one line each
@@ -132,7 +140,8 @@ def _causal_chart(on, off, layer: int, head: int):
                       off_title="without it") if theme().height_px else dict(
                       mask_title="causal mask the model used (blue\u00a0=\u00a0may\u00a0attend)",
                       on_title=f"with the mask (layer {layer + 1}, head {head + 1})",
-                      off_title="without it: the upper triangle may fill")))
+                      off_title="without it: the upper triangle may fill")),
+                  only=None if only is None or len(only) == 3 else tuple(only))
 
 
 STATE = ("pad_on", "pad_layer", "pad_head", "causal_layer", "causal_head")  # the session's choices prepare gets

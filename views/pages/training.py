@@ -15,7 +15,7 @@ import streamlit as st
 
 from model import service
 from views.parts.text import md_escape
-from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections
+from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shown_heads
 from views.plumbing import jobs
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
@@ -163,7 +163,9 @@ def _frame(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, 
     # Presenter mode: below the play button and the frame slider.
     with below_controls(rows=2):
         if part in (None, "heads"):
-            chart(st, cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX),
+            heads = shown_heads(ctx, probs.shape[0], q_tokens, k_tokens)
+            chart(st, cached(heads_figure, probs, q_tokens, k_tokens, kind, layer, width_px=PAGE_WIDTH_PX,
+                             heads=heads),
                   width="stretch", config=fig_config(ctx, f"film_probe{probe + 1}_{kind}_L{layer + 1}_step{step}"),
                   key="film_heads")
         if part in (None, "curves"):

@@ -16,6 +16,7 @@ from views.plumbing.state import KINDS, Context, kind_labels
 from views.plumbing.urlstate import within
 from viz.kinds import languages
 from viz.speed import off
+from viz.token_axes import panels_that_fit
 
 # Presenter mode: the place of the popover "Choose" at the end of the header's second line
 # (views.parts.header.presenter_slots), and the popover once a page has drawn into it; set for the page's run by the
@@ -60,12 +61,12 @@ def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     alt = getattr(shown, "_atlas_alt", None)
     look = "streamlit" if off("look") else None  # the look switched off: Streamlit's theme styles it in the browser
     where.plotly_chart(shown, theme=look, alt=alt.summary if alt is not None else None, **kwargs)
-    if not details or st.session_state.get("present"):
+    if not details:
         return
     thinned = getattr(shown, "_atlas_thinned", None)
-    if thinned:  # the figure's token axes label only some tokens: said under it (presenter mode: in its title)
+    if thinned:  # the figure's token axes label only some tokens: said under it
         where.caption(thinned)
-    if alt is not None:
+    if alt is not None and not st.session_state.get("present"):
         described(where, alt, kwargs.get("key"))
 
 
@@ -194,3 +195,28 @@ def sections(ctx: Context, names: list[str], container=st, always: bool = False)
     chosen = container.radio("Show", names, key="focus", persist_state="session", horizontal=True,
                              label_visibility="collapsed")
     return lambda name: name == chosen
+
+
+def panel_group(ctx: Context, names: list[str], fit: int) -> list[int]:
+    """The panels of a figure to draw (indices into ``names``, each panel's name): all of them, but in presenter mode,
+    where only ``fit`` of them side by side label every key (viz.token_axes.panels_that_fit), a group of ``fit``,
+    chosen in the header's "Choose" (URL `panels`, 1-based)."""
+    n = len(names)
+    if not ctx.present or fit >= n:
+        return list(range(n))
+    groups = [list(range(start, min(start + fit, n))) for start in range(0, n, fit)]
+    ss = st.session_state
+    ss["panels"] = within(ss.get("panels") or 1, 1, len(groups))
+    with choices(ctx):
+        chosen = st.selectbox("Panels", range(1, len(groups) + 1), key="panels", persist_state="session",
+                              format_func=lambda g: " · ".join(names[i] for i in groups[g - 1]),
+                              help=f"{fit} of the {n} panels fit side by side with every label; the others are "
+                                   "here.")
+    return groups[chosen - 1]
+
+
+def shown_heads(ctx: Context, n_heads: int, q_tokens, k_tokens) -> tuple[int, ...] | None:
+    """The heads an all-heads figure draws: all (None), or in presenter mode as many as label every key, chosen in
+    "Choose" (the Training film's heads too)."""
+    heads = panel_group(ctx, [f"head {h + 1}" for h in range(n_heads)], panels_that_fit(n_heads, k_tokens, q_tokens))
+    return None if len(heads) == n_heads else tuple(heads)

@@ -89,10 +89,9 @@ PAGE_CSS = ("html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {
 # reader still reads the controls first); a row of select boxes (attention kind, layer, head) stays one row, and an
 # empty column takes no line of its own; a table wider than the screen scrolls in its own box, not the page; the
 # page's headings are set smaller (the header's sentence and translation: a 40-word sentence filled the screen).
-# Plotly's toolbar is hidden: without a hover to end, a touch screen keeps it over the title. Crowded tick
-# labels, which shrink to viz.theme's min_tick (11 px) on a laptop, are drawn at 12 px: the figure is
-# built for a laptop's width and lands 356 px wide, so a tick label is read up close rather than beside its
-# neighbours.
+# Plotly's toolbar is hidden: without a hover to end, a touch screen keeps it over the title. The figures are built
+# for the phone's width (viz.theme.PHONE_THEME, once the window's width has reached the server): until then, crowded
+# tick labels, which shrink to viz.theme's min_tick (10 px) on a laptop, are drawn at 12 px.
 _PAGE_BLOCK = ("[data-testid='stMainBlockContainer'] > [data-testid='stVerticalBlock'] "
                "> [data-testid='stLayoutWrapper'] > [data-testid='stVerticalBlock']")
 _CHART = "[data-testid='stPlotlyChart']"

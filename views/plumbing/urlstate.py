@@ -156,6 +156,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "present": Param(False, _bool, _dump_bool),
         "contrast": Param(False, _bool, _dump_bool),  # high-contrast colour scales
         "focus": Param("", str),
+        "panels": Param(1, _int_in(1, 64)),  # presenter mode: which of a figure's panels (widgets.panel_group)
         # Side by side: what is compared, and side B's sentence or model
         "compare": Param("off", _choice(compare)),
         "text2": Param(second_text, str, needed=lambda state: state.get("compare") == "sentence"),
