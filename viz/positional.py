@@ -58,6 +58,7 @@ def is_sine(dim: int, d_model: int, layout: str = "interleaved") -> bool:
 
 
 LEGEND_PER_ROW = 7  # names like "dim 16 (sin)" in one row of a projector's legend at 1280 px (measured: 7)
+PHONE_LEGEND_PER_ROW = 2  # and of a phone's at 356 px (at 13 px, a name and its line take about 130 px)
 
 
 def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
@@ -81,14 +82,15 @@ def waves_figure(pe: np.ndarray, dims: Sequence[int] = (0, 1, 4, 5, 16, 17),
                            "<extra></extra>")))
     fig.update_xaxes(title=dict(text="position →"), tickfont=dict(size=theme().tick))
     fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1], tickfont=dict(size=theme().tick))
-    if not theme().height_px:
+    if not (theme().height_px or theme().figure_px):
         return style(fig, "Sine and cosine waves per dimension", height=450)
-    # A projector's figure is too short for a column of names (its legend scrolled and hid some): the names go in
-    # rows between the title and the plot, LEGEND_PER_ROW a row.
+    # A projector's figure is too short for a column of names (its legend scrolled and hid some), and a phone's too
+    # narrow (the column took half its width): the names go in rows between the title and the plot.
+    per_row = PHONE_LEGEND_PER_ROW if theme().figure_px else LEGEND_PER_ROW
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
     fig.update_yaxes(tickvals=[-1, 0, 1])  # a short plot: the ends and 0, apart at 20 px
     fig = style(fig, "Sine and cosine waves per dimension", height=450)
-    fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.5 * theme().base) * -(-len(dims) // LEGEND_PER_ROW)
+    fig.layout.margin.t = (fig.layout.margin.t or 0) + int(1.5 * theme().base) * -(-len(dims) // per_row)
     return fig
 
 

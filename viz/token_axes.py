@@ -72,7 +72,8 @@ def plot_width_px(width_px: int | None, row_tokens=None, colorbar: bool = True,
     cap = theme().max_label_chars
     longest = max((visible_len(escape_token(cut_token(t, cap))) for t in row_tokens), default=2) \
         if row_tokens is not None else 3
-    used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + (110 if colorbar else 0)
+    bar = 110 if colorbar and not theme().figure_px else 0  # a phone's colour bar is below the plot (viz.phone)
+    used = 40 + 0.57 * theme().tick * min(longest, 16) + 15 + theme().base + bar
     width = figure_width(width_px, FIGURE_WIDTH_PX)
     return max(40.0, (width - used) / cols * (0.95 if cols > 1 else 1))
 
@@ -227,8 +228,11 @@ def thinned_labels(layout: dict) -> str | None:
         if not text or all(str(t) == str(v) for t, v in zip(text, vals)) or len(vals) >= cells:
             continue  # numbers (dimensions, positions), or every cell labelled
         title = axis.get("title") or {}
-        word = str(title.get("text") if isinstance(title, dict) else title or name[0]).split(" (")[0].split(" ")[0]
-        seen[word or name[0]] = f"{word} {len(vals)} of {cells}"
+        text = title.get("text") if isinstance(title, dict) else title
+        if not text:  # a panel's axis whose title another panel's axis carries (the same tokens)
+            continue
+        word = str(text).split(" (")[0].split(" ")[0]
+        seen[word] = f"{word} {len(vals)} of {cells}"
     if not seen:
         return None
     return f"Only some labels fit: {', '.join(seen.values())}. Hover a cell for its tokens."
