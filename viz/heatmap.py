@@ -291,6 +291,21 @@ def cell_axes(p: int) -> tuple[str, str]:
     return "x" + n, "y" + n
 
 
+def _screen_panels(title, wrap, width_px, rows: int, labels: int, n_rows: int, row_tokens):
+    """A presenter facet's rows of panels in the screen's height below the titles: (title, wrap, panel px, the rows
+    shown or None for all, height); rows too short to read are a window of them (viz.rows), said in the title."""
+    above = top_margin(title_lines(title, wrap)) + 40
+    panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
+    shown = row_window(n_rows, panel) if row_tokens is not None else None
+    if shown is not None:
+        title = windowed_title(title, shown, n_rows)
+        wrap = title_wrap_chars(title, width_px)
+        above = top_margin(title_lines(title, wrap)) + 40
+        panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
+        shown = row_window(n_rows, panel) or n_rows
+    return title, wrap, panel, shown, rows * (panel + labels) + above
+
+
 @short_labels_on_long_axes("col_tokens")
 def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens, *,
                    row_title: str, col_title: str, mask: np.ndarray | None = None,
@@ -328,20 +343,9 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
     wrap = title_wrap_chars(title, width_px)
     shown = None if col_tokens is None else [col_tokens[j] for j in x_ticks["tickvals"]]  # thinned labels
     labels = label_px(shown, angle=x_ticks.get("tickangle", -60)) + 20
-    height = rows * (panel + labels) + 100
-    shown = None
+    height, shown = rows * (panel + labels) + 100, None
     if theme().height_px:  # presenter: the panels share the screen's height below the titles
-        above = top_margin(title_lines(title, wrap)) + 40
-        panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
-        shown = row_window(n_rows, panel) if row_tokens is not None else None
-        base = title
-        if shown is not None:  # rows too short to read: a window of them (viz.rows), said in the title
-            title = windowed_title(base, shown, n_rows)
-            wrap = title_wrap_chars(title, width_px)
-            above = top_margin(title_lines(title, wrap)) + 40
-            panel = max(MIN_PANEL_PX // 4, (theme().height_px - above) // rows - labels)
-            shown = row_window(n_rows, panel) or n_rows
-        height = rows * (panel + labels) + above
+        title, wrap, panel, shown, height = _screen_panels(title, wrap, width_px, rows, labels, n_rows, row_tokens)
     v_space = min(0.9 / max(rows - 1, 1), labels / height) if rows > 1 else 0.0
     data, axes = [], {}
     y_ticks = axis_ticks(row_tokens, n_rows, reverse=True, axis_px=tick_px(panel, n_rows, shown))
