@@ -315,14 +315,13 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
                    fmt: str = PROB_D3, shared_scale: bool = True,
                    colorbar_title: str | None = None, colorbar: dict | None = None,
                    width_px: int | None = None, as_shown: bool = False) -> go.Figure:
-    """ONE figure with h heatmap panels of ``zs`` (h, i, j), up to ``max_cols`` per row.
+    """ONE figure with h heatmap panels of ``zs`` (h, i, j), up to ``max_cols`` per row (on a laptop fewer, down to
+    two, where that labels every key; on a phone one).
 
-    All panels share one colour axis (``layout.coloraxis``, one colourbar) with
-    range ``zmin``..``zmax``; ``shared_scale=False`` gives every panel its own
-    symmetric range instead (no colourbar). ``mask`` is (i, j), shared by all
-    panels. Y tick labels are shown on the first column only. A panel is
-    FACET_ROW_PX per row (clamped), and labels are thinned as in :func:`heatmap`.
-    Everything after the token lists is keyword-only.
+    All panels share one colour axis (``layout.coloraxis``, one colourbar) with range ``zmin``..``zmax``;
+    ``shared_scale=False`` gives every panel its own symmetric range instead (no colourbar). ``mask`` is (i, j),
+    shared by all panels. Y tick labels are shown on the first column only. A panel is FACET_ROW_PX per row
+    (clamped), and labels are thinned as in :func:`heatmap`. Everything after the token lists is keyword-only.
     """
     zs = np.asarray(zs, dtype=np.float32)
     if zs.ndim != 3:
@@ -332,8 +331,8 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
         raise ValueError(f"got {len(titles)} titles for {n} panels")
     check_tokens(zs, row_tokens, col_tokens)
     cols = min(theme().max_cols or max_cols, n)
-    if col_tokens is not None and not theme().height_px and cols > 2:  # a laptop: fewer panels to a row, down to
-        cols = max(2, panels_that_fit(cols, col_tokens, row_tokens, width_px))  # two, where that labels every key
+    if col_tokens is not None and not theme().height_px and cols > 2:
+        cols = max(2, panels_that_fit(cols, col_tokens, row_tokens, width_px))
     rows = math.ceil(n / cols)
     # Pixels: panel body, rotated x tick labels below it, subplot title above.
     panel = min(MAX_PANEL_PX, max(MIN_PANEL_PX, FACET_ROW_PX * n_rows))
