@@ -321,8 +321,7 @@ def facet_heatmaps(zs: np.ndarray, titles: Sequence[str], row_tokens, col_tokens
     All panels share one colour axis (``layout.coloraxis``, one colourbar) with range ``zmin``..``zmax``;
     ``shared_scale=False`` gives every panel its own symmetric range instead (no colourbar). ``mask`` is (i, j),
     shared by all panels. Y tick labels are shown on the first column only. A panel is FACET_ROW_PX per row
-    (clamped), and labels are thinned as in :func:`heatmap`. Everything after the token lists is keyword-only.
-    """
+    (clamped), and labels are thinned as in :func:`heatmap`. Everything after the token lists is keyword-only."""
     zs = np.asarray(zs, dtype=np.float32)
     if zs.ndim != 3:
         raise ValueError(f"facet_heatmaps expects (h, i, j), got shape {zs.shape}")
