@@ -318,6 +318,11 @@ class Translator:
             return self.model.run_with_hooks(src, tgt_in, fwd_hooks)
 
     @torch.inference_mode()
+    def contributions(self, text: str, target: list[str] | None = None):
+        """Value norms and ALTI+ of `text` teacher-forced as in forced_tensors (model/analysis/contributions.py)."""
+        from model.analysis.contributions import contributions
+        return contributions(self, text, target)
+
     def teacher_forced(self, text: str, tgt_tokens: list[str], use_causal_mask: bool = True) -> SentenceTrace:
         """Traced teacher-forced pass over <bos> + tgt_tokens; the causal mask can be switched off."""
         source = self.prepare(text)
