@@ -47,7 +47,7 @@ class Contributions:
     attention: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """The record as model.contributions writes it (docs/contributions.md)."""
+        """The record as python -m model.contributions writes it (docs/contributions.md)."""
         def lists(d: dict) -> dict:
             return {k: np.round(v, 6).tolist() for k, v in d.items()}
         return {"source_tokens": self.source_tokens, "decoder_tokens": self.decoder_tokens,

@@ -1,0 +1,115 @@
+"""Word alignment read from what cross-attention carries, scored against gold links (AER, Och & Ney 2003).
+
+A pair is two pre-tokenised sentences (the words that are aligned). Each word is split into the model's pieces, the
+model is teacher-forced on the target's pieces, and for every target piece the source piece that receives the most
+(cross-attention weight, value norm or ALTI+ contribution) is linked to it; two words are aligned when any of their
+pieces are (the rule of awesome-align and SimAlign). The end token and a language token belong to no word and are
+never linked. Which decoder row stands for a target piece is the **reading**: the row that *predicts* it (the row
+whose input is the piece before), or, shifted, the row whose *input* is the piece (Chen et al. 2020's Shift-Att).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.analysis import contributions as C
+
+METHODS = ("attention", "value-norm", "alti")
+_LINK = re.compile(r"^(\d+)([-p])(\d+)$")
+
+
+@dataclass
+class Pair:
+    """One pair's pieces, the word each piece belongs to, and its cross-attention measures (all decoder rows)."""
+
+    src_words: list[str]
+    tgt_words: list[str]
+    src_word_of: list[int | None]  # per source position (the model's input): its word, None for the end token
+    tgt_word_of: list[int]  # per target piece: its word
+    offset: int  # decoder rows before the first target piece's predicting row (a forced language token)
+    attention: np.ndarray  # (L, H, T, S)
+    value_norm: np.ndarray  # (L, H, T, S)
+    value_norm_layer: np.ndarray  # (L, T, S)
+    alti: np.ndarray  # (L, T, S): the cross-attention block's contributions, its residual column left out
+
+
+def encode_pair(translator, src_words: list[str], tgt_words: list[str]) -> Pair:
+    """Split each word into the model's pieces and run the teacher-forced pass (ValueError for an empty side)."""
+    if not src_words or not tgt_words:
+        raise ValueError("an empty sentence")
+    src_pieces = [translator.source_tokens(w) for w in src_words]
+    tgt_pieces = [translator.target_tokens(w) for w in tgt_words]
+    lead, start = list(translator.lead), list(translator.start_prefix)
+    src_tokens = lead + [p for ps in src_pieces for p in ps]
+    src_word_of = [None] * len(lead) + [w for w, ps in enumerate(src_pieces) for _ in ps] + [None]  # + <eos>
+    tgt_tokens = [p for ps in tgt_pieces for p in ps]
+    sv, tv = translator.src_vocab, translator.tgt_vocab
+    src = torch.tensor([sv.encode(src_tokens) + [sv.eos_idx]], dtype=torch.long)
+    tgt_in = torch.tensor([[tv.bos_idx] + start + tv.encode(tgt_tokens)], dtype=torch.long)
+    cfg = translator.model.cfg
+    with torch.inference_mode():
+        _, cache = translator.model.run_with_cache(src, tgt_in, C.points(cfg.n_encoder_layers, cfg.n_decoder_layers))
+    rec = C.from_cache(translator.model, cache, src_tokens + [sv.token("eos")], tv.decode(tgt_in[0].tolist()))
+    return Pair(src_words, tgt_words, src_word_of, [w for w, ps in enumerate(tgt_pieces) for _ in ps], len(start),
+                rec.attention["cross"], rec.value_norm["cross"], rec.value_norm_layer["cross"],
+                rec.alti["cross"][:, :, :-1])
+
+
+def matrix(pair: Pair, method: str, layer: int | None, head: int | None) -> np.ndarray:
+    """(T, S) of ``method`` at 0-based ``layer`` and ``head`` (None: the mean of the layers, of the heads; the value
+    norms of a layer's heads together are ‖Σ_h α f_h‖; ALTI+ is a layer's, whatever the head)."""
+    if method == "attention":
+        m = pair.attention if head is None else pair.attention[:, head: head + 1]
+        m = m.mean(1)
+    elif method == "value-norm":
+        m = pair.value_norm_layer if head is None else pair.value_norm[:, head]
+    elif method == "alti":
+        m = pair.alti
+    else:
+        raise ValueError(f"unknown method {method!r}: one of {', '.join(METHODS)}")
+    return m.mean(0) if layer is None else m[layer]
+
+
+def links(pair: Pair, m: np.ndarray, shift: bool = False) -> set[tuple[int, int]]:
+    """0-based (source word, target word) links: each target piece to the source piece of the largest value in its
+    row of ``m`` (T, S) (the predicting row, or with ``shift`` the row that reads the piece)."""
+    words = [j for j, w in enumerate(pair.src_word_of) if w is not None]  # positions that belong to a word
+    out = set()
+    for k, tw in enumerate(pair.tgt_word_of):
+        row = pair.offset + k + (1 if shift else 0)
+        best = words[int(np.argmax(m[row, words]))]
+        out.add((pair.src_word_of[best], tw))
+    return out
+
+
+def read_talp(line: str, n_src: int, n_tgt: int, where: str) -> tuple[set, set]:
+    """(sure, possible ⊇ sure) 0-based links of a talp line (`i-j` sure, `ipj` possible, 1-based; German first);
+    ValueError naming ``where`` for a malformed item or a word out of range."""
+    sure, possible = set(), set()
+    for item in line.split():
+        m = _LINK.match(item)
+        if not m:
+            raise ValueError(f"{where}: {item!r} is not a link (i-j sure, ipj possible)")
+        i, j = int(m[1]) - 1, int(m[3]) - 1
+        if not (0 <= i < n_src and 0 <= j < n_tgt):
+            raise ValueError(f"{where}: {item!r} is outside the pair ({n_src} source, {n_tgt} target words)")
+        possible.add((i, j))
+        if m[2] == "-":
+            sure.add((i, j))
+    return sure, possible
+
+
+def aer(predicted: list[set], sure: list[set], possible: list[set]) -> float:
+    """The corpus's alignment error rate in percent: 1 − (|A∩S| + |A∩P|) / (|A| + |S|), summed over the pairs."""
+    a = sum(len(p) for p in predicted)
+    s = sum(len(x) for x in sure)
+    hits = sum(len(p & x) + len(p & y) for p, x, y in zip(predicted, sure, possible))
+    return 100.0 * (1.0 - hits / (a + s)) if a + s else 0.0
+
+
+def pharaoh(found: set[tuple[int, int]]) -> str:
+    """0-based `i-j` links, sorted (source word i, target word j)."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(found))

@@ -1,0 +1,74 @@
+"""Word alignment (model/analysis/align.py, python -m model.align): AER is Och & Ney's formula, talp lines are read
+with their line named when bad, word pieces map to their words, and the command line refuses bad input with one
+line and exit 2."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from model.analysis.align import Pair, aer, links, read_talp
+
+
+def test_aer_is_och_and_neys_formula():
+    sure, possible = [{(0, 0), (1, 1)}], [{(0, 0), (1, 1), (2, 1)}]
+    assert aer([{(0, 0), (1, 1)}], sure, possible) == pytest.approx(0.0)
+    # A = {(0,0), (2,1), (2,2)}: |A∩S| = 1, |A∩P| = 2, |A| = 3, |S| = 2 -> 1 - 3/5
+    assert aer([{(0, 0), (2, 1), (2, 2)}], sure, possible) == pytest.approx(40.0)
+    # summed over the corpus, not averaged per pair
+    assert aer([{(0, 0)}, set()], [{(0, 0)}, {(1, 1)}], [{(0, 0)}, {(1, 1)}]) == pytest.approx(100 * (1 - 2 / 3))
+
+
+def test_a_talp_line_is_one_based_sure_and_possible_and_bad_items_name_their_line():
+    sure, possible = read_talp("1-1 2p3 3-2", 3, 3, "gold line 4")
+    assert sure == {(0, 0), (2, 1)} and possible == {(0, 0), (1, 2), (2, 1)}
+    with pytest.raises(ValueError, match="gold line 4: '2x3' is not a link"):
+        read_talp("1-1 2x3", 3, 3, "gold line 4")
+    with pytest.raises(ValueError, match="gold line 7: '4-1' is outside the pair"):
+        read_talp("4-1", 3, 3, "gold line 7")
+
+
+def test_pieces_link_their_words_and_the_end_token_is_never_linked():
+    # source: word 0 = pieces 0, 1; word 1 = piece 2; position 3 is <eos>. Target: word 0 = pieces 0, 1; word 1 = 2.
+    pair = Pair(["ab", "c"], ["x", "y"], [0, 0, 1, None], [0, 0, 1], 0, *[np.zeros(1)] * 4)
+    m = np.array([[0.1, 0.6, 0.1, 0.2],   # row 0 predicts target piece 0: source piece 1 (word 0)
+                  [0.0, 0.0, 0.3, 0.7],   # row 1: <eos> is largest, but belongs to no word -> piece 2 (word 1)
+                  [0.1, 0.1, 0.5, 0.3],   # row 2 -> word 1
+                  [0.9, 0.0, 0.0, 0.1]])  # row 3 reads target piece 2 (the shifted reading of it)
+    assert links(pair, m) == {(0, 0), (1, 0), (1, 1)}
+    assert links(pair, m, shift=True) == {(1, 0), (0, 1)}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tests.tiny_checkpoint import make_tiny_checkpoint
+
+    folder = tmp_path_factory.mktemp("align") / "demo"
+    make_tiny_checkpoint(folder)
+    return folder
+
+
+def test_the_command_line_aligns_and_scores_and_refuses_bad_input(tiny, tmp_path, capsys):
+    from model.align import main
+
+    src, tgt, gold = tmp_path / "s.txt", tmp_path / "t.txt", tmp_path / "g.talp"
+    src.write_text("Ein Hund läuft .\nZwei Männer sitzen .\n", encoding="utf-8")
+    tgt.write_text("A dog runs .\nTwo men sit .\n", encoding="utf-8")
+    gold.write_text("1-1 2-2 3-3 4-4\n1-1 2-2 3-3 4-4\n", encoding="utf-8")
+    out = tmp_path / "links.txt"
+    args = ["--checkpoint", str(tiny), "--src", str(src), "--tgt", str(tgt)]
+    assert main(args + ["--gold", str(gold), "--out", str(out)]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and all(all(len(x.split("-")) == 2 for x in line.split()) for line in lines)
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("AER ")
+    assert main(args + ["--gold", str(gold), "--sweep"]) == 0
+    assert "| alti | predicting |" in capsys.readouterr().out
+    for bad, message in ((["--method", "magic"], "unknown method 'magic'"),
+                         (["--layer", "9"], "--layer must be mean or 1.."),
+                         (["--gold", str(src)], "gold line 1: 'Ein' is not a link")):
+        assert main(args + bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and message in err and "Traceback" not in err and len(err.splitlines()) == 1
+    tgt.write_text("A dog runs .\n", encoding="utf-8")
+    assert main(args) == 2 and "different line counts: 2 source, 1 target" in capsys.readouterr().err
+    tgt.write_text("A dog runs .\n\n", encoding="utf-8")
+    assert main(args) == 2 and "--tgt line 2 is empty" in capsys.readouterr().err
