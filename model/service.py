@@ -17,6 +17,7 @@ import numpy as np
 from model.analysis import analyze as _analyze
 from model.analysis import attribution as _attribution
 from model.analysis import experiments as _experiments
+from model.analysis import contributions as _contrib
 from model.analysis import lens as _lens
 from model.analysis import patch as _patch
 from model.analysis import report as _report
@@ -213,6 +214,11 @@ def contrast(model: Model, text: str, tgt_tokens: list[str], step: int, foil: st
              target: str | None = None) -> Contrast:
     """Why `target` (default the token chosen) and not `foil` at `step`: source attribution and head knockout."""
     return _lens.contrast(model._translator, text, tgt_tokens, step, foil, target)
+
+
+def contributions(model: Model, text: str, tgt_tokens: list[str]) -> _contrib.Contributions:
+    """Value norms and ALTI+ of every attention block, teacher-forced on tgt_tokens (their end token included)."""
+    return _contrib.contributions(model._translator, text, tgt_tokens)
 
 
 # ----------------------------------------------------------------------------- the head report

@@ -37,6 +37,14 @@ def weight_colorbar_title(zmax: float) -> str:
     return f"weight<br>colours saturate<br>at {z} (values<br>above drawn<br>as {z})"
 
 
+def scale_words(measure: str, zmax: float) -> tuple[str, dict]:
+    """(colour bar title, its ticks) of a figure of ``measure``: the weights say when colours saturate; another
+    measure (a value norm, an ALTI+ share) is named as it is, its scale 0..``zmax``."""
+    if measure == "weight":
+        return weight_colorbar_title(zmax), weight_colorbar_ticks(zmax)
+    return measure, {}
+
+
 def weight_colorbar_ticks(zmax: float) -> dict:
     """Colourbar ticks 0..zmax; the top one reads "≥ zmax" when colours saturate."""
     if zmax >= 1.0:
@@ -132,8 +140,10 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
                      zmax: float | None = None, title: str | None = None, *,
                      src_lang: str | None = None, tgt_lang: str | None = None,
                      width_px: int | None = None, keep_rows: Sequence[int] = (),
-                     keep_cols: Sequence[int] = (), key_note: str | None = None) -> go.Figure:
-    """Heatmap of one head's attention ``probs`` (i, j) with axis titles for ``kind``.
+                     keep_cols: Sequence[int] = (), key_note: str | None = None,
+                     measure: str = "weight") -> go.Figure:
+    """Heatmap of one head's attention ``probs`` (i, j) with axis titles for ``kind``; ``measure``: what the values
+    are, when not the weights ("value norm ‖α·f‖", "ALTI+ share"; their colour bar and hover say so).
 
     ``mask`` (i, j) or broadcastable (e.g. (j,) key padding), True = may attend.
     ``zmax=None`` means 1.0; a smaller value saturates (see :func:`robust_zmax`).
@@ -146,18 +156,21 @@ def attention_figure(probs: np.ndarray, query_tokens: Sequence[str],
     if key_note:
         k_title, title = f"{k_title} · {key_note}", ""
     zmax = weight_zmax(zmax)
+    bar_title, ticks = scale_words(measure, zmax)
     return heatmap(probs, query_tokens, key_tokens, row_title=q_title, col_title=k_title,
                    mask=mask, zmin=0.0, zmax=zmax, colorscale=PROB_SCALE,
-                   title=KIND_NAMES[kind] if title is None else title, value_name="weight",
-                   colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
+                   title=KIND_NAMES[kind] if title is None else title, value_name=measure,
+                   colorbar_title=bar_title, colorbar=ticks,
                    width_px=width_px, keep_rows=keep_rows, keep_cols=keep_cols)
 
 
 def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str],
                  kind: str, layer: int, mask: np.ndarray | None = None,
                  zmax: float | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
-                 width_px: int | None = None, heads: Sequence[int] | None = None) -> go.Figure:
-    """All heads of one layer as ONE faceted figure; ``probs`` (h, i, j).
+                 width_px: int | None = None, heads: Sequence[int] | None = None,
+                 measure: str = "weight") -> go.Figure:
+    """All heads of one layer as ONE faceted figure; ``probs`` (h, i, j) (or another ``measure``, as in
+    :func:`attention_figure`).
 
     Panels are titled "head 1".."head h" (1-based); ``layer`` is the 0-based
     index and is shown as ``layer + 1``. One shared colourbar, 0..zmax. ``heads`` (0-based): only these heads
@@ -173,9 +186,9 @@ def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
     titles = [f"head {h + 1}" for h in shown]
     return facet_heatmaps(probs[shown], titles, query_tokens, key_tokens, row_title=q_title,
                           col_title=k_title, mask=mask, zmin=0.0, zmax=zmax,
-                          colorscale=PROB_SCALE, value_name="weight",
+                          colorscale=PROB_SCALE, value_name=measure,
                           title=_layer_title(kind, layer, what),
-                          colorbar_title=weight_colorbar_title(zmax), colorbar=weight_colorbar_ticks(zmax),
+                          colorbar_title=scale_words(measure, zmax)[0], colorbar=scale_words(measure, zmax)[1],
                           width_px=width_px)
 
 
@@ -199,8 +212,10 @@ def _layer_title(kind: str, layer: int | None, what: str) -> str:
 
 
 def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
-                    src_lang: str | None = None, tgt_lang: str | None = None) -> go.Figure:
-    """Thumbnail grid of every layer × head; ``probs`` (L, h, i, j).
+                    src_lang: str | None = None, tgt_lang: str | None = None, measure: str = "weight",
+                    columns: Sequence[str] | None = None) -> go.Figure:
+    """Thumbnail grid of every layer × head; ``probs`` (L, h, i, j) (or another ``measure``, as in
+    :func:`attention_figure`; ``columns``: the columns' names where they are not heads, e.g. a layer's ALTI+).
 
     Rows are layers, columns heads (both labelled 1-based), no tick labels; hover gives layer, head, query/key
     positions and the weight. One figure, one shared 0..zmax colour axis.
@@ -225,14 +240,15 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
         for h in range(n_heads):
             z[layer * step_q: layer * step_q + n_q, h * step_k: h * step_k + n_k] = probs[layer, h]
     # One label per column and row, unique (repeated category names would merge columns); gaps have no hover.
-    cols = [f"head {c // step_k + 1}, key {c % step_k}" if c % step_k < n_k else f"gap {c}" for c in range(width)]
+    names = list(columns) if columns is not None else [f"head {h + 1}" for h in range(n_heads)]
+    cols = [f"{names[c // step_k]}, key {c % step_k}" if c % step_k < n_k else f"gap {c}" for c in range(width)]
     rows = [f"layer {r // step_q + 1}, query {r % step_q}" if r % step_q < n_q else f"gap {r}" for r in range(height)]
-    data = [dict(type="heatmap", z=z, x=cols, y=rows, coloraxis="coloraxis", hoverongaps=False, name="weight",
-                 hovertemplate=f"%{{y}}<br>%{{x}}<br>weight %{{z:{PROB_D3}}}<extra></extra>")]
+    data = [dict(type="heatmap", z=z, x=cols, y=rows, coloraxis="coloraxis", hoverongaps=False, name=measure,
+                 hovertemplate=f"%{{y}}<br>%{{x}}<br>{measure} %{{z:{PROB_D3}}}<extra></extra>")]
     hidden = dict(type="category", showticklabels=False, ticks="", showgrid=False, zeroline=False)
     font = dict(size=15)
     # Titles in axis-domain fractions: the x axis spans cells -0.5 .. width - 0.5, the y axis runs top down.
-    notes = [dict(text=f"head {h + 1}", x=(h * step_k + n_k / 2) / width, y=1, xref="x domain", yref="y domain",
+    notes = [dict(text=names[h], x=(h * step_k + n_k / 2) / width, y=1, xref="x domain", yref="y domain",
                   xanchor="center", yanchor="bottom", showarrow=False, font=font) for h in range(n_heads)]
     notes += [dict(text=f"layer {layer + 1}", x=1, y=1 - (layer * step_q + n_q / 2) / height, xref="x domain",
                    yref="y domain", xanchor="left", yanchor="middle", xshift=4, textangle=90, showarrow=False,
@@ -246,8 +262,8 @@ def overview_figure(probs: np.ndarray, kind: str, zmax: float | None = None, *,
         xaxis=dict(hidden, range=[-0.5, width - 0.5]), yaxis=dict(hidden, range=[height - 0.5, -0.5]),
         annotations=notes,
         coloraxis=dict(colorscale=resolve_scale(PROB_SCALE), cmin=0.0, cmax=zmax, colorbar=dict(
-            title=dict(text=weight_colorbar_title(zmax)), tickfont=dict(size=theme().tick),
-            **weight_colorbar_ticks(zmax))))
+            title=dict(text=scale_words(measure, zmax)[0]), tickfont=dict(size=theme().tick),
+            **scale_words(measure, zmax)[1])))
     title = _layer_title(kind, None, "every layer × head")
     fig = styled_figure(data, layout, title, height=190 + 115 * n_layers, subplot_titles=True,
                         # a phone's colour bar is below (viz.phone): the layers' names need their own room

@@ -1,10 +1,12 @@
 """Attention: every layer and head of encoder self-, decoder self- and cross-attention."""
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from model.service import entropy
 from views.parts import ablation
+from views.parts.carried import carried, choose
 from views.parts.compare import heads_match
 from views.parts.text import md_escape
 from views.parts.widgets import (
@@ -41,6 +43,7 @@ def render(ctx: Context) -> None:
     with choices(ctx):
         kind, layer, head = kind_layer_head(cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.n_heads,
                                             compact=ctx.present)
+        measure = choose(ctx) if ctx.other is None else "weights"
         if ctx.present and ctx.other is None:
             show, hide = _show_and_rescale(ctx, tr.axes(kind)[1], tr.probs(kind)[layer])
     if not ctx.present:
@@ -56,7 +59,13 @@ def render(ctx: Context) -> None:
     sink = sink_key(probs[layer])
     if not ctx.present:  # below the page's captions
         show, hide = _show_and_rescale(ctx, k_tokens, probs[layer])
-    zmax = robust_zmax(probs[layer], ignore_key=sink, mask=mask) if hide else None
+    zmax = robust_zmax(probs[layer], ignore_key=sink, mask=mask) if hide and measure == "weights" else None
+    values, name, keys = probs, "weight", k_tokens  # (L, h, i, j) what the figures draw
+    if measure != "weights":
+        values, name, zmax, keys = carried(ctx, measure, kind, k_tokens)
+        if len(keys) > len(k_tokens):  # ALTI+'s own-stream column is never masked
+            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), bool)], axis=1)
+    layer_only = measure == "alti"  # ALTI+ is a layer's: one panel, whatever the head
     if zmax is not None and not ctx.present:  # the colourbar says it too
         st.caption(md_escape(rescale_note(probs[layer], zmax, mask=mask)))
     if not ctx.present:
@@ -65,9 +74,11 @@ def render(ctx: Context) -> None:
                      else ":material/warning: some rows do not sum to 1")
                     + f" · masked cells are grey · layer {layer + 1} of {len(probs)}")
     if show("all heads of the layer"):
-        heads = shown_heads(ctx, cfg.n_heads, q_tokens, k_tokens)
-        chart(st, cached(heads_figure, probs[layer], q_tokens, k_tokens, kind, layer, mask=mask, zmax=zmax,
-                         width_px=PAGE_WIDTH_PX, heads=heads),
+        heads = None if layer_only else shown_heads(ctx, cfg.n_heads, q_tokens, k_tokens)
+        figure = (_layer_figure(values, q_tokens, keys, kind, layer, mask, name) if layer_only else
+                  cached(heads_figure, values[layer], q_tokens, keys, kind, layer, mask=mask, zmax=zmax,
+                         width_px=PAGE_WIDTH_PX, heads=heads, measure=name))
+        chart(st, figure,
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
                   key="heads_fig")
     b1, b2, _ = st.columns([1, 1, 2]) if not ctx.present else (None, None, None)
@@ -79,9 +90,11 @@ def render(ctx: Context) -> None:
                f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2,
                help=f"Layer {layer + 1}, head {head + 1}: the query token, then one column per key.")
     if show("one head"):
-        chart(st, cached(attention_figure, probs[layer, head], q_tokens, k_tokens, kind, mask=mask, zmax=zmax,
+        figure = (_layer_figure(values, q_tokens, keys, kind, layer, mask, name) if layer_only else
+                  cached(attention_figure, values[layer, head], q_tokens, keys, kind, mask=mask, zmax=zmax,
                          title=f"{KIND_NAMES[kind].split(' (')[0]}, layer {layer + 1}, head {head + 1}",
-                         width_px=PAGE_WIDTH_PX),
+                         width_px=PAGE_WIDTH_PX, measure=name))
+        chart(st, figure,
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_H{head + 1}"),
                   key="head_fig")
     if show("every layer × head"):
@@ -91,10 +104,18 @@ def render(ctx: Context) -> None:
             st.caption("Choose a layer and head above to open one large. Entropy (nats; lower = sharper attention) "
                        "per head: " + "; ".join(f"layer {i + 1}: " + ", ".join(f"{e:.2f}" for e in row)
                                                 for i, row in enumerate(h)))
-        chart(st, cached(overview_figure, probs, kind, zmax=zmax), width="stretch",
+        chart(st, cached(overview_figure, values, kind, zmax=zmax, measure=name,
+                         columns=["the layer's heads together"] if layer_only else None), width="stretch",
                   config=fig_config(ctx, f"attention_{kind}_every-layer-and-head"), key="overview_fig")
     if show("heads off"):
         ablation.render(ctx)
+
+
+def _layer_figure(values, q_tokens, keys, kind: str, layer: int, mask, name: str):
+    """A layer's ALTI+ matrix: one heatmap for the layer's heads together (0-based layer)."""
+    return cached(attention_figure, values[layer, 0], q_tokens, keys, kind, mask=mask, zmax=1.0, measure=name,
+                  title=f"{KIND_NAMES[kind].split(' (')[0]}, layer {layer + 1}: ALTI+, the layer's heads together",
+                  width_px=PAGE_WIDTH_PX)
 
 
 def _show_and_rescale(ctx: Context, k_tokens: list[str], probs) -> tuple:

@@ -264,6 +264,12 @@ def logit_lens(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, k: i
     return _service().logit_lens(_model(key), text, list(tgt_tokens), step, k)
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def contributions(key: str, text: str, tgt_tokens: tuple[str, ...]):
+    """Value norms and ALTI+ teacher-forced on tgt_tokens (the decoding's own, its end token included)."""
+    return _service().contributions(_model(key), text, list(tgt_tokens))
+
+
 @st.cache_resource(max_entries=64, show_spinner=False)
 def contrast(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, target: str, foil: str) -> records.Contrast:
     """Why `target` and not `foil` at 0-based `step`: source attribution of the difference, and head knockout."""

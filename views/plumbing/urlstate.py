@@ -168,6 +168,7 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "layer": Param(1, layer),
         "head": Param(1, layer),
         "rescale": Param(False, _bool, _dump_bool),
+        "carry": Param("weights", _choice(("weights", "norms", "alti"))),  # Attention: weights, value norms, ALTI+
         "off": Param((), parse_heads, dump_heads),  # switched-off heads (ablation)
         # Masks
         "pad_on": Param(True, _bool, _dump_bool),

@@ -1,0 +1,42 @@
+"""The Attention page draws what attention carries: value norms per head and ALTI+ per layer, from the numbers of
+model/analysis/contributions.py along the decoding's own tokens (AppTest; the formulas: tests/model/
+test_contributions.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tests.app_support import array, chart, run_app, url
+from tests.tiny_checkpoint import GERMAN
+
+
+def _z(fig: dict) -> np.ndarray:
+    """The first heatmap's values (NaN where masked)."""
+    trace = next(t for t in fig["data"] if t["type"] == "heatmap")
+    return np.asarray(array(trace["z"]), dtype=np.float64)
+
+
+def test_value_norms_are_drawn_per_head_and_fade_where_the_weights_do_not(checkpoints):
+    weights = run_app(view="Attention", text=GERMAN[2], kind="cross", layer=1, head=1, focus="one head", present=1)
+    norms = run_app(view="Attention", text=GERMAN[2], kind="cross", layer=1, head=1, focus="one head", present=1,
+                    carry="norms")
+    assert not norms.exception and url(norms)["carry"] == "norms"
+    w, n = _z(chart(weights, "head_fig")), _z(chart(norms, "head_fig"))
+    assert w.shape == n.shape
+    # ‖α f‖ = α ‖f‖: per key column, the ratio to the weight is that key's ‖f‖, the same in every row
+    ratio = np.where(w > 1e-6, n / np.where(w > 1e-6, w, 1), np.nan)
+    spread = np.nanmax(ratio, axis=0) - np.nanmin(ratio, axis=0)
+    assert np.nanmax(spread / np.nanmax(ratio, axis=0)) < 1e-3
+    trace = next(t for t in chart(norms, "head_fig")["data"] if t["type"] == "heatmap")
+    assert "value norm" in trace["colorbar"]["title"]["text"] and "value norm" in trace["hovertemplate"]
+
+
+def test_alti_is_a_layers_with_the_own_stream_column_and_rows_that_sum_to_one(checkpoints):
+    at = run_app(view="Attention", text=GERMAN[2], kind="cross", layer=2, focus="all heads of the layer", present=1,
+                 carry="alti")
+    assert not at.exception
+    fig = chart(at, "heads_fig")
+    z = _z(fig)
+    assert np.allclose(np.nansum(z, axis=1), 1.0, atol=1e-3)  # every query's shares, its own stream included
+    trace = next(t for t in fig["data"] if t["type"] == "heatmap")
+    assert str(trace["x"][-1]).startswith("(own stream)")
+    assert "ALTI+" in fig["layout"]["title"]["text"] and "together" in fig["layout"]["title"]["text"]
