@@ -16,8 +16,8 @@ import numpy as np
 
 from model.analysis import analyze as _analyze
 from model.analysis import attribution as _attribution
-from model.analysis import experiments as _experiments
 from model.analysis import contributions as _contrib
+from model.analysis import experiments as _experiments
 from model.analysis import lens as _lens
 from model.analysis import patch as _patch
 from model.analysis import report as _report

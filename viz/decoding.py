@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from viz.heatmap import heatmap
 from viz.kinds import axis_titles, resolve_languages
-from viz.layout import styled_figure, text_px, top_margin
+from viz.layout import PAGE_WIDTH_PX, styled_figure, text_px, top_margin
 from viz.text import escape_token, escape_tokens, fmt_prob, title_lines
 from viz.theme import fit_height, theme
 from viz.token_axes import axis_ticks, label_px, plot_width_px
@@ -157,3 +157,23 @@ def attribution_figure(shares: np.ndarray, method_labels: Sequence[str], source_
         trace.customdata = np.asarray(hover_notes, dtype=str)  # (m, s)
         trace.hovertemplate = trace.hovertemplate.replace("<extra>", "<br>%{customdata}<extra>")
     return fig
+
+
+def source_share_figure(tokens: Sequence[str], shares: Sequence[float], step_index: int,
+                        title: str = "how much of each output token came from the source (ALTI+)") -> go.Figure:
+    """Bars of each output token's source share (n,): the part of it that came from the source sentence, the rest
+    from the translation so far (ALTI+'s rollout, docs/contributions.md). The step shown is highlighted."""
+    s = np.asarray(shares, dtype=np.float32)
+    if len(tokens) != len(s):
+        raise ValueError(f"{len(tokens)} tokens but {len(s)} shares")
+    xs = np.arange(len(s), dtype=np.int32)
+    labels = escape_tokens(tokens)
+    bar = dict(type="bar", x=xs, y=s, marker=bar_marker(len(s), step_index), name="source share",
+               customdata=np.asarray(labels, dtype=str),
+               hovertemplate="step %{x}: %{customdata}<br>source share %{y:.2f}<extra></extra>")
+    ticks = axis_ticks(tokens, len(s), angle=-45, axis_px=plot_width_px(PAGE_WIDTH_PX, colorbar=False),
+                       keep=[step_index])
+    layout = dict(xaxis=dict(title=dict(text="output token →"), **ticks),
+                  yaxis=dict(range=[0, 1], tickvals=[0, 0.5, 1], title=dict(text="source share"),
+                             tickfont=dict(size=theme().tick)), showlegend=False)
+    return styled_figure([bar], layout, title, height=300)

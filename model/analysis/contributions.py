@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-KINDS = ("enc_self", "dec_self", "cross")
-
 
 @dataclass
 class Contributions:

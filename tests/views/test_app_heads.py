@@ -143,7 +143,11 @@ def test_decoding_attribution_is_the_models_for_the_chosen_step(heads_env):
     res = tr.trace(GERMAN[0])
     a = attribute(tr, GERMAN[0], [s.chosen_token for s in res.steps])
     methods = ["cross_attention", "rollout", "relevance", "input_x_grad"]
-    np.testing.assert_allclose(z, np.stack([a.matrices[m][1] for m in methods]), atol=1e-5)
+    np.testing.assert_allclose(z[:4], np.stack([a.matrices[m][1] for m in methods]), atol=1e-5)
+    # the last row: ALTI+'s rollout after the last decoder layer, its source columns scaled to sum to 1
+    c = tr.contributions(GERMAN[0], res.raw_tokens + (["<eos>"] if res.finished else []))
+    source = c.alti["total"][-1][1, : len(c.source_tokens)]
+    np.testing.assert_allclose(z[4], source / source.sum(), atol=1e-5)
     assert f"attribution of “{res.steps[1].chosen_token}”" in fig["layout"]["title"]["text"]
 
 

@@ -5,13 +5,20 @@ import streamlit as st
 
 from model.service import misread
 from views.parts import lens, quiz
+from views.parts.carried import record as carried_record
 from views.parts.reading import forced_by
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, csv_button, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, attribution, beam_translation, trace_sentence
 from views.plumbing.urlstate import LAST, within
-from viz.decoding import attribution_figure, candidates_figure, decoding_rows, step_cross_attention_figure
+from viz.decoding import (
+    attribution_figure,
+    candidates_figure,
+    decoding_rows,
+    source_share_figure,
+    step_cross_attention_figure,
+)
 from viz.layout import PAGE_WIDTH_PX
 from viz.tables import candidates_csv
 from viz.theme import below_controls
@@ -129,6 +136,19 @@ def _step(ctx: Context, steps: list) -> None:
             chart(st, room[0], width="stretch", key="room_beside", config={"displayModeBar": False})
         else:
             _cross_figure(ctx, step, step_no, layer, head, "step_cross")
+    if not top:  # presenter mode: the screen holds the step's two figures
+        _source_share(ctx, steps, step_no)
+
+
+def _source_share(ctx: Context, steps: list, step_no: int) -> None:
+    """Each output token's source share (ALTI+), the step shown highlighted, and what it says of that step."""
+    share, fig = _source_share_chart(ctx, steps, step_no)
+    chart(st, fig, width="stretch", key="source_share", config=fig_config(ctx, "decoding_source_share"))
+    st.caption(f"Step {step_no}: {share[step_no - 1]:.0%} of **{md_escape(steps[step_no - 1].chosen_token)}** came "
+               f"from the {ctx.langs['src_name']} sentence, {1 - share[step_no - 1]:.0%} from the translation so far "
+               "(ALTI+, Ferrando et al. 2022: each attention block's contributions rolled out through the network; "
+               "the feed-forward blocks are left out). A token made mostly from the translation so far is how a "
+               "hallucination looks from inside.")
 
 
 def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool) -> None:
@@ -243,7 +263,10 @@ def _side_by_side(ctx: Context) -> None:
 
 # Rows of the attribution figure: method -> its label (Attribution.definitions says what each one is).
 ATTRIBUTION_ROWS = {"cross_attention": "cross-attention (last layer, mean of heads)", "rollout": "attention rollout",
-                    "relevance": "gradient-weighted relevance", "input_x_grad": "input × gradient"}
+                    "relevance": "gradient-weighted relevance", "input_x_grad": "input × gradient",
+                    "alti": "ALTI+ (the source's part)"}
+ALTI_DEFINITION = ("each attention block's contributions (Ferrando et al. 2022) rolled out through the network; the "
+                   "source tokens' shares of the token, scaled to sum to 1 (its source share is on the This step part)")
 
 
 def _attribution(ctx: Context, steps: list) -> None:
@@ -271,6 +294,12 @@ def _attribution_chart(ctx: Context, steps: list, step_no: int):
     res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), step_no - 1)
     methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]
     shares = [res.matrices[m][0] for m in methods]
+    total = carried_record(ctx).alti["total"][-1]  # (T, S + T) after the last decoder layer
+    s = len(res.src_tokens)
+    if total.shape[1] - total.shape[0] == s and step_no - 1 < len(total):
+        source = total[step_no - 1, :s]
+        methods.append("alti")
+        shares.append(source / max(float(source.sum()), 1e-12))
     signed = res.signed.get("input_x_grad")
     notes = [[(f"signed: {signed[0, j]:+.3f} nats of log p" if m == "input_x_grad" and signed is not None else "")
               for j in range(len(res.src_tokens))] for m in methods]
@@ -282,6 +311,13 @@ def _attribution_chart(ctx: Context, steps: list, step_no: int):
 STATE = ("dec_step", "dec_layer", "dec_head")  # the session's choices the page's figures depend on (prepare gets them)
 # The attribution runs the model (views/plumbing/prefetch.py prepares it for a student going in order).
 RUNS_MODEL = True
+
+
+def _source_share_chart(ctx: Context, steps: list, step_no: int):
+    """(each step's source share (T,), the strip's figure with step `step_no` highlighted)."""
+    share = carried_record(ctx).alti["source_share"]  # (T,) one per decoder row, each predicting a step's token
+    tokens = [s.chosen_token for s in steps][: len(share)]
+    return share, cached(source_share_figure, tokens, share[: len(tokens)], step_no - 1)
 
 
 def prepare(ctx: Context, state: dict) -> None:
@@ -297,9 +333,12 @@ def prepare(ctx: Context, state: dict) -> None:
     cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates")
     _cross_chart(ctx, step, step_no, *_dec_layer_head(ctx.cfg, state.get("dec_layer"), state.get("dec_head")))
     _attribution_chart(ctx, steps, step_no)
+    _source_share_chart(ctx, steps, step_no)
 
 
 def _definition(res, method: str) -> str:
+    if method == "alti":
+        return ALTI_DEFINITION
     # model/ names the array that keeps input × gradient's sign; here the hover shows it
     return res.definitions[method].replace("(signed values in `signed`)", "(the hover gives the signed value)")
 

@@ -35,12 +35,16 @@ def choose(ctx: Context) -> str:
     return measure
 
 
+def record(ctx: Context):
+    """Value norms and ALTI+ along the decoding shown (its end token included when it finished)."""
+    r = ctx.result
+    return contributions(ctx.key, ctx.text, tuple(r.raw_tokens) + ((ctx.facts["end_token"],) if r.finished else ()))
+
+
 def carried(ctx: Context, measure: str, kind: str, k_tokens: list[str]) -> tuple[np.ndarray, str, float, list[str]]:
     """(values (L, h, i, j), their name, the colour scale's top, the key axis's tokens) of ``measure`` for
     ``kind``: value norms per head, or ALTI+ as one "head" per layer (cross-attention with its own-stream column)."""
-    r = ctx.result
-    tokens = tuple(r.raw_tokens) + ((ctx.facts["end_token"],) if r.finished else ())
-    rec = contributions(ctx.key, ctx.text, tokens)
+    rec = record(ctx)
     if measure == "norms":
         values = rec.value_norm[kind].astype(np.float32)
         return values, NAMES["norms"], float(values.max()) or 1.0, k_tokens
