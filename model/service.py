@@ -221,6 +221,18 @@ def contributions(model: Model, text: str, tgt_tokens: list[str]) -> _contrib.Co
     return _contrib.contributions(model._translator, text, tgt_tokens)
 
 
+def source_share_marks(folder) -> dict | None:
+    """A checkpoint folder's source_share.json (python -m model.contributions --calibrate), or None."""
+    import json
+    from pathlib import Path
+
+    try:
+        marks = json.loads((Path(folder) / "source_share.json").read_text(encoding="utf-8"))
+        return marks if isinstance(marks.get("percentiles"), dict) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 # ----------------------------------------------------------------------------- the head report
 
 REPORT_NAME, ReportError = _report.REPORT_NAME, _report.ReportError

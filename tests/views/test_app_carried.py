@@ -40,3 +40,26 @@ def test_alti_is_a_layers_with_the_own_stream_column_and_rows_that_sum_to_one(ch
     trace = next(t for t in fig["data"] if t["type"] == "heatmap")
     assert str(trace["x"][-1]).startswith("(own stream)")
     assert "ALTI+" in fig["layout"]["title"]["text"] and "together" in fig["layout"]["title"]["text"]
+
+
+def test_decoding_states_each_tokens_source_share_and_flags_one_low_for_the_model(tmp_path_factory):
+    """The strip's bars are the rollout's source shares; the step's sentence flags a share below the 5th percentile
+    the model's calibration file gives (none without one)."""
+    import json
+
+    from model.inference.translator import Translator
+    from tests.app_support import demo_checkpoints, visible_text
+
+    with demo_checkpoints(tmp_path_factory, "ckpts_share") as root:
+        plain = run_app(view="Decoding", text=GERMAN[2], dec_step=2)
+        assert not plain.exception
+        text = visible_text(plain)
+        assert "Step 2: " in text and "from the translation so far" in text and "for this model" not in text
+        bars = next(t for t in chart(plain, "source_share")["data"] if t["type"] == "bar")
+        tr = Translator.from_checkpoint(root / "demo")
+        res = tr.translate(GERMAN[2])
+        c = tr.contributions(GERMAN[2], res.raw_tokens + (["<eos>"] if res.finished else []))
+        np.testing.assert_allclose(np.asarray(array(bars["y"]), dtype=float), c.alti["source_share"], atol=1e-5)
+        (root / "demo" / "source_share.json").write_text(json.dumps({"tokens": 10, "percentiles": {"5": 1.01}}))
+        flagged = visible_text(run_app(view="Decoding", text=GERMAN[2], dec_step=2))
+        assert "Low for this model" in flagged and "5th percentile (101%)" in flagged

@@ -66,9 +66,9 @@ def render(ctx: Context) -> None:
         if len(keys) > len(k_tokens):  # ALTI+'s own-stream column is never masked
             mask = np.concatenate([mask, np.ones((mask.shape[0], 1), bool)], axis=1)
     layer_only = measure == "alti"  # ALTI+ is a layer's: one panel, whatever the head
-    if zmax is not None and not ctx.present:  # the colourbar says it too
+    if zmax is not None and not ctx.present and measure == "weights":  # the colourbar says it too
         st.caption(md_escape(rescale_note(probs[layer], zmax, mask=mask)))
-    if not ctx.present:
+    if not ctx.present and measure == "weights":
         ok = rows_sum_to_one(probs)
         st.markdown((":material/check_circle: every row of every head sums to 1" if ok
                      else ":material/warning: some rows do not sum to 1")
@@ -89,7 +89,7 @@ def render(ctx: Context) -> None:
     csv_button("This head (CSV)", lambda: matrix_csv(probs[layer, head], q_tokens, k_tokens), ctx,
                f"attention_{kind}_L{layer + 1}_H{head + 1}", "csv_head", b2,
                help=f"Layer {layer + 1}, head {head + 1}: the query token, then one column per key.")
-    if show("one head"):
+    if show("one head") and not (layer_only and not ctx.present):  # ALTI+ is drawn once, above: a layer's
         figure = (_layer_figure(values, q_tokens, keys, kind, layer, mask, name) if layer_only else
                   cached(attention_figure, values[layer, head], q_tokens, keys, kind, mask=mask, zmax=zmax,
                          title=f"{KIND_NAMES[kind].split(' (')[0]}, layer {layer + 1}, head {head + 1}",

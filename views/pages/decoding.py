@@ -5,6 +5,7 @@ import streamlit as st
 
 from model.service import misread
 from views.parts import lens, quiz
+from views.parts.carried import low_share
 from views.parts.carried import record as carried_record
 from views.parts.reading import forced_by
 from views.parts.text import md_escape
@@ -148,7 +149,7 @@ def _source_share(ctx: Context, steps: list, step_no: int) -> None:
                f"from the {ctx.langs['src_name']} sentence, {1 - share[step_no - 1]:.0%} from the translation so far "
                "(ALTI+, Ferrando et al. 2022: each attention block's contributions rolled out through the network; "
                "the feed-forward blocks are left out). A token made mostly from the translation so far is how a "
-               "hallucination looks from inside.")
+               "hallucination looks from inside. " + low_share(ctx, float(share[step_no - 1])))
 
 
 def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from views.plumbing.state import Context, contributions
+from model.service import source_share_marks
+from views.plumbing.state import Context, checkpoint_dir, contributions, is_twin
 
 MEASURES = {"weights": "weights α", "norms": "value norms ‖α·f‖", "alti": "ALTI+ (a layer's)"}
 EXPLAIN = {
@@ -51,3 +52,17 @@ def carried(ctx: Context, measure: str, kind: str, k_tokens: list[str]) -> tuple
     values = rec.alti[kind][:, None].astype(np.float32)  # (L, 1, i, j[+1])
     keys = k_tokens + [OWN] if kind == "cross" else k_tokens
     return values, NAMES["alti"], 1.0, keys
+
+
+def low_share(ctx: Context, share: float) -> str:
+    """A sentence flagging a source share low for this model (below the 5th percentile of its tokens on the annotated
+    sentences), or what it is compared with; "" where the model has no calibration."""
+    marks = None if is_twin(ctx.key) else source_share_marks(checkpoint_dir() / ctx.key)
+    if marks is None or "5" not in marks["percentiles"]:
+        return ""
+    low = float(marks["percentiles"]["5"])
+    where = (f"the 5th percentile ({low:.0%}) of this model's {marks.get('tokens', 'output')} tokens on 100 Multi30k "
+             "sentences (source_share.json, made by `python -m model.contributions --calibrate`)")
+    if share < low:
+        return f":material/warning: **Low for this model**: below {where}."
+    return f"Not low for this model: {where} is lower."
