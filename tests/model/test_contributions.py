@@ -107,3 +107,24 @@ def test_the_command_line_writes_the_record_and_refuses_an_empty_sentence(tmp_pa
     assert np.asarray(record["value_norm"]["cross"]).shape[2:] == (t, s)
     assert main(["", "--checkpoint", str(folder)]) == 2
     assert "error: the text has no tokens" in capsys.readouterr().err
+
+
+def test_the_shipped_models_blocks_decompose_exactly():
+    from pathlib import Path
+
+    from model.inference.translator import Translator
+
+    folder = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
+    tr = Translator.from_checkpoint(folder)
+    model = tr.model
+    src, tgt = tr.forced_tensors("Ein Mann mit einem orangen Hut starrt auf etwas.")
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(src, tgt, C.points(model.cfg.n_encoder_layers, model.cfg.n_decoder_layers))
+    for kind, n in (("enc_self", model.cfg.n_encoder_layers), ("dec_self", model.cfg.n_decoder_layers),
+                    ("cross", model.cfg.n_decoder_layers)):
+        for layer in range(n):
+            res, out, prefix = C._points(kind, layer)
+            attn, sub = C._blocks(model, kind, layer)
+            _, y = C.block_alti(cache[res][0], cache[f"{prefix}.hook_v"][0], cache[f"{prefix}.hook_pattern"][0],
+                                attn, sub.norm, sub.norm_first, kind == "cross")
+            torch.testing.assert_close(y, cache[out][0].double(), atol=1e-5, rtol=1e-5)
