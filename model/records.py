@@ -34,7 +34,7 @@ KINDS = ("enc_self", "dec_self", "cross")  # the attention kinds: encoder self, 
 MIN_GAP = 1e-2
 # The app's pages, in the sidebar's order (tests and benchmarks walk this list).
 VIEWS = ("Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding",
-         "What if", "Heads", "Training")
+         "Alignment", "What if", "Heads", "Training")
 
 
 @dataclass

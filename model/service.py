@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from model.analysis import align as _align
 from model.analysis import analyze as _analyze
 from model.analysis import attribution as _attribution
 from model.analysis import contributions as _contrib
@@ -27,6 +28,8 @@ from model.analysis.agreement import (  # noqa: F401  (the Heads page's rank agr
     has_effect,
     rank_agreement,
 )
+from model.analysis.align import METHODS as ALIGN_METHODS  # noqa: F401  (word alignment: NumPy in, links out)
+from model.analysis.align import aer, links, matrix, word_matrix  # noqa: F401
 from model.analysis.experiments import (  # noqa: F401  (numbers the pages state: NumPy in, NumPy out)
     dropout_sample,
     entropy,
@@ -219,6 +222,11 @@ def contrast(model: Model, text: str, tgt_tokens: list[str], step: int, foil: st
 def contributions(model: Model, text: str, tgt_tokens: list[str]) -> _contrib.Contributions:
     """Value norms and ALTI+ of every attention block, teacher-forced on tgt_tokens (their end token included)."""
     return _contrib.contributions(model._translator, text, tgt_tokens)
+
+
+def annotated_pairs(model: Model) -> _align.AnnotatedSet:
+    """The 100 annotated German–English pairs as this model reads them, with their gold links."""
+    return _align.annotated_set(model._translator)
 
 
 def source_share_marks(folder) -> dict | None:

@@ -113,3 +113,51 @@ def aer(predicted: list[set], sure: list[set], possible: list[set]) -> float:
 def pharaoh(found: set[tuple[int, int]]) -> str:
     """0-based `i-j` links, sorted (source word i, target word j)."""
     return " ".join(f"{i}-{j}" for i, j in sorted(found))
+
+
+ANNOTATED = "multi30k-align"  # model/data/: the project's 100 annotated German–English pairs (dev.de, dev.en, dev.talp)
+
+
+def annotated_files():
+    """(the German lines, the English lines, the talp lines) of the annotated pairs shipped with the app."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "data" / ANNOTATED
+    return tuple((folder / name).read_text(encoding="utf-8").splitlines() for name in ("dev.de", "dev.en", "dev.talp"))
+
+
+@dataclass
+class AnnotatedSet:
+    """The annotated pairs as one model reads them, with their gold links (0-based, possible ⊇ sure)."""
+
+    pairs: list[Pair]
+    sure: list[set]
+    possible: list[set]
+
+
+def annotated_set(translator) -> AnnotatedSet:
+    """Every annotated pair run through the model (a few seconds: each is one teacher-forced pass)."""
+    src, tgt, talp = annotated_files()
+    pairs, sure, possible = [], [], []
+    for n, (s, t, g) in enumerate(zip(src, tgt, talp), 1):
+        pair = encode_pair(translator, s.split(), t.split())
+        a, b = read_talp(g, len(pair.src_words), len(pair.tgt_words), f"{ANNOTATED}/dev.talp line {n}")
+        pairs.append(pair)
+        sure.append(a)
+        possible.append(b)
+    return AnnotatedSet(pairs, sure, possible)
+
+
+def word_matrix(pair: Pair, m: np.ndarray, shift: bool = False) -> np.ndarray:
+    """``m`` (T, S) at word level (target words, source words): each target word's rows (its pieces' predicting
+    rows, or with ``shift`` the rows that read them) averaged, each source word's columns summed (the end token's
+    and a language token's left out)."""
+    rows = np.stack([m[pair.offset + k + (1 if shift else 0)] for k in range(len(pair.tgt_word_of))])  # (pieces, S)
+    out = np.zeros((len(pair.tgt_words), len(pair.src_words)))
+    counts = np.zeros(len(pair.tgt_words))
+    for k, tw in enumerate(pair.tgt_word_of):
+        for j, sw in enumerate(pair.src_word_of):
+            if sw is not None:
+                out[tw, sw] += rows[k, j]
+        counts[tw] += 1
+    return out / counts[:, None]

@@ -32,7 +32,19 @@ from typing import Any
 
 import streamlit as st
 
-from views.pages import attention, decoding, embeddings, head, heads, masks, overview, positional, training, whatif
+from views.pages import (
+    alignment,
+    attention,
+    decoding,
+    embeddings,
+    head,
+    heads,
+    masks,
+    overview,
+    positional,
+    training,
+    whatif,
+)
 from views.parts.header import Header, presenter_slots
 from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
@@ -47,7 +59,8 @@ from viz.theme import DEFAULT_THEME, PHONE_PX, PHONE_THEME, Theme, presenter_the
 # `prepare` gets (and `RUNS_MODEL` when preparing it runs the model).
 PAGES: dict[str, ModuleType] = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
-    "Inside one head": head, "Masks": masks, "Decoding": decoding, "What if": whatif, "Heads": heads,
+    "Inside one head": head, "Masks": masks, "Decoding": decoding, "Alignment": alignment, "What if": whatif,
+    "Heads": heads,
     "Training": training,
 }
 

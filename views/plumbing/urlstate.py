@@ -194,6 +194,13 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "lab_knockout": Param(False, _bool, _dump_bool),  # What if: run head knockout on a large model
         "why_a": Param("", str),
         "why_b": Param("", str),
+        # Alignment (docs/contributions.md): the measure, decoder layer ("auto": two thirds of the depth, "mean", or
+        # 1-based), head ("mean" or 1-based), the shifted reading, the annotated pair shown
+        "align_method": Param("alti", _choice(("attention", "value-norm", "alti"))),
+        "align_layer": Param("auto", str),
+        "align_head": Param("mean", str),
+        "align_shift": Param(False, _bool, _dump_bool),
+        "align_pair": Param(1, _int_in(1, 100)),
         # Embeddings, Positional encoding
         "emb_side": Param("src", _choice(("src", "tgt"))),
         "emb_alone": Param(False, _bool, _dump_bool),  # the token embeddings' own heatmap

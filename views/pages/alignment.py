@@ -1,0 +1,115 @@
+"""Alignment: which source word each target word is read from, drawn over what cross-attention carries, against
+the gold links of the project's 100 annotated Multi30k pairs (docs/contributions.md)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from model.service import ALIGN_METHODS, aer, annotated_pairs, links, matrix, word_matrix
+from views.parts.text import md_escape
+from views.parts.widgets import chart, choices, fig_config, sections, table
+from views.plumbing.figcache import cached
+from views.plumbing.state import Context, load_model
+from viz.alignment import alignment_figure
+
+PARTS = ["one pair", "the whole set"]
+NAMES = {"attention": "weights α", "value-norm": "value norms ‖α·f‖", "alti": "ALTI+"}
+MEASURES = {"attention": "weight", "value-norm": "value norm ‖α·f‖", "alti": "ALTI+ share"}
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the 100 annotated pairs through the model…")
+def _annotated(key: str):
+    """The annotated pairs as model `key` reads them (one teacher-forced pass each, kept for every session)."""
+    model, _ = load_model(key)
+    return annotated_pairs(model)
+
+
+def _layer_options(n: int) -> list[str]:
+    return ["auto", "mean"] + [str(i) for i in range(1, n + 1)]
+
+
+def _index(value: str, n: int) -> int | None:
+    """A layer or head choice as a 0-based index (None: the mean); "auto": two thirds of the depth."""
+    if value == "mean":
+        return None
+    if value == "auto":
+        return max(1, round(2 * n / 3)) - 1
+    return int(value) - 1
+
+
+def render(ctx: Context) -> None:
+    cfg = ctx.cfg
+    if not ctx.present:
+        st.subheader("Word alignment")
+        st.markdown("For each target word, the source word its pieces receive the most from, at one decoder layer: "
+                    "the cross-attention weights, what they carry (value norms), or each source word's share of the "
+                    "block's output (ALTI+). Scored against gold links a person drew: **sure** (squares) and "
+                    "**possible** (grey squares), by the alignment error rate (AER; Och & Ney 2003, lower is "
+                    "better). The pairs are teacher-forced on their reference translation, not the model's own.")
+    if (ctx.langs["src_name"], ctx.langs["tgt_name"]) != ("German", "English"):
+        st.info("The annotated pairs are German–English; this model translates "
+                f"{ctx.langs['src_name']} to {ctx.langs['tgt_name']}. `python -m model.align --src FILE --tgt FILE "
+                "--gold FILE.talp` scores it on pairs of its own languages.")
+        return
+    ss = st.session_state
+    layers, heads = _layer_options(cfg.n_decoder_layers), ["mean"] + [str(i) for i in range(1, cfg.n_heads + 1)]
+    if ss.get("align_layer") not in layers:  # a link's value this model does not have
+        ss["align_layer"] = "auto"
+    if ss.get("align_head") not in heads:
+        ss["align_head"] = "mean"
+    with choices(ctx):
+        show = sections(ctx, PARTS)
+        cols = st.columns(4, vertical_alignment="bottom")
+        method = cols[0].selectbox("Measure", list(ALIGN_METHODS), key="align_method", format_func=NAMES.get,
+                                   persist_state="session")
+        layer = cols[1].selectbox("Layer", layers, key="align_layer",
+                                  persist_state="session", help="auto: two thirds of the decoder's depth")
+        head = cols[2].selectbox("Head", heads, key="align_head",
+                                 persist_state="session", disabled=method == "alti",
+                                 help="ALTI+ is a layer's: the heads together")
+        shift = cols[3].toggle("Shifted reading", key="align_shift", persist_state="session",
+                               help="Read the decoder row whose input is the target word, not the row that "
+                                    "predicts it")
+    data = _annotated(ctx.key)
+    li, hi = _index(layer, cfg.n_decoder_layers), None if method == "alti" else _index(head, cfg.n_heads)
+    found = [links(p, matrix(p, method, li, hi), shift) for p in data.pairs]
+    whole = aer(found, data.sure, data.possible)
+    if show("one pair"):
+        _pair(ctx, data, method, li, hi, shift, found, whole)
+    if show("the whole set"):
+        _set(ctx, data, shift)
+
+
+def _pair(ctx: Context, data, method: str, li, hi, shift: bool, found: list, whole: float) -> None:
+    with choices(ctx):
+        n = st.selectbox("Pair", list(range(1, len(data.pairs) + 1)), key="align_pair", persist_state="session",
+                         format_func=lambda i: f"{i}: {' '.join(data.pairs[i - 1].src_words)}")
+    pair, sure, possible = data.pairs[n - 1], data.sure[n - 1], data.possible[n - 1]
+    m = word_matrix(pair, matrix(pair, method, li, hi), shift)
+    where = f"layer {li + 1}" if li is not None else "mean of the layers"
+    title = f"pair {n}: {NAMES[method]}, {where}" + ("" if method == "alti" or hi is None else f", head {hi + 1}")
+    chart(st, cached(alignment_figure, m, pair.src_words, pair.tgt_words, sure=frozenset(sure),
+                     possible=frozenset(possible), predicted=frozenset(found[n - 1]), title=title,
+                     measure=MEASURES[method]),
+          width="stretch", key="align_fig", config=fig_config(ctx, f"alignment_pair{n}"))
+    st.caption(f"AER of this pair: {aer([found[n - 1]], [sure], [possible]):.1f} %; of the {len(data.pairs)} pairs "
+               f"with these choices: {whole:.1f} %. Reading: the row that "
+               + ("reads the word (shifted)." if shift else "predicts the word.")
+               + f" Reference: {md_escape(' '.join(pair.tgt_words))}")
+
+
+def _set(ctx: Context, data, shift: bool) -> None:
+    """Every measure × layer on the whole set, heads together, in the reading chosen."""
+    n = ctx.cfg.n_decoder_layers
+    rows = []
+    for method in ALIGN_METHODS:
+        row = {"measure": NAMES[method]}
+        for layer in list(range(n)) + [None]:
+            name = f"layer {layer + 1}" if layer is not None else "mean of layers"
+            found = [links(p, matrix(p, method, layer, None), shift) for p in data.pairs]
+            row[name] = f"{aer(found, data.sure, data.possible):.1f}"
+        rows.append(row)
+    if not ctx.present:
+        st.markdown(f"#### AER (%) of every measure and layer on the {len(data.pairs)} pairs")
+    table(rows, "AER of every measure and layer", right=tuple(k for k in rows[0] if k != "measure"))
+    st.caption(("Shifted" if shift else "Predicting") + " reading, heads together. `python -m model.align --gold "
+               "model/data/multi30k-align/dev.talp --sweep` prints this table for both readings.")
