@@ -1,7 +1,8 @@
 """How fast is the model: one translation traced and not, the analyses, models of published sizes?
 
     python benchmarks/bench_model.py [--checkpoint DIR] [--repeats 30] [--load-repeats 10]        (model.json)
-    python benchmarks/bench_model.py --ops all|translate trace knockout patching lens attribution head_report
+    python benchmarks/bench_model.py --ops all|translate trace knockout patching lens attribution contributions align
+        head_report
         [--variants NAME=COMMIT|DIR ...] [--repeats 5] [--inner 5] [--sentences-k 64] [--pruning-limit 16]  (ops.json)
     python benchmarks/bench_model.py --families nllb-600m,mbart-large-50,flan-t5-base | --opus-size  (families.json,
         marian.json) [--repeats 3] [--load-repeats 3]
@@ -35,8 +36,10 @@ from common import ROOT, open_translator, shown_path, status_mb, summary, table,
 
 LENGTHS = [5, 10, 20, 40, 80]
 TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5}
-OPS = ["translate", "trace", "knockout", "patching", "lens", "attribution", "head_report"]
+OPS = ["translate", "trace", "knockout", "patching", "lens", "attribution", "contributions", "align", "head_report"]
 LIMITS = {"translate": 1.05, **{op: 1.10 for op in OPS[1:5] + ["head_report"]}}
+# contributions.md: value norms and ALTI+ of every block of one sentence (ms), the 100 annotated pairs aligned (ms)
+TARGETS_MS = {"contributions": 300.0, "align": 30_000.0}
 STAGES = ["measures_importance", "ablation", "pruning"]
 SENTENCE = "Ein Mann mit einem roten Hut spielt Gitarre im Park."
 CORRUPT = ["Eine Frau mit einem blauen Hut spielt Gitarre im Park.", "Ein Mann mit einem blauen Hut spielt Gitarre im "
@@ -172,6 +175,11 @@ def worker_ops(tr, args) -> dict:
            "knockout": lambda: patch.knockout(tr, SENTENCE, tgt),
            "lens": lambda: lens.logit_lens(tr, SENTENCE, tgt, len(tgt) // 2),
            "attribution": lambda: attribute(tr, SENTENCE, tgt)}
+    with contextlib.suppress(ImportError):  # a variant from before contributions has no such op
+        from model.analysis.align import annotated_set
+        from model.analysis.contributions import contributions
+
+        ops |= {"contributions": lambda: contributions(tr, SENTENCE, tgt), "align": lambda: annotated_set(tr)}
     if corrupt is not None:
         ops["patching"] = lambda: patch.patching(tr, SENTENCE, corrupt, tgt)
     if "head_report" in args.ops:
@@ -238,12 +246,14 @@ def ops_main(args) -> int:
     first = names[0]
     ratios = {n: {row: medians[n][row] / medians[first][row] for row in rows} for n in names[1:]}
     print(table([[row] + [f"{medians[n][row]:.1f}" for n in names] + [f"{ratios[n][row]:.3f}" for n in names[1:]]
-                 + [f"{LIMITS[row]:.2f}" if row in LIMITS else ""] for row in rows],
+                 + [f"{LIMITS[row]:.2f}" if row in LIMITS else f"≤ {TARGETS_MS[row]:,.0f} ms" if row in TARGETS_MS
+                    else ""] for row in rows],
                 ["op"] + [f"{n} ms" for n in names] + [f"{n}/{first}" for n in names[1:]] + ["limit"]))
     write_results(args.results, {
         "settings": {k: getattr(args, k) for k in ("repeats", "inner", "sentences_k", "pruning_limit", "ops",
                                                      "threads")} | {"checkpoint": shown_path(args.checkpoint)},
-        "variants": shown, "median_ms": medians, "limits": LIMITS, f"ratio_to_{first}": ratios,
+        "variants": shown, "median_ms": medians, "limits": LIMITS, "targets_ms": TARGETS_MS,
+        f"ratio_to_{first}": ratios,
         "samples_ms": {n: {row: [x * 1000 for x in v] for row, v in samples[n].items()} for n in names}})
     return 0
 

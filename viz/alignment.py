@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from viz.alt import with_alt
 from viz.alt_base import Alt, clip_summary, plain
 from viz.heatmap import heatmap
-from viz.theme import theme
+from viz.theme import fit_height, theme
 
 # The three kinds of link, each drawn by a shape of its own (colour alone is lost in greyscale).
 SURE = dict(symbol="square-open", color="#111111", name="gold: sure")
@@ -38,8 +38,11 @@ def alignment_figure(m: np.ndarray, src_words: Sequence[str], tgt_words: Sequenc
             marker=dict(symbol=look["symbol"], color=look["color"], size=size if look is not PREDICTED else size // 2,
                         line=dict(width=3 if look is SURE else 2, color=look["color"])),
             hovertemplate=f"{look['name']}: %{{y}} – %{{x}}<extra></extra>", showlegend=True))
-    fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
-                      margin=dict(b=(fig.layout.margin.b or 80) + 30), height=(fig.layout.height or 450) + 30)
+    # the legend in a row between the title and the plot (below it, the key labels and a phone's colour bar are)
+    grow = int(1.6 * theme().base)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+                      margin=dict(t=(fig.layout.margin.t or 80) + grow),
+                      height=fit_height((fig.layout.height or 450) + grow))
     return with_alt(fig, _alt(title, src_words, tgt_words, layers))
 
 

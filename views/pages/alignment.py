@@ -58,7 +58,7 @@ def render(ctx: Context) -> None:
         ss["align_head"] = "mean"
     with choices(ctx):
         show = sections(ctx, PARTS)
-        cols = st.columns(4, vertical_alignment="bottom")
+        cols = st.columns([1.3, 1, 1, 1.3], vertical_alignment="bottom")
         method = cols[0].selectbox("Measure", list(ALIGN_METHODS), key="align_method", format_func=NAMES.get,
                                    persist_state="session")
         layer = cols[1].selectbox("Layer", layers, key="align_layer",
@@ -66,7 +66,7 @@ def render(ctx: Context) -> None:
         head = cols[2].selectbox("Head", heads, key="align_head",
                                  persist_state="session", disabled=method == "alti",
                                  help="ALTI+ is a layer's: the heads together")
-        shift = cols[3].toggle("Shifted reading", key="align_shift", persist_state="session",
+        shift = cols[3].toggle("Shifted", key="align_shift", persist_state="session",
                                help="Read the decoder row whose input is the target word, not the row that "
                                     "predicts it")
     data = _annotated(ctx.key)
