@@ -29,7 +29,7 @@ def alignment_figure(m: np.ndarray, src_words: Sequence[str], tgt_words: Sequenc
                   value_name=measure, row_name="target word", col_name="source word", colorbar_title=measure)
     cells = fig.data[0]
     xs, ys = list(cells.x), list(cells.y)  # the category names of the columns and rows
-    size = max(10, 2 * theme().tick)
+    size = max(10, int(1.1 * theme().tick))  # a square within its cell: rows are 20 px and more
     layers = [(SURE, sure or set()), (POSSIBLE, (possible or set()) - (sure or set())), (PREDICTED, predicted)]
     for look, found in layers:
         pts = sorted(found)
@@ -39,7 +39,8 @@ def alignment_figure(m: np.ndarray, src_words: Sequence[str], tgt_words: Sequenc
                         line=dict(width=3 if look is SURE else 2, color=look["color"])),
             hovertemplate=f"{look['name']}: %{{y}} – %{{x}}<extra></extra>", showlegend=True))
     # the legend in a row between the title and the plot (below it, the key labels and a phone's colour bar are)
-    grow = int(1.6 * theme().base)
+    rows = 2 if theme().figure_px else 1  # a phone's 356 px hold two of the three names in a row
+    grow = int(1.6 * theme().base) * rows
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
                       margin=dict(t=(fig.layout.margin.t or 80) + grow),
                       height=fit_height((fig.layout.height or 450) + grow))

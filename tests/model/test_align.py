@@ -72,3 +72,13 @@ def test_the_command_line_aligns_and_scores_and_refuses_bad_input(tiny, tmp_path
     assert main(args) == 2 and "different line counts: 2 source, 1 target" in capsys.readouterr().err
     tgt.write_text("A dog runs .\n\n", encoding="utf-8")
     assert main(args) == 2 and "--tgt line 2 is empty" in capsys.readouterr().err
+
+
+def test_the_word_matrix_averages_a_words_rows_and_sums_its_columns():
+    from model.analysis.align import word_matrix
+
+    pair = Pair(["ab", "c"], ["x", "y"], [0, 0, 1, None], [0, 0, 1], 0, *[np.zeros(1)] * 4)
+    m = np.array([[0.1, 0.6, 0.1, 0.2], [0.0, 0.0, 0.3, 0.7], [0.1, 0.1, 0.5, 0.3], [0.9, 0.0, 0.0, 0.1]])
+    w = word_matrix(pair, m)  # target word 0 = rows 0, 1; word 1 = row 2; source word 0 = columns 0, 1
+    np.testing.assert_allclose(w, [[(0.7 + 0.0) / 2, (0.1 + 0.3) / 2], [0.2, 0.5]])
+    np.testing.assert_allclose(word_matrix(pair, m, shift=True), [[(0.0 + 0.2) / 2, (0.3 + 0.5) / 2], [0.9, 0.0]])
