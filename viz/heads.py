@@ -52,6 +52,8 @@ MEASURES = {
     "punct_share": ("weight on the final punctuation", ".3f", False),
     "bos_share": ("weight on <bos>", ".3f", False),
     "rare_share": ("argmax on the rarest word", ".3f", False),
+    "aer": ("AER on the annotated pairs (%, lower aligns)", ".1f", False),
+    "aer_value_norm": ("AER from value norms (%, lower aligns)", ".1f", False),
     "agreement": ("agreement with the best layer", ".3f", False),
     "monotonicity": ("monotonicity (Spearman)", ".3f", False),
     "forward_share": ("argmax never moving back", ".3f", False),

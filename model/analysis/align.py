@@ -161,3 +161,38 @@ def word_matrix(pair: Pair, m: np.ndarray, shift: bool = False) -> np.ndarray:
                 out[tw, sw] += rows[k, j]
         counts[tw] += 1
     return out / counts[:, None]
+
+
+def reads_german_english(translator) -> bool:
+    """Whether the annotated pairs are in the model's languages (de → en, any code that starts so: deu_Latn)."""
+    return str(translator.src_lang).lower().startswith("de") and str(translator.tgt_lang).lower().startswith("en")
+
+
+def head_alignment(translator) -> dict | None:
+    """The head report's alignment: every cross-attention head's AER (%) on the annotated pairs from its weights
+    ("aer", (L, h)) and its value norms ("aer_value_norm"), and per layer the heads together (the weights' mean,
+    the layer's value norms, ALTI+); predicting reading. None for a model of other languages."""
+    if not reads_german_english(translator):
+        return None
+    data = annotated_set(translator)
+    cfg = translator.model.cfg
+
+    def score(method: str, layer: int, head: int | None) -> float:
+        return aer([links(p, matrix(p, method, layer, head)) for p in data.pairs], data.sure, data.possible)
+
+    layers, heads = range(cfg.n_decoder_layers), range(cfg.n_heads)
+    return {"pairs": len(data.pairs), "reading": "predicting",
+            "aer": np.array([[score("attention", l, h) for h in heads] for l in layers]),
+            "aer_value_norm": np.array([[score("value-norm", l, h) for h in heads] for l in layers]),
+            "layers": {method: [score(method, l, None) for l in layers] for method in METHODS}}
+
+
+def add_alignment(results: dict, translator) -> dict | None:
+    """The cross heads' AER on the annotated pairs into results["cross"]["measures"] ("aer", "aer_value_norm"),
+    and the report's "alignment" section (per layer); None (nothing added) for a model of other languages."""
+    found = head_alignment(translator)
+    if found is None:
+        return None
+    for name in ("aer", "aer_value_norm"):
+        results["cross"]["measures"][name] = found.pop(name)
+    return found

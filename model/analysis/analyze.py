@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from model.analysis.align import add_alignment
 from model.analysis.importance import DEFAULT_BATCH_TOKENS, importance_order, measures_and_importance
 from model.analysis.measures import THRESHOLDS, head_roles
 from model.analysis.pruning import DEFAULT_PRUNING_LIMIT, ablation_losses, pruning_curve
@@ -126,6 +127,10 @@ def analyze(
     ablation_section = None
     if ablation:
         ablation_section = _ablation(translator, examples[:abl_n], batch_tokens, results, prog, timings, ranks)
+    # --- word alignment on the annotated pairs (German-English models): cross heads' AER, which names the aligners
+    t0 = time.perf_counter()
+    alignment = add_alignment(results, translator)
+    timings["alignment"] = time.perf_counter() - t0
     _add_roles(results, translator.cfg)  # they need no pruning
     # --- 3. pruning curve: greedy BLEU with the least important heads off
     pruning_section = None
@@ -155,6 +160,7 @@ def analyze(
         "importance": _importance_section(importance_raw, importance, n_tgt_tok),
         "ablation": ablation_section,
         "pruning": pruning_section,
+        "alignment": alignment,
         "timings": timings,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
@@ -255,6 +261,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-ablation", action="store_true", help="skip the per-head ablation losses")
     ap.add_argument("--no-pruning", action="store_true", help="skip the pruning curve")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = all cores)")
+    ap.add_argument("--alignment-only", action="store_true",
+                    help="add the cross heads' AER on the annotated pairs to the existing report (--out or the "
+                         "checkpoint's) and name the aligners by it; the rest of the report stays as it was")
     return ap
 
 
@@ -322,6 +331,8 @@ def _run(args: argparse.Namespace, ranks: Ranks) -> None:
     from model.io.checkpoint import CheckpointError
     from model.training.data import DataError, read_parallel
 
+    if args.alignment_only:
+        return _alignment_only(args, ranks)
     src_path, ref_path = _corpus_paths(args)
     try:
         translator = Translator.from_checkpoint(args.checkpoint)
@@ -345,6 +356,36 @@ def _run(args: argparse.Namespace, ranks: Ranks) -> None:
     t = report["timings"]
     print(f"wrote {path}  ({report['corpus']['sentences']} sentences; "
           + ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) + ")")
+
+
+def _alignment_only(args: argparse.Namespace, ranks: Ranks) -> None:
+    """--alignment-only: the existing report with the alignment section, the cross heads' AER and their roles."""
+    from model.analysis.measures import THRESHOLDS, head_roles
+    from model.analysis.report import ReportError, load_report
+    from model.inference.translator import Translator
+    from model.io.checkpoint import CheckpointError
+
+    path = Path(args.out) if args.out else Path(args.checkpoint) / REPORT_NAME
+    try:
+        report, translator = load_report(path), Translator.from_checkpoint(args.checkpoint)
+    except (ReportError, CheckpointError) as e:
+        raise _Refused(str(e)) from e
+    cross = report["kinds"]["cross"]
+    results = {"cross": {"measures": {}}}
+    t0 = time.perf_counter()
+    report["alignment"] = add_alignment(results, translator)
+    if report["alignment"] is None:
+        raise _Refused("the annotated pairs are German-English; this model translates other languages")
+    cross["measures"].update(results["cross"]["measures"])
+    measures = {name: np.asarray(v, dtype=float) for name, v in cross["measures"].items()
+                if v is not None and np.asarray(v, dtype=object).ndim == 2}
+    chance = cross.get("chance", {}).get("rare_share")
+    cross["roles"] = [[head_roles({n: float(v[l, h]) for n, v in measures.items()}, "cross", None, chance)
+                       for h in range(cross["heads"])] for l in range(cross["layers"])]
+    report.update(definitions=DEFINITIONS, thresholds=THRESHOLDS)
+    report["timings"]["alignment"] = time.perf_counter() - t0
+    if ranks.main:
+        print(f"wrote {write_report(rounded(report), path, Path(args.checkpoint))}")
 
 
 if __name__ == "__main__":

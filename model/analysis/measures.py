@@ -9,6 +9,7 @@ Definitions: model/analysis/report.py (DEFINITIONS). Shape letters: see model/__
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,7 +28,8 @@ THRESHOLDS = {
     "sink": 0.60,  # Clark et al.: mean weight on the sink tokens above 0.6
     "rare_word": 0.50,  # share of queries whose argmax is the rarest source word ...
     "rare_word_over_chance": 2.0,  # ... and at least this many times the chance share
-    "aligner_agreement": 0.50,  # cross heads: argmax agrees with the best layer's head-averaged argmax ...
+    "aligner_aer": 35.0,  # cross heads: AER (%) on the annotated pairs at most this (a report with alignment) ...
+    "aligner_agreement": 0.50,  # ... else: argmax agrees with the best layer's head-averaged argmax ...
     "aligner_monotonicity": 0.50,  # ... and the head's own argmax path is this monotone (Spearman), so that a
     #                                 head resting on <eos> whenever the layer does is not called an aligner
     "diffuse": 0.80,  # entropy >= 80 % of the uniform row's entropy
@@ -350,7 +352,10 @@ def head_roles(m: dict[str, float], kind: str, thresholds: dict | None = None,
         roles["previous-token"] = "previous-token"
     if kind == "enc_self" and m.get("next_share", 0.0) >= th["previous_next"]:
         roles["next-token"] = "next-token"
-    if kind == "cross" and m.get("agreement", 0.0) >= th["aligner_agreement"] \
+    if kind == "cross" and "aer" in m and math.isfinite(m["aer"]):  # gold links: the head aligns words, measured
+        if m["aer"] <= th["aligner_aer"]:
+            roles["aligner"] = "aligner"
+    elif kind == "cross" and m.get("agreement", 0.0) >= th["aligner_agreement"] \
             and m.get("monotonicity", 0.0) >= th["aligner_monotonicity"]:
         roles["aligner"] = "aligner"
     if kind != "dec_self" and "rare_share" in m:

@@ -66,6 +66,11 @@ DEFINITIONS = {
                     "(a constant path, e.g. resting on <eos>, scores 0, unlike a share of non-backward moves).",
     "forward_share": "cross only: share of consecutive target positions (i, i+1) whose argmax source position does "
                      "not move backwards.",
+    "aer": "cross only: the alignment error rate (%, Och & Ney 2003) of the head's weights on the 100 annotated "
+           "Multi30k pairs (model/data/multi30k-align), each target piece linked to the source piece its predicting "
+           "row weights most, words aligned when any of their pieces are (docs/contributions.md); lower aligns better. "
+           "Only for German-English models.",
+    "aer_value_norm": "cross only: as aer, from the head's value norms ||alpha f_h(x_j)|| instead of its weights.",
     "agreement": "cross only: share of target queries whose argmax source position equals the argmax of the best "
                  "layer's head-averaged cross-attention. A head of the best layer is compared with the mean of that "
                  "layer's other heads (leave-one-out): a mean it is part of would lean towards it. Multi30k has no "
@@ -90,8 +95,9 @@ DEFINITIONS = {
     "roles": "Labels from thresholds (first = main label; order: positional, previous-token, next-token, aligner, "
              "rare-word, sink, diffuse): 'positional -1' / 'positional 0' / 'positional +1' (self-attention, "
              "best_offset_share >= positional at that offset), 'previous-token' / 'next-token' (self-attention, "
-             "prev_share / next_share >= previous_next, Clark et al. 2019), 'aligner' (cross, agreement >= "
-             "aligner_agreement and monotonicity >= aligner_monotonicity), "
+             "prev_share / next_share >= previous_next, Clark et al. 2019), 'aligner' (cross: aer <= aligner_aer "
+             "where the report has the annotated pairs' AER, else agreement >= aligner_agreement and monotonicity >= "
+             "aligner_monotonicity), "
              "'rare-word' (enc_self/cross, rare_share >= rare_word and >= rare_word_over_chance x chance), 'sink' "
              "(sink_share >= sink), 'diffuse' (entropy_fraction >= diffuse); 'mixed' when none applies.",
     "pruning": "Michel et al. 2019, Fig. 3: heads switched off in ascending order of (normalised) importance, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.analysis.align import Pair, aer, links, read_talp
+from model.analysis.align import Pair, aer, links, matrix, read_talp
 
 
 def test_aer_is_och_and_neys_formula():
@@ -82,3 +82,27 @@ def test_the_word_matrix_averages_a_words_rows_and_sums_its_columns():
     w = word_matrix(pair, m)  # target word 0 = rows 0, 1; word 1 = row 2; source word 0 = columns 0, 1
     np.testing.assert_allclose(w, [[(0.7 + 0.0) / 2, (0.1 + 0.3) / 2], [0.2, 0.5]])
     np.testing.assert_allclose(word_matrix(pair, m, shift=True), [[(0.0 + 0.2) / 2, (0.3 + 0.5) / 2], [0.9, 0.0]])
+
+
+def test_an_aligner_is_named_by_its_aer_where_the_report_has_one():
+    from model.analysis.measures import THRESHOLDS, head_roles
+
+    limit = THRESHOLDS["aligner_aer"]
+    assert "aligner" in head_roles({"aer": limit - 1}, "cross")
+    # a head that agrees with the layer but aligns words badly against the gold links is no aligner
+    assert "aligner" not in head_roles({"aer": limit + 1, "agreement": 0.9, "monotonicity": 0.9}, "cross")
+    assert "aligner" in head_roles({"agreement": 0.9, "monotonicity": 0.9}, "cross")  # no gold: the older rule
+
+
+def test_the_head_reports_alignment_is_each_cross_heads_aer(tiny):
+    from model.analysis.align import annotated_set, head_alignment
+    from model.inference.translator import Translator
+
+    tr = Translator.from_checkpoint(tiny)
+    found = head_alignment(tr)
+    n_layers, n_heads = tr.cfg.n_decoder_layers, tr.cfg.n_heads
+    assert found["aer"].shape == found["aer_value_norm"].shape == (n_layers, n_heads) and found["pairs"] == 100
+    data = annotated_set(tr)
+    one = aer([links(p, matrix(p, "attention", 0, 1)) for p in data.pairs], data.sure, data.possible)
+    assert found["aer"][0, 1] == pytest.approx(one)
+    assert len(found["layers"]["alti"]) == n_layers and all(0 <= v <= 100 for v in found["layers"]["alti"])
