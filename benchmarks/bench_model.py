@@ -298,6 +298,10 @@ def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
             times[kind].append(time.perf_counter() - t)
             rounds[kind].append(passes[0])
             assert got.raw_tokens == first.raw_tokens, "the draft only guesses: the tokens must not change"
+    from model.analysis.contributions import contributions  # value norms and ALTI+ along the same translation
+
+    forced = first.raw_tokens + ([tr.tgt_vocab.token("eos")] if first.finished else [])
+    times["contributions"] = timed(lambda: contributions(tr, text, forced), repeats, warmup=1)
     w = tr.model.generator.proj.weight.detach()  # (V, d): what every decoding step reads whole
     x, linear, wb = torch.randn(1, w.shape[1]), torch.nn.functional.linear, w.bfloat16()
     xb = x.bfloat16()
@@ -336,10 +340,13 @@ def families_main(args) -> int:
                 sm := {"load_cold_s": runs[0]["load_s"], "load_warm_median_s": statistics.median(warm), "rss_mb": rss,
                        "rss_over_weights": rss / weights, "first_trace_s": last["first_trace_s"],
                        "drafted_passes": statistics.median(last["traced_passes"]["drafted"])} | {
-                    f"{k}_s": v for k, v in med.items()})}
+                    f"{k}_s": v for k, v in med.items()} | ({"contributions_over_trace": med["contributions"]
+                                                             / med["drafted"]} if "contributions" in med else {}))}
             checks[name] = {"load": verdict(max(sm["load_cold_s"], sm["load_warm_median_s"]), limit["load_s"]),
                             "memory": verdict(sm["rss_over_weights"], limit["rss_over_weights"])} | {
-                k: verdict(sm[f"{k}_s"], limit["trace_s"][name]) for k in ("first_trace", "drafted")}
+                k: verdict(sm[f"{k}_s"], limit["trace_s"][name]) for k in ("first_trace", "drafted")} | (
+                {"contributions": verdict(sm["contributions_over_trace"], 3.0)} if "contributions_over_trace" in sm
+                else {})  # value norms and ALTI+ of every block ≤ 3× the trace (docs/contributions.md)
             out.append([name, f"{params / 1e6:.0f}M", round(weights), "{load_cold_s:.1f} / {load_warm_median_s:.1f}"
                         .format(**sm), f"{rss:.0f} ({rss / weights:.2f}x)",
                         f"{sm['first_trace_s']:.2f} ({last['first_trace_passes']})",

@@ -224,6 +224,12 @@ def contributions(model: Model, text: str, tgt_tokens: list[str]) -> _contrib.Co
     return _contrib.contributions(model._translator, text, tgt_tokens)
 
 
+def align_sentence(model: Model, source: str, target: str) -> _align.Pair:
+    """A sentence and its translation (the model's own, or a reference) read as words and run through the model
+    teacher-forced on the translation (ValueError for a side without words)."""
+    return _align.encode_pair(model._translator, _align.words(source), _align.words(target))
+
+
 def annotated_pairs(model: Model) -> _align.AnnotatedSet:
     """The 100 annotated German–English pairs as this model reads them, with their gold links."""
     return _align.annotated_set(model._translator)

@@ -30,7 +30,8 @@ def alignment_figure(m: np.ndarray, src_words: Sequence[str], tgt_words: Sequenc
     cells = fig.data[0]
     xs, ys = list(cells.x), list(cells.y)  # the category names of the columns and rows
     size = max(10, int(1.1 * theme().tick))  # a square within its cell: rows are 20 px and more
-    layers = [(SURE, sure or set()), (POSSIBLE, (possible or set()) - (sure or set())), (PREDICTED, predicted)]
+    layers = ([(SURE, sure or set()), (POSSIBLE, (possible or set()) - (sure or set()))]
+              if sure is not None or possible is not None else []) + [(PREDICTED, predicted)]  # no gold: no squares
     for look, found in layers:
         pts = sorted(found)
         fig.add_trace(go.Scatter(

@@ -196,3 +196,23 @@ def add_alignment(results: dict, translator) -> dict | None:
     for name in ("aer", "aer_value_norm"):
         results["cross"]["measures"][name] = found.pop(name)
     return found
+
+
+_PUNCT = ".,;:!?\"'()[]„“”‚‘’…"  # split off a word's ends, as the annotated pairs are tokenised (their README)
+
+
+def words(text: str) -> list[str]:
+    """A sentence's words as the annotated pairs have them: split on white space, then leading and trailing
+    punctuation split off as words of their own (word-internal hyphens and apostrophes stay)."""
+    out = []
+    for chunk in text.split():
+        lead = []
+        while chunk and chunk[0] in _PUNCT:
+            lead.append(chunk[0])
+            chunk = chunk[1:]
+        trail = []
+        while chunk and chunk[-1] in _PUNCT:
+            trail.insert(0, chunk[-1])
+            chunk = chunk[:-1]
+        out += lead + ([chunk] if chunk else []) + trail
+    return out

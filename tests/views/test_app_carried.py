@@ -63,3 +63,24 @@ def test_decoding_states_each_tokens_source_share_and_flags_one_low_for_the_mode
         (root / "demo" / "source_share.json").write_text(json.dumps({"tokens": 10, "percentiles": {"5": 1.01}}))
         flagged = visible_text(run_app(view="Decoding", text=GERMAN[2], dec_step=2))
         assert "Low for this model" in flagged and "5th percentile (101%)" in flagged
+
+
+def test_the_alignment_page_scores_the_annotated_pairs_and_aligns_the_sidebars_sentence(checkpoints):
+    import re
+
+    from tests.app_support import visible_text
+
+    at = run_app(view="Alignment", text=GERMAN[2], align_method="attention", align_layer="1", align_pair=3)
+    assert not at.exception
+    text = visible_text(at)
+    pair, whole = map(float, re.search(r"AER of this pair: ([\d.]+) %; of the 100 pairs with these choices: ([\d.]+)",
+                                       text).groups())
+    assert 0 <= pair <= 100 and 0 <= whole <= 100
+    fig = chart(at, "align_fig")
+    assert [t["name"] for t in fig["data"][1:]] == ["gold: sure", "gold: possible", "predicted"]
+    own = run_app(view="Alignment", text=GERMAN[2], focus="your sentence", present=1)
+    assert not own.exception
+    fig = chart(own, "align_own")
+    heat = next(t for t in fig["data"] if t["type"] == "heatmap")
+    assert [str(x).rsplit(" (", 1)[0] for x in heat["x"]] == GERMAN[2].replace(".", " .").split()
+    assert [t["name"] for t in fig["data"][1:]] == ["predicted"]  # no gold links for the user's own sentence

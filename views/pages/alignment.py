@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.service import ALIGN_METHODS, aer, annotated_pairs, links, matrix, word_matrix
+from model.service import ALIGN_METHODS, aer, align_sentence, annotated_pairs, links, matrix, word_matrix
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, sections, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, load_model
 from viz.alignment import alignment_figure
 
-PARTS = ["one pair", "the whole set"]
+PARTS = ["one pair", "the whole set", "your sentence"]
 NAMES = {"attention": "weights α", "value-norm": "value norms ‖α·f‖", "alti": "ALTI+"}
 MEASURES = {"attention": "weight", "value-norm": "value norm ‖α·f‖", "alti": "ALTI+ share"}
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _sentence(key: str, source: str, target: str):
+    """The sidebar's sentence and its translation, word by word, through model `key` (teacher-forced)."""
+    model, _ = load_model(key)
+    return align_sentence(model, source, target)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the 100 annotated pairs through the model…")
@@ -45,11 +52,7 @@ def render(ctx: Context) -> None:
                     "block's output (ALTI+). Scored against gold links a person drew: **sure** (squares) and "
                     "**possible** (grey squares), by the alignment error rate (AER; Och & Ney 2003, lower is "
                     "better). The pairs are teacher-forced on their reference translation, not the model's own.")
-    if (ctx.langs["src_name"], ctx.langs["tgt_name"]) != ("German", "English"):
-        st.info("The annotated pairs are German–English; this model translates "
-                f"{ctx.langs['src_name']} to {ctx.langs['tgt_name']}. `python -m model.align --src FILE --tgt FILE "
-                "--gold FILE.talp` scores it on pairs of its own languages.")
-        return
+    gold = (ctx.langs["src_name"], ctx.langs["tgt_name"]) == ("German", "English")
     ss = st.session_state
     layers, heads = _layer_options(cfg.n_decoder_layers), ["mean"] + [str(i) for i in range(1, cfg.n_heads + 1)]
     if ss.get("align_layer") not in layers:  # a link's value this model does not have
@@ -57,7 +60,7 @@ def render(ctx: Context) -> None:
     if ss.get("align_head") not in heads:
         ss["align_head"] = "mean"
     with choices(ctx):
-        show = sections(ctx, PARTS)
+        show = sections(ctx, PARTS if gold else PARTS[-1:])
         cols = st.columns([1.3, 1, 1, 1.3], vertical_alignment="bottom")
         method = cols[0].selectbox("Measure", list(ALIGN_METHODS), key="align_method", format_func=NAMES.get,
                                    persist_state="session")
@@ -69,8 +72,15 @@ def render(ctx: Context) -> None:
         shift = cols[3].toggle("Shifted", key="align_shift", persist_state="session",
                                help="Read the decoder row whose input is the target word, not the row that "
                                     "predicts it")
-    data = _annotated(ctx.key)
     li, hi = _index(layer, cfg.n_decoder_layers), None if method == "alti" else _index(head, cfg.n_heads)
+    if show("your sentence"):
+        _own(ctx, method, li, hi, shift)
+    if not gold:
+        st.caption(f"The annotated pairs with gold links are not in this model's languages ({ctx.langs['src_name']} "
+                   f"to {ctx.langs['tgt_name']}): `python -m model.align --src FILE --tgt FILE --gold FILE.talp` "
+                   "scores it on pairs of its own.")
+        return
+    data = _annotated(ctx.key)
     found = [links(p, matrix(p, method, li, hi), shift) for p in data.pairs]
     whole = aer(found, data.sure, data.possible)
     if show("one pair"):
@@ -95,6 +105,23 @@ def _pair(ctx: Context, data, method: str, li, hi, shift: bool, found: list, who
                f"with these choices: {whole:.1f} %. Reading: the row that "
                + ("reads the word (shifted)." if shift else "predicts the word.")
                + f" Reference: {md_escape(' '.join(pair.tgt_words))}")
+
+
+def _own(ctx: Context, method: str, li, hi, shift: bool) -> None:
+    """The sidebar's sentence and the model's translation of it, word by word: the predicted links, no gold."""
+    try:
+        pair = _sentence(ctx.key, ctx.text, ctx.result.text)
+    except ValueError:
+        st.info("The sentence or its translation has no words to align.")
+        return
+    m = matrix(pair, method, li, hi)
+    where = f"layer {li + 1}" if li is not None else "mean of the layers"
+    chart(st, cached(alignment_figure, word_matrix(pair, m, shift), pair.src_words, pair.tgt_words,
+                     predicted=frozenset(links(pair, m, shift)), title=f"your sentence: {NAMES[method]}, {where}",
+                     measure=MEASURES[method], src_lang=ctx.langs["src"], tgt_lang=ctx.langs["tgt"]),
+          width="stretch", key="align_own", config=fig_config(ctx, "alignment_sentence"))
+    st.caption("The sentence in the sidebar and the model's own translation of it, split into words as the annotated "
+               "pairs are; no gold links here, so no AER.")
 
 
 def _set(ctx: Context, data, shift: bool) -> None:
