@@ -39,21 +39,29 @@ def _pass(model):
     return cache
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_blocks_decomposition_is_exact(layout):
-    model = _model(**LAYOUTS[layout])
-    cache = _pass(model)
-    for kind, n in (("enc_self", 2), ("dec_self", 2), ("cross", 2)):
+def check_blocks(model, cache) -> None:
+    """Every attention block of `model` in a pass's `cache` (the names of C.points) decomposes exactly: its
+    transformed vectors, residual and bias give back its recorded output; its ALTI rows are shares summing to 1,
+    and nothing flows from a later decoder position."""
+    cfg = model.cfg
+    for kind, n in (("enc_self", cfg.n_encoder_layers), ("dec_self", cfg.n_decoder_layers),
+                    ("cross", cfg.n_decoder_layers)):
         for layer in range(n):
             res, out, prefix = C._points(kind, layer)
             attn, sub = C._blocks(model, kind, layer)
             c, y = C.block_alti(cache[res][0], cache[f"{prefix}.hook_v"][0], cache[f"{prefix}.hook_pattern"][0],
                                 attn, sub.norm, sub.norm_first, kind == "cross")
-            torch.testing.assert_close(y, cache[out][0].double(), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(y, cache[out][0].double(), atol=1e-5, rtol=1e-5, msg=f"{kind} {layer}")
             np.testing.assert_allclose(c.sum(-1), 1.0, atol=1e-9)
             assert (c >= 0).all()
-            if kind == "dec_self":  # nothing flows from a later position
+            if kind == "dec_self":
                 assert np.allclose(np.triu(c, 1), 0.0)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_blocks_decomposition_is_exact(layout):
+    model = _model(**LAYOUTS[layout])
+    check_blocks(model, _pass(model))
 
 
 @torch.no_grad()
@@ -120,11 +128,4 @@ def test_the_shipped_models_blocks_decompose_exactly():
     src, tgt = tr.forced_tensors("Ein Mann mit einem orangen Hut starrt auf etwas.")
     with torch.inference_mode():
         _, cache = model.run_with_cache(src, tgt, C.points(model.cfg.n_encoder_layers, model.cfg.n_decoder_layers))
-    for kind, n in (("enc_self", model.cfg.n_encoder_layers), ("dec_self", model.cfg.n_decoder_layers),
-                    ("cross", model.cfg.n_decoder_layers)):
-        for layer in range(n):
-            res, out, prefix = C._points(kind, layer)
-            attn, sub = C._blocks(model, kind, layer)
-            _, y = C.block_alti(cache[res][0], cache[f"{prefix}.hook_v"][0], cache[f"{prefix}.hook_pattern"][0],
-                                attn, sub.norm, sub.norm_first, kind == "cross")
-            torch.testing.assert_close(y, cache[out][0].double(), atol=1e-5, rtol=1e-5)
+    check_blocks(model, cache)

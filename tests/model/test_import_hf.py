@@ -222,18 +222,11 @@ def test_contributions_decompose_every_block_exactly(imported):
     """ALTI+ on every family (model/analysis/contributions.py): each attention block's output is the sum of its
     transformed vectors, residual and bias, the norm taken through where it comes after (1e-5, float64)."""
     from model.analysis import contributions as C
+    from tests.model.test_contributions import check_blocks
 
-    family, _, _, tr, _ = imported
+    _, _, _, tr, _ = imported
     cfg = tr.model.cfg
     src, tgt = tr.forced_tensors(SENTENCES[0])
     with torch.inference_mode():
         _, cache = tr.model.run_with_cache(src, tgt, C.points(cfg.n_encoder_layers, cfg.n_decoder_layers))
-    for kind, n in (("enc_self", cfg.n_encoder_layers), ("dec_self", cfg.n_decoder_layers),
-                    ("cross", cfg.n_decoder_layers)):
-        for layer in range(n):
-            res, out, prefix = C._points(kind, layer)
-            attn, sub = C._blocks(tr.model, kind, layer)
-            c, y = C.block_alti(cache[res][0], cache[f"{prefix}.hook_v"][0], cache[f"{prefix}.hook_pattern"][0],
-                                attn, sub.norm, sub.norm_first, kind == "cross")
-            torch.testing.assert_close(y, cache[out][0].double(), atol=1e-5, rtol=1e-5, msg=f"{family} {kind} {layer}")
-            assert abs(c.sum(-1) - 1).max() < 1e-9
+    check_blocks(tr.model, cache)
