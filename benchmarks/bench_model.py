@@ -1,9 +1,8 @@
 """How fast is the model: one translation traced and not, the analyses, models of published sizes?
 
     python benchmarks/bench_model.py [--checkpoint DIR] [--repeats 30] [--load-repeats 10]        (model.json)
-    python benchmarks/bench_model.py --ops all|translate trace knockout patching lens attribution contributions align
-        head_report
-        [--variants NAME=COMMIT|DIR ...] [--repeats 5] [--inner 5] [--sentences-k 64] [--pruning-limit 16]  (ops.json)
+    python benchmarks/bench_model.py --ops all|OP ... [--variants NAME=COMMIT|DIR ...] [--repeats 5] [--inner 5]
+        [--sentences-k 64] [--pruning-limit 16]                                              (ops.json; OPS below)
     python benchmarks/bench_model.py --families nllb-600m,mbart-large-50,flan-t5-base | --opus-size  (families.json,
         marian.json) [--repeats 3] [--load-repeats 3]
 
@@ -38,8 +37,7 @@ LENGTHS = [5, 10, 20, 40, 80]
 TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5}
 OPS = ["translate", "trace", "knockout", "patching", "lens", "attribution", "contributions", "align", "head_report"]
 LIMITS = {"translate": 1.05, **{op: 1.10 for op in OPS[1:5] + ["head_report"]}}
-# contributions.md: value norms and ALTI+ of every block of one sentence (ms), the 100 annotated pairs aligned (ms)
-TARGETS_MS = {"contributions": 300.0, "align": 30_000.0}
+TARGETS_MS = {"contributions": 300.0, "align": 30_000.0}  # contributions.md: one sentence; the 100 annotated pairs
 STAGES = ["measures_importance", "ablation", "pruning"]
 SENTENCE = "Ein Mann mit einem roten Hut spielt Gitarre im Park."
 CORRUPT = ["Eine Frau mit einem blauen Hut spielt Gitarre im Park.", "Ein Mann mit einem blauen Hut spielt Gitarre im "
@@ -176,10 +174,9 @@ def worker_ops(tr, args) -> dict:
            "lens": lambda: lens.logit_lens(tr, SENTENCE, tgt, len(tgt) // 2),
            "attribution": lambda: attribute(tr, SENTENCE, tgt)}
     with contextlib.suppress(ImportError):  # a variant from before contributions has no such op
-        from model.analysis.align import annotated_set
-        from model.analysis.contributions import contributions
-
-        ops |= {"contributions": lambda: contributions(tr, SENTENCE, tgt), "align": lambda: annotated_set(tr)}
+        from model.analysis import align, contributions
+        ops |= {"contributions": lambda: contributions.contributions(tr, SENTENCE, tgt),
+                "align": lambda: align.annotated_set(tr)}
     if corrupt is not None:
         ops["patching"] = lambda: patch.patching(tr, SENTENCE, corrupt, tgt)
     if "head_report" in args.ops:
@@ -299,7 +296,6 @@ def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
             rounds[kind].append(passes[0])
             assert got.raw_tokens == first.raw_tokens, "the draft only guesses: the tokens must not change"
     from model.analysis.contributions import contributions  # value norms and ALTI+ along the same translation
-
     forced = first.raw_tokens + ([tr.tgt_vocab.token("eos")] if first.finished else [])
     times["contributions"] = timed(lambda: contributions(tr, text, forced), repeats, warmup=1)
     w = tr.model.generator.proj.weight.detach()  # (V, d): what every decoding step reads whole
@@ -335,18 +331,17 @@ def families_main(args) -> int:
                 print(f"{name}: load {i + 1}: {runs[-1]['load_s']:.2f} s", flush=True)
             last, warm = runs[-1], [x["load_s"] for x in runs[1:]] or [math.nan]
             med, rss = {k: statistics.median(v) for k, v in last["steady_s"].items()}, max(x["rss_mb"] for x in runs)
+            ratio = {"contributions_x": med["contributions"] / med["drafted"]} if "contributions" in med else {}
             weights = (folder / "model.safetensors").stat().st_size / 2**20
             rows[name] = {"parameters": params, "weights_mb": weights, "built_s": built, "runs": runs, "summary": (
                 sm := {"load_cold_s": runs[0]["load_s"], "load_warm_median_s": statistics.median(warm), "rss_mb": rss,
                        "rss_over_weights": rss / weights, "first_trace_s": last["first_trace_s"],
                        "drafted_passes": statistics.median(last["traced_passes"]["drafted"])} | {
-                    f"{k}_s": v for k, v in med.items()} | ({"contributions_over_trace": med["contributions"]
-                                                             / med["drafted"]} if "contributions" in med else {}))}
+                    f"{k}_s": v for k, v in med.items()} | ratio)}
             checks[name] = {"load": verdict(max(sm["load_cold_s"], sm["load_warm_median_s"]), limit["load_s"]),
                             "memory": verdict(sm["rss_over_weights"], limit["rss_over_weights"])} | {
                 k: verdict(sm[f"{k}_s"], limit["trace_s"][name]) for k in ("first_trace", "drafted")} | (
-                {"contributions": verdict(sm["contributions_over_trace"], 3.0)} if "contributions_over_trace" in sm
-                else {})  # value norms and ALTI+ of every block ≤ 3× the trace (docs/contributions.md)
+                {"contributions": verdict(sm["contributions_x"], 3.0)} if "contributions" in med else {})
             out.append([name, f"{params / 1e6:.0f}M", round(weights), "{load_cold_s:.1f} / {load_warm_median_s:.1f}"
                         .format(**sm), f"{rss:.0f} ({rss / weights:.2f}x)",
                         f"{sm['first_trace_s']:.2f} ({last['first_trace_passes']})",
