@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from model.analysis.align import METHODS, aer, encode_pair, links, matrix, pharaoh, read_talp
+from model.io.export import write_out
 
 ANNOTATED = Path(__file__).resolve().parent / "data" / "multi30k-align"  # dev.de, dev.en, dev.talp, dev.lines
 # docs/contributions.md's best on the shipped model: ALTI+, decoder layer 2 of 3 (two thirds of the depth: "auto")
@@ -116,11 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    text = "\n".join(out) + "\n"
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    elif not args.sweep:
-        sys.stdout.write(text)
+    if args.out or not args.sweep:
+        write_out("\n".join(out) + "\n", args.out)
     if report:
         print("\n".join(report))
     return 0

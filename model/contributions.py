@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from model.analysis.contributions import contributions
+from model.io.export import write_out
 
 SCHEMA = "attention-atlas-contributions/1"
 CALIBRATION = "source_share.json"
@@ -80,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = json.dumps(result, ensure_ascii=False, allow_nan=False) + "\n"
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_out(text, args.out, say=True)
     return 0
 
 

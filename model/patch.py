@@ -18,6 +18,7 @@ import torch
 
 from model.analysis.lens import logit_lens_ids
 from model.analysis.patch import knockout, patching
+from model.io.export import write_out
 
 SCHEMA = "attention-atlas-patch/1"
 
@@ -98,11 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = json.dumps(result, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_out(text, args.out, say=True)
     return 0
 
 

@@ -105,6 +105,16 @@ def trace_dict(translator, translation, name: str, decoding: str | None = None) 
     }
 
 
+def write_out(text: str, out: str | None, say: bool = False) -> None:
+    """A command line's result: into the file `out` (with `say`, "wrote OUT" on stderr), or onto stdout."""
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        if say:
+            print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
 def to_json(d: dict) -> str:
     return json.dumps(d, ensure_ascii=False, indent=1) + "\n"
 
@@ -169,11 +179,7 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
         print(f"wrote {args.html}: {len(translations)} sentence{'s' if len(translations) != 1 else ''}, "
               f"{len(page.encode('utf-8')):,} bytes", file=sys.stderr)
         return 0
-    text = to_json(trace_dict(translator, translations[0], name))
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    write_out(to_json(trace_dict(translator, translations[0], name)), args.out)
     return 0
 
 if __name__ == "__main__":
