@@ -100,6 +100,9 @@ def above(view: str, shows: str, key: str) -> str:
                 "references**")
     if view == "Training":
         return f"**Above: {shows}. {training.below(key)}**"
+    if view == "Alignment":
+        return (f"**Above: {shows}. The annotated pairs below are teacher-forced on their reference translations; "
+                "your sentence, on this decoding**")
     if view == "Masks":
         return (f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say "
                 "on what**")
