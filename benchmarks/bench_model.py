@@ -9,10 +9,10 @@
 Default: for sources of 5-80 tokens, Translator.trace (with the int8 draft where the model gets one), without the
 draft, Translator.translate, and torch.nn.Transformer of the same size (random weights, no key/value cache); the load;
 the model built with and without its initialisation. --ops: each op on one caption sentence, a worker process per
-variant (NAME=DIR, or NAME=COMMIT in a temporary worktree) and repeat, the order reversed every other repeat; a
-variant named twice (`after=. again=.`) is the control; limits: translate 1.05x, the rest 1.10x. --families
-(--opus-size: opus-mt-de-en): published shapes (common.py), random weights, loaded in fresh processes: load,
-resident memory, a 20-piece sentence traced for 20 tokens (probe). One torch thread, as the app.
+variant (NAME=DIR, or NAME=COMMIT in a temporary worktree) and repeat, the order reversed every other repeat (a
+variant named twice, `after=. again=.`, is the control); contributions on a 20-piece sentence. --families (--opus-size:
+opus-mt-de-en): published shapes (common.py), random weights, loaded in fresh processes: load, resident memory, a
+20-piece sentence traced for 20 tokens, value norms and ALTI+ along it (probe). One torch thread, as the app.
 """
 from __future__ import annotations
 
@@ -104,8 +104,7 @@ def one_length(tr, unaided, ref, n: int, repeats: int) -> dict:
     import torch
 
     text = common.sentence_of_length(n, lambda s: tr.prepare(s, max_tokens=10**6).tokens)
-    out = tr.translate(text)
-    steps = len(out.raw_tokens) + (1 if out.finished else 0)  # decoder passes, the <eos> step included
+    steps = len((out := tr.translate(text)).raw_tokens) + out.finished  # decoder passes, the <eos> step included
     src = torch.tensor([tr.prepare(text).ids])
     row = {"source_tokens": n, "text": text, "decoder_steps": steps,
            "traced": summary(timed(lambda: tr.trace(text), repeats)),
@@ -165,8 +164,7 @@ def worker_ops(tr, args) -> dict:
     from model.analysis.analyze import analyze
     from model.analysis.attribution import attribute
 
-    done = tr.translate(SENTENCE)
-    tgt = done.raw_tokens + ([tr.tgt_vocab.token("eos")] if done.finished else [])
+    tgt = (done := tr.translate(SENTENCE)).raw_tokens + ([tr.tgt_vocab.token("eos")] if done.finished else [])
     n = len(tr.prepare(SENTENCE).ids)
     corrupt = next((c for c in CORRUPT if len(tr.prepare(c).ids) == n), None)
     ops = {"translate": lambda: tr.translate(SENTENCE), "trace": lambda: tr.trace(SENTENCE),
@@ -175,7 +173,9 @@ def worker_ops(tr, args) -> dict:
            "attribution": lambda: attribute(tr, SENTENCE, tgt)}
     with contextlib.suppress(ImportError):  # a variant from before contributions has no such op
         from model.analysis import align, contributions
-        ops |= {"contributions": lambda: contributions.contributions(tr, SENTENCE, tgt),
+        text = common.sentence_of_length(TOKENS, tr.pieces.source_pieces)
+        t20 = (d := tr.translate(text)).raw_tokens + ([tr.tgt_vocab.token("eos")] if d.finished else [])
+        ops |= {"contributions": lambda: contributions.contributions(tr, text, t20),
                 "align": lambda: align.annotated_set(tr)}
     if corrupt is not None:
         ops["patching"] = lambda: patch.patching(tr, SENTENCE, corrupt, tgt)
@@ -299,8 +299,8 @@ def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
     forced = first.raw_tokens + ([tr.tgt_vocab.token("eos")] if first.finished else [])
     times["contributions"] = timed(lambda: contributions(tr, text, forced), repeats, warmup=1)
     w = tr.model.generator.proj.weight.detach()  # (V, d): what every decoding step reads whole
-    x, linear, wb = torch.randn(1, w.shape[1]), torch.nn.functional.linear, w.bfloat16()
-    xb = x.bfloat16()
+    x, linear = torch.randn(1, w.shape[1]), torch.nn.functional.linear
+    xb, wb = x.bfloat16(), w.bfloat16()
     products = {"float32": lambda: linear(x, w), "bfloat16": lambda: linear(xb, wb)} | (
         {"int8": lambda: tr.draft.generator.proj(x)} if tr.draft is not None else {})
     with torch.inference_mode():

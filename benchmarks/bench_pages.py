@@ -10,9 +10,10 @@ Times are taken in the page, from the press until the run has finished and every
 --shape (--opus-size: opus-mt-de-en): a published shape with random weights (common.py), translations capped at 20
 tokens. Walks: each variant on a fresh server and Chromium in turn, the order reversed every other walk: the cold
 start, a new sentence, every other view's first visit (not What if); app / variant (floor: floor_app.py; a ref:
-<= 1.05). A REF is a COMMIT or DIR, public (every private-name device off) or off:A,B (those speed devices off,
-viz/speed.py). Without --walks, refs are served side by side with this one and a control copy, a tab each, every
-action on each in turn. --profile: each first visit of a walk under Chromium's performance trace.
+<= 1.05). A REF is a COMMIT or DIR, public (every private-name device off), off:A,B (those speed devices off,
+viz/speed.py) or url:K=V,… (this one, its session opened with those URL parameters, e.g. url:carry=alti). Without
+--walks, refs are served side by side with this one and a control copy, a tab each, every action on each in turn.
+--profile: each first visit of a walk under Chromium's performance trace.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ PAUSE_S = 0.3  # after each side-by-side action: the prefetch and the browser's 
 def served(ref: str, args, stack: contextlib.ExitStack) -> str:
     """The app.py of checkout `ref` (a COMMIT or DIR; public or off:NAME: this one), compiled first unless
     --from-source."""
-    root = ROOT if ref == "public" or ref.startswith("off:") else common.checkout(ref, stack)
+    root = ROOT if ref == "public" or ref.startswith(("off:", "url:")) else common.checkout(ref, stack)
     if root != ROOT and not args.from_source and not common.compile_checkout(root):
         raise SystemExit(f"compiling {root} failed (see above)")
     return str(root / "app.py")
@@ -246,12 +247,13 @@ def ab_act(bs, page, action: str, expect: dict, gen: int, sentence: str, step: i
     return seconds
 
 
-def ab_open(bs, browser, script: str, ckpt_dir: Path, model: str, env: dict, log: Path):
+def ab_open(bs, browser, script: str, ckpt_dir: Path, model: str, env: dict, log: Path, ref: str = ""):
     """(server, page, what each view holds): a server whose first session came and went (as a cold start's), and a
     session that has seen every view."""
     server = bs.start_server(ckpt_dir, model, log, timeout=120, extra_env=env, script=script)
     walk.open_drawn(bs, browser, server.url).context.close()
-    page = walk.open_drawn(bs, browser, server.link(view="Overview"))
+    params = dict(kv.split("=", 1) for kv in ref[4:].split(",")) if ref.startswith("url:") else {}
+    page = walk.open_drawn(bs, browser, server.link(view="Overview", **params))
     page.evaluate(walk.INPUT_CLOCK_JS)
     return server, page, {view: walk.settle_view(bs, page, view) for view in walk.views_of(bs, page)[1:] + ["Overview"]}
 
@@ -270,7 +272,7 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
         try:
             for name, script in scripts.items():
                 log = Path(tmp) / f"server{len(opened)}.log"
-                opened[name] = ab_open(bs, browser, script, ckpt_dir, args.model, envs[name], log)
+                opened[name] = ab_open(bs, browser, script, ckpt_dir, args.model, envs[name], log, name)
             gen = 100
             for i in range(args.repeats):
                 for action in args.actions:
@@ -288,7 +290,8 @@ def ab_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack) ->
                   f"{min(s) * 1000:.0f}", len(s)] for (n, a), s in sorted(
                       seconds.items(), key=lambda kv: (args.actions.index(kv[0][1]), list(scripts).index(kv[0][0])))],
                 ["action", "variant", "median ms", "mean ms", "min ms", "n"]))
-    variants = {n: checkout_name(Path(s).parent) + f" ({n})" * (envs[n] != env) for n, s in scripts.items()}
+    variants = {n: checkout_name(Path(s).parent) + f" ({n})" * (envs[n] != env or n.startswith("url:"))
+                for n, s in scripts.items()}
     record(args, args.results or "ab", {"variants": variants, "actions": args.actions, "repeats": args.repeats,
                                         "seconds": {f"{n} | {a}": v for (n, a), v in seconds.items()}})
     return 0
@@ -298,7 +301,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_server_args(ap)
     ap.add_argument("--baseline", help="floor, or ref=REF[;REF…] (REF: COMMIT, DIR, public: this one with every "
-                    "private-name device off, off:A,B: this one with those speed devices off)")
+                    "private-name device off, off:A,B: this one with those speed devices off, url:K=V,…: this one "
+                    "opened with those URL parameters)")
     ap.add_argument("--profile", action="store_true", help="trace each first visit of a floor walk in Chromium")
     ap.add_argument("--repeats", type=int, default=None, help="actions of each kind (app: 10; side by side: 12)")
     ap.add_argument("--cold-repeats", type=int, default=3, help="cold starts of the app alone")

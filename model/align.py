@@ -28,10 +28,16 @@ DEFAULT = {"method": "alti", "layer": "auto", "head": "mean"}
 
 
 def _lines(path: str, what: str) -> list[str]:
+    """A file's lines, UTF-8, or Latin-1 where it is not (the German side of the Europarl gold set is)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        data = Path(path).read_bytes()
+    except OSError as e:
         raise ValueError(f"cannot read {what} {Path(path).name}: {e.__class__.__name__}") from None
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        print(f"note: {what} {Path(path).name} is not UTF-8: read as Latin-1", file=sys.stderr)
+        lines = data.decode("latin-1").splitlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             raise ValueError(f"{what} line {n} is empty")
@@ -64,8 +70,12 @@ def align(translator, src: list[str], tgt: list[str], gold: list[str] | None, me
         a, b = read_talp(g, len(s.split()), len(t.split()), f"gold line {n}")
         sure.append(a)
         possible.append(b)
-    pairs = [encode_pair(translator, s.split(), t.split())
-             for s, t in tqdm(list(zip(src, tgt)), desc="aligning", unit="pair", file=sys.stderr)]
+    pairs = []
+    for n, (s, t) in enumerate(tqdm(list(zip(src, tgt)), desc="aligning", unit="pair", file=sys.stderr), 1):
+        try:
+            pairs.append(encode_pair(translator, s.split(), t.split()))
+        except ValueError as e:
+            raise ValueError(f"line {n}: {e}") from None
     found = [links(p, matrix(p, method, li, hi), shift) for p in pairs]
     out = [pharaoh(f) for f in found]
     if gold is None:

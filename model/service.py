@@ -29,7 +29,7 @@ from model.analysis.agreement import (  # noqa: F401  (the Heads page's rank agr
     rank_agreement,
 )
 from model.analysis.align import METHODS as ALIGN_METHODS  # noqa: F401  (word alignment: NumPy in, links out)
-from model.analysis.align import aer, links, matrix, word_matrix  # noqa: F401
+from model.analysis.align import aer, links, matrix, read_talp, word_matrix  # noqa: F401
 from model.analysis.experiments import (  # noqa: F401  (numbers the pages state: NumPy in, NumPy out)
     dropout_sample,
     entropy,

@@ -4,7 +4,8 @@ Applied to the figure as it is sent (viz.transport), in a theme with ``figure_px
 """
 from __future__ import annotations
 
-BAR_PX = 64  # below the plot: the bar, its tick labels and its title above it
+BAR_PX = 64  # below the plot: the bar, its tick labels and one line of its title below them
+LINE_PX = 18  # each further line of the title
 _SCALED = ("heatmap", "contour", "histogram2d", "surface")
 
 
@@ -23,12 +24,13 @@ def colorbar_below(fig: dict) -> None:
     owner = owners[0]
     bar = dict(owner.get("colorbar") or {})
     title = dict(bar.get("title") or {})
-    title["side"] = "top"
+    title["side"] = "bottom"  # "top" of a horizontal bar drew the title over the bar (plotly.js, yref="container")
     bar.update(orientation="h", x=0.5, xanchor="center", xref="container", y=0, yanchor="bottom", yref="container",
                ypad=6, thickness=12, len=0.9, lenmode="fraction", title=title)
     if "tickvals" not in bar:  # across 320 px, five labels stay apart (more were turned on their sides)
         bar["nticks"] = 5
     owner["colorbar"] = bar
     margin = layout.setdefault("margin", {})
-    margin["b"] = (margin.get("b") or 80) + BAR_PX
-    layout["height"] = (layout.get("height") or 450) + BAR_PX
+    grow = BAR_PX + LINE_PX * str(title.get("text") or "").count("<br>")
+    margin["b"] = (margin.get("b") or 80) + grow
+    layout["height"] = (layout.get("height") or 450) + grow

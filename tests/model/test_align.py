@@ -106,3 +106,27 @@ def test_the_head_reports_alignment_is_each_cross_heads_aer(tiny):
     one = aer([links(p, matrix(p, "attention", 0, 1)) for p in data.pairs], data.sure, data.possible)
     assert found["aer"][0, 1] == pytest.approx(one)
     assert len(found["layers"]["alti"]) == n_layers and all(0 <= v <= 100 for v in found["layers"]["alti"])
+
+
+def test_a_pair_longer_than_the_model_reads_is_refused_naming_its_line(tiny, tmp_path, capsys):
+    from model.align import main
+    from model.inference.translator import Translator
+
+    n = Translator.from_checkpoint(tiny).cfg.max_len
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("Ein Hund läuft .\nEin Hund läuft .\n", encoding="utf-8")
+    tgt.write_text("A dog runs .\n" + "dog " * n + ".\n", encoding="utf-8")
+    assert main(["--checkpoint", str(tiny), "--src", str(src), "--tgt", str(tgt)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: the target side has" in err and f"at most {n}" in err and "Traceback" not in err
+
+
+def test_a_latin_1_source_file_is_read_as_latin_1(tiny, tmp_path, capsys):
+    from model.align import main
+
+    src, tgt, out = tmp_path / "s.txt", tmp_path / "t.txt", tmp_path / "links.txt"
+    src.write_bytes("Zwei Männer grüßen .\n".encode("latin-1"))
+    tgt.write_text("Two men greet .\n", encoding="utf-8")
+    assert main(["--checkpoint", str(tiny), "--src", str(src), "--tgt", str(tgt), "--out", str(out)]) == 0
+    assert "s.txt is not UTF-8: read as Latin-1" in capsys.readouterr().err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 1

@@ -84,3 +84,22 @@ def test_the_alignment_page_scores_the_annotated_pairs_and_aligns_the_sidebars_s
     heat = next(t for t in fig["data"] if t["type"] == "heatmap")
     assert [str(x).rsplit(" (", 1)[0] for x in heat["x"]] == GERMAN[2].replace(".", " .").split()
     assert [t["name"] for t in fig["data"][1:]] == ["predicted"]  # no gold links for the user's own sentence
+
+
+def test_your_sentence_aligns_to_a_typed_reference_and_scores_typed_gold_links(checkpoints):
+    from tests.app_support import visible_text
+
+    ref = "A dog runs ."
+    at = run_app(view="Alignment", text=GERMAN[2], focus="your sentence", align_ref=ref, align_gold="1-1 2p2 9-9")
+    assert not at.exception
+    assert "outside the pair" in visible_text(at)  # 9-9 named, the figure still drawn with the predicted links
+    heat = next(t for t in chart(at, "align_own")["data"] if t["type"] == "heatmap")
+    assert [str(y).rsplit(" (", 1)[0] for y in heat["y"]] == ref.split()
+    at = run_app(view="Alignment", text=GERMAN[2], focus="your sentence", align_ref=ref, align_gold="1-1 2p2")
+    fig = chart(at, "align_own")
+    assert [t["name"] for t in fig["data"][1:]] == ["gold: sure", "gold: possible", "predicted"]
+    predicted = {(x, y) for x, y in zip(fig["data"][3]["x"], fig["data"][3]["y"])}
+    xs, ys = fig["data"][0]["x"], fig["data"][0]["y"]
+    a, sure, possible = len(predicted), {(xs[0], ys[0])}, {(xs[0], ys[0]), (xs[1], ys[1])}
+    expected = 100 * (1 - (len(predicted & sure) + len(predicted & possible)) / (a + len(sure)))
+    assert f"AER against the links typed: {expected:.1f} %" in visible_text(at)

@@ -69,6 +69,13 @@ def test_without_a_report_the_page_says_where_it_looked_and_computes_one(heads_e
                                np.array(shown["kinds"]["cross"]["measures"]["importance_raw"], dtype=float))
     assert "Report: `checkpoints/demo/head_report.json`" in visible_text(at)
     assert str(heads_env["root"]) not in visible_text(at)
+    # a German-English model's report: each cross head's AER in the grid, each layer's (heads together) beside it
+    at = run_app(view="Heads", heads_measure="aer")
+    heat = [t for t in chart(at, "heads_grid")["data"] if t["type"] == "heatmap"]
+    np.testing.assert_allclose(array(heat[-1]["z"]), np.array(shown["kinds"]["cross"]["measures"]["aer"], dtype=float))
+    table = next(t for t in at.markdown if "| ALTI\\+ |" in t.value).value
+    alti = shown["alignment"]["layers"]["alti"]
+    assert "| ALTI\\+ | " + " | ".join(f"{v:.1f}".replace(".", "\\.") for v in alti) + " |" in table
 
 
 def test_the_untrained_twin_gets_its_own_report_in_the_cache(heads_env):

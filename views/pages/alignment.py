@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.service import ALIGN_METHODS, aer, align_sentence, annotated_pairs, links, matrix, word_matrix
+from model.service import ALIGN_METHODS, aer, align_sentence, annotated_pairs, links, matrix, read_talp, word_matrix
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, sections, table
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context, load_model
 from viz.alignment import alignment_figure
 
+REF_CHARS = 1000  # a reference translation, or its gold links
 PARTS = ["one pair", "the whole set", "your sentence"]
 NAMES = {"attention": "weights α", "value-norm": "value norms ‖α·f‖", "alti": "ALTI+"}
 MEASURES = {"attention": "weight", "value-norm": "value norm ‖α·f‖", "alti": "ALTI+ share"}
@@ -108,20 +109,42 @@ def _pair(ctx: Context, data, method: str, li, hi, shift: bool, found: list, who
 
 
 def _own(ctx: Context, method: str, li, hi, shift: bool) -> None:
-    """The sidebar's sentence and the model's translation of it, word by word: the predicted links, no gold."""
+    """The sidebar's sentence and a translation of it (a reference the user types, or the model's own), word by word:
+    the predicted links, and the AER against gold links the user types."""
+    with choices(ctx):
+        c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+        ref = c1.text_input(f"Reference translation ({ctx.langs['tgt_name']})", key="align_ref", max_chars=REF_CHARS,
+                            persist_state="session", placeholder="empty: the model's own translation")
+        typed = c2.text_input("Gold links (optional)", key="align_gold", max_chars=REF_CHARS, persist_state="session",
+                              placeholder="e.g. 1-1 2-2 3p4",
+                              help="talp, as the annotated pairs: i-j sure, ipj possible; source word i, target word "
+                                   "j, counted from 1, words as the figure splits them")
+    target = (ref or "").strip() or ctx.result.text
     try:
-        pair = _sentence(ctx.key, ctx.text, ctx.result.text)
-    except ValueError:
-        st.info("The sentence or its translation has no words to align.")
+        pair = _sentence(ctx.key, ctx.text, target)
+    except ValueError as e:
+        st.info(f"Nothing to align: {e}.")
         return
+    gold = None
+    if (typed or "").strip():
+        try:
+            gold = read_talp(typed, len(pair.src_words), len(pair.tgt_words), "gold links")
+        except ValueError as e:
+            st.warning(f"{e}. The figure shows the predicted links only.")
     m = matrix(pair, method, li, hi)
+    found = links(pair, m, shift)
     where = f"layer {li + 1}" if li is not None else "mean of the layers"
+    sure, possible = map(frozenset, gold) if gold else (None, None)  # None: no gold squares in the legend
     chart(st, cached(alignment_figure, word_matrix(pair, m, shift), pair.src_words, pair.tgt_words,
-                     predicted=frozenset(links(pair, m, shift)), title=f"your sentence: {NAMES[method]}, {where}",
-                     measure=MEASURES[method], src_lang=ctx.langs["src"], tgt_lang=ctx.langs["tgt"]),
+                     sure=sure, possible=possible, predicted=frozenset(found),
+                     title=f"your sentence: {NAMES[method]}, {where}", measure=MEASURES[method],
+                     src_lang=ctx.langs["src"], tgt_lang=ctx.langs["tgt"]),
           width="stretch", key="align_own", config=fig_config(ctx, "alignment_sentence"))
-    st.caption("The sentence in the sidebar and the model's own translation of it, split into words as the annotated "
-               "pairs are; no gold links here, so no AER.")
+    whose = "the reference above" if (ref or "").strip() else "the model's own translation of it (greedy)"
+    score = (f"AER against the links typed: {aer([found], [sure], [possible]):.1f} %." if gold else
+             "Type gold links to score the predicted ones (AER).")
+    st.caption(f"The sentence in the sidebar and {whose}, teacher-forced, split into words as the annotated pairs "
+               f"are. {score}")
 
 
 def _set(ctx: Context, data, shift: bool) -> None:

@@ -14,7 +14,16 @@ import streamlit as st
 
 from model import records, service
 from views.parts.counts import measured_on, split_name
-from views.parts.heads_report import compute_button, find_report, job_name, no_report, place, progress, report_paths
+from views.parts.heads_report import (
+    alignment_layers,
+    compute_button,
+    find_report,
+    job_name,
+    no_report,
+    place,
+    progress,
+    report_paths,
+)
 from views.parts.text import md_escape, md_table
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections
 from views.plumbing import jobs
@@ -191,6 +200,8 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
                  title=f"every head, coloured by {label}")
     chart(st, fig, width="stretch", config=fig_config(ctx, f"heads_{measure}_{scale}"), key="heads_grid")
     _agreement(ctx, report, measure, scale, values)
+    if measure in ("aer", "aer_value_norm"):
+        alignment_layers(report)
     definition = report["definitions"].get(measure) or report["definitions"].get(
         "argmax_offsets" if measure == "best_offset_share" else measure.replace("_raw", ""), "")
     sentences = (report.get("ablation") or {}).get("sentences")  # the report's definition names the field

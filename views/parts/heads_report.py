@@ -12,6 +12,7 @@ import streamlit as st
 
 from model import service
 from views.parts.text import md_escape
+from views.parts.widgets import table
 from views.plumbing import jobs
 from views.plumbing.state import TWIN, Context, checkpoint_dir, is_twin, load_model, public_message
 
@@ -130,3 +131,19 @@ def progress(key: str) -> None:
         st.progress(job.fraction, text=f"Computing the head report: {job.message} ({job.elapsed:.0f} s{eta})")
         st.caption("It runs on the server: you can switch pages meanwhile. One such job runs at a time.")
     poll()
+
+
+ALIGN_NAMES = {"attention": "weights α (heads' mean)", "value-norm": "value norms ‖Σ α·f‖", "alti": "ALTI+"}
+
+
+def alignment_layers(report: dict) -> None:
+    """The report's AER per decoder layer, the heads taken together (weights, value norms, ALTI+), beside the grid's
+    per-head AER; nothing for a report without alignment (a model of other languages, or an older report)."""
+    found = report.get("alignment") or {}
+    if not found.get("layers"):
+        return
+    rows = [{"measure": ALIGN_NAMES.get(m, m)} | {f"layer {i + 1}": f"{v:.1f}" for i, v in enumerate(values)}
+            for m, values in found["layers"].items()]
+    st.markdown(f"**AER (%) per layer, the heads together**, on the {found['pairs']} annotated pairs "
+                f"({found['reading']} reading; lower is better):")
+    table(rows, "AER per layer", right=tuple(k for k in rows[0] if k != "measure"))

@@ -75,8 +75,7 @@ def table(rows: list[dict], name: str, right: tuple[str, ...] = (), scroll: bool
     400 px (always whole without `scroll`); the columns in `right` (numbers) are right-aligned. Not st.table: it
     sends an Arrow table that the browser decodes before drawing, and converts through pandas, which a server's
     first page goes without (views/plumbing/pandas_gate.py). Not st.dataframe: a canvas grid whose 1.3 MB of code a
-    first
-    visit would wait for. A scrolling table is a region named `name` that the keyboard reaches (Tab) and scrolls
+    first visit would wait for. A scrolling table is a region named `name` that the keyboard reaches (Tab) and scrolls
     (arrow keys), which an st.container of fixed height is not."""
     text = md_table(rows, right)
     if len(rows) <= 10 or not scroll:

@@ -101,8 +101,10 @@ def above(view: str, shows: str, key: str) -> str:
     if view == "Training":
         return f"**Above: {shows}. {training.below(key)}**"
     if view == "Alignment":
+        own = ("on the reference typed below" if (st.session_state.get("align_ref") or "").strip()
+               else "on this decoding")
         return (f"**Above: {shows}. The annotated pairs below are teacher-forced on their reference translations; "
-                "your sentence, on this decoding**")
+                f"your sentence, {own}**")
     if view == "Masks":
         return (f"**Above: {shows}. The padding figures decode; the causal-mask figures are teacher-forced, and say "
                 "on what**")

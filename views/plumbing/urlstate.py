@@ -195,12 +195,15 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "why_a": Param("", str),
         "why_b": Param("", str),
         # Alignment (docs/contributions.md): the measure, decoder layer ("auto": two thirds of the depth, "mean", or
-        # 1-based), head ("mean" or 1-based), the shifted reading, the annotated pair shown
+        # 1-based), head ("mean" or 1-based), the shifted reading, the annotated pair shown; your sentence's reference
+        # and gold links
         "align_method": Param("alti", _choice(("attention", "value-norm", "alti"))),
         "align_layer": Param("auto", str),
         "align_head": Param("mean", str),
         "align_shift": Param(False, _bool, _dump_bool),
         "align_pair": Param(1, _int_in(1, 100)),
+        "align_ref": Param("", str),  # your sentence's reference translation ("": the model's own)
+        "align_gold": Param("", str),  # its gold links, talp
         # Embeddings, Positional encoding
         "emb_side": Param("src", _choice(("src", "tgt"))),
         "emb_alone": Param(False, _bool, _dump_bool),  # the token embeddings' own heatmap
