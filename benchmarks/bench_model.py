@@ -35,8 +35,8 @@ from common import ROOT, open_translator, shown_path, status_mb, summary, table,
 
 LENGTHS = [5, 10, 20, 40, 80]
 TARGETS = {"traced_20_tokens_median_ms": 30.0, "traced_over_untraced": 1.5, "load_median_s": 0.5}
-OPS = ["translate", "trace", "knockout", "patching", "lens", "attribution", "contributions", "align", "head_report"]
-LIMITS = {"translate": 1.05, **{op: 1.10 for op in OPS[1:5] + ["head_report"]}}
+OPS = "translate trace knockout patching lens attribution contributions align cache cache_patterns head_report".split()
+LIMITS = {"translate": 1.05, **{op: 1.10 for op in OPS[1:5] + ["cache", "cache_patterns", "head_report"]}}
 TARGETS_MS = {"contributions": 300.0, "align": 30_000.0}  # contributions.md: one sentence; the 100 annotated pairs
 STAGES = ["measures_importance", "ablation", "pruning"]
 SENTENCE = "Ein Mann mit einem roten Hut spielt Gitarre im Park."
@@ -165,15 +165,15 @@ def worker_ops(tr, args) -> dict:
     from model.analysis.attribution import attribute
 
     tgt = (done := tr.translate(SENTENCE)).raw_tokens + ([tr.tgt_vocab.token("eos")] if done.finished else [])
-    n = len(tr.prepare(SENTENCE).ids)
-    corrupt = next((c for c in CORRUPT if len(tr.prepare(c).ids) == n), None)
+    corrupt = next((c for c in CORRUPT if len(tr.prepare(c).ids) == len(tr.prepare(SENTENCE).ids)), None)
+    text = common.sentence_of_length(TOKENS, tr.pieces.source_pieces)  # the cache's and contributions' sentence
     ops = {"translate": lambda: tr.translate(SENTENCE), "trace": lambda: tr.trace(SENTENCE),
            "knockout": lambda: patch.knockout(tr, SENTENCE, tgt),
            "lens": lambda: lens.logit_lens(tr, SENTENCE, tgt, len(tgt) // 2),
-           "attribution": lambda: attribute(tr, SENTENCE, tgt)}
+           "attribution": lambda: attribute(tr, SENTENCE, tgt), "cache": lambda: tr.run_with_cache(text),
+           "cache_patterns": lambda: tr.run_with_cache(text, names_filter=lambda n: n.endswith("hook_pattern"))}
     with contextlib.suppress(ImportError):  # a variant from before contributions has no such op
         from model.analysis import align, contributions
-        text = common.sentence_of_length(TOKENS, tr.pieces.source_pieces)
         t20 = (d := tr.translate(text)).raw_tokens + ([tr.tgt_vocab.token("eos")] if d.finished else [])
         ops |= {"contributions": lambda: contributions.contributions(tr, text, t20),
                 "align": lambda: align.annotated_set(tr)}

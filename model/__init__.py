@@ -31,3 +31,13 @@ Shape letters, the same in every module's shape comments:
     d_k  per-head size, d_model / h
     V    vocabulary size
 """
+
+
+def __getattr__(name: str):
+    """`from model import Translator` for a notebook, imported only when asked for: the app's pages import
+    model.records and model.service without loading torch's inference code first."""
+    if name == "Translator":
+        from model.inference.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'model' has no attribute {name!r}")

@@ -23,6 +23,10 @@ APP_EXAMPLES = [
     "Ein kleines Kind steht allein auf einem zerklüfteten Felsen.",
     "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
 ]
+# A SentenceTrace's fields by the hook point each holds (model/nn/trace.py reads them from a cache).
+TRACE_ATTENTION = {"hook_q": "q", "hook_k": "k", "hook_v": "v", "hook_scaled_scores": "scores",
+                   "hook_pattern": "probs", "hook_z": "out"}
+TRACE_EMBED = {"hook_token_embed": "token", "hook_embed": "scaled", "hook_pos_embed": "positional"}
 KINDS = ("enc_self", "dec_self", "cross")  # the attention kinds: encoder self, decoder (masked) self, cross
 # Nats: a smaller clean − corrupt difference of log p leaves a patching share undefined (NaN). The share divides by
 # that gap, and float32 carries log p to about 1e-5 nats: the same grid computed two correct ways (rows batched or
@@ -52,6 +56,13 @@ class Step:
     prefix_tokens: list[str] = field(default_factory=list)  # the same as strings (the Translator fills them)
     top_tokens: list[str] = field(default_factory=list)
     chosen_token: str = ""
+
+    def candidates(self) -> tuple[list[str], list[float], int]:
+        """(tokens, probabilities, index of the chosen one) of the top-k; a forced token outside it is added."""
+        labels, probs = list(self.top_tokens), list(self.top_probs)
+        if self.chosen in self.top_ids:
+            return labels, probs, self.top_ids.index(self.chosen)
+        return labels + [self.chosen_token], probs + [self.chosen_prob], len(labels)
 
 
 @dataclass
@@ -89,6 +100,33 @@ class SentenceTrace:
             "dec_self": (self.tgt_tokens, self.tgt_tokens),
             "cross": (self.tgt_tokens, self.src_tokens),
         }[kind]
+
+    def point(self, name: str) -> np.ndarray:
+        """What hook point `name` held (docs/hooks.md), in the cache's own axis order without the batch axis: the
+        trace and an ActivationCache are one vocabulary (`cache[name][0]` is `trace.point(name)`)."""
+        side, _, rest = name.partition(".") if name.startswith(("encoder.", "decoder.")) else ("", "", name)
+        embed = self.tgt_embed if side == "decoder" else self.src_embed
+        if side != "encoder" and rest in TRACE_EMBED and TRACE_EMBED[rest] in embed:
+            return embed[TRACE_EMBED[rest]]
+        if (side and rest == "0.hook_resid_pre") or (side != "encoder" and rest == "embed_ln.hook_normalized"):
+            return embed["total"]  # what enters layer 1: after the embedding norm where the model has one
+        if side != "encoder" and rest == "hook_pos_bias" and self.pos_bias(
+                "dec_self" if side else "enc_self") is not None:
+            return self.pos_bias("dec_self" if side else "enc_self")
+        parts = rest.split(".")
+        kind = {("encoder", "attn"): "enc_self", ("decoder", "attn"): "dec_self",
+                ("decoder", "cross_attn"): "cross"}.get((side, parts[1] if len(parts) == 3 else ""))
+        if kind is not None and parts[0].isdigit() and int(parts[0]) < len(self.attn[kind]):
+            layer, point = self.attn[kind][int(parts[0])], parts[2]
+            if point == "hook_attn_scores":  # the trace keeps the mask, not the masked scores
+                return np.where(layer["mask"][None], layer["scores"], -np.inf).astype(layer["scores"].dtype)
+            field = TRACE_ATTENTION.get(point)
+            if field in ("q", "k", "v", "out"):
+                return layer[field].transpose(1, 0, 2)  # (h, pos, d_head) -> the cache's (pos, h, d_head)
+            if field is not None:
+                return layer[field]
+        raise KeyError(f"{name!r} is no point this trace holds (its attention, embedding stages and first "
+                       "residual stream): run_with_cache gives every point")
 
 
 @dataclass

@@ -161,10 +161,10 @@ def rollout_decoder(cross: np.ndarray, dec_self: np.ndarray, enc_rollout: np.nda
 def _blocks(model, kind: str, layer: int) -> tuple[torch.nn.Module, torch.nn.Module]:
     """(the attention, the sub-layer connection holding its norm) of one block of the native network."""
     if kind == "enc_self":
-        block = model.encoder_layers[layer]
-        return block.self_attn, block.sub[0]
-    block = model.decoder_layers[layer]
-    return (block.self_attn, block.sub[0]) if kind == "dec_self" else (block.cross_attn, block.sub[1])
+        block = model.encoder[layer]
+        return block.attn, block.sub[0]
+    block = model.decoder[layer]
+    return (block.attn, block.sub[0]) if kind == "dec_self" else (block.cross_attn, block.sub[1])
 
 
 @torch.no_grad()
@@ -199,7 +199,8 @@ def contributions(translator, text: str, target: list[str] | None = None) -> Con
     greedy translation, its end token included when it finished): decoder row t reads the start token and the
     target's first t tokens, and predicts token t + 1."""
     cfg = translator.model.cfg
-    src, tgt_in = translator.forced_tensors(text, target)
+    # a given target is the rows' labels as they are (a translation cut at its length limit has no end token)
+    src, tgt_in = translator.forced_tensors(text, target, eos=target is None)
     with torch.inference_mode():
         _, cache = translator.model.run_with_cache(src, tgt_in, points(cfg.n_encoder_layers, cfg.n_decoder_layers))
     source = translator.prepare(text).axis_tokens

@@ -51,7 +51,7 @@ def logit_lens_ids(model: EncoderDecoder, src_ids: Sequence[int], tgt_ids: Seque
     layers = torch.stack([cache[f"decoder.{l}.hook_resid_post"][0, at] for l in range(model.cfg.n_decoder_layers)],
                          dim=1)  # (P, L, d)
     # read as the last layer is: the final norm, the generator's scale (T5 v1.0), the generator
-    probs = model.generator(model.decoder_norm(layers) * model.cfg.generator_scale).exp()  # (P, L, V)
+    probs = model.generator(model.decoder_final_ln(layers) * model.cfg.generator_scale).exp()  # (P, L, V)
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
     chosen = probs.gather(-1, gold[at].view(-1, 1, 1).expand(-1, probs.shape[1], 1))  # (P, L, 1)
     ranks = 1 + (probs > chosen).sum(-1)  # (P, L) ties share the better rank

@@ -118,10 +118,10 @@ class Draft(nn.Module):
     def __init__(self, model: EncoderDecoder, threads: int | None = None):
         super().__init__()
         self.cfg = model.cfg
-        self.tgt_embed, self.decoder_norm = model.tgt_embed, model.decoder_norm  # shared, not copied
+        self.tgt_embed, self.decoder_final_ln = model.tgt_embed, model.decoder_final_ln  # shared, not copied
         if model.cfg.positions == "relative":  # the decoder's position bias, shared too
             self.tgt_pos_bias = model.tgt_pos_bias
-        self.decoder_layers = _int8_copy(model.decoder_layers, threads)
+        self.decoder = _int8_copy(model.decoder, threads)
         self.generator = Int8Generator(model.generator, threads)
         self.eval()
 
@@ -150,7 +150,7 @@ def worth_a_draft(model: EncoderDecoder) -> bool:
     the int8 layers save (random weights flip near-tied tokens; each flip is another traced pass)."""
     cfg = model.cfg
     generator = cfg.d_model * cfg.tgt_vocab_size
-    layers = sum(p.numel() for p in model.decoder_layers.parameters())
+    layers = sum(p.numel() for p in model.decoder.parameters())
     return (generator * 4 >= MIN_GENERATOR_BYTES and generator >= DRAFT_SHARE * layers
             and quantization_available())
 

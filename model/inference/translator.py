@@ -15,12 +15,13 @@ import torch
 
 from model.inference.decode import Decoded, greedy_decode, search
 from model.inference.draft import DraftSlot
+from model.inference.research import Research
 from model.inference.unknown import replace_unknown
 from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint, read_languages
 from model.nn.config import ModelConfig
 from model.nn.hooks import FwdHooks, Hooks, check_names, gate_hooks, off_gates
 from model.nn.trace import for_trace, patterns, probs, to_sentence_trace
-from model.nn.transformer import EncoderDecoder
+from model.nn.transformer import EncoderDecoder, hook_names
 from model.nn.transformer import parameter_counts as _parameter_counts
 from model.records import SentenceTrace, Source, Translation
 from model.text.language import looks_like_target_language, pieces_look_like_target_language
@@ -33,7 +34,7 @@ LONGER_EXAMPLE = "Ein älterer Mann geht mit einem braunen Hund an einer roten L
 OffHeads = Iterable[tuple[str, int, int]]  # (kind, 0-based layer, 0-based head) of heads switched off
 
 
-class Translator:
+class Translator(Research):
     """A model with its vocabularies and tokenizers (languages and tokenizer kind from its config).
 
     `pieces` (a PieceCodec) is required when the config's tokenizer is "sentencepiece"; word models
@@ -180,7 +181,7 @@ class Translator:
     def hooks(self, off_heads: OffHeads | None = None, fwd_hooks: FwdHooks | None = None) -> list:
         """The forward hooks of one call: the switched-off heads' gates on hook_z, then the caller's own."""
         fwd = list(fwd_hooks or ())
-        check_names(self.cfg, fwd)
+        check_names(hook_names(self.cfg), fwd)
         gates = self.gates(off_heads)
         return (gate_hooks(gates) if gates else []) + fwd
 
@@ -283,39 +284,6 @@ class Translator:
         if not fwd_hooks:
             self._drafts.start()
         return done
-
-    def forced_tensors(self, text: str, target: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(src (1, s), decoder input (1, T)) of a teacher-forced pass whose T rows score `target` (target tokens),
-        or by default the model's own greedy translation without hooks, its end token included when it finished."""
-        source = self.prepare(text)
-        if not source.tokens:
-            raise ValueError("the text has no tokens the model reads")
-        v, src = self.tgt_vocab, self._src_tensor(source)
-        if target is None:
-            with torch.inference_mode():
-                dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, None),
-                                    self.start_prefix)
-            ids = dec.ids + ([v.eos_idx] if dec.finished else [])
-        else:
-            ids = v.encode(list(target))
-        if not ids:
-            raise ValueError("needs at least one target token")
-        return src, torch.tensor([[v.bos_idx] + ids[:-1]], dtype=torch.long)
-
-    def run_with_cache(self, text: str, names_filter=None, target: list[str] | None = None,
-                       fwd_hooks: FwdHooks = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """((1, T, V) log-probabilities, {point: activation}) of `text` teacher-forced on `target` (see
-        forced_tensors); TransformerLens's run_with_cache, names in docs/hooks.md."""
-        src, tgt_in = self.forced_tensors(text, target)
-        with torch.inference_mode():
-            return self.model.run_with_cache(src, tgt_in, names_filter, fwd_hooks)
-
-    def run_with_hooks(self, text: str, fwd_hooks: FwdHooks, target: list[str] | None = None) -> torch.Tensor:
-        """(1, T, V) log-probabilities of `text` teacher-forced on `target` (see forced_tensors) with `fwd_hooks`
-        [(name or predicate, fn(activation, name) -> replacement or None)] held for this call only."""
-        src, tgt_in = self.forced_tensors(text, target)
-        with torch.inference_mode():
-            return self.model.run_with_hooks(src, tgt_in, fwd_hooks)
 
     @torch.inference_mode()
     def contributions(self, text: str, target: list[str] | None = None):

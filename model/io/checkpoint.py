@@ -5,8 +5,10 @@ SentencePiece model (config tokenizer "sentencepiece": an imported Marian model,
 `model.train --tokenizer sentencepiece`) also source.spm and target.spm. Weights files (the folder's and
 training's per-epoch ones) store each shared tensor once: without the generator matrix when it is tied to the
 target embedding, and without the target embedding when it is the source's (share_embeddings); safetensors
-refuses shared tensors, and model_state restores the ties. Loading never unpickles, and every way a folder can
-be broken gives one CheckpointError that names the file and says what to do.
+refuses shared tensors, and model_state restores the ties. Keys are the module paths (encoder.0.attn.w_q.weight);
+weights stored under the names before (encoder_layers.0.self_attn.w_q.weight: the shipped folders) are read under
+today's (transformer.renamed_state). Loading never unpickles, and every way a folder can be broken gives one
+CheckpointError that names the file and says what to do.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from model.nn.config import FORMAT_VERSION, ModelConfig
-from model.nn.transformer import EncoderDecoder
+from model.nn.transformer import EncoderDecoder, renamed_state
 from model.text.vocab import Vocab
 
 WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB, METRICS = (
@@ -65,8 +67,9 @@ def weights_state(model: EncoderDecoder, half: bool = False) -> dict[str, torch.
 
 
 def model_state(cfg: ModelConfig, stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A stored state (any float dtype) as load_state_dict wants it: float32, the tie restored."""
-    state = {k: v.float() if v.is_floating_point() else v for k, v in stored.items()}
+    """A stored state (any float dtype, old or today's names) as load_state_dict wants it: float32, today's names,
+    the tie restored."""
+    state = {k: v.float() if v.is_floating_point() else v for k, v in renamed_state(stored).items()}
     links = aliases(cfg)
     for k in links:
         state.pop(k, None)  # a stored copy of a shared matrix would be a second, separate tensor
@@ -88,7 +91,7 @@ def average_weights(paths: list[str | Path]) -> dict[str, torch.Tensor]:
         raise ValueError("nothing to average: no weights files given")
     total: dict[str, torch.Tensor] = {}
     for p in paths:
-        state = load_file(str(p))
+        state = renamed_state(load_file(str(p)))  # epochs saved before and after a rename average alike
         if total and set(state) != set(total):
             raise ValueError(f"{p}: holds other tensors than {paths[0]}; cannot average them")
         for k, v in state.items():
@@ -109,6 +112,7 @@ def assemble(cfg: ModelConfig, stored: dict[str, torch.Tensor], folder: Path) ->
     not stored, is computed on the CPU while the network is built: sinusoidal_encoding.)"""
     with torch.device("meta"):
         model = EncoderDecoder(cfg, init=False)
+    stored = renamed_state(stored)
     _check_weights(folder, model, stored)
     model.load_state_dict(model_state(cfg, stored), strict=True, assign=True)
     model.tie()  # assign gave each tied name a Parameter of its own over the one tensor

@@ -14,9 +14,10 @@ writes the lesson file instead: one HTML page with the app's figures for every s
 
     python -m model.export SENTENCE --cache acts.npz [--names REGEX]
 
-writes the activation cache of the sentence teacher-forced on its greedy translation (the end token included when
-it finished): one array per hook point, keyed by its name (docs/hooks.md), with `src_tokens`, `tgt_tokens` (the
-decoder input) and `log_probs` (T, V), for a notebook: `np.load("acts.npz")["decoder.1.cross_attn.hook_pattern"]`.
+writes the activation cache of the sentence teacher-forced on its greedy translation (its rows score the
+translation, then the end token: docs/hooks.md's convention): one array per hook point, keyed by its name, with
+`src_tokens`, `tgt_tokens` (the decoder input) and `log_probs` (T, V), for a notebook:
+`np.load("acts.npz")["decoder.1.cross_attn.hook_pattern"]`.
 
 The lesson page is drawn by viz/lesson.py, which this room may not import; the command line model/export.py hands
 it in as `render_html`.
@@ -54,11 +55,10 @@ def cache_arrays(translator, text: str, names: str | None = None) -> dict:
     import numpy as np
 
     keep = None if names is None else re.compile(names).search
-    src, tgt_in = translator.forced_tensors(text)
-    log_probs, cache = translator.run_with_cache(text, keep)
+    log_probs, cache = translator.run_with_cache(text, names_filter=keep)
     out = {name: a[0].float().numpy() for name, a in cache.items()}
-    out["src_tokens"] = np.array(translator.src_vocab.decode(src[0].tolist()))
-    out["tgt_tokens"] = np.array(translator.tgt_vocab.decode(tgt_in[0].tolist()))
+    out["src_tokens"] = np.array(cache.src_tokens)
+    out["tgt_tokens"] = np.array(cache.tgt_tokens)
     out["log_probs"] = log_probs[0].float().numpy()
     return out
 
@@ -192,10 +192,9 @@ def _write_cache(translator, text: str, path: str, names: str | None) -> int:
     try:
         arrays = cache_arrays(translator, text, names)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if len(arrays) == 3:
-        print(f"error: --names {names!r} keeps no hook point (docs/hooks.md lists them)", file=sys.stderr)
+        keeps_none = "keeps no hook point" in str(e)
+        print(f"error: --names {names!r} keeps no hook point (docs/hooks.md lists them)" if keeps_none
+              else f"error: {e}", file=sys.stderr)
         return 2
     np.savez_compressed(path, **arrays)
     print(f"wrote {path}: {len(arrays) - 3} hook points, {len(arrays['tgt_tokens'])} target positions",

@@ -109,7 +109,7 @@ def bart_like_weights(theirs: dict[str, torch.Tensor], cfg) -> dict[str, torch.T
     ours = {a: theirs[b] for a, b in _layer_map(cfg.n_encoder_layers, cfg.n_decoder_layers).items()}
     for side, stack in (("encoder", "src"), ("decoder", "tgt")):
         for p in ("weight", "bias"):
-            ours[f"{side}_norm.{p}"] = theirs[f"model.{side}.layer_norm.{p}"]
+            ours[f"{side}_final_ln.{p}"] = theirs[f"model.{side}.layer_norm.{p}"]
             if cfg.embed_norm:
                 ours[f"{stack}_embed.norm.{p}"] = theirs[f"model.{side}.layernorm_embedding.{p}"]
         if cfg.positions == "learned":
@@ -124,23 +124,22 @@ def t5_weights(theirs: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
     ours = {}
     attn = {"w_q": "q", "w_k": "k", "w_v": "v", "w_o": "o"}
     ff = ({"w_gate": "wi_0", "w_1": "wi_1", "w_2": "wo"} if cfg.ff_gated else {"w_1": "wi", "w_2": "wo"})
-    for side, n, stack in (("encoder", cfg.n_encoder_layers, "encoder_layers"),
-                           ("decoder", cfg.n_decoder_layers, "decoder_layers")):
+    for side, n in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
         for i in range(n):
-            block, mine = f"{side}.block.{i}.layer", f"{stack}.{i}"
-            subs = [("self_attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if side == "decoder" else [])
+            block, mine = f"{side}.block.{i}.layer", f"{side}.{i}"
+            subs = [("attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if side == "decoder" else [])
             for j, (a, b) in enumerate(subs):
                 for x, y in attn.items():
                     ours[f"{mine}.{a}.{x}.weight"] = theirs[f"{block}.{j}.{b}.{y}.weight"]
                 ours[f"{mine}.sub.{j}.norm.weight"] = theirs[f"{block}.{j}.layer_norm.weight"]
             j = len(subs)
             for x, y in ff.items():
-                ours[f"{mine}.ff.{x}.weight"] = theirs[f"{block}.{j}.DenseReluDense.{y}.weight"]
+                ours[f"{mine}.mlp.{x}.weight"] = theirs[f"{block}.{j}.DenseReluDense.{y}.weight"]
             ours[f"{mine}.sub.{j}.norm.weight"] = theirs[f"{block}.{j}.layer_norm.weight"]
         # The bias table lives in the first block and serves every layer of its stack.
         bias = f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
         ours[f"{'src' if side == 'encoder' else 'tgt'}_pos_bias.bias.weight"] = theirs[bias]
-        ours[f"{side}_norm.weight"] = theirs[f"{side}.final_layer_norm.weight"]
+        ours[f"{side}_final_ln.weight"] = theirs[f"{side}.final_layer_norm.weight"]
     return ours
 
 

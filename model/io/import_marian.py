@@ -50,19 +50,19 @@ def _layer_map(n_enc: int, n_dec: int) -> dict[str, str]:
     attn = {"w_q": "q_proj", "w_k": "k_proj", "w_v": "v_proj", "w_o": "out_proj"}
     out = {}
     for i in range(n_enc):
-        ours, theirs = f"encoder_layers.{i}", f"model.encoder.layers.{i}"
-        parts = {**{f"self_attn.{a}": f"self_attn.{b}" for a, b in attn.items()},
-                 "sub.0.norm": "self_attn_layer_norm", "ff.w_1": "fc1", "ff.w_2": "fc2",
+        ours, theirs = f"encoder.{i}", f"model.encoder.layers.{i}"
+        parts = {**{f"attn.{a}": f"self_attn.{b}" for a, b in attn.items()},
+                 "sub.0.norm": "self_attn_layer_norm", "mlp.w_1": "fc1", "mlp.w_2": "fc2",
                  "sub.1.norm": "final_layer_norm"}
         for a, b in parts.items():
             for p in ("weight", "bias"):
                 out[f"{ours}.{a}.{p}"] = f"{theirs}.{b}.{p}"
     for i in range(n_dec):
-        ours, theirs = f"decoder_layers.{i}", f"model.decoder.layers.{i}"
-        parts = {**{f"self_attn.{a}": f"self_attn.{b}" for a, b in attn.items()},
+        ours, theirs = f"decoder.{i}", f"model.decoder.layers.{i}"
+        parts = {**{f"attn.{a}": f"self_attn.{b}" for a, b in attn.items()},
                  **{f"cross_attn.{a}": f"encoder_attn.{b}" for a, b in attn.items()},
                  "sub.0.norm": "self_attn_layer_norm", "sub.1.norm": "encoder_attn_layer_norm",
-                 "ff.w_1": "fc1", "ff.w_2": "fc2", "sub.2.norm": "final_layer_norm"}
+                 "mlp.w_1": "fc1", "mlp.w_2": "fc2", "sub.2.norm": "final_layer_norm"}
         for a, b in parts.items():
             for p in ("weight", "bias"):
                 out[f"{ours}.{a}.{p}"] = f"{theirs}.{b}.{p}"

@@ -34,6 +34,52 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.scaled = scale
 
+    # TransformerLens's weights, views of the linear layers' own (nn.Linear keeps (out, in)): W_Q, W_K, W_V
+    # (h, d, d_head) and W_O (h, d_head, d) with x @ W_Q[h] + b_Q[h] the head's query; a bias the model lacks is 0.
+    @property
+    def W_Q(self) -> torch.Tensor:
+        return self._in(self.w_q)
+
+    @property
+    def W_K(self) -> torch.Tensor:
+        return self._in(self.w_k)
+
+    @property
+    def W_V(self) -> torch.Tensor:
+        return self._in(self.w_v)
+
+    @property
+    def W_O(self) -> torch.Tensor:
+        d = self.w_o.weight.shape[0]
+        return self.w_o.weight.view(d, self.h, self.d_k).permute(1, 2, 0)
+
+    @property
+    def b_Q(self) -> torch.Tensor:
+        return self._bias(self.w_q, (self.h, self.d_k))
+
+    @property
+    def b_K(self) -> torch.Tensor:
+        return self._bias(self.w_k, (self.h, self.d_k))
+
+    @property
+    def b_V(self) -> torch.Tensor:
+        return self._bias(self.w_v, (self.h, self.d_k))
+
+    @property
+    def b_O(self) -> torch.Tensor:
+        return self._bias(self.w_o, (self.w_o.weight.shape[0],))
+
+    def _in(self, linear: nn.Linear) -> torch.Tensor:
+        return linear.weight.view(self.h, self.d_k, linear.weight.shape[1]).transpose(1, 2)
+
+    @staticmethod
+    def _bias(linear: nn.Linear, shape: tuple) -> torch.Tensor:
+        return linear.bias.view(shape) if linear.bias is not None else linear.weight.new_zeros(shape)
+
+    def hook_points(self) -> list[str]:
+        """Its points in the order forward reaches them (the explicit path's: the fused kernel skips EXPLICIT)."""
+        return ["hook_q", "hook_k", "hook_v", *EXPLICIT, "hook_z"]
+
     def _heads(self, x: torch.Tensor, hooks: Hooks | None, name: str) -> torch.Tensor:
         """(b, n, d) projection -> (b, h, n, d_k), through its hook point in (b, n, h, d_k)."""
         b, n, _ = x.shape

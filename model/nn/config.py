@@ -6,11 +6,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FORMAT_VERSION = 3  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
+FORMAT_VERSION = 4  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
 # Version 1 folders predate the fields below `pad_idx`; they load with those fields' defaults, which
 # describe exactly the model version 1 could express (ReLU, interleaved sin/cos, <bos> = 2, <eos> = 3, ...).
 # Version 3 adds the fields below `tokenizer` (other model families); a version-2 file gets their defaults.
-READABLE_VERSIONS = (1, 2, 3)
+# Version 4 stores the weights under the modules' names as hook points name them (encoder.0.attn, mlp,
+# decoder_final_ln); an older folder's keys are renamed as it loads (model.nn.transformer.renamed_state), and an
+# older copy of the app refuses a version-4 folder by its version rather than by missing keys.
+READABLE_VERSIONS = (1, 2, 3, 4)
 # gelu: exact (erf); gelu_new: its tanh approximation (T5 v1.1); swish and silu are the same function
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
 PE_LAYOUTS = ("interleaved", "sin_then_cos", "fairseq")

@@ -94,6 +94,12 @@ class Embeddings(nn.Module):
         self.norm = make_norm(d_model, norm, eps) if norm else None
         self.dropout = nn.Dropout(dropout)
 
+    def hook_points(self) -> list[str]:
+        """The points forward passes, in order, without a prefix: the model names the encoder's at its top and the
+        decoder's inside `decoder.` (model/nn/hooks.py module_points)."""
+        return ["hook_token_embed", "hook_embed", *["hook_pos_embed"] * (self.positions != "relative"),
+                *["embed_ln.hook_normalized"] * (self.norm is not None)]
+
     def table(self) -> torch.Tensor | None:
         """(max_len, d) the position vectors of positions 0.., or None for relative positions."""
         if self.positions == "relative":
@@ -177,6 +183,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.act = ACTIVATION[activation]
 
+    def hook_points(self) -> list[str]:
+        return ["hook_pre", *["hook_pre_linear"] * (self.w_gate is not None), "hook_post"]
+
     def forward(self, x: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
         pre = (self.w_1 if self.w_gate is None else self.w_gate)(x)  # (b, n, d_ff)
         if hooks is not None:
@@ -221,6 +230,21 @@ def block_parts(cfg) -> dict:
             "scale": cfg.scale_attention, "d_head": cfg.d_head}
 
 
+class Stack(nn.ModuleList):
+    """The layers of the encoder or the decoder, a list as before (`model.decoder[l].cross_attn`, len, iteration),
+    under the name TransformerLens gives the stack, so that a point's name is its module's path. `points` are the
+    points a pass reaches in the stack's name before its first layer (the decoder's embedding: `decoder.hook_embed`,
+    ...): other modules make them, the embeddings staying in src_embed/tgt_embed so that stored keys keep their
+    names."""
+
+    def __init__(self, layers=(), points: tuple[str, ...] = ()):
+        super().__init__(layers)
+        self.points = tuple(points)
+
+    def hook_points(self) -> list[str]:
+        return [*self.points, *map(str, range(len(self)))]
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the source, then feed-forward."""
 
@@ -228,9 +252,13 @@ class EncoderLayer(nn.Module):
                  activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
                  bias: bool = True, scale: bool = True, d_head: int = 0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
+        self.attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
+        self.mlp = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(2)])
+
+    def hook_points(self) -> list[str]:
+        """Its points in the order forward reaches them; a child's name stands for the child's points."""
+        return ["hook_resid_pre", "attn", "hook_attn_out", "hook_resid_mid", "mlp", "hook_mlp_out", "hook_resid_post"]
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, hooks: Hooks | None = None,
                 pos_bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -238,10 +266,10 @@ class EncoderLayer(nn.Module):
         is added to the self-attention scores (relative positions)."""
         attn, mlp = inside(hooks, "attn"), inside(hooks, "mlp")
         x = _point(hooks, "hook_resid_pre", x)
-        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, src_mask, attn, pos_bias=pos_bias), hooks,
+        x = self.sub[0](x, lambda y: self.attn(y, y, y, src_mask, attn, pos_bias=pos_bias), hooks,
                         "hook_attn_out")
         x = _point(hooks, "hook_resid_mid", x)
-        x = self.sub[1](x, lambda y: self.ff(y, mlp), hooks, "hook_mlp_out")
+        x = self.sub[1](x, lambda y: self.mlp(y, mlp), hooks, "hook_mlp_out")
         return _point(hooks, "hook_resid_post", x)
 
 
@@ -252,10 +280,15 @@ class DecoderLayer(nn.Module):
                  activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
                  bias: bool = True, scale: bool = True, d_head: int = 0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
+        self.attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
+        self.mlp = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
         self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(3)])
+
+    def hook_points(self) -> list[str]:
+        """Its points in the order forward reaches them; a child's name stands for the child's points."""
+        return ["hook_resid_pre", "attn", "hook_attn_out", "hook_resid_mid", "cross_attn", "hook_cross_attn_out",
+                "hook_resid_mid_cross", "mlp", "hook_mlp_out", "hook_resid_post"]
 
     def forward(self, x, memory, src_mask, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None,
                 pos_bias: torch.Tensor | None = None):
@@ -267,11 +300,11 @@ class DecoderLayer(nn.Module):
             self_cache, cross_cache = cache["self"], cache["cross"]
         attn, cross, mlp = inside(hooks, "attn"), inside(hooks, "cross_attn"), inside(hooks, "mlp")
         x = _point(hooks, "hook_resid_pre", x)
-        x = self.sub[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, attn, self_cache, pos_bias=pos_bias), hooks,
+        x = self.sub[0](x, lambda y: self.attn(y, y, y, tgt_mask, attn, self_cache, pos_bias=pos_bias), hooks,
                         "hook_attn_out")
         x = _point(hooks, "hook_resid_mid", x)
         x = self.sub[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross, cross_cache, static_kv=True),
                         hooks, "hook_cross_attn_out")
         x = _point(hooks, "hook_resid_mid_cross", x)
-        x = self.sub[2](x, lambda y: self.ff(y, mlp), hooks, "hook_mlp_out")
+        x = self.sub[2](x, lambda y: self.mlp(y, mlp), hooks, "hook_mlp_out")
         return _point(hooks, "hook_resid_post", x)

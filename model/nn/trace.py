@@ -8,13 +8,13 @@ import numpy as np
 import torch
 
 from model.nn.hooks import ATTENTION
-from model.records import KINDS, SentenceTrace
+from model.records import KINDS, TRACE_ATTENTION, TRACE_EMBED, SentenceTrace
 
-# The attention points a SentenceTrace holds, by its field names, and the embedding's.
-ATTENTION_POINTS = {"q": "hook_q", "k": "hook_k", "v": "hook_v", "scores": "hook_scaled_scores",
-                    "masked": "hook_attn_scores", "probs": "hook_pattern", "out": "hook_z"}
+# The attention points a SentenceTrace holds, by its field names (the masked scores become its mask), and the
+# embedding's: records.py's one table, read the other way.
+ATTENTION_POINTS = {field: point for point, field in TRACE_ATTENTION.items()} | {"masked": "hook_attn_scores"}
 PER_POSITION = ("q", "k", "v", "out")  # points in (b, pos, h, d_head): a trace holds them per head, (h, pos, d_head)
-EMBEDDING_POINTS = {"token": "hook_token_embed", "scaled": "hook_embed", "positional": "hook_pos_embed"}
+EMBEDDING_POINTS = {field: point for point, field in TRACE_EMBED.items()}
 EMBED_NORM = "embed_ln.hook_normalized"  # the embedding norm's output (mBART), kept to know the model has one
 # Relative positions (T5): the bias each stack adds to its self-attention scores, (1, h, i, j).
 POS_BIAS_POINTS = {"src": "hook_pos_bias", "tgt": "decoder.hook_pos_bias"}

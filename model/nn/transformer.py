@@ -5,13 +5,19 @@ Masks are bool with True = may attend and no head dimension: (b, 1, 1, s) or (b,
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections import OrderedDict
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from model.nn.config import ModelConfig
-from model.nn.hooks import FwdHooks, Hooks, check_names, inside
-from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer, RelativePositionBias, block_parts, make_norm
+from model.nn.hooks import FwdHooks, Hooks, check_filter, check_names, inside, module_points
+from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer, RelativePositionBias, Stack, block_parts, make_norm
+
+RETURN_TYPES = ("log_probs", "logits")  # TransformerLens's words for what a pass returns
 
 
 def subsequent_mask(size: int, device=None) -> torch.Tensor:
@@ -53,8 +59,42 @@ class Generator(nn.Module):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size, bias=bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.log_softmax(self.proj(x), dim=-1)
+    def forward(self, x: torch.Tensor, return_type: str = "log_probs") -> torch.Tensor:
+        """(..., V) log-probabilities, or with return_type="logits" the scores before the softmax."""
+        logits = self.proj(x)
+        return logits if return_type == "logits" else F.log_softmax(logits, dim=-1)
+
+
+# Module names before they were the hook points' (encoder_layers.0.self_attn.w_q.weight is now
+# encoder.0.attn.w_q.weight): the shipped checkpoints, and every folder and training state written before, store them.
+OLD_STACKS = {"encoder_layers": "encoder", "decoder_layers": "decoder", "encoder_norm": "encoder_final_ln",
+              "decoder_norm": "decoder_final_ln"}
+OLD_BLOCK_PARTS = {"self_attn": "attn", "ff": "mlp"}
+
+
+def current_name(key: str) -> str:
+    """A state-dict key (or module path) under today's module names; one that is not an old name stays as it is."""
+    parts = key.split(".")
+    if parts[0] not in OLD_STACKS:
+        return key
+    if parts[0].endswith("_layers") and len(parts) > 2:  # encoder_layers.{l}.self_attn...
+        parts[2] = OLD_BLOCK_PARTS.get(parts[2], parts[2])
+    parts[0] = OLD_STACKS[parts[0]]
+    return ".".join(parts)
+
+
+def renamed_state(state: dict) -> dict:
+    """A state dict with its old keys (OLD_STACKS) under today's names, in the same order; the same dict when it has
+    none. torch's per-module `_metadata`, where there is one, is renamed alike."""
+    if not any(k.split(".", 1)[0] in OLD_STACKS for k in state):
+        return state
+    out = OrderedDict((current_name(k), v) for k, v in state.items())
+    if len(out) < len(state):
+        raise ValueError("the state dict holds some tensors under both the old and today's module names")
+    metadata = getattr(state, "_metadata", None)
+    if metadata is not None:
+        out._metadata = OrderedDict((current_name(k), v) for k, v in metadata.items())
+    return out
 
 
 class EncoderDecoder(nn.Module):
@@ -75,19 +115,34 @@ class EncoderDecoder(nn.Module):
         self.src_embed = Embeddings(cfg.src_vocab_size, *embed_args, **embed_kw)
         self.tgt_embed = Embeddings(cfg.tgt_vocab_size, *embed_args, **embed_kw)
         parts = block_parts(cfg)
-        self.encoder_layers = nn.ModuleList([EncoderLayer(*layer_args, **parts) for _ in range(cfg.n_encoder_layers)])
-        self.decoder_layers = nn.ModuleList([DecoderLayer(*layer_args, **parts) for _ in range(cfg.n_decoder_layers)])
+        self.encoder = Stack([EncoderLayer(*layer_args, **parts) for _ in range(cfg.n_encoder_layers)])
+        # The decoder's embedding points and bias point (_pos_bias) carry its name: decoder.hook_embed, ...
+        self.decoder = Stack([DecoderLayer(*layer_args, **parts) for _ in range(cfg.n_decoder_layers)],
+                             (*self.tgt_embed.hook_points(), *["hook_pos_bias"] * (cfg.positions == "relative")))
         if cfg.positions == "relative":  # one bias per stack, shared by its layers' self-attention (T5)
             self.src_pos_bias = RelativePositionBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads, True)
             self.tgt_pos_bias = RelativePositionBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads, False)
         # Pre-norm leaves the residual stream un-normalised, so each stack ends with a norm.
         final = (lambda: make_norm(cfg.d_model, cfg.norm, cfg.norm_eps)) if cfg.norm_first else nn.Identity
-        self.encoder_norm, self.decoder_norm = final(), final()
+        self.encoder_final_ln, self.decoder_final_ln = final(), final()
         self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size, cfg.final_logits_bias)
         for name, p in self.named_parameters():
             if init and p.dim() > 1 and "lut" not in name and "pos" not in name:
                 nn.init.xavier_uniform_(p)
         self.tie()
+
+    def hook_points(self) -> list[str]:
+        """Its points in the order a pass reaches them, a child's name standing for the child's points
+        (model/nn/hooks.py module_points): the encoder's embedding at the top (TransformerLens's names), then the
+        bias (_pos_bias) and each stack with its final norm's point (_final; post-norm has none)."""
+        norm = {name: [f"{name}.hook_normalized"] * (not isinstance(getattr(self, name), nn.Identity))
+                for name in ("encoder_final_ln", "decoder_final_ln")}
+        return [*self.src_embed.hook_points(), *["hook_pos_bias"] * (self.cfg.positions == "relative"), "encoder",
+                *norm["encoder_final_ln"], "decoder", *norm["decoder_final_ln"]]
+
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        """nn.Module's, for a state under today's module names or the old ones (renamed_state)."""
+        return super().load_state_dict(renamed_state(state_dict), *args, **kwargs)
 
     def tie(self) -> None:
         """One matrix for both sides' embeddings (Marian's `shared`) and for the generator, as the config says."""
@@ -104,9 +159,9 @@ class EncoderDecoder(nn.Module):
         """Encoder layers start.. on x (b, s, d), the input of layer `start`, then the final norm: an analysis that
         changes layer `start` keeps the layers below as they ran (x is their encoder.{start}.hook_resid_pre)."""
         bias = self._pos_bias("src_pos_bias", x.shape[1], x.shape[1], 0, hooks)
-        for n in range(start, len(self.encoder_layers)):
-            x = self.encoder_layers[n](x, src_mask, inside(hooks, f"encoder.{n}"), bias)
-        return self._final(self.encoder_norm, x, hooks, "encoder_final_ln")
+        for n in range(start, len(self.encoder)):
+            x = self.encoder[n](x, src_mask, inside(hooks, f"encoder.{n}"), bias)
+        return self._final(self.encoder_final_ln, x, hooks, "encoder_final_ln")
 
     def _pos_bias(self, which: str, n_queries: int, n_keys: int, offset: int, hooks: Hooks | None):
         """(1, h, i, j) the relative-position bias of one stack (`src_pos_bias` or `tgt_pos_bias`), through its
@@ -135,10 +190,10 @@ class EncoderDecoder(nn.Module):
         """Decoder layers start.. on y (b, t, d), the input of layer `start`, then the final norm."""
         past = 0 if cache is None else cache["len"]
         bias = self._pos_bias("tgt_pos_bias", y.shape[1], past + y.shape[1], past, hooks)
-        for n in range(start, len(self.decoder_layers)):
-            y = self.decoder_layers[n](y, memory, src_mask, tgt_mask, inside(hooks, f"decoder.{n}"),
-                                       None if cache is None else cache["layers"][n], bias)
-        y = self._final(self.decoder_norm, y, hooks, "decoder_final_ln")
+        for n in range(start, len(self.decoder)):
+            y = self.decoder[n](y, memory, src_mask, tgt_mask, inside(hooks, f"decoder.{n}"),
+                                None if cache is None else cache["layers"][n], bias)
+        y = self._final(self.decoder_final_ln, y, hooks, "decoder_final_ln")
         return y * self.cfg.generator_scale if self.cfg.generator_scale != 1.0 else y
 
     @staticmethod
@@ -150,7 +205,7 @@ class EncoderDecoder(nn.Module):
 
     def new_cache(self) -> dict:
         """An empty key/value cache for one incremental decoding; it belongs to the caller, not the model."""
-        return {"len": 0, "layers": [{"self": {}, "cross": {}} for _ in self.decoder_layers]}
+        return {"len": 0, "layers": [{"self": {}, "cross": {}} for _ in self.decoder]}
 
     @staticmethod
     def cut_cache(cache: dict, n: int) -> dict:
@@ -173,25 +228,29 @@ class EncoderDecoder(nn.Module):
         hooks: Hooks | None = None,
         use_src_padding_mask: bool = True,
         use_causal_mask: bool = True,
+        return_type: str = "log_probs",
     ) -> torch.Tensor:
-        """Teacher-forced pass: (b, t, V) log-probabilities."""
+        """Teacher-forced pass: (b, t, V) log-probabilities, or "logits"."""
+        if return_type not in RETURN_TYPES:
+            raise ValueError(f"return_type is one of {', '.join(RETURN_TYPES)}, not {return_type!r}")
         pad = self.cfg.pad_idx
         src_mask = make_src_mask(src, pad, use_src_padding_mask)
         tgt_mask = make_tgt_mask(tgt, pad, causal=use_causal_mask)
         memory = self.encode(src, src_mask, hooks)
-        return self.generator(self.decode(memory, src_mask, tgt, tgt_mask, hooks))
+        return self.generator(self.decode(memory, src_mask, tgt, tgt_mask, hooks), return_type)
 
     def run_with_hooks(self, src: torch.Tensor, tgt: torch.Tensor, fwd_hooks: FwdHooks = (), **kwargs) -> torch.Tensor:
         """TransformerLens's run_with_hooks: the teacher-forced pass with `fwd_hooks` [(name or predicate, fn)],
         fn(activation, name) returning a replacement or None. They hold for this call only. (b, t, V)."""
-        check_names(self.cfg, fwd_hooks)
+        check_names(hook_names(self.cfg), fwd_hooks)
         return self(src, tgt, Hooks(fwd_hooks), **kwargs)
 
     def run_with_cache(self, src: torch.Tensor, tgt: torch.Tensor, names_filter=None, fwd_hooks: FwdHooks = (),
                        **kwargs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """TransformerLens's run_with_cache: ((b, t, V) log-probabilities, {point name: activation}) of the points
         `names_filter` keeps (a name, names or a predicate; all by default), detached, after any `fwd_hooks`."""
-        check_names(self.cfg, fwd_hooks)
+        check_names(hook_names(self.cfg), fwd_hooks)
+        check_filter(hook_names(self.cfg), names_filter)
         cache: dict[str, torch.Tensor] = {}
         return self(src, tgt, Hooks(fwd_hooks, cache, names_filter), **kwargs), cache
 
@@ -212,3 +271,23 @@ def reorder_cache(cache: dict, rows: torch.Tensor) -> None:
             for name in ("k", "v"):
                 if name in part:
                     part[name] = part[name].index_select(0, rows)
+
+
+# The config fields that decide which points a model has (its modules' hook_points read them); sizes only shape them.
+POINT_FIELDS = ("n_encoder_layers", "n_decoder_layers", "norm_first", "ff_gated", "positions", "embed_norm")
+# The rest of a skeleton's config: the smallest sizes a model can be built with.
+SKELETON = ModelConfig(src_vocab_size=4, tgt_vocab_size=4, d_model=4, n_heads=1, d_ff=4, max_len=1)
+
+
+def hook_names(cfg) -> list[str]:
+    """Every point of a model with this config, in the order a pass reaches them: module_points of a skeleton of
+    the model (its modules without weights, on the meta device), built once per POINT_FIELDS."""
+    return list(_skeleton_names(tuple(getattr(cfg, f, getattr(SKELETON, f)) for f in POINT_FIELDS)))
+
+
+@functools.lru_cache(maxsize=32)
+def _skeleton_names(key: tuple) -> tuple[str, ...]:
+    with torch.device("meta"):
+        skeleton = EncoderDecoder(dataclasses.replace(SKELETON, **dict(zip(POINT_FIELDS, key, strict=True))),
+                                  init=False)
+    return tuple(module_points(skeleton))

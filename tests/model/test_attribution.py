@@ -76,7 +76,7 @@ def test_graph_pass_equals_forward_and_keeps_patterns_in_the_graph(make_model):
         maps = by_kind["enc_self"] + by_kind["dec_self"] + by_kind["cross"]
         assert all(m.requires_grad for m in maps) and src_leaf.is_leaf and src_leaf.requires_grad
         grads = torch.autograd.grad(states.sum(), maps + [src_leaf])
-    assert all(g.abs().sum() > 0 for g in grads[len(model.encoder_layers):])  # decoder-side maps reach the output
+    assert all(g.abs().sum() > 0 for g in grads[len(model.encoder):])  # decoder-side maps reach the output
     for kind in ("enc_self", "dec_self", "cross"):
         for l, mine in enumerate(by_kind[kind]):
             name = {"enc_self": "encoder.{}.attn", "dec_self": "decoder.{}.attn", "cross": "decoder.{}.cross_attn"}

@@ -69,7 +69,7 @@ def test_value_norms_are_the_norms_of_what_each_head_moves():
     model = _model()
     cache = _pass(model)
     v, pattern = cache["decoder.1.cross_attn.hook_v"][0], cache["decoder.1.cross_attn.hook_pattern"][0]
-    w_o = model.decoder_layers[1].cross_attn.w_o
+    w_o = model.decoder[1].cross_attn.w_o
     per_head, layer = C.value_norms(v, pattern, w_o)
     h, d_head = v.shape[1], v.shape[2]
     i, j, head = 2, 3, 1

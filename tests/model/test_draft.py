@@ -53,12 +53,12 @@ def test_the_draft_is_int8_and_shares_the_embeddings(trained_model):
     linears = [m for m in draft.modules() if type(m) is torch.nn.Linear]
     assert linears == []  # every projection of the decoder and the generator was replaced
     quantized = [m for m in draft.modules() if isinstance(m, Int8Rows)]
-    n_dec = len(trained_model.decoder_layers)
+    n_dec = len(trained_model.decoder)
     assert len(quantized) == n_dec * (4 + 4 + 2) + 1  # self Q K V O, cross Q K V O, FFN 2, generator
     # the norms are the model's own tensors, not copies
-    assert draft.decoder_layers[0].sub[0].norm.weight is trained_model.decoder_layers[0].sub[0].norm.weight
+    assert draft.decoder[0].sub[0].norm.weight is trained_model.decoder[0].sub[0].norm.weight
     # the model itself is untouched
-    assert all(type(m.w_q) is torch.nn.Linear for m in [trained_model.decoder_layers[0].self_attn])
+    assert all(type(m.w_q) is torch.nn.Linear for m in [trained_model.decoder[0].attn])
 
 
 @pytest.mark.parametrize("which", ["trained", "untrained", "t5-like"])
@@ -104,7 +104,7 @@ def test_forced_prefix_and_switched_off_heads_with_a_draft(trained_model, vocabs
     draft = build_draft(trained_model)
     src = src_tensor(sv, pairs[0][0])
     odd = [tv.stoi["snow"], tv.stoi["snow"]]
-    gates = {"cross": torch.ones(len(trained_model.decoder_layers), trained_model.cfg.n_heads)}
+    gates = {"cross": torch.ones(len(trained_model.decoder), trained_model.cfg.n_heads)}
     gates["cross"][0, 0] = 0.0
     off = gate_hooks(gates)
     for prefix, hooks in ((odd, ()), ((), off), (odd, off)):

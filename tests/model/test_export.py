@@ -62,7 +62,7 @@ def test_file_stem_says_what_the_file_holds():
 
 def test_cli_writes_the_activation_cache_by_hook_name(folder, tmp_path, capsys):
     from model.inference.translator import Translator
-    from model.nn.hooks import hook_names
+    from model.nn.transformer import hook_names
 
     out = tmp_path / "acts.npz"
     assert export.main([GERMAN[0], "--checkpoint", str(folder), "--cache", str(out)]) == 0

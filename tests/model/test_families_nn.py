@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from model.nn.config import ModelConfig
-from model.nn.hooks import Hooks, hook_names
+from model.nn.hooks import Hooks
 from model.nn.layers import Embeddings, FeedForward, RelativePositionBias, sinusoidal_encoding
-from model.nn.transformer import make_src_mask, make_tgt_mask
+from model.nn.transformer import hook_names, make_src_mask, make_tgt_mask
 
 T5_LIKE = {"norm": "rms", "norm_eps": 1e-6, "positions": "relative", "rel_buckets": 8, "rel_max_distance": 20,
            "scale_attention": False, "ff_gated": True, "bias": False, "scale_embedding": False,
@@ -87,8 +87,8 @@ def test_t5_scores_are_unscaled_and_carry_the_bias(make_model, encoded_pairs):
     want = torch.einsum("bihd,bjhd->bhij", q, k) + cache["hook_pos_bias"]
     torch.testing.assert_close(cache["encoder.1.attn.hook_scaled_scores"], want, atol=1e-5, rtol=1e-5)
     assert cache["decoder.hook_pos_bias"].shape == (1, model.cfg.n_heads, tgt.shape[1], tgt.shape[1])
-    assert isinstance(model.encoder_norm, torch.nn.RMSNorm) and model.encoder_norm.eps == 1e-6
-    assert not any(name.endswith(".bias") for name, _ in model.encoder_layers.named_parameters())
+    assert isinstance(model.encoder_final_ln, torch.nn.RMSNorm) and model.encoder_final_ln.eps == 1e-6
+    assert not any(name.endswith(".bias") for name, _ in model.encoder.named_parameters())
 
 
 @pytest.mark.parametrize("family", [T5_LIKE, MBART_LIKE], ids=["t5", "mbart"])

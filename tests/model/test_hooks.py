@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from model.inference.translator import Translator
-from model.nn.hooks import EXPLICIT, hook_names
+from model.nn.hooks import EXPLICIT
+from model.nn.transformer import hook_names
 
 B, S, T = 2, 6, 4  # different sizes, so that a swapped axis shows
 
@@ -223,10 +224,12 @@ def test_translator_run_with_cache_scores_the_greedy_translation(translator):
     banned = torch.tensor([v.bos_idx, v.pad_idx])  # never generated (model/inference/decode.py)
     chosen = log_probs[0].index_fill(-1, banned, float("-inf")).argmax(-1)
     assert chosen.tolist() == v.encode(greedy.raw_tokens) + [v.eos_idx]  # teacher forcing on the greedy choices
-    hooked = translator.run_with_hooks(text, [("decoder.1.hook_resid_post", lambda x, n: 0.0 * x)])
+    hooked = translator.run_with_hooks(text, fwd_hooks=[("decoder.1.hook_resid_post", lambda x, n: 0.0 * x)])
     assert hooked.shape == log_probs.shape and not torch.allclose(hooked, log_probs)
-    target = greedy.raw_tokens[:2]
-    assert translator.run_with_cache(text, "hook_embed", target=target)[0].shape[1] == len(target)
+    target = greedy.raw_tokens[:2]  # rows score the target, then </s>; a final </s> is not added twice
+    assert translator.run_with_cache(text, target, names_filter="hook_embed")[0].shape[1] == len(target) + 1
+    assert translator.run_with_cache(text, target + [v.token("eos")])[0].shape[1] == len(target) + 1
+    assert translator.run_with_cache(text, target, eos=False)[0].shape[1] == len(target)
 
 
 def test_decoding_hooks_see_the_new_position_and_cross_keys_once(translator):
@@ -286,14 +289,14 @@ def test_the_api_on_every_kind_of_model(name, twin):
     cfg = tr.cfg
     log_probs, cache = tr.run_with_cache(text)
     out = tr.translate(text)
-    assert log_probs.shape == (1, len(out.raw_tokens) + out.finished, cfg.tgt_vocab_size)
+    assert log_probs.shape == (1, len(out.raw_tokens) + 1, cfg.tgt_vocab_size)  # the translation, then </s>
     assert list(cache) == hook_names(cfg)
-    torch.testing.assert_close(tr.run_with_hooks(text, [(lambda n: True, lambda x, n: None)]), log_probs,
+    torch.testing.assert_close(tr.run_with_hooks(text, fwd_hooks=[(lambda n: True, lambda x, n: None)]), log_probs,
                                atol=1e-5, rtol=1e-5)  # hooks that only look change nothing
     layer, head = cfg.n_decoder_layers - 1, 0
     zero = [(f"decoder.{layer}.cross_attn.hook_z", lambda z, n: torch.cat([z[:, :, :1] * 0, z[:, :, 1:]], 2))]
     assert tr.translate(text, fwd_hooks=zero).text == tr.translate(text, off_heads=[("cross", layer, head)]).text
-    hooked = tr.run_with_hooks(text, zero)
+    hooked = tr.run_with_hooks(text, fwd_hooks=zero)
     assert (hooked - log_probs).abs().max() > 1e-6  # the head mattered to some position
     traced = tr.trace(text, fwd_hooks=zero)
     assert traced.text == tr.translate(text, fwd_hooks=zero).text

@@ -55,7 +55,7 @@ def test_recipe_runs(doc_translator, index):
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_table_lists_exactly_the_hook_points(norm_first):
     from model.nn.config import ModelConfig
-    from model.nn.hooks import hook_names
+    from model.nn.transformer import hook_names
 
     cfg = ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=32, n_heads=4, n_encoder_layers=2,
                       n_decoder_layers=3, d_ff=64, norm_first=norm_first)

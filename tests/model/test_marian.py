@@ -22,6 +22,7 @@ transformers = pytest.importorskip("transformers")
 from model.inference.translator import Translator  # noqa: E402
 from model.io.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from model.io.import_marian import ImportRefused, import_marian, main  # noqa: E402
+from model.nn.config import FORMAT_VERSION  # noqa: E402
 from model.nn.hooks import attn_name  # noqa: E402
 from model.nn.trace import patterns  # noqa: E402
 
@@ -210,7 +211,7 @@ def test_checkpoint_folder_and_model_card(imported):
                  "source.spm", "target.spm"):
         assert (folder / name).is_file(), name
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    assert config["format_version"] == 3 and config["tokenizer"] == "sentencepiece"
+    assert config["format_version"] == FORMAT_VERSION and config["tokenizer"] == "sentencepiece"
     metrics = (folder / "metrics.json").read_text(encoding="utf-8")
     card = json.loads(metrics)["imported"]
     assert str(root) not in metrics  # a checkpoint may be shipped: no path of this machine
@@ -329,7 +330,7 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
     from model.nn.config import FORMAT_VERSION, ModelConfig
 
     v1 = dict(CONFIG_V1)
-    assert FORMAT_VERSION == 3
+    assert FORMAT_VERSION == 4
     cfg = ModelConfig.from_dict(v1)
     assert (cfg.activation, cfg.pe_layout, cfg.scale_embedding, cfg.share_embeddings, cfg.final_logits_bias) == (
         "relu", "interleaved", True, False, True)
@@ -337,7 +338,7 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
             == (2, 3, "de", "en", "spacy"))
     assert (cfg.norm, cfg.positions, cfg.scale_attention, cfg.ff_gated, cfg.bias, cfg.embed_norm) == (
         "layer", "sinusoidal", True, False, True, False)
-    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 3, read back the same
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 4, read back the same
     with pytest.raises(ValueError, match="activation"):
         ModelConfig.from_dict({**v1, "activation": "gelu"})  # a version-1 file cannot describe that
     with pytest.raises(ValueError, match="activation"):

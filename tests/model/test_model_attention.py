@@ -334,7 +334,7 @@ def test_a_gate_on_hook_z_equals_zeroing_that_heads_output_columns():
 
 
 @pytest.mark.parametrize("kind,layer_attr",
-                         [("enc_self", "self_attn"), ("dec_self", "self_attn"), ("cross", "cross_attn")])
+                         [("enc_self", "attn"), ("dec_self", "attn"), ("cross", "cross_attn")])
 def test_model_gate_hooks_switch_one_head_off(tiny_model, batch, kind, layer_attr):
     src, tgt, _, _ = batch
     cfg = tiny_model.cfg
@@ -343,7 +343,7 @@ def test_model_gate_hooks_switch_one_head_off(tiny_model, batch, kind, layer_att
     hm = torch.ones(n_layers, cfg.n_heads)
     hm[1, 3] = 0  # layer 2, head 4
     zeroed = copy.deepcopy(tiny_model)
-    layers = zeroed.encoder_layers if kind == "enc_self" else zeroed.decoder_layers
+    layers = zeroed.encoder if kind == "enc_self" else zeroed.decoder
     with torch.no_grad():
         getattr(layers[1], layer_attr).w_o.weight[:, 3 * dk : 4 * dk] = 0
         full = tiny_model(src, tgt)

@@ -261,7 +261,7 @@ def test_config_not_an_object(checkpoint_dir, text):
 
 @pytest.mark.parametrize("field, value, expected", [
     ("d_model", 64, ("does not match config.json", "wrong shape")),
-    ("n_encoder_layers", 3, ("missing", "encoder_layers.2")),
+    ("n_encoder_layers", 3, ("missing", "encoder.2")),
     ("tie_weights", False, (TIED_KEY,)),
 ], ids=["d_model", "more-layers", "untied"])
 def test_config_disagrees_with_weights(checkpoint_dir, field, value, expected):
@@ -304,9 +304,9 @@ def test_invalid_vocab_file(checkpoint_dir, text):
 def test_nan_or_inf_weights(checkpoint_dir, bad):
     folder, _ = checkpoint_dir
     state = load_file(str(folder / WEIGHTS))
-    state["decoder_layers.1.ff.w_1.weight"][3, 4] = bad
+    state["decoder.1.mlp.w_1.weight"][3, 4] = bad
     save_file(state, str(folder / WEIGHTS))
-    assert_fails(folder, folder / WEIGHTS, "NaN or infinite", "decoder_layers.1.ff.w_1.weight")
+    assert_fails(folder, folder / WEIGHTS, "NaN or infinite", "decoder.1.mlp.w_1.weight")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
@@ -315,12 +315,12 @@ def test_huge_finite_weights_load_and_a_bad_value_among_them_is_found(checkpoint
     taken for a NaN, and one that does not is no reason to miss one."""
     folder, _ = checkpoint_dir
     state = load_file(str(folder / WEIGHTS))
-    state["decoder_layers.1.ff.w_1.weight"][:2] = 3e38  # float32's largest is 3.4e38: two of them overflow
+    state["decoder.1.mlp.w_1.weight"][:2] = 3e38  # float32's largest is 3.4e38: two of them overflow
     save_file(state, str(folder / WEIGHTS))
     Translator.from_checkpoint(folder)  # loads
-    state["decoder_layers.1.ff.w_1.weight"][5, 0] = bad
+    state["decoder.1.mlp.w_1.weight"][5, 0] = bad
     save_file(state, str(folder / WEIGHTS))
-    assert_fails(folder, folder / WEIGHTS, "NaN or infinite", "decoder_layers.1.ff.w_1.weight")
+    assert_fails(folder, folder / WEIGHTS, "NaN or infinite", "decoder.1.mlp.w_1.weight")
 
 
 # --------------------------------------------------------------------------- config

@@ -124,8 +124,8 @@ def test_knockout_of_a_head_whose_output_is_already_zero_changes_nothing(transla
     silent = {"enc_self": (1, 2), "dec_self": (0, 1), "cross": (1, 3)}
     with torch.no_grad():
         for kind, (l, hh) in silent.items():
-            layer = (model.encoder_layers if kind == "enc_self" else model.decoder_layers)[l]
-            attn = layer.cross_attn if kind == "cross" else layer.self_attn
+            layer = (model.encoder if kind == "enc_self" else model.decoder)[l]
+            attn = layer.cross_attn if kind == "cross" else layer.attn
             attn.w_o.weight[:, hh * d_k : (hh + 1) * d_k] = 0.0  # W_O never reads this head
     res = knockout_ids(model, src_ids, tgt_ids, bos)
     for kind, (l, hh) in silent.items():

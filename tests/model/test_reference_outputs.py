@@ -26,7 +26,7 @@ def test_a_weight_changed_by_1e_4_is_caught():
     is the quickest to run."""
     tr = load("marian")
     with torch.no_grad():
-        tr.model.encoder_layers[0].self_attn.w_q.weight[0, 0] += 1e-4  # (d, d) float64
+        tr.model.encoder[0].attn.w_q.weight[0, 0] += 1e-4  # (d, d) float64
     found = {m.split(":")[0] for m in mismatches(outputs(tr), np.load(REFERENCE / "marian.npz"))}
     assert {"trace/enc_self/0/q", "trace/log_probs"} <= found
     assert not {k for k in found if k.startswith("trace/src_embed")}

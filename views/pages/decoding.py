@@ -118,14 +118,14 @@ def _step(ctx: Context, steps: list) -> None:
     quizzed = 0  # presenter mode's quiz: the height its lines take above the charts
     if top:
         layer, head = _layer_head(cfg, top[1], top[2])
-        quizzed = quiz.ask(ctx, top[3], step, step_no, _candidates(step), layer, head)
+        quizzed = quiz.ask(ctx, top[3], step, step_no, step.candidates(), layer, head)
         if quizzed is None:
             return  # the room is asked first: the charts wait for the reveal
     left, right = st.columns(2)
     with left, below_controls(rows=1, extra_px=quizzed) as look:
         # after a quiz's Reveal, the room's answers beside the model's, in the place of the chart the question
         # was not about
-        room = quiz.room_beside(ctx, step, step_no, _candidates(step), layer, head, look.height_px) if top else None
+        room = quiz.room_beside(ctx, step, step_no, step.candidates(), layer, head, look.height_px) if top else None
         if room and room[1] == "left":
             chart(st, room[0], width="stretch", key="room_beside", config={"displayModeBar": False})
         else:
@@ -154,7 +154,7 @@ def _source_share(ctx: Context, steps: list, step_no: int) -> None:
 
 def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool) -> None:
     """The step's candidates chart, what was chosen and the buttons that choose another."""
-    labels, probs, chosen_idx = _candidates(step)
+    labels, probs, chosen_idx = step.candidates()
     title = "next-token candidates" if present else f"step {step_no}: next-token candidates"  # the slider says it
     chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=title),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
@@ -170,14 +170,6 @@ def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool)
         for tok, tid in zip(step.top_tokens, step.top_ids):
             st.button(md_escape(tok), key=f"force_{step_no}_{tid}", disabled=tid == step.chosen,
                       on_click=_force, args=(list(step.prefix_tokens[1:]) + [tok],), width="content")
-
-
-def _candidates(step) -> tuple[list[str], list[float], int]:
-    """(tokens, probabilities, index of the chosen one) of a step's top-k; a forced token outside it is added."""
-    labels, probs = list(step.top_tokens), list(step.top_probs)
-    if step.chosen in step.top_ids:
-        return labels, probs, step.top_ids.index(step.chosen)
-    return labels + [step.chosen_token], probs + [step.chosen_prob], len(labels)
 
 
 def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
@@ -249,7 +241,7 @@ def _side_by_side(ctx: Context) -> None:
             step = steps[step_no - 1]
             st.markdown(f"Step {step_no} of {len(steps)}. Read: **{md_escape(' '.join(step.prefix_tokens))}** · "
                         f"chose **{md_escape(step.chosen_token)}** (p = {step.chosen_prob:.3f})")
-            labels, probs, chosen = _candidates(step)
+            labels, probs, chosen = step.candidates()
             chart(st, cached(candidates_figure, labels, probs, chosen, title=f"{tag}, step {step_no}: candidates"),
                       width="stretch", config=fig_config(c, f"decoding_step{step_no}_candidates"),
                       key=f"cands_{tag}")
@@ -330,7 +322,7 @@ def prepare(ctx: Context, state: dict) -> None:
         return
     step_no = _step_no(state.get("dec_step"), len(steps))
     step = steps[step_no - 1]
-    labels, probs, chosen_idx = _candidates(step)
+    labels, probs, chosen_idx = step.candidates()
     cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates")
     _cross_chart(ctx, step, step_no, *_dec_layer_head(ctx.cfg, state.get("dec_layer"), state.get("dec_head")))
     _attribution_chart(ctx, steps, step_no)

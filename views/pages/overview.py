@@ -13,8 +13,8 @@ from viz.architecture import architecture_figure, parameter_table
 from viz.tables import source_token_rows
 
 NAMES = {"src_embed": "source embedding ({src})", "tgt_embed": "target embedding ({tgt})",
-         "encoder_layers": "encoder layers", "decoder_layers": "decoder layers",
-         "encoder_norm": "final encoder LayerNorm", "decoder_norm": "final decoder LayerNorm",
+         "encoder": "encoder layers", "decoder": "decoder layers",
+         "encoder_final_ln": "final encoder LayerNorm", "decoder_final_ln": "final decoder LayerNorm",
          "generator": "generator (linear + log-softmax)"}
 
 
