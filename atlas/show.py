@@ -9,6 +9,8 @@ figures name them; hook names (docs/hooks.md) count from 0.
     atlas.show.embeddings(tr, "Ein Hund läuft.")                                  # the embedding stages
     atlas.show.step(tr, "Ein Hund läuft.", step=2)        # a decoding step: candidates, where it looked
     atlas.show.source_share(tr, "Ein Hund läuft.")        # each output token's share from the source
+    atlas.show.lens(tr, "Ein Hund läuft.", step=2)        # the logit lens at a step
+    atlas.show.positional(tr)                             # the positional encoding's waves
 """
 from __future__ import annotations
 
@@ -137,3 +139,26 @@ def _traced(tr, text: str):
     if done.trace is None:
         raise ValueError("the text has no tokens the model reads")
     return done
+
+
+def lens(tr, text: str, step: int = 1, k: int = 5) -> go.Figure:
+    """The Decoding page's logit lens at greedy step `step` (1-based): each decoder layer's output read through the
+    final norm and the generator, its top `k` tokens and the chosen token's probability and rank."""
+    from model.analysis.lens import logit_lens
+    from viz.lab import lens_figure
+
+    tokens = [s.chosen_token for s in _traced(tr, text).steps]
+    res = logit_lens(tr, text, tokens, _index(step, len(tokens), "step"), k)
+    return lens_figure(res.top_tokens, res.top_probs, res.chosen_probs, res.chosen_ranks, res.chosen_token,
+                       title=f"step {step}: each decoder layer read as if it were the last")
+
+
+def positional(tr, positions: int = 50, dims=(0, 1, 4, 5, 16, 17)) -> go.Figure:
+    """The Positional encoding page's waves: dimensions `dims` of the model's sinusoidal table over `positions`."""
+    from viz.positional import sinusoidal_encoding, waves_figure
+
+    cfg = tr.cfg
+    if cfg.positions != "sinusoidal":
+        raise ValueError(f"this model's positions are {cfg.positions}, not a sinusoidal table (docs/models.md)")
+    pe = sinusoidal_encoding(positions, cfg.d_model, cfg.pe_layout, cfg.pos_offset)
+    return waves_figure(pe, [d for d in dims if d < cfg.d_model], cfg.pe_layout)

@@ -70,3 +70,18 @@ def test_show_draws_the_embedding_stages_a_decoding_step_and_the_source_share(tr
     share = atlas.show.source_share(tr, TEXT, step=1)
     bars = np.asarray(share.data[0].y, dtype=float)
     assert len(bars) == len(done.steps) and ((0 <= bars) & (bars <= 1)).all()
+
+
+def test_show_draws_the_logit_lens_and_the_positional_waves(tr):
+    import atlas
+    from model.analysis.lens import logit_lens
+    from viz.positional import sinusoidal_encoding
+
+    tokens = [s.chosen_token for s in tr.trace(TEXT).steps]
+    fig = atlas.show.lens(tr, TEXT, step=2)
+    want = logit_lens(tr, TEXT, tokens, 1, 5)
+    bars = next(t for t in fig.data if t.type == "bar")
+    np.testing.assert_allclose(np.asarray(bars.x, dtype=float), want.chosen_probs, rtol=1e-5)
+    waves = atlas.show.positional(tr, positions=20, dims=(0, 1))
+    pe = sinusoidal_encoding(20, tr.cfg.d_model, tr.cfg.pe_layout, tr.cfg.pos_offset)
+    np.testing.assert_allclose(np.asarray(waves.data[0].y, dtype=float), pe[:, 0], atol=1e-6)
