@@ -11,6 +11,7 @@ figures name them; hook names (docs/hooks.md) count from 0.
     atlas.show.source_share(tr, "Ein Hund läuft.")        # each output token's share from the source
     atlas.show.lens(tr, "Ein Hund läuft.", step=2)        # the logit lens at a step
     atlas.show.positional(tr)                             # the positional encoding's waves
+    atlas.show.head(tr, "Ein Hund läuft.", kind="cross", layer=2, head=1)   # inside one head: {steps: figure}
 """
 from __future__ import annotations
 
@@ -162,3 +163,23 @@ def positional(tr, positions: int = 50, dims=(0, 1, 4, 5, 16, 17)) -> go.Figure:
         raise ValueError(f"this model's positions are {cfg.positions}, not a sinusoidal table (docs/models.md)")
     pe = sinusoidal_encoding(positions, cfg.d_model, cfg.pe_layout, cfg.pos_offset)
     return waves_figure(pe, [d for d in dims if d < cfg.d_model], cfg.pe_layout)
+
+
+def head(tr, text: str, kind: str = "cross", layer: int = 1, head: int = 1) -> dict:
+    """Inside one head, as the page draws it: {steps of a row: figure} for Q, K, V, the scores, their scaling, the
+    mask, the softmax, dropout (simulated on a copy, seed 0) and the weighted sum, from the greedy translation's
+    trace (the scores as the model recorded them)."""
+    from model.analysis.experiments import dropout_sample
+    from viz.head import head_pipeline_rows
+
+    trace = _traced(tr, text).trace
+    l = _index(layer, len(trace.attn[kind]), "layer")
+    a = trace.attn[kind][l]
+    h = _index(head, a["probs"].shape[0], "head")
+    q_tokens, k_tokens = trace.axes(kind)
+    dropped, _ = dropout_sample(a["probs"][h], tr.cfg.attn_dropout, seed=0)
+    bias = trace.pos_bias(kind)
+    return head_pipeline_rows(a["q"][h], a["k"][h], a["v"][h], None, a["mask"] if not a["mask"].all() else None,
+                              a["probs"][h], a["out"][h], q_tokens, k_tokens, kind, dropout_probs=dropped,
+                              scaled_scores=a["scores"][h], pos_bias=None if bias is None else bias[h],
+                              scaled=tr.cfg.scale_attention)

@@ -85,3 +85,14 @@ def test_show_draws_the_logit_lens_and_the_positional_waves(tr):
     waves = atlas.show.positional(tr, positions=20, dims=(0, 1))
     pe = sinusoidal_encoding(20, tr.cfg.d_model, tr.cfg.pe_layout, tr.cfg.pos_offset)
     np.testing.assert_allclose(np.asarray(waves.data[0].y, dtype=float), pe[:, 0], atol=1e-6)
+
+
+def test_show_head_draws_each_step_of_one_head_as_recorded(tr):
+    import atlas
+
+    rows = atlas.show.head(tr, TEXT, kind="enc_self", layer=2, head=4)
+    a = tr.trace(TEXT).trace.attn["enc_self"][1]
+    figures = list(rows.values())
+    assert list(rows) == [("Q", "K", "V"), ("scores", "scaled"), ("softmax", "dropout"), ("output",)]  # no mask
+    drawn = [np.asarray(t.z, dtype=float) for f in figures for t in f.data if t.type == "heatmap"]
+    assert any(z.shape == a["probs"][3].shape and np.allclose(z, a["probs"][3], atol=5e-4) for z in drawn)
