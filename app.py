@@ -200,7 +200,8 @@ with st.sidebar:
                   "model, the sentence, the decoding, the view, kind, layer and head.")
 
 # torch (a second or more on a first run) and the pages' code (the router imports the pages)
-from model.service import file_stem, untrained_summary
+from model.analysis.experiments import untrained_summary
+from model.io.export import file_stem
 from views.parts import compare
 from views.parts.lesson import lesson_html
 from views.parts.reading import input_notes, output_captions  # how the model read the sentence and what it wrote
@@ -232,7 +233,7 @@ if not source.tokens:
 # The figures show one decoding; the header shows that same translation and says which one it is.
 comparing = ss["compare"] != "off" and ss["view"] in COMPARE_VIEWS
 traced = traced_decoding(key, text, ss["decoding"], ss["beam"], ss["max_len"],
-                         () if comparing else tuple(ss["prefix"]))  # side by side: both sides decode alike
+                         () if comparing else tuple(ss["prefix"]), greedy)  # side by side: both sides decode alike
 result, greedy, beam, mode, shows, forced = (traced.result, traced.greedy, traced.beam, traced.mode, traced.shows,
                                              traced.forced)
 prefix = tuple(ss["prefix"])

@@ -1,4 +1,4 @@
-"""The browser walk of bench_pages.py, bench_server_cpu.py and bench_memory.py: the in-page clock that times an action
+"""The browser walk of bench_pages.py and bench_server_cpu.py (and its --memory): the in-page clock that times an action
 from the key or pointer press to the first animation frame in which the run has finished and every chart concerned
 has emitted plotly_afterplot, and the actions (a cold start, a new sentence, a layer/head or attention-kind change,
 a page switch, one under Chromium's trace).

@@ -179,23 +179,14 @@ async def fault_class(url: str, deployment, args, sentences, sig: int) -> tuple[
                                                            rng.uniform(0, args.every), args.timeout)
                                               for i in range(args.fault_pages)))
             kill_at = time.time() + args.fault_after
-            tally = {b.name: sum(s.backend == b.name for s in students) for b in deployment.backends}
-            victim = next(b for b in deployment.backends if tally[b.name] == max(tally.values()))
-
-            async def kill() -> float:
-                await asyncio.sleep(kill_at - time.time())
-                t = time.time()
-                victim.proc.send_signal(sig)
-                await asyncio.to_thread(victim.proc.wait, 60)
-                return t
-
             end = kill_at + args.fault_for
-            killed, *_ = await asyncio.gather(kill(), *(student_loop(s, sentences, end, args, random.Random(s.i))
-                                                        for s in students))
+            (killed, victim), *_ = await asyncio.gather(
+                common.kill_busiest(deployment, lambda: [s.backend for s in students], kill_at, sig),
+                *(student_loop(s, sentences, end, args, random.Random(s.i)) for s in students))
             for s in students:
                 s.log = await s.page.evaluate("() => window.__crowdLog")
                 s.backend_after = await cookie(s.page)
-            return students, killed, victim.name
+            return students, killed, victim
         finally:
             await browser.close()
 

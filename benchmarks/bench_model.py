@@ -149,12 +149,10 @@ def lengths_main(args) -> int:
                verdict(load["median_ms"] / 1000, TARGETS["load_median_s"]))]
     checks.append(("model built with / without its initialisation", f"{build['init']['median_ms']:.0f} / "
                    f"{build['no_init']['median_ms']:.0f} ms", "", ""))
-    print(table([list(c) for c in checks], ["target", "measured", "limit", ""]))
     write_results("model", {
         "benchmark": "model", "checkpoint": shown_path(args.checkpoint), "config": tr.cfg.to_dict(),
         "torch_threads": args.threads, "repeats": args.repeats, "warmup": 3, "lengths": rows,
-        "load": load, "build": build, "targets": TARGETS,
-        "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks]})
+        "load": load, "build": build, "targets": TARGETS, "checks": common.print_checks(checks)})
     return 0
 
 

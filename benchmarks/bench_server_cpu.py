@@ -1,17 +1,21 @@
-"""How much server CPU does one user action cost?
+"""How much server CPU does one user action cost, and does the server's memory settle?
 
     python benchmarks/bench_server_cpu.py [--repeats 10] [--settle-ms 300] [--tail-ms 500]   (server_cpu.json)
     python benchmarks/bench_server_cpu.py --blas [--repeats 10] [--tail-ms 500]               (blas_spin.json)
+    python benchmarks/bench_server_cpu.py --memory [--sentences 200]                          (memory.json)
 
 Attention in Chromium; --repeats rounds after a warm-up: a new sentence, a layer and a head change, every page (each
 switch that page's first visit for the sentence). The server's CPU (all threads and children, /proc/PID/stat, 10 ms
 resolution: means beside medians) from just before the press to --settle-ms after the page is drawn again
 (app_walk.py), its main thread's part, and the CPU in the --tail-ms after. --blas: the Embeddings page's
 nearest-neighbour table here with OpenBLAS at one thread (the app's) and one per core, CPU until --tail-ms after.
+--memory: --sentences sentences typed on Attention, the server's VmRSS (children included) after each; the app caches
+64 traces, so memory grows while that cache fills; a leak grows without levelling off.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -22,9 +26,10 @@ from pathlib import Path
 
 import app_walk as walk
 import common
-from common import TICKS, cpu_seconds, distinct_sentences, shown_path, summary, table, verdict, write_results
+from common import TICKS, cpu_seconds, distinct_sentences, print_checks, summary, table, verdict, write_results
 
 TARGETS = {"cpu_s_per_action": 0.1}
+MEMORY_TARGETS = {"rss_mb": 600.0, "growth_last_100_mb": 50.0}
 NOTES = ("cpu_s: the server's CPU (all threads, children) from the press to settle_ms after the page was drawn; one "
          "clock tick resolution, so use the means. main_thread_cpu_s: its event loop's part. page_s: the browser's "
          "time from the press to the drawn frame; wall_s: the same from Python. tail_cpu_s: server CPU in the tail_ms "
@@ -111,7 +116,7 @@ def summarise(samples: list[dict]) -> tuple[dict, dict]:
     return per_kind | ({"page switch, every view": stats(pages)} if pages else {}), stats(samples)
 
 
-def print_report(per_kind_all: dict, every: dict, tail_ms: float) -> list[tuple]:
+def print_report(per_kind_all: dict, every: dict, tail_ms: float) -> list[dict]:
     """Print the table per action; returns the target checks (printed too)."""
     def row(name, st):
         return [name, st["n"], st["cpu_mean_s"] * 1000, st["main_thread_cpu_mean_s"] * 1000, st["cpu_median_s"] * 1000,
@@ -122,10 +127,8 @@ def print_report(per_kind_all: dict, every: dict, tail_ms: float) -> list[tuple]
     print("\n" + table(rows, ["action", "n", "CPU mean ms", "main thread", "CPU median", "p90", "max",
                        f"then in {tail_ms:.0f} ms", "page median ms"]))
     limit = TARGETS["cpu_s_per_action"]
-    checks = [(f"{k}, mean CPU", f"{st['cpu_mean_s']:.3f} s", f"<= {limit:g} s per action",
-               verdict(st["cpu_mean_s"], limit)) for k, st in per_kind_all.items()]
-    print("\n" + table([list(c) for c in checks], ["target", "measured", "limit", ""]))
-    return checks
+    return print_checks([(f"{k}, mean CPU", f"{st['cpu_mean_s']:.3f} s", f"<= {limit:g} s per action",
+                          verdict(st["cpu_mean_s"], limit)) for k, st in per_kind_all.items()])
 
 
 def blas_main(args) -> int:
@@ -159,6 +162,56 @@ def blas_main(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def server_and_browser(bs, ckpt_dir: Path, args, env: dict):
+    """Chromium and a fresh server (stopped afterwards)."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="bench_server_cpu_") as tmp, sync_playwright() as p:
+        chromium = bs.launch_chromium(p)
+        server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
+        try:
+            yield chromium, server
+        finally:
+            bs.stop_server(server)
+            chromium.close()
+
+
+def memory_main(args, bs, ckpt_dir: Path, env: dict) -> int:
+    """--memory: the server's VmRSS (children included) after each of --sentences sentences typed on Attention."""
+    samples, t_start = [], time.perf_counter()
+    with server_and_browser(bs, ckpt_dir, args, env) as (chromium, server):
+        idle_mb = common.status_mb(server.proc.pid)
+        page = walk.open_drawn(bs, chromium, server.link(view="Attention"))
+        first_mb = common.status_mb(server.proc.pid)
+        for i, text in enumerate(distinct_sentences(args.sentences), 1):
+            bs.enter_text(page, text, timeout=120_000)
+            samples.append(common.status_mb(server.proc.pid))
+            if i % 25 == 0 or i == args.sentences:
+                print(f"{i:>4} sentences: RSS {samples[-1]:.0f} MB", flush=True)
+        exceptions = page.locator(bs.EXCEPTION).count()
+        page.context.close()
+    n, window = len(samples), min(100, len(samples) - 1)
+    growth = samples[-1] - samples[-1 - window] if window > 0 else 0.0
+    rows = [["server started, no session", idle_mb], ["first page drawn", first_mb]]
+    rows += [[f"after {k} sentences", samples[k - 1]] for k in sorted({1, n // 4, n // 2, 3 * n // 4, n} - {0})]
+    rows += [["peak", max(samples)], [f"growth over the last {window} sentences", f"{growth:+.1f}"]]
+    print("\n" + table(rows, ["server RSS (with children)", "MB"]))
+    checks = print_checks([(f"RSS after {n} sentences", f"{samples[-1]:.0f} MB", "<= 600 MB",
+                            verdict(samples[-1], MEMORY_TARGETS["rss_mb"])),
+                           (f"growth over the last {window}", f"{growth:+.1f} MB", "<= 50 MB",
+                            verdict(growth, MEMORY_TARGETS["growth_last_100_mb"]))])
+    if exceptions:
+        print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
+    write_results("memory", {
+        "benchmark": "memory", "checkpoint_dir": common.shown_path(ckpt_dir), "model": args.model, "sentences": n,
+        "torch_threads": args.torch_threads or 1, "seconds": time.perf_counter() - t_start,
+        "rss_mb_idle": idle_mb, "rss_mb_first_page": first_mb, "rss_mb_after_each": samples,
+        "rss_mb_final": samples[-1], "rss_mb_peak": max(samples), "growth_window": window, "growth_mb": growth,
+        "exceptions_seen": exceptions, "targets": MEMORY_TARGETS, "checks": checks})
+    return 0
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_server_args(ap)
@@ -168,6 +221,8 @@ def parse_args():
                     help="after the settle wait, wait this much more and read the CPU again (0: off): what the server "
                          "still used then, reported apart")
     ap.add_argument("--blas", action="store_true", help="only the BLAS threads' cost, in this process (no server)")
+    ap.add_argument("--memory", action="store_true", help="the server's memory as sentences come in")
+    ap.add_argument("--sentences", type=int, default=200, help="--memory: sentences typed")
     return ap.parse_args()
 
 
@@ -178,26 +233,19 @@ def main() -> int:
     if (ready := common.server_preflight(args)) is None:
         return 2
     bs, ckpt_dir, env = ready
-    from playwright.sync_api import sync_playwright
-
+    if args.memory:
+        return memory_main(args, bs, ckpt_dir, env)
     cfg = walk.checkpoint_config(ckpt_dir / args.model)
     sentences = distinct_sentences(args.repeats + 2)
-    with tempfile.TemporaryDirectory(prefix="bench_server_cpu_") as tmp, sync_playwright() as p:
-        chromium = bs.launch_chromium(p)
-        server = bs.start_server(ckpt_dir, args.model, Path(tmp) / "server.log", timeout=120, extra_env=env)
-        pid = server.proc.pid
-        try:
-            page = walk.open_drawn(bs, chromium, server.link(view="Attention"))
-            page.evaluate(walk.INPUT_CLOCK_JS)
-            time.sleep(1)  # let the first page's messages go out
-            meter = Meter(pid, args.settle_ms / 1000, args.tail_ms / 1000)
-            expect = measure_rounds(bs, page, meter, sentences, cfg, args.repeats)
-            exceptions = page.locator(bs.EXCEPTION).count()
-            page.context.close()
-            total_cpu = cpu_seconds(pid)
-        finally:
-            bs.stop_server(server)
-            chromium.close()
+    with server_and_browser(bs, ckpt_dir, args, env) as (chromium, server):
+        page = walk.open_drawn(bs, chromium, server.link(view="Attention"))
+        page.evaluate(walk.INPUT_CLOCK_JS)
+        time.sleep(1)  # let the first page's messages go out
+        meter = Meter(pid := server.proc.pid, args.settle_ms / 1000, args.tail_ms / 1000)
+        expect = measure_rounds(bs, page, meter, sentences, cfg, args.repeats)
+        exceptions = page.locator(bs.EXCEPTION).count()
+        page.context.close()
+        total_cpu = cpu_seconds(pid)
 
     samples = meter.samples
     per_kind_all, every = summarise(samples)
@@ -205,13 +253,12 @@ def main() -> int:
     if exceptions:
         print(f"\nWARNING: the page showed {exceptions} exception box(es) at the end")
     write_results("server_cpu", {
-        "benchmark": "server_cpu", "checkpoint_dir": shown_path(ckpt_dir), "model": args.model, "repeats": args.repeats,
-        "settle_ms": args.settle_ms, "tail_ms": args.tail_ms, "clock_ticks_per_s": TICKS,
+        "benchmark": "server_cpu", "checkpoint_dir": common.shown_path(ckpt_dir), "model": args.model,
+        "repeats": args.repeats, "settle_ms": args.settle_ms, "tail_ms": args.tail_ms, "clock_ticks_per_s": TICKS,
         "torch_threads": args.torch_threads or 1, "server_cpu_total_s": total_cpu,
         "per_kind": per_kind_all, "every_action": every, "page_expect": expect, "samples": samples,
         "exceptions_seen": exceptions, "targets": TARGETS,
-        "checks": [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks],
-        "notes": NOTES})
+        "checks": checks, "notes": NOTES})
     return 0
 
 

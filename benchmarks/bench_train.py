@@ -1,17 +1,21 @@
-"""How long does a toy task take to learn, and what does recording the training film cost?
+"""The long jobs: how long a toy task takes to learn, what recording the training film costs, how long CI takes.
 
     python benchmarks/bench_train.py toy [--tasks copy reverse sort] [--seeds 0 1 2] [--max-steps N]        (toy.json)
     python benchmarks/bench_train.py film [--data-dir DIR] [--limit 3000] [--epochs 2] [--threads 2]       (film.json)
+    python benchmarks/bench_train.py suite --variants before=COMMIT after=HEAD [--repeats 1]               (suite.json)
 
 toy: model.toy.train_toy on one thread per task and seed until 200 held-out sequences come out right (checked every
 50 steps), and a second draw; target: copy and reverse within 30 s of one core. film: `python -m model.train` on
 --limit Multi30k pairs without, with and again without the film: the film's own clock over training time, projected
-to the shipped recipe (21 epochs, 3,710 steps); target <= 5 %.
+to the shipped recipe (21 epochs, 3,710 steps); target <= 5 %. suite: `.ci/run` in a fresh clone of each commit (in a
+temporary folder beside this one, where `../shared` is), one after the other, the order reversed every other repeat:
+wall time, exit status, pytest's summary line; target <= 14 min on 2 cores.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,6 +29,7 @@ from common import ROOT, table, verdict, write_results
 TOY_BUDGET_S = 30.0
 FILM_TARGET = 0.05
 RECIPE = {"epochs": 21, "steps": 3710}  # the shipped model's run (its README's model card)
+SUITE_TARGET_S = 14 * 60  # CI on 2 cores
 
 
 def toy_run(task: str, seed: int, max_steps: int) -> dict:
@@ -117,6 +122,40 @@ def film_main(args) -> int:
     return 0
 
 
+def suite_run(commit: str, log: Path) -> dict:
+    """Clone `commit` beside the repository, run .ci/run there; wall seconds, exit status, pytest's last line."""
+    sha = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    clone = Path(tempfile.mkdtemp(dir=ROOT.parent, prefix="suite-"))  # a sibling: ../shared is beside it
+    try:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        subprocess.run(["git", "checkout", "-q", sha.strip()], cwd=clone, check=True)
+        load, start = os.getloadavg()[0], time.perf_counter()
+        with open(log, "wb") as out:
+            ci = subprocess.run([str(clone / ".ci" / "run")], cwd=clone, stdout=out, stderr=subprocess.STDOUT)
+        seconds = time.perf_counter() - start
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)
+    lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if " in " in ln and "=" in ln]
+    return {"commit": sha.strip()[:12], "seconds": round(seconds, 1), "exit_status": ci.returncode, "load_before": load,
+            "summary": lines[-1].strip("= ") if lines else ""}
+
+
+def suite_main(args) -> int:
+    variants, runs = dict(v.split("=", 1) for v in args.variants), []
+    for r in range(args.repeats):
+        for name in list(variants)[:: 1 if r % 2 == 0 else -1]:
+            # outside results/: the log names this machine's folders, and results/ is shipped
+            log = Path(tempfile.gettempdir()) / f"{args.results}_{name}_{r}.log"
+            runs.append(run := {"variant": name, "repeat": r, **suite_run(variants[name], log)})
+            if run["exit_status"] == 0:
+                log.unlink()  # a failed run's log is kept, to read what failed (its path is printed)
+            print(f"{name} ({run['commit']}), repeat {r}: {run['seconds']:.0f} s (target <= {SUITE_TARGET_S} s), exit "
+                  f"status {run['exit_status']}; {run['summary']}" + (f" (its log: {log})" if log.exists() else ""),
+                  flush=True)
+    write_results(args.results, {"target_s": SUITE_TARGET_S, "runs": runs})
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -129,8 +168,12 @@ def main() -> int:
     film.add_argument("--limit", type=int, default=3000, help="training pairs")
     film.add_argument("--epochs", type=int, default=2)
     film.add_argument("--threads", type=int, default=2)
+    suite = sub.add_parser("suite", help="how long .ci/run takes in a fresh clone of each commit")
+    suite.add_argument("--variants", nargs="+", default=["after=HEAD"], help="NAME=COMMIT pairs, e.g. after=HEAD")
+    suite.add_argument("--repeats", type=int, default=1, help="runs of each variant")
+    suite.add_argument("--results", default="suite", help="result file name in benchmarks/results/")
     args = ap.parse_args()
-    return toy_main(args) if args.what == "toy" else film_main(args)
+    return {"toy": toy_main, "film": film_main, "suite": suite_main}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Shared by the benchmark scripts: paths, German test sentences, statistics, result files."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import itertools
@@ -9,6 +10,7 @@ import os
 import platform
 import random
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -115,6 +117,12 @@ def table(rows: list[list], header: list[str]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def print_checks(checks: list[tuple]) -> list[dict]:
+    """Print the (target, measured, limit, verdict) rows as a table; the rows as a result file records them."""
+    print("\n" + table([list(c) for c in checks], ["target", "measured", "limit", ""]))
+    return [dict(zip(["target", "measured", "limit", "verdict"], c)) for c in checks]
 
 
 def add_server_args(ap) -> None:
@@ -261,6 +269,18 @@ def serving(processes: int, ckpt_dir: Path, model: str, folder: Path, env: dict)
             deployment.stop()
         if server is not None:
             bs.stop_server(server)
+
+
+async def kill_busiest(deployment, backends_of, at: float, sig: int = signal.SIGKILL) -> tuple[float, str]:
+    """At wall-clock time `at`, send `sig` to the deployment's backend that serves the most sessions (backends_of():
+    each session's backend name) and wait until it has ended; when the signal went, and to which backend."""
+    await asyncio.sleep(max(0.0, at - time.time()))
+    names = backends_of()
+    victim = max(deployment.backends, key=lambda b: names.count(b.name))
+    t = time.time()
+    victim.proc.send_signal(sig)
+    await asyncio.to_thread(victim.proc.wait, 60)
+    return t, victim.name
 
 
 def open_translator(checkpoint, threads: int | None = None, draft: bool | None = None):

@@ -16,11 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
 from model.analysis.align import METHODS, aer, encode_pair, links, matrix, pharaoh, read_talp
-from model.io.export import write_out
+from model.io.cli import add_common_options, command, load_translator, set_threads, write_out
 
 ANNOTATED = Path(__file__).resolve().parent / "data" / "multi30k-align"  # dev.de, dev.en, dev.talp, dev.lines
 # docs/contributions.md's best on the shipped model: ALTI+, decoder layer 2 of 3 (two thirds of the depth: "auto")
@@ -98,12 +97,10 @@ def sweep_table(pairs, sure, possible, n_layers: int) -> list[str]:
     return rows
 
 
+@command(ValueError, OSError)
 def main(argv: list[str] | None = None) -> int:
-    from model.inference.translator import Translator
-    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-
     ap = argparse.ArgumentParser(prog="python -m model.align", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap, threads=1)
     ap.add_argument("--src", default=str(ANNOTATED / "dev.de"), help="source sentences, one per line, tokenised")
     ap.add_argument("--tgt", default=str(ANNOTATED / "dev.en"), help="target sentences, one per line, tokenised")
     ap.add_argument("--gold", help="gold links (talp), one line per pair: prints the AER")
@@ -114,19 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shift", action="store_true", help="read the row whose input is the target piece")
     ap.add_argument("--sweep", action="store_true", help="with --gold: the AER of every method, layer and reading")
     ap.add_argument("--out", help="write the links here (default: standard output)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(max(1, args.threads))
-    try:
-        src, tgt = _lines(args.src, "--src"), _lines(args.tgt, "--tgt")
-        gold = Path(args.gold).read_text(encoding="utf-8").splitlines() if args.gold else None
-        if args.sweep and gold is None:
-            raise ValueError("--sweep needs --gold")
-        translator = Translator.from_checkpoint(args.checkpoint)
-        out, report = align(translator, src, tgt, gold, args.method, args.layer, args.head, args.shift, args.sweep)
-    except (CheckpointError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    set_threads(args.threads)
+    src, tgt = _lines(args.src, "--src"), _lines(args.tgt, "--tgt")
+    gold = Path(args.gold).read_text(encoding="utf-8").splitlines() if args.gold else None
+    if args.sweep and gold is None:
+        raise ValueError("--sweep needs --gold")
+    translator = load_translator(args.checkpoint)
+    out, report = align(translator, src, tgt, gold, args.method, args.layer, args.head, args.shift, args.sweep)
     if args.out or not args.sweep:
         write_out("\n".join(out) + "\n", args.out)
     if report:

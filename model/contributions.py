@@ -19,10 +19,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from model.analysis.contributions import contributions
-from model.io.export import write_out
+from model.io.cli import add_common_options, command, load_translator, set_threads, write_out
 
 SCHEMA = "attention-atlas-contributions/1"
 CALIBRATION = "source_share.json"
@@ -57,29 +56,22 @@ def report(translator, text: str, target: str | None = None) -> dict:
     return {"schema": SCHEMA, "text": text, **record.to_json()}
 
 
+@command(ValueError)
 def main(argv: list[str] | None = None) -> int:
-    from model.inference.translator import Translator
-    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-
     ap = argparse.ArgumentParser(prog="python -m model.contributions", description=__doc__.split("\n\n")[0])
     ap.add_argument("text", nargs="?", help="the source sentence")
     ap.add_argument("--calibrate", action="store_true", help=f"write the model's {CALIBRATION} (see above)")
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap, threads=1)
     ap.add_argument("--target", help="teacher-force this translation (default: the model's own, greedy)")
     ap.add_argument("--out", help="write the JSON here (default: standard output)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(max(1, args.threads))
+    set_threads(args.threads)
     if args.text is None and not args.calibrate:
         ap.error("give a SENTENCE, or --calibrate")
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-        result = calibrate(translator) if args.calibrate else report(translator, args.text, args.target)
-        if args.calibrate and not args.out:
-            args.out = str(Path(args.checkpoint) / CALIBRATION)
-    except (CheckpointError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    translator = load_translator(args.checkpoint)
+    result = calibrate(translator) if args.calibrate else report(translator, args.text, args.target)
+    if args.calibrate and not args.out:
+        args.out = str(Path(args.checkpoint) / CALIBRATION)
     text = json.dumps(result, ensure_ascii=False, allow_nan=False) + "\n"
     write_out(text, args.out, say=True)
     return 0

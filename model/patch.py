@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from model.analysis.lens import logit_lens_ids
 from model.analysis.patch import knockout, patching
-from model.io.export import write_out
+from model.io.cli import add_common_options, command, load_translator, set_threads, write_out
 
 SCHEMA = "attention-atlas-patch/1"
 
@@ -76,28 +75,21 @@ def report(translator, clean: str, corrupt: str, step: int | None = None, name: 
     }
 
 
+@command(ValueError)
 def main(argv: list[str] | None = None) -> int:
-    from model.inference.translator import Translator
-    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-
     ap = argparse.ArgumentParser(prog="python -m model.patch", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap, threads=1)
     ap.add_argument("--clean", required=True, help="the clean source sentence (its translation is scored)")
     ap.add_argument("--corrupt", required=True, help="the corrupted source sentence, as many tokens as --clean")
     ap.add_argument("--out", help="write the JSON here (default: standard output)")
     ap.add_argument("--step", type=int, help="report only this output step (1-based; default: every step)")
     ap.add_argument("--top-k", type=int, default=5, help="logit-lens candidates per layer (default 5)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = ap.parse_args(argv)
     if args.top_k < 1:
         ap.error("--top-k must be at least 1")
-    torch.set_num_threads(max(1, args.threads))
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-        result = report(translator, args.clean, args.corrupt, args.step, Path(args.checkpoint).name, args.top_k)
-    except (CheckpointError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    set_threads(args.threads)
+    translator = load_translator(args.checkpoint)
+    result = report(translator, args.clean, args.corrupt, args.step, Path(args.checkpoint).name, args.top_k)
     text = json.dumps(result, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     write_out(text, args.out, say=True)
     return 0

@@ -3,9 +3,10 @@
 A page holds a `Model` (an opaque handle) and asks this module: load a checkpoint, trace or translate a sentence,
 the tokens of a reference, the config facts it shows, a teacher-forced pass, an attribution, the masks'
 experiments, the head-report job, a toy run, an ablation. Every answer is a record of model/records.py, a string,
-a number, a dict or a NumPy array: no tensor, module or vocabulary passes this door. Pages import this module and
-model.records, nothing else of model/ (tests/views/test_service_door.py imports every page with this module stubbed
-and finds no torch loaded).
+a number, a dict or a NumPy array: no tensor, module or vocabulary passes this door. Pages import this module,
+model.records and model's rooms of plain NumPy functions (analysis.agreement, experiments, pairs, text.reading,
+io.export): the door passes on no name of those (tests/views/test_service_door.py imports every page with this
+module stubbed and finds no torch loaded).
 """
 from __future__ import annotations
 
@@ -22,52 +23,14 @@ from model.analysis import experiments as _experiments
 from model.analysis import lens as _lens
 from model.analysis import patch as _patch
 from model.analysis import report as _report
-from model.analysis.agreement import (  # noqa: F401  (the Heads page's rank agreement: NumPy in, numbers out)
-    agreement_sentence,
-    grid_values,
-    has_effect,
-    rank_agreement,
-)
 from model.analysis.align import METHODS as ALIGN_METHODS  # noqa: F401  (word alignment: NumPy in, links out)
 from model.analysis.align import aer, links, matrix, read_talp, word_matrix  # noqa: F401
-from model.analysis.experiments import (  # noqa: F401  (numbers the pages state: NumPy in, NumPy out)
-    dropout_sample,
-    entropy,
-    find_data_dir,
-    max_abs_diff,
-    paired_bootstrap,
-    position_similarity,
-    untrained_summary,
-    weight_on_keys,
-)
-from model.analysis.pairs import (  # noqa: F401  (minimal pairs and the lab's summaries: NumPy in, NumPy out)
-    align,
-    aligned_difference,
-    commit_layer,
-    knockout_effect,
-    pair_labels,
-    patch_effect,
-    patch_gap,
-    same_length,
-    shared_tokens,
-    strongest,
-)
 from model.inference.runtime import use_threads  # noqa: F401
 from model.inference.translator import Translator
 from model.io import export as _export
 from model.io import lesson as _lesson
 from model.io.checkpoint import CheckpointError  # noqa: F401
-from model.io.export import file_stem  # noqa: F401
 from model.records import Attribution, Contrast, Knockout, LogitLens, ModelConfig, Patching, SentenceTrace, Translation
-from model.text.reading import (  # noqa: F401  (how the model read a sentence and what it wrote: token lists in)
-    describe_fragments,
-    describe_repetition,
-    fragmented_words,
-    has_words,
-    misread,
-    repeated_run,
-    spelled,
-)
 from model.training import toy as _toy
 from model.training.data import DataError, find_file, read_parallel, read_split  # noqa: F401
 from model.training.film import APP_EXAMPLES, Film, FilmError, load_film, mean_entropy  # noqa: F401
@@ -213,9 +176,8 @@ def logit_lens(model: Model, text: str, tgt_tokens: list[str], step: int, k: int
     return _lens.logit_lens(model._translator, text, tgt_tokens, step, k)
 
 
-def contrast(model: Model, text: str, tgt_tokens: list[str], step: int, foil: str,
-             target: str | None = None) -> Contrast:
-    """Why `target` (default the token chosen) and not `foil` at `step`: source attribution and head knockout."""
+def contrast(model: Model, text: str, tgt_tokens: list[str], step: int, target: str | None, foil: str) -> Contrast:
+    """Why `target` (None: the token chosen) and not `foil` at `step`: source attribution and head knockout."""
     return _lens.contrast(model._translator, text, tgt_tokens, step, foil, target)
 
 

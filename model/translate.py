@@ -12,16 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from model.inference.translator import Translator
-from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+from model.io.cli import Refused, add_common_options, command, load_translator
 from model.training.data import DataError, read_lines
 
 
+@command(DataError)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("text", nargs="*", help="German sentence (quote it)")
     ap.add_argument("--file", help="translate each line of this file (plain or .gz) to standard output")
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap)
     ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy (default)")
     ap.add_argument("--max-len", type=int, default=None,
                     help="at most this many output tokens per sentence (default: twice the source's tokens + 10)")
@@ -36,12 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--beam must be at least 1")
     if args.max_len is not None and args.max_len < 1:
         ap.error("--max-len must be at least 1")
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-        lines = read_lines(args.file) if args.file else [" ".join(args.text)]
-    except (CheckpointError, DataError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    translator = load_translator(args.checkpoint)
+    lines = read_lines(args.file) if args.file else [" ".join(args.text)]
     if args.file:
         for line in translator.translate_batch(lines, beam=args.beam, replace_unk=args.unk == "copy",
                                              max_len=args.max_len):
@@ -49,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     result = translator.translate(lines[0], beam=args.beam, max_len=args.max_len, replace_unk=args.unk == "copy")
     if not result.source.tokens:
-        print("error: the sentence is empty", file=sys.stderr)
-        return 2
+        raise Refused("the sentence is empty")
     if result.source.truncated:
         print(f"note: input cut to {len(result.source.tokens)} tokens", file=sys.stderr)
     print(result.text)

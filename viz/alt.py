@@ -13,10 +13,22 @@ traces (the arrays Plotly draws), so the text can never disagree with the pictur
 A builder whose figure needs other words (a grid of thumbnails drawn as one heatmap) attaches its own with
 :func:`with_alt`. ``Alt.summary`` is short (the chart's accessible name); ``details`` and ``tables`` are shown on
 demand under the chart. Text here is plain (no Plotly HTML, no Markdown); numbers use 3 decimals like the figures.
+
+What goes with a figure is kept beside it, in a side table keyed by the figure object's identity
+(:class:`ByFigure`), never as an attribute of our own on the Plotly object (tests/test_private_names.py). A side
+table, because it means exactly what an attribute meant: bound to that object (a copy of the figure has none, as
+a copy had no attribute), gone with it (the table holds the figure by a weak reference), and nothing in the
+figure's data, so the JSON a browser gets is byte for byte the same. Carrying the ``Alt`` in ``layout.meta``
+instead would put a record with NumPy tables into Plotly's data: validated and deep-copied with the layout, and
+written by every ``to_json`` (an error, or text sent to the browser) unless each writer stripped it; returning a
+record (figure, alt) from the builders would change what every builder and ``cached()`` returns, for the pages,
+the lesson exporter and the tests. views/plumbing/figcache.py keeps its light figures' JSON, text alternative and
+thinned-labels note in a table of this kind too.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import weakref
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
@@ -35,16 +47,52 @@ from viz.alt_traces import trace_parts
 if TYPE_CHECKING:
     pass
 
+V = TypeVar("V")
+
+
+class ByFigure(Generic[V]):
+    """A side table: a value kept with a figure object, found again by that very object (its identity), and
+    dropped when the object is (a weak reference with a callback). See the module docstring for why.
+
+    One table serves every thread and session, as the figure cache does: it is written when a figure is built
+    and read when one is drawn; each step is a single dict operation (atomic in CPython), and no lock is taken,
+    since a weak reference's callback may run in any thread, amid any allocation."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, V]] = {}
+
+    def put(self, fig: object, value: V) -> None:
+        key = id(fig)
+        entries = self._entries
+
+        def forget(ref: weakref.ref) -> None:  # runs while the object is being freed, before its id can be reused
+            if entries.get(key, (None,))[0] is ref:
+                entries.pop(key, None)
+
+        entries[key] = (weakref.ref(fig, forget), value)
+
+    def get(self, fig: object, default: V | None = None) -> V | None:
+        entry = self._entries.get(id(fig))
+        return entry[1] if entry is not None and entry[0]() is fig else default
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_ATTACHED: ByFigure[Alt] = ByFigure()  # the text alternatives builders attach (with_alt)
+
+
 def with_alt(fig: go.Figure, alt: Alt) -> go.Figure:
-    """Attach ``alt`` to ``fig`` (kept with the figure in the app's figure cache); returns ``fig``."""
-    fig._atlas_alt = alt
+    """Keep ``alt`` with ``fig`` (:func:`describe` returns it, and the app's figure cache keeps it); returns
+    ``fig``."""
+    _ATTACHED.put(fig, alt)
     return fig
 
 
 def describe(fig: go.Figure) -> Alt:
     """The text alternative of ``fig``: the one a builder attached (:func:`with_alt`), or one read from its
     traces (heatmaps, bars, lines, dots, boxes) and its title and notes."""
-    attached = getattr(fig, "_atlas_alt", None)
+    attached = _ATTACHED.get(fig)
     if attached is not None:
         return attached
     fig = FigureView(fig)

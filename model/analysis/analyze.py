@@ -57,6 +57,7 @@ from model.analysis.pruning import DEFAULT_PRUNING_LIMIT, ablation_losses, pruni
 from model.analysis.report import DEFINITIONS, REPORT_NAME, SCHEMA, corpus_file_name, rounded, write_report
 from model.analysis.sentences import Example, prepare
 from model.analysis.sharded import ShardedTranslator, sharded_ablation_losses, sharded_measures_and_importance
+from model.io.cli import Refused, add_common_options, load_translator, run, set_threads
 from model.records import KINDS
 from model.training.distributed import Ranks
 
@@ -133,16 +134,8 @@ def analyze(
     timings["alignment"] = time.perf_counter() - t0
     _add_roles(results, translator.cfg)  # they need no pruning
     # --- 3. pruning curve: greedy BLEU with the least important heads off
-    pruning_section = None
-    if pruning:
-        prog.start("pruning")
-        t0 = time.perf_counter()
-        decoder = ShardedTranslator(translator, ranks) if ranks.world > 1 else translator
-        pruning_section = pruning_curve(decoder, list(src_texts[:pr_n]), list(ref_texts[:pr_n]), importance,
-                                        lambda f, msg: prog.update(f, msg),
-                                        loss_increase=ablation_section["loss_increase"] if ablation_section else None)
-        pruning_section["limit"] = pruning_limit or None
-        timings["pruning"] = time.perf_counter() - t0
+    pruning_section = _pruning(translator, src_texts[:pr_n], ref_texts[:pr_n], importance, ablation_section,
+                               pruning_limit, prog, timings, ranks) if pruning else None
     timings["total"] = time.perf_counter() - t_all
     prog.update(1.0, "done")
     report = {
@@ -165,6 +158,19 @@ def analyze(
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return rounded(report)
+
+
+def _pruning(translator, src_texts: Sequence[str], ref_texts: Sequence[str], importance, ablation_section,
+             pruning_limit: int | None, prog: _Progress, timings: dict[str, float], ranks: Ranks) -> dict:
+    """The pruning curve on these pairs (the first `pruning_limit`), ordered by the ablation where there is one."""
+    prog.start("pruning")
+    t0 = time.perf_counter()
+    decoder = ShardedTranslator(translator, ranks) if ranks.world > 1 else translator
+    section = pruning_curve(decoder, list(src_texts), list(ref_texts), importance, lambda f, msg: prog.update(f, msg),
+                            loss_increase=ablation_section["loss_increase"] if ablation_section else None)
+    section["limit"] = pruning_limit or None
+    timings["pruning"] = time.perf_counter() - t0
+    return section
 
 
 def _measures(translator, examples: list[Example], n_lines: int, n_tgt_tok: int, batch_tokens: int, prog: _Progress,
@@ -244,10 +250,8 @@ def _importance_section(importance_raw: dict, importance: dict, n_tgt_tok: int) 
 # ============================================================================ the command line
 
 def _parser() -> argparse.ArgumentParser:
-    from model.io.checkpoint import DEFAULT_CHECKPOINT
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder")
+    add_common_options(ap, threads=0, threads_help="torch threads (0 = all cores)")
     ap.add_argument("--src", help="source sentences, one per line (plain or .gz); default: Multi30k val.de")
     ap.add_argument("--ref", help="reference translations, one per line (plain or .gz); default: Multi30k val.en")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N sentence pairs (0 = all)")
@@ -260,34 +264,27 @@ def _parser() -> argparse.ArgumentParser:
                     help="sentences decoded for the pruning curve (0 = all; default %(default)s)")
     ap.add_argument("--no-ablation", action="store_true", help="skip the per-head ablation losses")
     ap.add_argument("--no-pruning", action="store_true", help="skip the pruning curve")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = all cores)")
     ap.add_argument("--alignment-only", action="store_true",
                     help="add the cross heads' AER on the annotated pairs to the existing report (--out or the "
                          "checkpoint's) and name the aligners by it; the rest of the report stays as it was")
     return ap
 
 
-class _Refused(Exception):
-    """A reason to stop with exit status 2 (bad arguments, files or corpus); rank 0 prints it."""
-
-
 def _corpus_paths(args: argparse.Namespace) -> tuple[str, str]:
-    """(source file, reference file): as given, or the Multi30k validation split; raises _Refused saying why not."""
+    """(source file, reference file): as given, or the Multi30k validation split; raises Refused (or DataError)
+    saying why not."""
     from model.analysis.experiments import find_data_dir
-    from model.training.data import DataError, find_file
+    from model.training.data import find_file
 
     if (args.src is None) != (args.ref is None):
-        raise _Refused("give both --src and --ref, or neither (then the Multi30k validation split is used)")
+        raise Refused("give both --src and --ref, or neither (then the Multi30k validation split is used)")
     if args.src is not None:
         return args.src, args.ref
     folder, looked = find_data_dir("val")
     if folder is None:
-        raise _Refused("the Multi30k validation split (val.de[.gz], val.en[.gz]) was not found; looked in: "
-                       + ", ".join(str(p) for p in looked) + " (set ATLAS_DATA_DIR or pass --src and --ref)")
-    try:
-        return str(find_file(folder, "val", "de")), str(find_file(folder, "val", "en"))
-    except DataError as e:
-        raise _Refused(str(e)) from e
+        raise Refused("the Multi30k validation split (val.de[.gz], val.en[.gz]) was not found; looked in: "
+                      + ", ".join(str(p) for p in looked) + " (set ATLAS_DATA_DIR or pass --src and --ref)")
+    return str(find_file(folder, "val", "de")), str(find_file(folder, "val", "en"))
 
 
 def _analyze_with_bar(translator, src: list[str], ref: list[str], args: argparse.Namespace, src_path: str,
@@ -308,17 +305,13 @@ def _analyze_with_bar(translator, src: list[str], ref: list[str], args: argparse
 
 
 def main(argv: list[str] | None = None) -> int:
+    from model.training.data import DataError
     from model.training.distributed import setup, teardown
 
     args = _parser().parse_args(argv)
     ranks = setup()  # one rank unless torchrun started several
-    try:
-        _run(args, ranks)
-        code = 0
-    except _Refused as e:  # every rank meets the same files and corpus, so all stop here together
-        if ranks.main:
-            print(f"error: {e}", file=sys.stderr)
-        code = 2
+    # Every rank meets the same files and corpus, so all stop here together; rank 0 alone says why.
+    code = run(lambda: _run(args, ranks), DataError, ValueError, quiet=not ranks.main)
     # An exception other than these leaves without the barrier: torchrun then stops the other ranks, which a rank
     # waiting here while they wait in a gather would not let it do.
     teardown(ranks)
@@ -326,33 +319,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, ranks: Ranks) -> None:
-    """Read, analyse, and (rank 0) write the report and say where; raises _Refused."""
-    from model.inference.translator import Translator
-    from model.io.checkpoint import CheckpointError
-    from model.training.data import DataError, read_parallel
+    """Read, analyse, and (rank 0) write the report and say where; raises Refused, DataError or ValueError."""
+    from model.training.data import read_parallel
 
     if args.alignment_only:
         return _alignment_only(args, ranks)
     src_path, ref_path = _corpus_paths(args)
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-        src, ref = read_parallel(src_path, ref_path)
-    except (CheckpointError, DataError) as e:
-        raise _Refused(str(e)) from e
+    translator = load_translator(args.checkpoint)
+    src, ref = read_parallel(src_path, ref_path)
     if args.limit > 0:
         src, ref = src[: args.limit], ref[: args.limit]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    torch.set_num_threads(args.threads if args.threads > 0 else max(1, cores // ranks.local_world))
-    try:
-        report = _analyze_with_bar(translator, src, ref, args, src_path, ref_path, ranks)
-    except ValueError as e:
-        raise _Refused(str(e)) from e
+    set_threads(args.threads, otherwise=cores // ranks.local_world)
+    report = _analyze_with_bar(translator, src, ref, args, src_path, ref_path, ranks)
     if not ranks.main:
         return
     try:
         path = write_report(report, args.out, Path(args.checkpoint))
     except OSError as e:
-        raise _Refused(f"cannot write the report ({e})") from e
+        raise Refused(f"cannot write the report ({e})") from e
     t = report["timings"]
     print(f"wrote {path}  ({report['corpus']['sentences']} sentences; "
           + ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) + ")")
@@ -361,21 +346,16 @@ def _run(args: argparse.Namespace, ranks: Ranks) -> None:
 def _alignment_only(args: argparse.Namespace, ranks: Ranks) -> None:
     """--alignment-only: the existing report with the alignment section, the cross heads' AER and their roles."""
     from model.analysis.measures import THRESHOLDS, head_roles
-    from model.analysis.report import ReportError, load_report
-    from model.inference.translator import Translator
-    from model.io.checkpoint import CheckpointError
+    from model.analysis.report import load_report
 
     path = Path(args.out) if args.out else Path(args.checkpoint) / REPORT_NAME
-    try:
-        report, translator = load_report(path), Translator.from_checkpoint(args.checkpoint)
-    except (ReportError, CheckpointError) as e:
-        raise _Refused(str(e)) from e
+    report, translator = load_report(path), load_translator(args.checkpoint)  # ReportError: a ValueError
     cross = report["kinds"]["cross"]
     results = {"cross": {"measures": {}}}
     t0 = time.perf_counter()
     report["alignment"] = add_alignment(results, translator)
     if report["alignment"] is None:
-        raise _Refused("the annotated pairs are German-English; this model translates other languages")
+        raise Refused("the annotated pairs are German-English; this model translates other languages")
     cross["measures"].update(results["cross"]["measures"])
     measures = {name: np.asarray(v, dtype=float) for name, v in cross["measures"].items()
                 if v is not None and np.asarray(v, dtype=object).ndim == 2}

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from model.analysis.attribution import DEFINITIONS, METHODS, RELEVANCE_SCORES, attribute_ids
+from model.io.cli import Refused, add_common_options, command, load_translator, set_threads
 from model.nn.transformer import EncoderDecoder
 
 SCHEMA = "attention-atlas-faithfulness/1"
@@ -181,8 +182,6 @@ def repo_relative(path: str | Path) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from model.io.checkpoint import DEFAULT_CHECKPOINT
-
     ap = argparse.ArgumentParser(
         prog="python -m model.attribution", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Faithfulness of the attribution methods: remove the top-attributed source words of each\n"
@@ -190,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
                     "words. Default data: the Multi30k validation split (never the test split).\n\n"
                     "    python -m model.attribution --checkpoint checkpoints/multi30k-de-en --src sentences.de \\\n"
                     "        --limit 50 --ks 1 2 3 --seed 0 --out faithfulness.json")
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap, threads=1)
     ap.add_argument("--src", help="source sentences, one per line (plain or .gz); default: val.de of Multi30k")
     ap.add_argument("--ref", help="reference translations, line by line; needed only with --target reference")
     ap.add_argument("--target", choices=("greedy", "reference"), default="greedy",
@@ -200,13 +199,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3], help="how many words to remove (default 1 2 3)")
     ap.add_argument("--relevance-score", choices=RELEVANCE_SCORES, default="logit",
                     help="what the relevance gradients are taken of (default: the chosen token's logit)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--out", default=DEFAULT_OUT, help="the JSON report to write (default: %(default)s)")
     return ap
 
 
 def _read_corpus(args: argparse.Namespace):
-    """(src_path, ref_path, split, source lines, reference lines or None); None after printing why not."""
+    """(src_path, ref_path, split, source lines, reference lines or None); Refused saying why not."""
     from model.analysis.experiments import find_data_dir
     from model.training.data import DataError, find_file, read_lines
 
@@ -218,21 +216,17 @@ def _read_corpus(args: argparse.Namespace):
         else:
             folder, looked = find_data_dir("val")
             if folder is None:
-                print(f"error: no Multi30k validation split (val.de[.gz]) in {', '.join(map(str, looked))}; "
-                      f"pass --src/--ref or set ATLAS_DATA_DIR", file=sys.stderr)
-                return None
+                raise Refused(f"no Multi30k validation split (val.de[.gz]) in {', '.join(map(str, looked))}; "
+                              f"pass --src/--ref or set ATLAS_DATA_DIR")
             src_path, ref_path, split = find_file(folder, "val", "de"), find_file(folder, "val", "en"), "val"
             src_lines = read_lines(src_path)
         ref_lines = read_lines(ref_path) if (ref_path is not None and args.target == "reference") else None
     except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None
+        raise Refused(str(e)) from e
     if args.target == "reference" and ref_lines is None:
-        print("error: --target reference needs --ref", file=sys.stderr)
-        return None
+        raise Refused("--target reference needs --ref")
     if ref_lines is not None and len(ref_lines) != len(src_lines):
-        print(f"error: {src_path} has {len(src_lines)} lines but {ref_path} has {len(ref_lines)}", file=sys.stderr)
-        return None
+        raise Refused(f"{src_path} has {len(src_lines)} lines but {ref_path} has {len(ref_lines)}")
     return src_path, ref_path, split, src_lines, ref_lines
 
 
@@ -263,22 +257,13 @@ def _result_file(args: argparse.Namespace, src_path, ref_path, split, n: int, ks
     }
 
 
+@command()
 def main(argv: list[str] | None = None) -> int:
     """python -m model.attribution --checkpoint DIR [--src F --ref F] [--limit N] [--out FILE.json] [--seed S]"""
-    from model.inference.translator import Translator
-    from model.io.checkpoint import CheckpointError
-
     args = _parser().parse_args(argv)
-    torch.set_num_threads(max(1, args.threads))
-    corpus = _read_corpus(args)
-    if corpus is None:
-        return 2
-    src_path, ref_path, split, src_lines, ref_lines = corpus
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    set_threads(args.threads)
+    src_path, ref_path, split, src_lines, ref_lines = _read_corpus(args)
+    translator = load_translator(args.checkpoint)
     n = len(src_lines) if args.limit <= 0 else min(args.limit, len(src_lines))
     texts = src_lines[:n]
     targets = [translator.target_tokens(r) for r in ref_lines[:n]] if ref_lines is not None else None

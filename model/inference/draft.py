@@ -141,6 +141,10 @@ def quantization_available() -> bool:
 
 
 DRAFT_SHARE = 0.5  # the generator's parameters against the decoder layers' for a draft to pay
+# A trace of a longer source decodes unaided. A wrong guess costs a traced pass over the whole guess, which grows
+# with its square, and long outputs are where a guess goes wrong (the model repeating itself). Measured on the
+# shipped model (docs/performance.md, `bench_model.py`): the draft pays at 5-20 source tokens and costs at 40 and 80.
+DRAFT_MAX_SOURCE = 30
 
 
 def worth_a_draft(model: EncoderDecoder) -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from model.inference.decode import Decoded, greedy_decode, search
-from model.inference.draft import DraftSlot
+from model.inference.draft import DRAFT_MAX_SOURCE, DraftSlot
 from model.inference.research import Research
 from model.inference.unknown import replace_unknown
 from model.io.checkpoint import DEFAULT_CHECKPOINT, SRC_SPM, TGT_SPM, CheckpointError, load_checkpoint, read_languages
@@ -274,9 +274,10 @@ class Translator(Research):
                                start_token=self.tgt_vocab.token("bos"))
         v = self.tgt_vocab
         src = self._src_tensor(source)
-        # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone. The
-        # first trace starts its build when it is done, records and all: built beside it, it would slow that trace.
-        draft = None if fwd_hooks else self.draft
+        # The int8 draft only guesses tokens, which the model checks; a caller's own hooks see the model alone, and a
+        # long source decodes unaided (DRAFT_MAX_SOURCE). The first trace starts its build when it is done, records
+        # and all: built beside it, it would slow that trace.
+        draft = None if fwd_hooks or len(source.ids) > DRAFT_MAX_SOURCE else self.draft
         dec = greedy_decode(self.model, src, v.bos_idx, v.eos_idx, self.max_steps(source, max_len), forced or None,
                             record=True, top_k=top_k, fwd_hooks=hm, draft=draft)
         cross = np.stack([s.cross for s in dec.steps[: len(dec.ids)]]) if dec.ids else None  # (t, L, h, s)

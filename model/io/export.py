@@ -30,6 +30,8 @@ import re
 import sys
 from pathlib import Path
 
+from model.io.cli import Refused, add_common_options, command, load_translator, write_out
+
 SCHEMA = "attention-atlas-trace/1"
 DIGITS = 6  # decimals kept for probabilities: rows still sum to 1 within 1e-5
 
@@ -105,28 +107,16 @@ def trace_dict(translator, translation, name: str, decoding: str | None = None) 
     }
 
 
-def write_out(text: str, out: str | None, say: bool = False) -> None:
-    """A command line's result: into the file `out` (with `say`, "wrote OUT" on stderr), or onto stdout."""
-    if out:
-        Path(out).write_text(text, encoding="utf-8")
-        if say:
-            print(f"wrote {out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-
-
 def to_json(d: dict) -> str:
     return json.dumps(d, ensure_ascii=False, indent=1) + "\n"
 
 
+@command()
 def main(argv: list[str] | None = None, render_html=None) -> int:
     """The command line; `render_html(lesson, made_by) -> str` draws the lesson file (viz.lesson.lesson_html)."""
-    from model.inference.translator import Translator
-    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sentence", nargs="+", help="the source sentence (several with --html)")
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap)
     ap.add_argument("--out", help="write the JSON here (default: standard output)")
     ap.add_argument("--html", metavar="FILE", help="write the lesson file (one offline HTML page) for the sentences")
     ap.add_argument("--top-k", type=int, default=5, help="candidates kept per decoding step (default 5)")
@@ -156,19 +146,14 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
         ap.error("--html needs the figures of viz/: run it as python -m model.export")
     if args.html and not Path(args.html).resolve().parent.is_dir():
         ap.error(f"--html {args.html}: the folder {Path(args.html).resolve().parent} does not exist")
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    translator = load_translator(args.checkpoint)
     if args.cache:
         return _write_cache(translator, args.sentence[0], args.cache, args.names)
     translations = [translator.trace(s, max_len=args.max_len or None, top_k=args.top_k) for s in args.sentence]
     empty = [n for n, t in enumerate(translations, 1) if not t.source.tokens]
     if empty:
         which = "the sentence has" if len(translations) == 1 else f"sentence {empty[0]} has"
-        print(f"error: {which} no words the tokenizer can read", file=sys.stderr)
-        return 2
+        raise Refused(f"{which} no words the tokenizer can read")
     name = Path(args.checkpoint).name
     if args.html:
         from model.io.lesson import lesson_data
@@ -182,9 +167,6 @@ def main(argv: list[str] | None = None, render_html=None) -> int:
     write_out(to_json(trace_dict(translator, translations[0], name)), args.out)
     return 0
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def _write_cache(translator, text: str, path: str, names: str | None) -> int:
     import numpy as np
@@ -193,10 +175,13 @@ def _write_cache(translator, text: str, path: str, names: str | None) -> int:
         arrays = cache_arrays(translator, text, names)
     except ValueError as e:
         keeps_none = "keeps no hook point" in str(e)
-        print(f"error: --names {names!r} keeps no hook point (docs/hooks.md lists them)" if keeps_none
-              else f"error: {e}", file=sys.stderr)
-        return 2
+        raise Refused(f"--names {names!r} keeps no hook point (docs/hooks.md lists them)" if keeps_none
+                      else str(e)) from None
     np.savez_compressed(path, **arrays)
     print(f"wrote {path}: {len(arrays) - 3} hook points, {len(arrays['tgt_tokens'])} target positions",
           file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,13 +4,16 @@
 
 FOLDER is written by save_pretrained (model and tokenizer, with the tokenizer's SentencePiece model beside it as
 the hub's folders have it: spiece.model or sentencepiece.bpe.model), or a hub id where the machine is online.
-Families (model/io/hf_families.py): Marian (opus-mt; model/io/import_marian.py does the work), M2M100 and NLLB-200,
-mBART-50, and T5 (v1.0, v1.1, mT5, Flan-T5, MADLAD-400). The folder written holds the weights (safetensors), the
-config, the vocabularies, the SentencePiece model (source.spm = target.spm), a many-to-many model's language codes
-(languages.json) and a model card in metrics.json: the app reads it with safetensors and SentencePiece alone.
+Families (model/io/hf_families.py): Marian (opus-mt, with its own vocabularies and two SentencePiece models; also
+`python -m model.import_marian`), M2M100 and NLLB-200, mBART-50, and T5 (v1.0, v1.1, mT5, Flan-T5, MADLAD-400). The
+folder written holds the weights (safetensors), the config, the vocabularies, the SentencePiece model (source.spm =
+target.spm but Marian's), a many-to-many model's language codes (languages.json) and a model card in metrics.json: the
+app reads it with safetensors and SentencePiece alone.
 
 Before writing, the import reads a few sentences beside the original: the same token ids as its tokenizer, and
 log-probabilities within AGREE of its own, or nothing is written.
+
+`transformers` is imported here only, inside the functions that need it: the app never loads it.
 """
 from __future__ import annotations
 
@@ -25,17 +28,24 @@ import torch
 
 from model.io import hf_families as fam
 from model.io.checkpoint import LANGUAGES, SRC_SPM, TGT_SPM, load_weights_into, save_checkpoint
-from model.io.import_marian import AGREE, ImportRefused, _json, import_marian, licence, resolve_source
+from model.io.cli import command
+from model.io.hf_families import WEIGHT_FILES, ImportRefused, read_json
 from model.nn.config import ModelConfig
 from model.nn.transformer import EncoderDecoder, parameter_counts
 from model.text.vocab import Vocab
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+METADATA = ("config.json", "source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
+            "generation_config.json", "README.md", "spiece.model", "sentencepiece.bpe.model", "tokenizer.json",
+            "special_tokens_map.json", "added_tokens.json")  # Marian's, and the other families' (model.import_hf)
+AGREE = 1e-3  # largest |Δ log-probability| accepted in the check against transformers (float32 differs by ~1e-6)
 SPM_FILES = ("spiece.model", "sentencepiece.bpe.model", "source.spm")
 PROBES = ("A short sentence to compare the two implementations, 1 2 3.", "Der Hund läuft im Park.")
 LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z]{2,4})?$")
 
 
-def _transformers():
+def load_transformers():
+    """The transformers package, quiet (the outcome is one line); ImportRefused where it is not installed."""
     try:
         import transformers
     except ImportError:
@@ -43,6 +53,63 @@ def _transformers():
     transformers.utils.logging.set_verbosity_error()  # the outcome is one line, not progress bars and notices
     transformers.utils.logging.disable_progress_bar()
     return transformers
+
+
+def resolve_source(src: str) -> tuple[Path, str | None]:
+    """(local folder, hub id or None): a folder as it is, a hub id downloaded (metadata and one weights file)."""
+    path = Path(src)
+    if path.is_dir():
+        return path, None
+    if path.exists() or not HUB_ID.match(src):
+        raise ImportRefused(f"{src} is neither a folder nor a hub id such as Helsinki-NLP/opus-mt-de-en")
+    try:
+        from huggingface_hub import HfApi, constants, snapshot_download
+        from huggingface_hub.utils import logging as hub_logging
+    except ImportError:
+        raise ImportRefused("downloading needs huggingface_hub (it comes with transformers): "
+                            "pip install -r requirements.txt") from None
+    hub_logging.set_verbosity_error()  # no retry chatter: the outcome is one line
+    if not constants.HF_HUB_OFFLINE:
+        _probe(src, constants.ENDPOINT)
+    try:
+        files = set(HfApi().list_repo_files(src))
+        weights = next((w for w in WEIGHT_FILES if w in files), None)
+        if weights is None:
+            raise ImportRefused(f"{src} on the hub holds no {' or '.join(WEIGHT_FILES)}")
+        folder = snapshot_download(src, allow_patterns=[m for m in METADATA if m in files] + [weights])
+    except ImportRefused:
+        raise
+    except Exception as e:  # offline, unknown repository, gated: one line, never a traceback
+        name = type(e).__name__
+        if "NotFound" in name:
+            raise ImportRefused(f"{src} was not found on the hub ({name})") from None
+        raise ImportRefused(f"cannot download {src}: the hub cannot be reached ({name}); "
+                            "import from a folder written by save_pretrained instead") from None
+    return Path(folder), src
+
+
+def _probe(src: str, endpoint: str) -> None:
+    """Fail at once when the hub's host cannot be reached (the client would retry for half a minute)."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(endpoint)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=5).close()
+    except OSError as e:
+        raise ImportRefused(f"cannot download {src}: offline, {url.hostname} cannot be reached ({type(e).__name__}); "
+                            "import from a folder written by save_pretrained instead") from None
+
+
+def licence(folder: Path) -> str | None:
+    """The `license:` field of the model card's front matter (README.md), when there is one."""
+    card = folder / "README.md"
+    if not card.is_file():
+        return None
+    text = card.read_text(encoding="utf-8", errors="replace")
+    front = text.split("---", 2)[1] if text.startswith("---") and text.count("---") >= 2 else ""
+    found = re.search(r"^license:\s*(\S+)", front, flags=re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def spm_file(folder: Path) -> Path:
@@ -133,19 +200,22 @@ def _agreement(hf_model, tr) -> float:
 
 
 def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | None = None,
-              tgt_lang: str | None = None, prefix: str | None = None) -> dict:
-    """Import SRC into the checkpoint folder `out`; returns the model card written to metrics.json."""
+              tgt_lang: str | None = None, prefix: str | None = None, family: str | None = None) -> dict:
+    """Import SRC into the checkpoint folder `out`; returns the model card written to metrics.json. `family`
+    "marian" (model.import_marian) reads SRC as a Marian folder, whose checks refuse any other model; None takes
+    the family its config.json names."""
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not force:
         raise ImportRefused(f"{out} exists and is not empty: choose another --out or pass --force")
     folder, hub_id = resolve_source(src)
-    if not (folder / "config.json").is_file():
-        raise ImportRefused(f"{folder / 'config.json'} is missing: SRC must be a folder written by save_pretrained")
-    hf = _json(folder / "config.json")
-    family = fam.family_of(hf)
+    if family != "marian":
+        if not (folder / "config.json").is_file():
+            raise ImportRefused(f"{folder / 'config.json'} is missing: SRC must be a folder written by save_pretrained")
+        hf = read_json(folder / "config.json")
+        family = fam.family_of(hf)
     if family == "marian":
-        return import_marian(src, out, force, src_lang, tgt_lang)
-    transformers = _transformers()
+        return _import_marian(src, folder, hub_id, out, force, (src_lang, tgt_lang))
+    transformers = load_transformers()
     tok = _tokenizer(transformers, folder, family, (src_lang, tgt_lang))
     spm = spm_file(folder)
     fields = fam.t5_config(hf) if family == "t5" else fam.bart_like_config(hf, family)
@@ -176,22 +246,83 @@ def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | No
     codec = PieceCodec(spm, spm, set(vocab.specials.values()) | set(table.values()), language_codes=False)
     tr = Translator(model.eval(), vocab, vocab, pieces=codec, draft=False, languages=table)
     _check_reading(tr, tok, cfg.src_prefix)
-    diff = _agreement(hf_model, tr)
-    if not diff <= AGREE:
-        raise ImportRefused(f"the imported model disagrees with transformers (max |Δ log p| = {diff:.2e} > {AGREE}); "
-                            "not written")
+    diff = _agrees(_agreement(hf_model, tr))
     card = model_card(hf_model, model, family, hub_id, src, folder, table, diff, transformers.__version__)
-    metrics = {"model": {"parameters": card["parameters"], "config": cfg.to_dict()}, "imported": card,
-               "note": f"{card['class']} imported from {card['source']} (licence: {card['licence']}); "
-                       "its quality is its authors', not measured here"}
-    if out.exists() and force:
-        shutil.rmtree(out)
-    save_checkpoint(out, model, vocab, vocab, metrics)
-    for name in (SRC_SPM, TGT_SPM):
-        shutil.copyfile(spm, out / name)
+    _save(out, force, model, (vocab, vocab), card, card["class"], (spm, spm))
     if table:
         (out / LANGUAGES).write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return card
+
+
+def _import_marian(src: str, folder: Path, hub_id: str | None, out: Path, force: bool,
+                   langs: tuple[str | None, str | None]) -> dict:
+    """A Marian folder (model/io/hf_families.py's marian_*): its own vocabularies and SentencePiece models."""
+    hf_cfg, tok_cfg, weights = fam.marian_files(folder)
+    cfg, sv, tv = fam.marian_config(hf_cfg, tok_cfg, folder, fam.marian_languages(tok_cfg, hub_id, Path(src), langs))
+    transformers = load_transformers()
+    try:
+        hf_model = transformers.MarianMTModel.from_pretrained(str(folder)).float().eval()
+    except Exception as e:  # a broken weights file: one line
+        raise ImportRefused(f"{weights} cannot be loaded by transformers "
+                            f"({type(e).__name__}: {str(e)[:200]})") from None
+    model = EncoderDecoder(cfg)
+    state = fam.marian_weights(hf_model, cfg)
+    try:
+        load_weights_into(model, state)
+    except RuntimeError as e:
+        raise ImportRefused(f"{weights} does not fit the config: {str(e).splitlines()[0]}") from None
+    model.eval()
+    from model.text.pieces import PieceCodec
+
+    codec = PieceCodec(folder / "source.spm", folder / "target.spm", set(sv.specials.values()))
+    diff = _agrees(_marian_agreement(hf_model, model, sv.encode(codec.source_pieces(PROBES[0])) + [sv.eos_idx]))
+    card = {
+        "family": "marian",
+        # a local folder by its name only: a checkpoint may be shipped, and must not hold this machine's paths
+        "source": hub_id or f"local folder {Path(src).resolve().name}",
+        "hub_id": hub_id,
+        "licence": licence(folder) or "unknown: the source has no model card (README.md) with a license field",
+        "parameters": int(sum(parameter_counts(model).values())),
+        "src_lang": cfg.src_lang, "tgt_lang": cfg.tgt_lang,
+        "vocabulary": len(sv) if cfg.share_embeddings else [len(sv), len(tv)],
+        "transformers_version": transformers.__version__,
+        "agreement_max_abs_log_prob": diff,
+        "importer": "python -m model.import_marian",
+    }
+    _save(out, force, model, (sv, tv), card, "Marian model", (folder / "source.spm", folder / "target.spm"))
+    return card
+
+
+def _marian_agreement(hf_model, model: EncoderDecoder, src_ids: list[int]) -> float:
+    """Largest |Δ log-probability| between a MarianMTModel and its import, teacher-forced on a few tokens."""
+    cfg = model.cfg
+    src = torch.tensor([src_ids])
+    tgt = torch.tensor([[cfg.decoder_start_idx] + src_ids[:-1][:8]])  # any target ids do for a comparison
+    with torch.inference_mode():
+        theirs = torch.log_softmax(hf_model(input_ids=src, decoder_input_ids=tgt).logits.float(), dim=-1)
+        ours = model(src, tgt)
+    return float((theirs - ours).abs().max())
+
+
+def _agrees(diff: float) -> float:
+    """`diff`, or ImportRefused when the import disagrees with the original by more than AGREE."""
+    if not diff <= AGREE:
+        raise ImportRefused(f"the imported model disagrees with transformers (max |Δ log p| = {diff:.2e} > {AGREE}); "
+                            "not written")
+    return diff
+
+
+def _save(out: Path, force: bool, model: EncoderDecoder, vocabs: tuple[Vocab, Vocab], card: dict, what: str,
+          spms: tuple[Path, Path]) -> None:
+    """The checkpoint folder: weights, config, vocabularies, metrics.json with the card, source.spm, target.spm."""
+    metrics = {"model": {"parameters": card["parameters"], "config": model.cfg.to_dict()}, "imported": card,
+               "note": f"{what} imported from {card['source']} (licence: {card['licence']}); "
+                       "its quality is its authors', not measured here"}
+    if out.exists() and force:
+        shutil.rmtree(out)
+    save_checkpoint(out, model, vocabs[0], vocabs[1], metrics)
+    for spm, name in zip(spms, (SRC_SPM, TGT_SPM)):
+        shutil.copyfile(spm, out / name)
 
 
 def model_card(hf_model, model: EncoderDecoder, family: str, hub_id: str | None, src: str, folder: Path,
@@ -212,6 +343,14 @@ def model_card(hf_model, model: EncoderDecoder, family: str, hub_id: str | None,
     }
 
 
+def summary(out: str, card: dict, family: bool = True) -> str:
+    """The line a finished import prints (model.import_marian's names no family)."""
+    what = f"{card.get('family', 'marian')}, " if family else ""
+    return (f"wrote {out}: {what}{card['parameters']:,} parameters, {card['src_lang']}→{card['tgt_lang']}, licence "
+            f"{card['licence']}; agrees with transformers within {card['agreement_max_abs_log_prob']:.1e}")
+
+
+@command(ImportRefused)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", help="folder from save_pretrained, or a hub id such as facebook/nllb-200-distilled-600M")
@@ -222,14 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", help="T5 family: the prompt put before every sentence, e.g. "
                                      "'translate German to English: '")
     args = ap.parse_args(argv)
-    try:
-        card = import_hf(args.src, args.out, args.force, args.src_lang, args.tgt_lang, args.prefix)
-    except ImportRefused as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out}: {card.get('family', 'marian')}, {card['parameters']:,} parameters, "
-          f"{card['src_lang']}→{card['tgt_lang']}, licence {card['licence']}; agrees with transformers within "
-          f"{card['agreement_max_abs_log_prob']:.1e}")
+    card = import_hf(args.src, args.out, args.force, args.src_lang, args.tgt_lang, args.prefix)
+    print(summary(args.out, card))
     return 0
 
 

@@ -13,7 +13,9 @@ import sys
 
 import sacrebleu
 
+from model.io.cli import Refused, add_common_options, command, load_translator
 from model.text.tokenize import tokenize
+from model.training.data import DataError, read_lines
 
 
 def bleu_scores(hyps: list[str], refs: list[str], lang: str = "en") -> dict:
@@ -30,15 +32,12 @@ def bleu_scores(hyps: list[str], refs: list[str], lang: str = "en") -> dict:
     }
 
 
+@command(DataError)
 def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from model.inference.translator import Translator
-    from model.io.checkpoint import DEFAULT_CHECKPOINT, CheckpointError
-    from model.training.data import DataError, read_lines
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="checkpoint folder (default: %(default)s)")
+    add_common_options(ap)
     ap.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
     ap.add_argument("--ref", required=True, help="reference translations, one per line (plain or .gz)")
     ap.add_argument("--beam", type=int, default=1, help="beam size; 1 = greedy")
@@ -49,15 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="also write the translations to this file")
     ap.add_argument("--json", action="store_true", help="print the scores as JSON")
     args = ap.parse_args(argv)
-    try:
-        translator = Translator.from_checkpoint(args.checkpoint)
-        src, ref = read_lines(args.src), read_lines(args.ref)
-    except (CheckpointError, DataError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    translator = load_translator(args.checkpoint)
+    src, ref = read_lines(args.src), read_lines(args.ref)
     if len(src) != len(ref):
-        print(f"error: {args.src} has {len(src)} lines but {args.ref} has {len(ref)}", file=sys.stderr)
-        return 2
+        raise Refused(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}")
     with tqdm(total=len(src), desc="translating", unit="sent", disable=None, file=sys.stderr) as bar:
         hyps = translator.translate_batch(src, beam=args.beam, replace_unk=args.unk == "copy", progress=bar.update)
     if args.out:

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from model.io.checkpoint import CheckpointError
+from model.io.cli import Refused, command, set_threads
 from model.nn.transformer import EncoderDecoder, parameter_counts
 from model.training import distributed
 from model.training.data import DataError, read_split
@@ -38,6 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return build_parser(__doc__).parse_args(argv)
 
 
+@command(DataError, CheckpointError)
 def main(argv=None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
@@ -45,12 +47,8 @@ def main(argv=None) -> int:
     if args.threads is None:
         args.threads = max(1, (os.cpu_count() or 1) // ranks.local_world)
     if args.evaluate_only:
-        torch.set_num_threads(args.threads)
-        try:
-            evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam)
-        except (DataError, CheckpointError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        set_threads(args.threads)
+        evaluate_checkpoint(out, args.data_dir, args.test_split, args.beam)
         return 0
     try:
         return _train(args, out, ranks, argv)
@@ -59,15 +57,14 @@ def main(argv=None) -> int:
 
 
 def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
-    """Train (or resume) epoch by epoch, then write and evaluate the checkpoint; 2 on a data or config error."""
+    """Train (or resume) epoch by epoch, then write and evaluate the checkpoint; raises DataError, CheckpointError
+    or Refused on a data or config error."""
     (out / "train").mkdir(parents=True, exist_ok=True)
     log = Log(out / "train.log", quiet=not ranks.main)
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     run = _start(args, out, ranks, log)
-    if run is None:
-        return 2
     forward = Logits(run.model)
     if ranks.world > 1:
         device = ranks.device
@@ -79,15 +76,11 @@ def _train(args, out: Path, ranks: distributed.Ranks, argv) -> int:
     return finish(run, argv)
 
 
-def _start(args, out: Path, ranks: distributed.Ranks, log: Log) -> Run | None:
+def _start(args, out: Path, ranks: distributed.Ranks, log: Log) -> Run:
     """The data, vocabularies and config (fresh, or from the state --resume continues), the model and its
-    optimizer with that state restored, and the film; None after printing why not."""
-    try:
-        train_src, train_tgt = read_split(args.data_dir, "train")
-        val_src, val_tgt = read_split(args.data_dir, "val")
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None
+    optimizer with that state restored, and the film; DataError, CheckpointError or Refused saying why not."""
+    train_src, train_tgt = read_split(args.data_dir, "train")
+    val_src, val_tgt = read_split(args.data_dir, "val")
     if args.limit:
         train_src, train_tgt = train_src[: args.limit], train_tgt[: args.limit]
     where = f"{ranks.world} ranks ({ranks.backend}), each on" if ranks.world > 1 else "device"
@@ -97,10 +90,7 @@ def _start(args, out: Path, ranks: distributed.Ranks, log: Log) -> Run | None:
     if args.resume and state_path.is_file():
         # Our own training state: tensors and plain containers only (weights_only refuses code).
         state = torch.load(state_path, map_location="cpu", weights_only=True)
-    vocabularies = _vocabularies(args, out, state, train_src, train_tgt, ranks, log)
-    if vocabularies is None:
-        return None
-    codec, sv, tv, cfg = vocabularies
+    codec, sv, tv, cfg = _vocabularies(args, out, state, train_src, train_tgt, ranks, log)
     split = piece_split(codec) if codec is not None else None  # None: spaCy words, as always
     train_pairs = encode_pairs(train_src, train_tgt, sv, tv, cfg.max_len, split)
     val_pairs = encode_pairs(val_src, val_tgt, sv, tv, cfg.max_len, split)
@@ -124,19 +114,14 @@ def _start(args, out: Path, ranks: distributed.Ranks, log: Log) -> Run | None:
 
 def _vocabularies(args, out: Path, state: dict | None, train_src, train_tgt, ranks: distributed.Ranks, log):
     """(codec or None, source vocabulary, target vocabulary, config): the resumed state's, or built now from the
-    training split and the flags; None after printing why not."""
+    training split and the flags; CheckpointError (a resumed state's) or Refused (the flags') saying why not."""
     if state is not None:
-        try:
-            return saved_vocabularies(state, out)
-        except CheckpointError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return None
+        return saved_vocabularies(state, out)
     codec, sv, tv = new_vocabularies(out, train_src, train_tgt, args, ranks.main, log)
     try:
         cfg = config_from_args(args, sv, tv)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None
+        raise Refused(str(e)) from e
     return codec, sv, tv, cfg
 
 

@@ -1,6 +1,6 @@
 """Two Streamlit processes behind nginx (deploy/serve.py): sticky sessions, each keeping its own state.
 
-Drives the app with the light websocket client of benchmarks/classroom_client.py (Streamlit's own protocol,
+Drives the app with the light websocket client of tests/classroom_client.py (Streamlit's own protocol,
 no browser) through the proxy, on the tiny `demo` checkpoint. Needs Debian's nginx (`apt-get install nginx`):
 without it these tests fail, they do not skip.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT / "deploy", ROOT / "benchmarks"):
+for p in (ROOT / "deploy",):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 

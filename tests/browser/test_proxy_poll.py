@@ -1,6 +1,6 @@
 """The quiz's live poll on two Streamlit processes behind nginx (deploy/serve.py): one room shared through the
 SQLite store, and a process killed mid-poll loses no answer (its phones reconnect to the other one and are the same
-students, with the answers they gave). Phones are light websocket clients (benchmarks/classroom_client.py); the
+students, with the answers they gave). Phones are light websocket clients (tests/classroom_client.py); the
 presenter's side is the store itself (the projector's page is tested in test_browser_poll.py). Needs nginx."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from tests.browser.test_proxy import run_async
 
 ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT / "deploy", ROOT / "benchmarks"):
+for p in (ROOT / "deploy",):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 

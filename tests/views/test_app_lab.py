@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from model.analysis import pairs
 from tests.app_support import array, figures, run_app, url, visible_text
 from tests.tiny_checkpoint import GERMAN
 
@@ -24,8 +25,7 @@ def model(checkpoints):
 
 
 def scored(model, text: str) -> list[str]:
-    from model import service
-
+    from model import service  # the real door: the model's own greedy tokens
     return [s.chosen_token for s in service.trace(model, text).steps]
 
 
@@ -52,7 +52,7 @@ def test_the_what_if_page_draws_every_part_and_its_numbers_are_the_models(checkp
     assert all((c == "rgb(103,0,31)") == (y < 0) for c, y in zip(bars["marker"]["color"], array(bars["y"])))
     pa = service.patching(model, A, B, tokens)
     heads = figs["patch_heads_fig"]["data"]
-    effect = service.patch_effect(pa)
+    effect = pairs.patch_effect(pa)
     assert np.allclose(array(heads[2]["z"]), effect["cross"], atol=1e-5, equal_nan=True)
     gap = float(pa.clean_log_probs.sum() - pa.corrupt_log_probs.sum())  # red: the shares whose copy lowered log p
     shares = figs["patch_heads_fig"]["layout"]["coloraxis"]
@@ -209,7 +209,7 @@ def test_a_pair_sharing_less_than_half_its_tokens_is_called_no_minimal_pair_befo
 
     at = run_app(view="What if", text=A, pair=pair, lab_patch=1)
     assert not at.exception
-    shared, longer = service.shared_tokens(*(service.trace(model, s).source.axis_tokens for s in (A, pair)))
+    shared, longer = pairs.shared_tokens(*(service.trace(model, s).source.axis_tokens for s in (A, pair)))
     assert (2 * shared < longer) == unrelated  # B shares exactly half: 4 of 7
     said = [w.value for w in at.warning if "no minimal pair" in w.value]
     assert len(said) == unrelated
@@ -335,7 +335,7 @@ def test_why_a_not_b_defaults_to_the_chosen_token_against_the_runner_up_and_rest
     at = run_app(view="Decoding", text=A, dec_step=2, why_a=a, why_b=b, dec_why=1)
     assert not at.exception
     assert (url(at)["why_a"], url(at)["why_b"]) == (a, b)
-    res = service.contrast(model, A, scored(model, A), 1, b, a)
+    res = service.contrast(model, A, scored(model, A), 1, a, b)
     figs = figures(at)
     assert np.allclose(array(figs["why_fig"]["data"][0]["y"]), res.input_x_grad, atol=1e-5)
     assert np.allclose(array(figs["why_heads_fig"]["data"][2]["z"]), res.heads["cross"], atol=1e-5)

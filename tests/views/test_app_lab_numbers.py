@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from model.analysis import pairs
 from tests.app_support import array, figures, run_app, visible_text
 from tests.tiny_checkpoint import GERMAN
 
@@ -28,7 +29,6 @@ def patched(checkpoints):
 
 
 def test_every_share_has_its_gap_beside_it_and_negative_shares_are_explained(checkpoints, patched):
-    from model import service
     from model.records import MIN_GAP
 
     pa, gaps = patched
@@ -37,8 +37,8 @@ def test_every_share_has_its_gap_beside_it_and_negative_shares_are_explained(che
     at = run_app(view="What if", text=A, pair=B, lab_patch=1, lab_token=token + 1)
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
-    clean, corrupt, gap = service.patch_gap(pa, token)
-    effect = service.patch_effect(pa, token)
+    clean, corrupt, gap = pairs.patch_gap(pa, token)
+    effect = pairs.patch_effect(pa, token)
     for key in ("patch_heads_fig", "patch_pos_fig"):
         assert f"of a gap of {gap:+.3f} nats" in figs[key]["layout"]["title"]["text"].replace("<br>", " ")
         for trace in figs[key]["data"]:
@@ -49,7 +49,7 @@ def test_every_share_has_its_gap_beside_it_and_negative_shares_are_explained(che
     assert f"log p = {clean:.3f} in A's run and {corrupt:.3f} in B's, a gap of {gap:+.3f} nats" in said
     assert "A negative share: copying that head or position from A moved log p further from A's run" in said
     assert f"defined only where the gap is at least {MIN_GAP:g} nats" in said
-    k, l, h, v = service.strongest({kind: effect[kind] for kind in ("enc_self", "dec_self", "cross")}, 1)[0]
+    k, l, h, v = pairs.strongest({kind: effect[kind] for kind in ("enc_self", "dec_self", "cross")}, 1)[0]
     assert f"{v:+.2f} ({v * gap:+.3f} nats)" in said  # the strongest head: its share and the nats it restored
 
 

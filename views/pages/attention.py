@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from model.service import entropy
+from model.analysis.experiments import entropy
 from views.parts import ablation
 from views.parts.carried import carried, choose
 from views.parts.compare import heads_match

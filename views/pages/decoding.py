@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.service import misread
+from model.text.reading import misread
 from views.parts import lens, quiz
 from views.parts.carried import low_share
 from views.parts.carried import record as carried_record

@@ -7,7 +7,7 @@ import html
 import numpy as np
 import streamlit as st
 
-from model.service import dropout_sample, max_abs_diff
+from model.analysis.experiments import dropout_sample, max_abs_diff
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, panel_group, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context

@@ -13,6 +13,7 @@ import numpy as np
 import streamlit as st
 
 from model import records, service
+from model.analysis import agreement
 from views.parts.counts import measured_on, split_name
 from views.parts.heads_report import (
     alignment_layers,
@@ -55,7 +56,7 @@ __all__ = ["render", "report_paths"]
 def grid(report: dict, kind: str, measure: str, scale: str = "raw") -> np.ndarray | None:
     """(L, h) values of a measure as the grid shows them (NaN where it has none), or None when it is not defined
     for the kind (model/analysis/agreement.py's grid_values)."""
-    return service.grid_values(report, kind, measure, scale)
+    return agreement.grid_values(report, kind, measure, scale)
 
 
 def render(ctx: Context) -> None:
@@ -222,7 +223,7 @@ def _grid(ctx: Context, report: dict, chosen: tuple[str, int, int]) -> None:
 def _agreement(ctx: Context, report: dict, measure: str, scale: str, values: dict) -> None:
     """The agreement line: how well the grid's measure, and importance, rank the heads as the measured loss
     increase does (Spearman ρ, overall and per kind), in a sentence computed from the numbers."""
-    if not service.has_effect(report):
+    if not agreement.has_effect(report):
         st.info("**Agreement with the measured effect:** this report has no ablation losses (it was computed "
                 "without switching heads off), so the grid is coloured by importance by default, and no measure can "
                 "be checked against what switching a head off costs. Compute the report again with the ablation "
@@ -231,12 +232,12 @@ def _agreement(ctx: Context, report: dict, measure: str, scale: str, values: dic
     effect = "the measured loss increase when a head is switched off"
     lines = []
     if (measure, scale) != (EFFECT, "raw"):
-        lines.append(service.agreement_sentence(measure_label(measure, ctx.facts, scale), effect,
-                                                service.rank_agreement(report, values), GROUP_NAMES, KIND_ORDER))
+        lines.append(agreement.agreement_sentence(measure_label(measure, ctx.facts, scale), effect,
+                                                agreement.rank_agreement(report, values), GROUP_NAMES, KIND_ORDER))
     if (measure, scale) != ("importance", "layer"):
         imp = {k: grid(report, k, "importance", "layer") for k in KIND_ORDER}
-        lines.append(service.agreement_sentence(measure_label("importance", ctx.facts, "layer"), effect,
-                                                service.rank_agreement(report, imp), GROUP_NAMES, KIND_ORDER))
+        lines.append(agreement.agreement_sentence(measure_label("importance", ctx.facts, "layer"), effect,
+                                                agreement.rank_agreement(report, imp), GROUP_NAMES, KIND_ORDER))
     st.markdown("**Agreement with the measured effect** (Spearman rank correlation ρ over heads, ties "
                 "ranked by their mean; 1: the same order, −1: the opposite): " + " ".join(md_escape(x) for x in lines))
 

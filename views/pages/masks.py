@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.service import weight_on_keys
+from model.analysis.experiments import weight_on_keys
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, layer_head, panel_group, sections, table
 from views.plumbing.figcache import cached

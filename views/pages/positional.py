@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.service import max_abs_diff, position_similarity
+from model.analysis.experiments import max_abs_diff, position_similarity
 from views.parts.counts import source_count
 from views.parts.widgets import chart, choices, fig_config, sections
 from views.plumbing.figcache import cached

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model import service
+from model.analysis import pairs
 from views.parts import lab_parts
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shows_caption
@@ -115,7 +115,7 @@ def _unrelated(ctx: Context, text_b: str) -> int:
     if b is None:
         return 0
     a_tokens, b_tokens = ctx.result.source.axis_tokens, b.result.source.axis_tokens
-    shared, longer = service.shared_tokens(a_tokens, b_tokens)
+    shared, longer = pairs.shared_tokens(a_tokens, b_tokens)
     if shared >= MINIMAL_SHARE * longer:
         return 0
     if ctx.present:  # one line on a 1280 px screen
@@ -205,8 +205,8 @@ def _minimal_pair(ctx: Context, text_b: str, kind: str, layer: int, head: int, s
         st.info(f"Sentence B has no words the tokenizer can read. Type a {ctx.langs['src_name']} sentence.")
         return
     a_res, b_res = ctx.result, b.result
-    src = service.align(a_res.source.axis_tokens, b_res.source.axis_tokens)
-    out = service.align(a_res.decoder_input, b_res.decoder_input)
+    src = pairs.align(a_res.source.axis_tokens, b_res.source.axis_tokens)
+    out = pairs.align(a_res.decoder_input, b_res.decoder_input)
     lines = show("A and B") and not (ctx.present and fit[1])
     if lines:
         _lines(ctx, b, src, out)
@@ -258,19 +258,19 @@ def _attention_pair(ctx: Context, b, text_b: str, kind: str, layer: int, head: i
               key="pair_fig")
     if not show("B − A"):
         return
-    rows = service.align(sides[0].query_tokens, sides[1].query_tokens)
-    keys = service.align(sides[0].key_tokens, sides[1].key_tokens)
-    diff, mask = service.aligned_difference(sides[0].probs[head], sides[1].probs[head], rows, keys, *masks)
+    rows = pairs.align(sides[0].query_tokens, sides[1].query_tokens)
+    keys = pairs.align(sides[0].key_tokens, sides[1].key_tokens)
+    diff, mask = pairs.aligned_difference(sides[0].probs[head], sides[1].probs[head], rows, keys, *masks)
     where = [[f"A: query {ra}, key {ka} · B: query {rb}, key {kb}" for ka, kb in keys.pairs] for ra, rb in rows.pairs]
-    chart(st, cached(pair_difference_figure, diff, service.pair_labels(sides[0].query_tokens, sides[1].query_tokens,
+    chart(st, cached(pair_difference_figure, diff, pairs.pair_labels(sides[0].query_tokens, sides[1].query_tokens,
                                                                        rows.pairs),
-                     service.pair_labels(sides[0].key_tokens, sides[1].key_tokens, keys.pairs), kind, mask=mask,
+                     pairs.pair_labels(sides[0].key_tokens, sides[1].key_tokens, keys.pairs), kind, mask=mask,
                      where=where, title=f"B − A: {head_name(kind, layer, head)}, on the aligned tokens",
                      width_px=PAGE_WIDTH_PX),
           width="stretch", config=fig_config(ctx, f"whatif_pair-difference_{kind}_L{layer + 1}_H{head + 1}"),
           key="pair_diff_fig")
     if not ctx.present:
-        biggest = service.strongest({"cell": diff if mask is None else abs(diff) * mask}, 1)
+        biggest = pairs.strongest({"cell": diff if mask is None else abs(diff) * mask}, 1)
         moved = (f" The largest change: {abs(float(diff[biggest[0][1], biggest[0][2]])):.3f} of a row's weight of 1."
                  if biggest and biggest[0][3] else " No aligned weight changed.")
         st.caption(f"Each side is decoded and traced on its own ({md_escape(ctx.shows)} for A); the difference is B's "

@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from model import service
+from model.analysis import experiments
 from views.parts.text import md_escape
 from views.parts.widgets import table
 from views.plumbing import jobs
@@ -79,7 +80,7 @@ def no_report(ctx: Context, error: str | None) -> None:
 
 def compute_button(ctx: Context, again: bool = False) -> None:
     """The button that starts the report's job (and its switch for the ablation and the pruning curve)."""
-    folder, looked = service.find_data_dir("val")
+    folder, looked = experiments.find_data_dir("val")
     if folder is None:
         st.warning("The report needs Multi30k's validation split (val.de and val.en, plain or .gz), which was not "
                    "found. Looked in: " + ", ".join(f"`{place(p)}`" for p in looked)

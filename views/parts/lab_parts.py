@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model import service
+from model.analysis import pairs
 from views.parts.text import md_escape
 from views.parts.widgets import chart, fig_config
 from views.plumbing.figcache import cached
@@ -74,7 +74,7 @@ def knockout(ctx: Context, tokens: tuple[str, ...], token: int | None, kind: str
     if not ctx.present and not _knockout_asked(ctx):
         return
     ko = knockout_of(ctx.key, ctx.text, tokens)
-    values = service.knockout_effect(ko, token)  # kind -> (L, h) nats
+    values = pairs.knockout_effect(ko, token)  # kind -> (L, h) nats
     if show("knockout"):
         chart(st, cached(head_effect_grid, values, "Δ log p (nats)", chosen=(kind, layer, head),
                          title=f"One head off: the change of log p({_plain(tokens, token)})"),
@@ -87,7 +87,7 @@ def knockout(ctx: Context, tokens: tuple[str, ...], token: int | None, kind: str
               key="knockout_bars")
     if ctx.present:
         return
-    top = service.strongest(values, 3)
+    top = pairs.strongest(values, 3)
     total = float(ko.log_probs.sum() if token is None else ko.log_probs[token])
     st.caption(f"Each head of every kind is switched off alone (its output before W_O set to 0), all others on, "
                f"teacher-forced on the translation shown in the header ({md_escape(ctx.shows)}). Measured on "
@@ -113,7 +113,7 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
         st.info("Patching needs a sentence B that differs from A (and a translation to score): change a word of B "
                 "above, or choose a pair.")
         return
-    if not service.same_length(src_a, src_b):
+    if not pairs.same_length(src_a, src_b):
         st.warning(f"Activation patching copies position j of A's run into position j of B's, so it needs sentences "
                    f"with the same number of tokens. A reads {len(src_a)} (with the end token): "
                    f"{md_escape(' '.join(src_a))}; B reads {len(src_b)}: {md_escape(' '.join(src_b))}. Only "
@@ -122,7 +122,7 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
     if not ctx.present and not _asked():  # presenter mode: choosing a patching part is the request
         return
     pa = patching_of(ctx.key, ctx.text, text_b, tokens)
-    clean, corrupt, gap = service.patch_gap(pa, token)
+    clean, corrupt, gap = pairs.patch_gap(pa, token)
     if abs(gap) < pa.min_gap:
         st.info(f"Changing A into B moved log p of {_what(tokens, token)} by {_nats(gap)} nats only "
                 f"({clean:.4f} in A's run, {corrupt:.4f} in B's): the gap is below the {pa.min_gap:g} nats a share "
@@ -131,7 +131,7 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
                 + ("Measure another token, or the whole translation." if token is not None else
                    "Measure one token, or change B more."))
         return
-    effect = service.patch_effect(pa, token)
+    effect = pairs.patch_effect(pa, token)
     heads = {k: effect[k] for k in KINDS}
     plain, of_gap = _plain(tokens, token), f"of a gap of {gap:+.3f} nats"
     if show("patching: heads"):
@@ -139,7 +139,7 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
                          title=f"One head's output from A, in B's run: share of log p({plain}) restored, {of_gap}"),
               width="stretch", config=fig_config(ctx, f"whatif_patching_heads_{_tag(token)}"), key="patch_heads_fig")
     if show("patching: positions"):
-        labels = service.pair_labels(src_a, src_b, [(j, j) for j in range(len(src_a))])
+        labels = pairs.pair_labels(src_a, src_b, [(j, j) for j in range(len(src_a))])
         changed = [j for j, (x, y) in enumerate(zip(src_a, src_b)) if x != y]  # their labels are never thinned away
         chart(st, cached(position_effect_figure, effect["enc_resid"], effect["dec_resid"], labels,
                          ctx.result.decoder_input[: len(tokens)], RESTORED, gap=gap, keep_src=changed,
@@ -149,7 +149,7 @@ def patching(ctx: Context, tokens: tuple[str, ...], token: int | None, text_b: s
               width="stretch", config=fig_config(ctx, f"whatif_patching_positions_{_tag(token)}"),
               key="patch_pos_fig")
     if not ctx.present:
-        top = service.strongest(heads, 3)
+        top = pairs.strongest(heads, 3)
         st.caption(f"Clean: A, with the translation shown in the header ({md_escape(ctx.shows)}); corrupted: B, scored "
                    f"on the same tokens. Measured on {_what(tokens, token)}: log p = {clean:.3f} in A's run and "
                    f"{corrupt:.3f} in B's, a gap of {gap:+.3f} nats. Each cell runs B with one component copied from "

@@ -10,7 +10,7 @@ import math
 
 import streamlit as st
 
-from model import service
+from model.analysis import pairs
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config
 from views.plumbing.figcache import cached
@@ -44,7 +44,7 @@ def render_lens(ctx: Context) -> None:
     if ctx.present:
         return
     layers = len(res.chosen_ranks)
-    first = service.commit_layer(res.chosen_ranks)
+    first = pairs.commit_layer(res.chosen_ranks)
     said = (f"**{md_escape(res.chosen_token)}** is the top candidate from layer {first + 1} of {layers} on."
             if first is not None else
             f"The last layer does not rank **{md_escape(res.chosen_token)}** first "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.records import ModelConfig, Source
-from model.service import describe_fragments, describe_repetition, fragmented_words, has_words, repeated_run
+from model.text.reading import describe_fragments, describe_repetition, fragmented_words, has_words, repeated_run
 from views.parts.text import md_escape
 
 FRAGMENTS_HELP = ("“in N pieces”: every piece is in the vocabulary (✓), the word as a whole is not; the model reads "

@@ -11,7 +11,7 @@ from contextvars import ContextVar
 import streamlit as st
 
 from views.parts.text import md_escape, md_table
-from views.plumbing.figcache import drawable
+from views.plumbing.figcache import drawable, kept_with
 from views.plumbing.state import KINDS, Context, kind_labels
 from views.plumbing.urlstate import within
 from viz.kinds import languages
@@ -58,12 +58,13 @@ def chart(where, figure, *, details: bool = True, **kwargs) -> None:
     numbers" opens the whole description and the numbers as a table (not in presenter mode, which fits one
     screen; not with ``details=False``, for a chart drawn into an `st.empty` slot again and again)."""
     shown = drawable(figure)
-    alt = getattr(shown, "_atlas_alt", None)
+    kept = kept_with(shown)  # its text alternative and thinned-labels note (views/plumbing/figcache.py)
+    alt = kept.alt if kept is not None else None
     look = "streamlit" if off("look") else None  # the look switched off: Streamlit's theme styles it in the browser
     where.plotly_chart(shown, theme=look, alt=alt.summary if alt is not None else None, **kwargs)
     if not details:
         return
-    thinned = getattr(shown, "_atlas_thinned", None)
+    thinned = kept.thinned if kept is not None else None
     if thinned:  # the figure's token axes label only some tokens: said under it
         where.caption(thinned)
     if alt is not None and not st.session_state.get("present"):
@@ -156,7 +157,7 @@ def shows_caption(ctx: Context, kind: str = "dec") -> None:
 
 def file_name(ctx: Context, what: str) -> str:
     """A download's name without extension: model, sentence, decoding, then what it shows (view, kind, layer, head)."""
-    from model.service import file_stem
+    from model.io.export import file_stem
 
     return file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
 

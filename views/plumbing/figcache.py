@@ -5,6 +5,14 @@ small part of that). The key is the builder and the *content* of its arguments (
 token lists and numbers as they are) plus the viz theme and speed switches in force (viz/speed.py), so a cached figure
 is exactly the one the builder would return now: there is no list of dependencies to forget. One cache serves every
 session; its figures are never modified after building (Streamlit copies a figure before sending it).
+
+What the cache keeps of a figure is a light stand-in (`_Prebuilt`) and, beside it, a :class:`Kept`: the JSON a chart
+gets, the text alternative and the note on thinned labels (`views.parts.widgets.chart` reads them with
+:func:`kept_with`). Beside it, not on it: a side table keyed by the light figure's identity (`viz.alt.ByFigure`), so no
+attribute of our own hangs on a Plotly object (tests/test_private_names.py), the JSON stays the figure's own (nothing
+to strip before it reaches the browser), and a cached figure still comes back with its text: the table keeps the
+record exactly as long as the figure lives (in this cache, shared read-only by every session, or in the run that drew
+a figure built outside it). Why not Plotly's `layout.meta`, or a record returned instead of the figure: viz/alt.py.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import plotly.graph_objects as go
 
 from views.plumbing.streamlit_internals import serve_kept_json
 from viz import plotly_internals
-from viz.alt import describe
+from viz.alt import Alt, ByFigure, describe
 from viz.kinds import languages
 from viz.speed import off, switched_off
 from viz.theme import theme
@@ -66,13 +74,31 @@ class _FrozenDict(dict):
     json: str
 
 
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """What the cache keeps with a light figure: its dict (with its JSON), its text alternative (`viz.alt`) and the
+    sentence naming its thinned token axes (`viz.token_axes.thinned_labels`; None when every token is labelled)."""
+
+    dict: _FrozenDict
+    alt: Alt | None
+    thinned: str | None
+
+
+_KEPT: ByFigure[Kept] = ByFigure()  # light figure -> its Kept, for as long as the light figure lives
+
+
+def kept_with(figure) -> Kept | None:
+    """What was kept with a figure `drawable` returned (None for anything else)."""
+    return _KEPT.get(figure)
+
+
 class _Prebuilt(go.Figure):
     """What `st.plotly_chart` gets for a kept figure: Streamlit calls `to_dict()` (for a heatmap that walks every
     hover label again), reads the layout's width and height, and serialises the dict (answered by
     _json). This empty figure hands over the kept dict instead."""
 
     def to_dict(self):
-        return self._atlas_dict
+        return _KEPT.get(self).dict
 
 
 # st.plotly_chart serialises a kept figure's dict through plotly.io.to_json on every run: answered from the kept
@@ -97,9 +123,8 @@ def _prebuilt(figure, revision: str):
             kept = _FrozenDict(layout={k: layout[k] for k in ("width", "height") if layout[k] is not None})
         kept.json = sent
         light = _Prebuilt(layout={"template": {}})  # an empty template: plotly would deep-copy its default into it
-        light._atlas_dict = kept
-        light._atlas_alt = alt
-        light._atlas_thinned = thinned_labels(plotly_internals.layout(figure))  # said under the chart (widgets)
+        # the thinned-labels note is said under the chart (widgets)
+        _KEPT.put(light, Kept(kept, alt, thinned_labels(plotly_internals.layout(figure))))
         return light
     if isinstance(figure, dict):  # a builder that returns several figures by name
         return {name: _prebuilt(value, f"{revision}:{name}") for name, value in figure.items()}

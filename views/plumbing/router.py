@@ -111,6 +111,9 @@ def above(view: str, shows: str, key: str) -> str:
     return f"**Every figure below shows: {shows}**"
 
 
+IN_APP_RUN = "_page_in_app_run"  # session state: the page is drawn by a run of the whole app, not its fragment's
+
+
 def show(ctx: Context, frame: Frame) -> None:
     """Run the chosen view's page as a fragment, in the theme the sidebar chose (app.py's last step before `end`)."""
     ss = st.session_state
@@ -119,7 +122,11 @@ def show(ctx: Context, frame: Frame) -> None:
         theme = presenter_theme(frame.screen[1], note_lines(ss.get("note")))
     elif frame.screen and frame.screen[0] < PHONE_PX:  # a phone: figures for its width
         theme = PHONE_THEME
-    page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
+    ss[IN_APP_RUN] = True  # the page runs inside the app's run, whose end writes the URL (end)
+    try:
+        page_fragment(ctx, frame, theme.high_contrast() if ss["contrast"] else theme, app_inputs())
+    finally:
+        ss[IN_APP_RUN] = False
 
 
 @st.fragment
@@ -131,7 +138,8 @@ def page_fragment(ctx: Context, frame: Frame, theme: Theme, inputs: tuple) -> No
     pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there
     with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
         _page(ctx, frame)
-    sync_url()  # a fragment run does not reach the end of app.py
+    if not st.session_state.get(IN_APP_RUN):
+        sync_url()  # a fragment's own run does not reach the end of app.py
     prefetch.next_page(ctx, theme, PAGES)  # the next page's first visit: its data and figures, in the background
 
 

@@ -273,7 +273,7 @@ def contributions(key: str, text: str, tgt_tokens: tuple[str, ...]):
 @st.cache_resource(max_entries=64, show_spinner=False)
 def contrast(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, target: str, foil: str) -> records.Contrast:
     """Why `target` and not `foil` at 0-based `step`: source attribution of the difference, and head knockout."""
-    return _service().contrast(_model(key), text, list(tgt_tokens), step, foil, target)
+    return _service().contrast(_model(key), text, list(tgt_tokens), step, target, foil)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -356,9 +356,10 @@ class Traced:
 
 
 def traced_decoding(key: str, text: str, decoding: str, beam_size: int, max_len: int,
-                    prefix: tuple[str, ...] = ()) -> Traced:
-    """Trace what the figures show: the user's forced prefix, else beam search's output, else greedy."""
-    greedy = trace_sentence(key, text, max_len)
+                    prefix: tuple[str, ...] = (), greedy: Translation | None = None) -> Traced:
+    """Trace what the figures show: the user's forced prefix, else beam search's output, else greedy (`greedy`:
+    the sentence's greedy trace where the caller has it already)."""
+    greedy = greedy if greedy is not None else trace_sentence(key, text, max_len)
     beam = beam_translation(key, text, beam_size, max_len) if decoding == "beam" else None
     if prefix:
         mode, forced = "forced", prefix

@@ -139,8 +139,14 @@ def parse_note(s: str) -> str:
 
 def params(examples_default: str, views: list[str], kinds, max_steps: int, compare=("off",),
            second_text: str = "") -> dict[str, Param]:
-    """The app's URL schema: parameter -> (default, parser, writer)."""
-    layer = _int_in(1, 64)
+    """The app's URL schema: parameter -> (default, parser, writer), in the order of its table."""
+    return (_general_params(examples_default, views, max_steps, compare, second_text)
+            | _page_params(kinds, max_steps) | _more_page_params())
+
+
+def _general_params(examples_default: str, views: list[str], max_steps: int, compare,
+                    second_text: str) -> dict[str, Param]:
+    """The sentence, the view, the model and its decoding, presenter mode, side by side."""
     return {
         "text": Param(examples_default, str),
         "view": Param("Overview", _choice(views)),
@@ -163,6 +169,13 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         # ckpt2 None: the untrained twin of `ckpt` (or the trained model of a twin)
         "ckpt2": Param(None, str, needed=lambda state: state.get("compare") == "model",
                        default_text="the untrained twin of `ckpt`"),
+    }
+
+
+def _page_params(kinds, max_steps: int) -> dict[str, Param]:
+    """Attention, Inside one head, Masks, Decoding, What if, Alignment."""
+    layer = _int_in(1, 64)
+    return {
         # Attention, Inside one head
         "kind": Param("cross", _choice(kinds)),
         "layer": Param(1, layer),
@@ -204,6 +217,12 @@ def params(examples_default: str, views: list[str], kinds, max_steps: int, compa
         "align_pair": Param(1, _int_in(1, 100)),
         "align_ref": Param("", str),  # your sentence's reference translation ("": the model's own)
         "align_gold": Param("", str),  # its gold links, talp
+    }
+
+
+def _more_page_params() -> dict[str, Param]:
+    """Embeddings, Positional encoding, Heads, Training; presenter mode's quiz, live poll and note."""
+    return {
         # Embeddings, Positional encoding
         "emb_side": Param("src", _choice(("src", "tgt"))),
         "emb_alone": Param(False, _bool, _dump_bool),  # the token embeddings' own heatmap

@@ -1,5 +1,8 @@
 """A light Streamlit client: one session over the websocket, as the browser's frontend talks to the server.
 
+Used by tests/browser/test_proxy.py and test_proxy_poll.py (sessions through the proxy) and by
+benchmarks/bench_classroom.py (how many students a server holds), as tests/crowd_support.py is by bench_crowd.py.
+
 No browser and no JavaScript: Streamlit's own protocol (the protobufs in `streamlit.proto`) on
 `ws://HOST:PORT/_stcore/stream`, so one process holds dozens of sessions, doing what Streamlit 1.67's frontend does:
 1. GET the page (`/?query`; behind deploy/'s proxy this sets the `atlas_backend` cookie), `/_stcore/health` (the
