@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy  # noqa: F401  (see below)
-import streamlit as st
-
-from views.plumbing import pandas_gate, warmup  # these two import only Streamlit and the standard library
-
 # Plotly looks NumPy and pandas up in sys.modules (it never imports them): when a fresh server's first sessions run at
 # once, another session's thread can be halfway through importing them, and a chart would meet a half-made module
 # ("partially initialized module 'pandas' has no attribute 'Series'"). An import statement instead waits until the
-# other thread's import of the same module has finished: NumPy's is cheap and every run needs it. pandas is not
-# needed by a server's first page: that run goes without, pandas is imported once it has ended, and every other run
-# waits here until it is whole (views/plumbing/pandas_gate.py).
-pandas_gate.enter()
+# other thread's import of the same module has finished, so every run imports both first. (Importing pandas after a
+# server's first page instead paid 2 % of a cold start and cost first visits: docs/performance.md.)
+import numpy  # noqa: F401
+import pandas  # noqa: F401
+import streamlit as st
+
+from views.plumbing import warmup  # imports only Streamlit and the standard library
+
 # The browser starts on Plotly's code while this run loads the model (views/plumbing/warmup.py).
 _warm = warmup.start()
 

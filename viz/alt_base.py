@@ -42,7 +42,7 @@ class Table:
 
     def frame(self) -> pd.DataFrame:
         """The table as text cells (numbers written as in the figures), one column per column label."""
-        import pandas as pd  # on first use: a server's first page needs none (views/plumbing/pandas_gate.py)
+        import pandas as pd  # where a table is made: importing viz/ needs no pandas
         values = np.asarray(self.values, dtype=np.float64)
         cells = np.empty(values.shape, dtype=object)
         for c in range(values.shape[1]):  # a column of counts is written without decimals

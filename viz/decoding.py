@@ -113,7 +113,7 @@ def step_cross_attention_figure(weights: np.ndarray, source_tokens: Sequence[str
 
 def decoding_table(steps: Sequence[dict]) -> pd.DataFrame:
     """:func:`decoding_rows` as a DataFrame."""
-    import pandas as pd  # on first use: a server's first page needs none (views/plumbing/pandas_gate.py)
+    import pandas as pd  # where a table is made: importing viz/ needs no pandas
     return pd.DataFrame(decoding_rows(steps), columns=["step", "prefix", "chosen", "prob"])
 
 

@@ -302,7 +302,7 @@ def nearest_neighbours(matrix: np.ndarray, vocab_tokens: Sequence[str],
                        query_idx: Sequence[int], k: int = 5,
                        exclude_idx: Sequence[int] = ()) -> pd.DataFrame:
     """:func:`neighbour_rows` as a DataFrame."""
-    import pandas as pd  # on first use: a server's first page needs none (views/plumbing/pandas_gate.py)
+    import pandas as pd  # where a table is made: importing viz/ needs no pandas
     rows = neighbour_rows(matrix, vocab_tokens, query_idx, k, exclude_idx)
     k = min(k, len(vocab_tokens) - 1)
     return pd.DataFrame(rows, columns=["token"] + [f"neighbour {i}" for i in range(1, k + 1)])

@@ -6,8 +6,7 @@ by doing in Python what the browser would measure, can be turned off on its own.
 
 Off, a page draws the same content through the frameworks' public way, only slower. That is how each device is
 measured against the app without it (benchmarks/bench_pages.py --baseline ref=off:NAME) and how an upgrade that
-breaks one degrades to slower, never to blank. Only the standard library here: views/plumbing/pandas_gate.py reads it
-before pandas or Plotly are imported.
+breaks one degrades to slower, never to blank. Only the standard library here.
 """
 from __future__ import annotations
 
@@ -20,7 +19,8 @@ DEVICES = {
     "figcache": "a kept figure's JSON answers Streamlit's to_json call (views/plumbing/streamlit_internals.py)",
     "look": "Streamlit's chart look written into each figure, so a chart is drawn once (viz/look.py)",
     "axis_notes": "axis titles as notes past the labels, so Plotly measures no label (viz/axis_notes.py)",
-    "pandas_gate": "pandas imported after a server's first page, not before it (views/plumbing/pandas_gate.py)",
+    "prefetch": "after a page switch, the next page's data and figures prepared in the background "
+                "(views/plumbing/prefetch.py)",
 }
 PRIVATE = ("plotly", "streamlit", "figcache")
 

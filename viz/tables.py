@@ -25,7 +25,7 @@ def _rounded(m: np.ndarray) -> np.ndarray:
 def matrix_frame(m: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
                  row_name: str = "query") -> pd.DataFrame:
     """(i, j) -> a DataFrame with the row tokens as the first column and the column tokens as the header."""
-    import pandas as pd  # on first use: a server's first page needs none (views/plumbing/pandas_gate.py)
+    import pandas as pd  # where a table is made: importing viz/ needs no pandas
     m = np.asarray(m, dtype=np.float64)
     if m.shape != (len(row_tokens), len(col_tokens)):
         raise ValueError(f"matrix {m.shape} does not fit {len(row_tokens)} row and {len(col_tokens)} column tokens")
@@ -41,7 +41,7 @@ def matrix_csv(m: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[st
 
 def heads_csv(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str]) -> str:
     """(h, i, j) all heads of a layer as one CSV: a `head` column (1-based), then the query token, then the keys."""
-    import pandas as pd  # on first use: a server's first page needs none (views/plumbing/pandas_gate.py)
+    import pandas as pd  # where a table is made: importing viz/ needs no pandas
     frames = []
     for h, m in enumerate(np.asarray(probs)):
         df = matrix_frame(m, query_tokens, key_tokens)
@@ -52,7 +52,7 @@ def heads_csv(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequen
 
 def candidates_csv(tokens: Sequence[str], probs: Sequence[float], chosen_index: int) -> str:
     """One decoding step's candidates: rank, token, probability, chosen."""
-    import pandas as pd  # on first use: a server's first page needs none (views/plumbing/pandas_gate.py)
+    import pandas as pd  # where a table is made: importing viz/ needs no pandas
     return pd.DataFrame({"rank": range(1, len(tokens) + 1), "token": list(tokens),
                          "probability": _rounded(np.asarray(probs, dtype=np.float64)),
                          "chosen": [i == chosen_index for i in range(len(tokens))]}).to_csv(index=False,

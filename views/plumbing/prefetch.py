@@ -14,7 +14,7 @@ bench_server_cpu.py measures it per action): one worker thread; one page ahead, 
 (a page with RUNS_MODEL) only when the page just opened had been prepared too, i.e. the student is going down
 the list; at most one task waiting (a newer one replaces it); each page prepared once per sentence and choices;
 nothing in presenter mode or side by side (their figures are built in another theme or layout). A preparation
-that fails is dropped: the page computes as before. ATLAS_PREFETCH=0 in the server's environment turns it off.
+that fails is dropped: the page computes as before. `ATLAS_SPEED_OFF=prefetch` turns it off (viz/speed.py).
 
 The pages come from the router (views/plumbing/router.py), which runs this after each page: this module imports none of
 them, so a page may import what it needs without importing, through here, the pages that import it.
@@ -22,7 +22,6 @@ them, so a page may import what it needs without importing, through here, the pa
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ import streamlit as st
 
 from views.plumbing.state import VIEWS, Context
 from viz.kinds import using_languages
+from viz.speed import off
 from viz.theme import Theme, using_theme
 
 MAX_REMEMBERED = 256  # preparations remembered as done (a key of a few strings each)
@@ -66,7 +66,7 @@ def next_page(ctx: Context, theme: Theme, pages: Mapping[str, ModuleType]) -> Fu
     ss = st.session_state
     view = ss.get("view", "")
     last, ss[_LAST_VIEW] = ss.get(_LAST_VIEW), view  # a session's first run is no switch: its page is still drawing
-    if last in (None, view) or ctx.present or ctx.other is not None or os.environ.get("ATLAS_PREFETCH", "1") == "0":
+    if last in (None, view) or ctx.present or ctx.other is not None or off("prefetch"):
         return None
     target = following(view, pages)
     if target is None:

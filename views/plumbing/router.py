@@ -6,8 +6,7 @@ the sidebar, the header and the trace lookup (less server time per click, and th
 One run of the fragment, in order:
 
 1. if a page widget changed what the header or the trace depend on (`APP_INPUTS`: the Decoding page's forced
-   prefix), or the view starts or ends side by side, the whole app runs again; the run waits for pandas
-   (views/plumbing/pandas_gate.py);
+   prefix), or the view starts or ends side by side, the whole app runs again;
 2. the sidebar's list of views is drawn into its slot (choosing a view is a fragment run too);
 3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
 4. the header (views/parts/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
@@ -18,8 +17,8 @@ One run of the fragment, in order:
 Widgets keep their values by themselves between runs that do not draw them (`persist_state`,
 views/plumbing/urlstate.py).
 
-What runs first in a session stays at app.py's top, before its other imports: the pandas gate and the warm-up
-(views/plumbing/warmup.py) must start before the app's code is imported. `end` closes every run of the whole app.
+What runs first in a session stays at app.py's top, before its other imports: NumPy's and pandas' imports and the
+warm-up (views/plumbing/warmup.py) come before the app's code is imported. `end` closes every run of the whole app.
 
 This module imports the pages; no page imports it or views/plumbing/prefetch.py, so the imports among views/ have no
 cycle.
@@ -49,7 +48,7 @@ from views.parts.header import Header, presenter_slots
 from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
 from views.parts.widgets import choosing_in
-from views.plumbing import pandas_gate, prefetch, warmup
+from views.plumbing import prefetch, warmup
 from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PHONE_PX, PHONE_THEME, Theme, presenter_theme, using_theme
@@ -135,7 +134,6 @@ def page_fragment(ctx: Context, frame: Frame, theme: Theme, inputs: tuple) -> No
     the page was drawn for; if a widget of the page changed one, the app runs again."""
     if app_inputs() != inputs:
         st.rerun(scope="app")
-    pandas_gate.wait()  # a fragment run does not pass app.py's top either: it waits here as every other run there
     with using_theme(theme), using_languages(ctx.langs["src"], ctx.langs["tgt"]):
         _page(ctx, frame)
     if not st.session_state.get(IN_APP_RUN):
@@ -164,7 +162,6 @@ def _page(ctx: Context, frame: Frame) -> None:
 
 def end(warm) -> None:
     """Every end of a run of the whole app: the URL says what the user chose, the warm-up (`warm`, what
-    `warmup.start` returned) is gone, pandas may be imported."""
+    `warmup.start` returned) is gone."""
     sync_url()
     warmup.done(warm)
-    pandas_gate.leave()
