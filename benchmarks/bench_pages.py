@@ -33,7 +33,7 @@ TARGETS = {"cold_start_s": 4.0, "new_sentence_s": 0.5, "layer_head_s": 0.25, "pa
 FLOOR_TARGETS = {"first_visit": 1.25, "first_visits": 1.25, "new_sentence": 1.0, "cold_start": 1.2}  # app/floor
 REF_LIMIT = 1.05  # app / another version (or this one with a speed device off), at most
 OPUS_LINK = {"kind": "cross", "layer": 1, "head": 1, "max_len": 20}
-PAUSE_S = 0.3  # after each side-by-side action: the prefetch and the browser's idle work settle before the next
+PAUSE_S = 0.3  # after each side-by-side action: the browser's idle work settles before the next
 
 
 def served(ref: str, args, stack: contextlib.ExitStack) -> str:

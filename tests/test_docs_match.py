@@ -346,7 +346,7 @@ def test_the_settings_page_is_linked_from_the_readme_and_the_architecture():
 def test_the_map_names_every_thread_and_cache():
     map_ = set(INLINE.findall(section(text_of(ARCHITECTURE), MAP)))
     found = threads_and_caches()
-    assert {"views/plumbing/prefetch.py", "views/plumbing/state.py"} <= set(found), "the grep finds too little"
+    assert {"views/plumbing/jobs.py", "views/plumbing/state.py"} <= set(found), "the grep finds too little"
     missing = {module: what for module, what in found.items() if module not in map_}
     assert not missing, f"docs/architecture.md's {MAP!r} does not name these modules (as `path`): {missing}"
 

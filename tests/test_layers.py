@@ -47,7 +47,6 @@ def test_package_imports_respect_the_layers(package):
 
 def test_pages_read_no_module_attributes():
     """Pages get data: no `.model.`, no `.lut`, no vocabularies' id maps, no head-mask tensors in views/ or app.py."""
-    # `page.prepare(` is a page's own hook (views/plumbing/prefetch.py), not the Translator's
     patterns = re.compile(r"\.model\.|\.lut\b|\.stoi\b|\.itos\[|\b(tgt|src)_vocab\b|(?<!page)\.prepare\(|head_mask")
     offenders = []
     for p in files("views"):
@@ -122,8 +121,8 @@ def a_cycle(edges: dict[str, set[str]]) -> list[str]:
 
 @pytest.mark.parametrize("package", ["views", "viz", "model"])
 def test_no_import_cycle_among_a_packages_modules(package):
-    """views/: the router imports the pages and hands them to the prefetch, so no page imports a module that imports
-    it; viz/ and model/: a module's helpers live below it (viz/alt_base.py, model/patch.py's command line)."""
+    """views/: the router imports the pages, so no page imports a module that imports it; viz/ and model/: a module's
+    helpers live below it (viz/alt_base.py, model/patch.py's command line)."""
     edges = package_imports(ROOT / package)
     assert sum(map(len, edges.values())) > 10  # the graph is read, not empty
     assert a_cycle(edges) == [], " → ".join(a_cycle(edges))

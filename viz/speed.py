@@ -19,8 +19,6 @@ DEVICES = {
     "figcache": "a kept figure's JSON answers Streamlit's to_json call (views/plumbing/streamlit_internals.py)",
     "look": "Streamlit's chart look written into each figure, so a chart is drawn once (viz/look.py)",
     "axis_notes": "axis titles as notes past the labels, so Plotly measures no label (viz/axis_notes.py)",
-    "prefetch": "after a page switch, the next page's data and figures prepared in the background "
-                "(views/plumbing/prefetch.py)",
 }
 PRIVATE = ("plotly", "streamlit", "figcache")
 

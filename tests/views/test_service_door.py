@@ -125,3 +125,11 @@ def test_kinds_and_pages_are_defined_once():
         text = path.read_text()
         if path.name != "records.py":
             assert '= ("enc_self", "dec_self", "cross")' not in text, f"{path} defines the kinds again"
+
+
+def test_the_kept_requests_are_named_as_the_table_says():
+    from views.plumbing import state
+
+    for name, kept in state.KEPT.items():
+        assert getattr(state, name).__name__ == name, f"state.{name} is not KEPT[{name!r}]'s function"
+        assert kept.answer in dir(__import__("model.service", fromlist=["_"])), kept.answer

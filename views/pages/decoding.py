@@ -30,7 +30,6 @@ def _force(prefix: list[str]) -> None:
     st.session_state["dec_step"] = len(prefix) + 1  # show what happens right after the choice
 
 
-
 def render(ctx: Context) -> None:
     ss = st.session_state
     if not ctx.present:  # presenter mode: the part, its controls and its figures; explanations go below them
@@ -301,32 +300,11 @@ def _attribution_chart(ctx: Context, steps: list, step_no: int):
                                 width_px=PAGE_WIDTH_PX)
 
 
-STATE = ("dec_step", "dec_layer", "dec_head")  # the session's choices the page's figures depend on (prepare gets them)
-# The attribution runs the model (views/plumbing/prefetch.py prepares it for a student going in order).
-RUNS_MODEL = True
-
-
 def _source_share_chart(ctx: Context, steps: list, step_no: int):
     """(each step's source share (T,), the strip's figure with step `step_no` highlighted)."""
     share = carried_record(ctx).alti["source_share"]  # (T,) one per decoder row, each predicting a step's token
     tokens = [s.chosen_token for s in steps][: len(share)]
     return share, cached(source_share_figure, tokens, share[: len(tokens)], step_no - 1)
-
-
-def prepare(ctx: Context, state: dict) -> None:
-    """Build what a first visit of the page shows (the step's candidates, where it looked, the attribution of its
-    token), with the session's choices `state`, without drawing anything (views/plumbing/prefetch.py runs it in the
-    background while the page before it is on screen)."""
-    steps = ctx.result.steps or []
-    if not steps:
-        return
-    step_no = _step_no(state.get("dec_step"), len(steps))
-    step = steps[step_no - 1]
-    labels, probs, chosen_idx = step.candidates()
-    cached(candidates_figure, labels, probs, chosen_idx, title=f"step {step_no}: next-token candidates")
-    _cross_chart(ctx, step, step_no, *_dec_layer_head(ctx.cfg, state.get("dec_layer"), state.get("dec_head")))
-    _attribution_chart(ctx, steps, step_no)
-    _source_share_chart(ctx, steps, step_no)
 
 
 def _definition(res, method: str) -> str:

@@ -89,23 +89,6 @@ def _vocab_map(ctx: Context, side: str, tokens: list[str]):
     return fig, words, ids, specials
 
 
-STATE = ("emb_side",)  # the session's choices prepare gets
-
-
-def prepare(ctx: Context, state: dict) -> None:
-    """Build the figures and the neighbour table a first visit will show, for the session's side `state`, without
-    drawing anything (views/plumbing/prefetch.py runs it in the background while another page is on screen)."""
-    side = "tgt" if state.get("emb_side") == "tgt" else "src"
-    tr = ctx.result.trace
-    emb, tokens = (tr.src_embed, tr.src_tokens) if side == "src" else (tr.tgt_embed, tr.tgt_tokens)
-    _stages(ctx, emb, tokens)
-    if ctx.cfg.scale_embedding:
-        _scaling_chart(emb, ctx.cfg.d_model, tokens)
-    _, _, ids, specials = _vocab_map(ctx, side, tokens)
-    if ids:
-        _neighbours(ctx.key, side, tuple(ids), specials)
-
-
 def render(ctx: Context) -> None:
     res = ctx.result
     if not ctx.present:  # presenter mode: the controls and the figure (the screen's height goes to the figure)

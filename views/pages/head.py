@@ -11,7 +11,6 @@ from model.analysis.experiments import dropout_sample, max_abs_diff
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, panel_group, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
-from views.plumbing.urlstate import within
 from viz.head import head_pipeline_rows
 from viz.layout import PAGE_WIDTH_PX
 from viz.token_axes import panels_that_fit
@@ -118,18 +117,6 @@ def _rows(ctx: Context, kind: str, layer: int, head: int, only: tuple[str, ...] 
 def _scaled(cfg) -> bool:
     """Whether the model divides its scores by √d_k (T5 does not)."""
     return getattr(cfg, "scale_attention", True)
-
-
-STATE = ("kind", "layer", "head")  # the choices of the session the page's figures depend on (prepare gets them)
-
-
-def prepare(ctx: Context, state: dict) -> None:
-    """Build the figures a first visit will show, with the session's choices `state`, without drawing anything
-    (views/plumbing/prefetch.py runs it in the background while another page is on screen)."""
-    cfg = ctx.cfg
-    kind = state["kind"] if state.get("kind") in ctx.result.trace.attn else "enc_self"
-    n_layers = cfg.n_encoder_layers if kind == "enc_self" else cfg.n_decoder_layers
-    _rows(ctx, kind, within(state.get("layer"), 1, n_layers) - 1, within(state.get("head"), 1, cfg.n_heads) - 1)
 
 
 def _step_titles(names: tuple[str, ...], titles: dict[str, str], how: str) -> None:

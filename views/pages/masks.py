@@ -144,25 +144,6 @@ def _causal_chart(on, off, layer: int, head: int, only: list[int] | None = None)
                   only=None if only is None or len(only) == 3 else tuple(only))
 
 
-STATE = ("pad_on", "pad_layer", "pad_head", "causal_layer", "causal_head")  # the session's choices prepare gets
-# Preparing this page runs the model (views/plumbing/prefetch.py prepares it for a student going in order).
-RUNS_MODEL = True
-
-
-def prepare(ctx: Context, state: dict) -> None:
-    """Run what a first visit will show (the padded batch, the teacher-forced passes) and build its figures, with
-    the session's choices `state`, without drawing anything (views/plumbing/prefetch.py runs it in the background)."""
-    cfg = ctx.cfg
-    use_mask = state.get("pad_on") is not False
-    _, demo = _padding_data(ctx, use_mask)
-    _padding_chart(demo, _index(state.get("pad_layer"), cfg.n_encoder_layers),
-                   _index(state.get("pad_head"), cfg.n_heads), use_mask)
-    if ctx.result.raw_tokens:
-        _, on, off, _ = _causal_data(ctx)
-        _causal_chart(on, off, _index(state.get("causal_layer"), cfg.n_decoder_layers),
-                      _index(state.get("causal_head"), cfg.n_heads))
-
-
 def _index(value, n: int) -> int:
     """A 1-based choice of the session, kept within 1..n as the page's select box keeps it, as a 0-based index."""
     return within(value, 1, n) - 1

@@ -73,23 +73,6 @@ def render(ctx: Context) -> None:
         st.caption(check)
 
 
-STATE = ("pe_positions", "pe_dims", "pe_ref")  # the session's choices prepare gets
-
-
-def prepare(ctx: Context, state: dict) -> None:
-    """Build the three figures a first visit will show, for the session's choices `state`, without drawing anything
-    (views/plumbing/prefetch.py runs it in the background while another page is on screen). They do not depend on the
-    sentence: after the first visit with these choices they are kept."""
-    if positions_of(ctx.cfg) != "sinusoidal":  # the other families' figures are the sentence's: drawn on a visit
-        return
-    d, layout = ctx.cfg.d_model, getattr(ctx.cfg, "pe_layout", "interleaved")
-    n = within(state.get("pe_positions"), 10, min(256, ctx.cfg.max_len))
-    pe = sinusoidal_encoding(n, d, layout, getattr(ctx.cfg, "pos_offset", 0))
-    cached(waves_figure, pe, [i for i in state.get("pe_dims") or () if 0 <= i < d] or [0], layout)
-    cached(pe_heatmap, pe)
-    cached(position_similarity_figure, pe, ref_position=within(state.get("pe_ref"), 0, n - 1))
-
-
 def _explanation(layout: str, d: int, offset: int = 0) -> str:
     rows = (f" Position p reads row p + {offset} of the table: its first {offset} rows are never added."
             if offset else "")

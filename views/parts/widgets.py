@@ -75,8 +75,9 @@ def table(rows: list[dict], name: str, right: tuple[str, ...] = (), scroll: bool
     """A page's table, drawn with the page as Markdown (an HTML table): whole up to ten rows, then scrolling at
     400 px (always whole without `scroll`); the columns in `right` (numbers) are right-aligned. Not st.table: it
     sends an Arrow table that the browser decodes before drawing, converted through pandas and pyarrow on the
-    server. Not st.dataframe: a canvas grid whose 1.3 MB of code a first visit would wait for. A scrolling table is a region named `name` that the keyboard reaches (Tab) and scrolls
-    (arrow keys), which an st.container of fixed height is not."""
+    server. Not st.dataframe: a canvas grid whose 1.3 MB of code a first visit would wait for. A scrolling table is
+    a region named `name` that the keyboard reaches (Tab) and scrolls (arrow keys), which an st.container of fixed
+    height is not."""
     text = md_table(rows, right)
     if len(rows) <= 10 or not scroll:
         st.markdown(text)

@@ -168,7 +168,7 @@ class FigureCache:
                 if other is None:
                     done = self._building[key] = threading.Event()
                     break
-            # Another thread (a session, or views/plumbing/prefetch.py preparing this page) is building this very
+            # Another thread (another session) is building this very
             # figure:
             # wait for it rather than build it a second time beside it.
             other.wait(timeout=60)

@@ -11,8 +11,7 @@ One run of the fragment, in order:
 3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
 4. the header (views/parts/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
    asks about a step, the header keeps that step's answer;
-5. the URL is written (a fragment run does not reach app.py's end), and the next page of the sidebar is prepared in
-   the background (views/plumbing/prefetch.py, handed `PAGES`).
+5. the URL is written (a fragment run does not reach app.py's end).
 
 Widgets keep their values by themselves between runs that do not draw them (`persist_state`,
 views/plumbing/urlstate.py).
@@ -20,8 +19,7 @@ views/plumbing/urlstate.py).
 What runs first in a session stays at app.py's top, before its other imports: NumPy's and pandas' imports and the
 warm-up (views/plumbing/warmup.py) come before the app's code is imported. `end` closes every run of the whole app.
 
-This module imports the pages; no page imports it or views/plumbing/prefetch.py, so the imports among views/ have no
-cycle.
+This module imports the pages; no page imports it, so the imports among views/ have no cycle.
 """
 from __future__ import annotations
 
@@ -48,14 +46,12 @@ from views.parts.header import Header, presenter_slots
 from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
 from views.parts.widgets import choosing_in
-from views.plumbing import prefetch, warmup
+from views.plumbing import warmup
 from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PHONE_PX, PHONE_THEME, Theme, presenter_theme, using_theme
 
-# The page registry: each view of the sidebar's list and the module that draws it. A page has `render(ctx)`; one
-# that can be prepared before it is opened also has `prepare(ctx, state)` and `STATE`, the session's choices
-# `prepare` gets (and `RUNS_MODEL` when preparing it runs the model).
+# The page registry: each view of the sidebar's list and the module that draws it; a page has `render(ctx)`.
 PAGES: dict[str, ModuleType] = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
     "Inside one head": head, "Masks": masks, "Decoding": decoding, "Alignment": alignment, "What if": whatif,
@@ -138,7 +134,6 @@ def page_fragment(ctx: Context, frame: Frame, theme: Theme, inputs: tuple) -> No
         _page(ctx, frame)
     if not st.session_state.get(IN_APP_RUN):
         sync_url()  # a fragment's own run does not reach the end of app.py
-    prefetch.next_page(ctx, theme, PAGES)  # the next page's first visit: its data and figures, in the background
 
 
 def _page(ctx: Context, frame: Frame) -> None:

@@ -15,11 +15,10 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import streamlit as st
 
 from model import records
-from model.records import Attribution, ModelConfig, SentenceTrace, Translation
+from model.records import Attribution, ModelConfig, Translation
 from views.plumbing import urlstate
 from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import kind_labels from here)
 
@@ -217,21 +216,60 @@ def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decod
     return _service().trace_json(_model(key), trace_sentence(key, text, max_len, prefix), key, decoding or None)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def wrong_language(key: str, text: str) -> bool:
-    """Does the text look like the model's target language (a hint for a user who typed English)?"""
-    return _service().looks_like_target_language(_model(key), text)
+# The requests a page makes that the server keeps, one line each: the name pages call, the model.service function
+# that answers (the model first, then the page's arguments in the page's order; tuples, which a cache can hash, are
+# handed on as lists), how many answers are kept, and whether every session shares one answer (st.cache_resource:
+# records pages only read) or gets a copy (st.cache_data: small values).
+@dataclass(frozen=True)
+class Kept:
+    answer: str  # the model.service function
+    entries: int
+    shared: bool = True
+    doc: str = ""
+
+
+KEPT = {
+    "wrong_language": Kept("looks_like_target_language", 128, shared=False,
+                           doc="Does the text look like the model's target language (a hint for a user who typed it)?"),
+    "teacher_forced": Kept("teacher_forced", 64, doc="SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens "
+                                                     "(key, text, tgt_tokens, causal: the causal mask on or off)."),
+    # The what-if lab (the What if page, the Decoding page's lens and contrast): teacher-forced on the given tokens.
+    "knockout": Kept("knockout", 32, doc="Each head alone switched off: the change of every token's log-probability "
+                                         "(key, text, tgt_tokens)."),
+    "patching": Kept("patching", 32, doc="Activation patching clean -> corrupted, the same number of source tokens "
+                                         "(key, clean, corrupt, tgt_tokens)."),
+    "logit_lens": Kept("logit_lens", 64, doc="Each decoder layer's output through the final norm and the generator "
+                                             "(key, text, tgt_tokens, 0-based step, k)."),
+    "contributions": Kept("contributions", 32, doc="Value norms and ALTI+ teacher-forced on the decoding's own tokens, "
+                                                   "its end token included (key, text, tgt_tokens)."),
+    "contrast": Kept("contrast", 64, doc="Why target and not foil: source attribution of the difference, and head "
+                                         "knockout (key, text, tgt_tokens, 0-based step, target, foil)."),
+    "causal_experiment": Kept("causal_experiment", 64, doc="(trace with the causal mask, trace without it, the "
+                                                           "comparison) (key, text, tokens, reference, ended)."),
+    "vocab_embeddings": Kept("embedding_matrix", 8, doc="(V, d) learned embedding matrix of 'src' or 'tgt', and its "
+                                                        "tokens (key, side)."),
+}
+
+
+def _kept(name: str, kept: Kept):
+    """The cached function pages call as `name` (see KEPT)."""
+    def ask(key: str, *args):
+        return getattr(_service(), kept.answer)(_model(key), *(list(a) if isinstance(a, tuple) else a for a in args))
+
+    # Streamlit keys a function's cache on its module, qualified name and source: one name per request, one cache
+    ask.__name__ = ask.__qualname__ = name
+    ask.__doc__ = kept.doc
+    cache = st.cache_resource if kept.shared else st.cache_data
+    return cache(max_entries=kept.entries, show_spinner=False)(ask)
+
+
+(wrong_language, teacher_forced, knockout, patching, logit_lens, contributions, contrast, causal_experiment,
+ vocab_embeddings) = (_kept(name, kept) for name, kept in KEPT.items())  # KEPT's names, in its order (a test checks)
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)
 def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
     return _service().translate(_model(key), text, beam=beam, max_len=max_len or None)
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def teacher_forced(key: str, text: str, tgt_tokens: tuple[str, ...], causal: bool) -> SentenceTrace:
-    """SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens (causal mask on or off)."""
-    return _service().teacher_forced(_model(key), text, list(tgt_tokens), causal)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -243,37 +281,6 @@ def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int) -> A
     one step, and each explained token costs the gradient methods a batch row of its own (the whole matrix
     was most of a first visit's server CPU)."""
     return _service().attribution(_model(key), text, list(tgt_tokens), rows=[row])
-
-
-# The what-if lab (the What if page, the Decoding page's lens and contrast): teacher-forced on the given tokens.
-@st.cache_resource(max_entries=32, show_spinner=False)
-def knockout(key: str, text: str, tgt_tokens: tuple[str, ...]) -> records.Knockout:
-    """Each head alone switched off: the change of every token's log-probability (one batch row per head)."""
-    return _service().knockout(_model(key), text, list(tgt_tokens))
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def patching(key: str, clean: str, corrupt: str, tgt_tokens: tuple[str, ...]) -> records.Patching:
-    """Activation patching clean -> corrupted (the same number of source tokens: the page checks first)."""
-    return _service().patching(_model(key), clean, corrupt, list(tgt_tokens))
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def logit_lens(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, k: int) -> records.LogitLens:
-    """Each decoder layer's output read through the final norm and the generator at 0-based `step`."""
-    return _service().logit_lens(_model(key), text, list(tgt_tokens), step, k)
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def contributions(key: str, text: str, tgt_tokens: tuple[str, ...]):
-    """Value norms and ALTI+ teacher-forced on tgt_tokens (the decoding's own, its end token included)."""
-    return _service().contributions(_model(key), text, list(tgt_tokens))
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def contrast(key: str, text: str, tgt_tokens: tuple[str, ...], step: int, target: str, foil: str) -> records.Contrast:
-    """Why `target` and not `foil` at 0-based `step`: source attribution of the difference, and head knockout."""
-    return _service().contrast(_model(key), text, list(tgt_tokens), step, target, foil)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -291,24 +298,12 @@ def padded_batch(key: str, text: str, use_mask: bool, max_len: int = 0) -> dict:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def causal_experiment(key: str, text: str, reference_tokens: tuple[str, ...], reference: str, ended: bool = True):
-    """(trace with the causal mask, trace without it, the comparison) along reference_tokens (+ <eos> if ended)."""
-    return _service().causal_experiment(_model(key), text, list(reference_tokens), reference, ended)
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
 def reference_tokens(key: str, text: str, fallback: tuple[str, ...],
                      finished: bool = True) -> tuple[tuple[str, ...], bool, str]:
     """(tokens to teacher-force, whether they ended at <eos>, what they are): see service.causal_reference;
     `fallback` is the model's own output, `finished` whether it ended at <eos>."""
     tokens, ended, what = _service().causal_reference(_model(key), text, list(fallback), finished)
     return tuple(tokens), ended, what
-
-
-@st.cache_resource(max_entries=8, show_spinner="Projecting the vocabulary…")
-def vocab_embeddings(key: str, side: str) -> tuple[np.ndarray, list[str]]:
-    """(V, d) learned embedding matrix of 'src' or 'tgt', and its tokens."""
-    return _service().embedding_matrix(_model(key), side)
 
 
 def languages_of(key: str) -> dict:
