@@ -171,11 +171,16 @@ def floor_walk(bs, playwright, script: str, ckpt_dir: Path, env: dict, sentence:
     return {"cold_start": cold, "new_sentence": sentence_s, "first_visit": first, "exceptions": exceptions} | total
 
 
-def medians(walks: list[dict]) -> dict:
-    """Median per measure over walks (per view for the first visits; per view and measure when profiled)."""
+def medians(walks: list[dict], views: set | None = None) -> dict:
+    """Median per measure over walks (per view for the first visits; per view and measure when profiled); `views`:
+    only those (the views every variant has: an older version may lack a page), their first visits summed anew."""
     out = {k: statistics.median(w[k] for w in walks) for k in ("cold_start", "new_sentence", "first_visits")
            if k in walks[0]}
+    if views is not None and "first_visits" in out:
+        out["first_visits"] = statistics.median(sum(w["first_visit"][v] for v in views) for w in walks)
     for view, got in walks[0].get("first_visit", {}).items():
+        if views is not None and view not in views:
+            continue
         values = [w["first_visit"][view] for w in walks]
         out.setdefault("first_visit", {})[view] = statistics.median(values) if not isinstance(got, dict) else {
             k: statistics.median(v[k] for v in values if v[k] is not None) for k in got if got[k] is not None}
@@ -199,7 +204,9 @@ def floor_main(args, bs, ckpt_dir: Path, env: dict, stack: contextlib.ExitStack)
                 walks[name].append(w)
                 print(f"walk {i + 1} {name}: cold {w['cold_start']:.2f} s" + ("" if args.cold_only else
                       f", new sentence {w['new_sentence']:.2f} s"), flush=True)
-    got = {name: medians(ws) for name, ws in walks.items()}
+    views = [set(ws[0].get("first_visit", {})) for ws in walks.values()]
+    shared = set.intersection(*views) if views and any(v != views[0] for v in views) else None
+    got = {name: medians(ws, shared) for name, ws in walks.items()}
     keys = [("cold_start", "cold start", None), ("new_sentence", "new sentence", None),
             ("first_visits", "first visits, summed", None)] + [
         ("first_visit", f"first visit: {v}", v) for v in got["app"].get("first_visit", {})]
