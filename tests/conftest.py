@@ -108,26 +108,30 @@ def encoded_pairs(vocabs):
     return _encode_pairs(*vocabs)
 
 
-@pytest.fixture(scope="session")
-def _trained(make_model, vocabs, encoded_pairs):
-    """The tiny model trained on PAIRS until it reproduces them (and so emits <eos>)."""
+def train_on_pairs(model, vocabs, encoded_pairs, steps: int, lr: float):
+    """`model` trained on every pair of PAIRS (one batch, Adam) for `steps` steps, in eval mode."""
     import torch
     import torch.nn.functional as F
 
     from model.training.data import collate
 
     sv, tv = vocabs
-    model = make_model(seed=1)
     src, tgt_in, tgt_out = collate(encoded_pairs, list(range(len(encoded_pairs))), sv.pad_idx, tv.bos_idx, tv.eos_idx)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    for _ in range(120):
+    for _ in range(steps):
         logp = model(src, tgt_in)
         loss = F.nll_loss(logp.reshape(-1, logp.shape[-1]), tgt_out.reshape(-1), ignore_index=sv.pad_idx)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    model.eval()
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def _trained(make_model, vocabs, encoded_pairs):
+    """The tiny model trained on PAIRS until it reproduces them (and so emits <eos>)."""
+    model = train_on_pairs(make_model(seed=1), vocabs, encoded_pairs, steps=120, lr=1e-2)
     for p in model.parameters():
         p.requires_grad_(False)
     return model

@@ -31,22 +31,9 @@ def normalised_score(model, src, ids, alpha):
 @pytest.fixture
 def half_trained(make_model, vocabs, encoded_pairs):
     """A weakly trained model (uncertain, so beam search has something to find)."""
-    import torch.nn.functional as F
+    from tests.conftest import train_on_pairs
 
-    from model.training.data import collate
-
-    sv, tv = vocabs
-    model = make_model(seed=4)
-    src, tgt_in, tgt_out = collate(encoded_pairs, [0, 1, 2, 3], sv.pad_idx, tv.bos_idx, tv.eos_idx)
-    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
-    model.train()
-    for _ in range(25):
-        lp = model(src, tgt_in)
-        loss = F.nll_loss(lp.reshape(-1, lp.shape[-1]), tgt_out.reshape(-1), ignore_index=sv.pad_idx)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return model.eval()
+    return train_on_pairs(make_model(seed=4), vocabs, encoded_pairs, steps=25, lr=5e-3)
 
 
 def test_beam_four_scores_at_least_as_well_as_greedy(half_trained, trained_model, vocabs, pairs):
