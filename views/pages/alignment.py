@@ -140,7 +140,7 @@ def _own(ctx: Context, method: str, li, hi, shift: bool) -> None:
                      title=f"your sentence: {NAMES[method]}, {where}", measure=MEASURES[method],
                      src_lang=ctx.langs["src"], tgt_lang=ctx.langs["tgt"]),
           width="stretch", key="align_own", config=fig_config(ctx, "alignment_sentence"))
-    whose = "the reference above" if (ref or "").strip() else "the model's own translation of it (greedy)"
+    whose = "the reference above" if (ref or "").strip() else f"the model's own translation of it ({ctx.shows})"
     score = (f"AER against the links typed: {aer([found], [sure], [possible]):.1f} %." if gold else
              "Type gold links to score the predicted ones (AER).")
     st.caption(f"The sentence in the sidebar and {whose}, teacher-forced, split into words as the annotated pairs "
