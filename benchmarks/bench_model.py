@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import common
+import shapes
 from common import ROOT, open_translator, shown_path, status_mb, summary, table, verdict, write_results
 
 LENGTHS = [5, 10, 20, 40, 80]
@@ -45,7 +46,8 @@ CORRUPT = ["Eine Frau mit einem blauen Hut spielt Gitarre im Park.", "Ein Mann m
            "Gitarre im Haus."]  # the first with as many source tokens as SENTENCE is the corrupted run
 TOKENS = 20  # a --families sentence's pieces, and its output tokens
 FAMILY_TARGETS = {"load_s": 15.0, "rss_over_weights": 1.5, "trace_s": {
-    "opus-mt-de-en": 0.3, "nllb-600m": 4.0, "mbart-large-50": 4.0, "flan-t5-base": 1.5}}
+    "opus-mt-de-en": 0.3, "nllb-600m": 4.0, "mbart-large-50": 4.0, "flan-t5-base": 1.5, "fsmt-wmt19-de-en": 2.0,
+    "t5gemma-s-s": 4.0, "t5gemma-b-b": 4.0}}
 
 
 def timed(fn, repeats: int, warmup: int = 3) -> list[float]:
@@ -317,7 +319,7 @@ def families_main(args) -> int:
     try:
         for name in names:
             folder, t0, runs = base / name, time.perf_counter(), []
-            params, built = common.build_shape(folder, name), time.perf_counter() - t0
+            params, built = shapes.build_shape(folder, name), time.perf_counter() - t0
             for i in range(args.load_repeats):
                 os.sync()
                 for f in folder.iterdir() if i == 0 else []:
@@ -353,7 +355,7 @@ def families_main(args) -> int:
                       "target s", "out", "load memory 1st drafted"]))
     write_results(result, {
         "what": "published shapes, random weights: loads, memory, a 20-piece sentence traced for 20 tokens",
-        "threads": 1, "configs": {n: common.HF_SHAPES.get(n, common.OPUS_SHAPE) for n in rows}, "shapes": rows,
+        "threads": 1, "configs": {n: shapes.HF_SHAPES.get(n, shapes.OPUS_SHAPE) for n in rows}, "shapes": rows,
         "targets": FAMILY_TARGETS, "checks": checks})
     return 0
 
@@ -374,7 +376,7 @@ def main() -> int:
                     help="folder of Multi30k's val.de.gz and val.en.gz (for head_report)")
     ap.add_argument("--results", default="ops", help="result file name of --ops")
     ap.add_argument("--opus-size", action="store_true", help="--families opus-mt-de-en, written to marian.json")
-    ap.add_argument("--families", help=f"published shapes with random weights, e.g. {','.join(common.HF_SHAPES)}")
+    ap.add_argument("--families", help=f"published shapes with random weights, e.g. {','.join(shapes.HF_SHAPES)}")
     ap.add_argument("--probe", help=argparse.SUPPRESS)
     ap.add_argument("--tokens", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -384,8 +386,8 @@ def main() -> int:
         args.ops = OPS
     args.variants = args.variants or ["this=."]
     args.families = "opus-mt-de-en" if args.opus_size else args.families
-    if args.families and (unknown := sorted(set(args.families.split(",")) - set(common.SHAPES))):
-        ap.error(f"unknown shapes {unknown}; known: {', '.join(common.SHAPES)}")
+    if args.families and (unknown := sorted(set(args.families.split(",")) - set(shapes.SHAPES))):
+        ap.error(f"unknown shapes {unknown}; known: {', '.join(shapes.SHAPES)}")
     args.repeats = args.repeats or (3 if args.families or args.probe else 5 if args.ops else 30)
     args.load_repeats = args.load_repeats or (3 if args.families else 10)
     if args.probe:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import app_walk as walk
 import common
+import shapes
 from common import ROOT, checkout_name, distinct_sentences, summary, table, verdict, write_results
 
 TARGETS = {"cold_start_s": 4.0, "new_sentence_s": 0.5, "layer_head_s": 0.25, "page_switch_s": 0.5}
@@ -315,7 +316,7 @@ def main() -> int:
     ap.add_argument("--cold-repeats", type=int, default=3, help="cold starts of the app alone")
     ap.add_argument("--page-cycles", type=int, default=None, help="rotations through every view (default --repeats)")
     ap.add_argument("--opus-size", action="store_true", help="--shape opus-mt-de-en")
-    ap.add_argument("--shape", choices=common.SHAPES, help="serve a published shape with random weights (common.py)")
+    ap.add_argument("--shape", choices=shapes.SHAPES, help="serve a published shape with random weights (shapes.py)")
     ap.add_argument("--walks", type=int, default=None, help="walks of each variant (--baseline floor: 3, --profile: 1)")
     ap.add_argument("--cold-only", action="store_true", help="walks stop after their cold start")
     ap.add_argument("--skip-views", nargs="*", default=["What if"], help="views the walks leave out")
@@ -334,7 +335,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         if args.shape:  # random weights never end a translation: the app's links cap it at 20 tokens
             args.checkpoint_dir, args.model = stack.enter_context(tempfile.TemporaryDirectory()), args.shape
-            common.build_shape(Path(args.checkpoint_dir) / args.model, args.shape)
+            shapes.build_shape(Path(args.checkpoint_dir) / args.model, args.shape)
         if (ready := common.server_preflight(args)) is None:
             return 2
         bs, ckpt_dir, env = ready

@@ -25,7 +25,10 @@ APP_EXAMPLES = [
 ]
 # A SentenceTrace's fields by the hook point each holds (model/nn/trace.py reads them from a cache).
 TRACE_ATTENTION = {"hook_q": "q", "hook_k": "k", "hook_v": "v", "hook_scaled_scores": "scores",
-                   "hook_pattern": "probs", "hook_z": "out"}
+                   "hook_pattern": "probs", "hook_z": "out",
+                   # only where the model makes them (T5Gemma): rotated queries and keys, soft-capped scores
+                   "hook_rot_q": "rot_q", "hook_rot_k": "rot_k", "hook_softcapped_scores": "capped"}
+PER_HEAD_ROWS = ("q", "k", "v", "out", "rot_q", "rot_k")  # held per head, (h, pos, d_head); k, v, rot_k: h_kv heads
 TRACE_EMBED = {"hook_token_embed": "token", "hook_embed": "scaled", "hook_pos_embed": "positional"}
 KINDS = ("enc_self", "dec_self", "cross")  # the attention kinds: encoder self, decoder (masked) self, cross
 # Nats: a smaller clean − corrupt difference of log p leaves a patching share undefined (NaN). The share divides by
@@ -78,7 +81,9 @@ class SentenceTrace:
     # the model has that norm: mBART), total (what enters layer 1): (s, d)
     src_embed: dict[str, np.ndarray]
     tgt_embed: dict[str, np.ndarray]  # (t, d)
-    attn: dict[str, list[dict[str, np.ndarray]]]  # kind -> per layer -> q, k, v, scores, mask, probs, out
+    # kind -> per layer -> q, k, v, scores, mask, probs, out (and rot_q, rot_k, capped where the model has them:
+    # T5Gemma); k, v and rot_k have the key/value heads (kv_head tells which a query head reads)
+    attn: dict[str, list[dict[str, np.ndarray]]]
     log_probs: np.ndarray  # (t, V) the generator's output at every decoder position
     # Relative positions (T5): the bias the encoder / decoder added to every self-attention layer's scores; None
     # for a model with a position table (and in a trace recorded before these fields existed).
@@ -121,9 +126,9 @@ class SentenceTrace:
             if point == "hook_attn_scores":  # the trace keeps the mask, not the masked scores
                 return np.where(layer["mask"][None], layer["scores"], -np.inf).astype(layer["scores"].dtype)
             field = TRACE_ATTENTION.get(point)
-            if field in ("q", "k", "v", "out"):
+            if field in PER_HEAD_ROWS and field in layer:
                 return layer[field].transpose(1, 0, 2)  # (h, pos, d_head) -> the cache's (pos, h, d_head)
-            if field is not None:
+            if field in layer:
                 return layer[field]
         raise KeyError(f"{name!r} is no point this trace holds (its attention, embedding stages and first "
                        "residual stream): run_with_cache gives every point")
@@ -134,11 +139,11 @@ class Source:
     """A cleaned, tokenized and possibly truncated source sentence."""
 
     tokens: list[str]  # the words (or SentencePiece pieces, "▁" kept) the model reads, without <eos>
-    ids: list[int]  # with <eos> appended
+    ids: list[int]  # with <eos> appended (where the model reads one)
     unknown: list[bool]  # per token: not in the source vocabulary
     dropped: list[str] = field(default_factory=list)  # tokens cut off by the length limit
     chars_cut: int = 0  # characters beyond MAX_CHARS ignored before tokenizing
-    eos_token: str = EOS  # the vocabulary's end token (Marian: </s>)
+    eos_token: str = EOS  # the vocabulary's end token (Marian: </s>); "" where the source has none (T5Gemma)
 
     @property
     def truncated(self) -> bool:
@@ -146,8 +151,8 @@ class Source:
 
     @property
     def axis_tokens(self) -> list[str]:
-        """Labels of the source axis: the tokens and the final <eos>."""
-        return self.tokens + [self.eos_token]
+        """Labels of the source axis: the tokens and the final <eos> (where the model reads one)."""
+        return self.tokens + [self.eos_token] * bool(self.eos_token)
 
     @property
     def copyable(self) -> list[bool]:
@@ -256,3 +261,35 @@ class Contrast:
     relevance: np.ndarray  # (s,) non-negative, sums to 1 (or all 0)
     heads: dict[str, np.ndarray]  # kind -> (L, h) change of log p(A) − log p(B) with that head alone off
     top_heads: list[tuple[str, int, int, float]]  # (kind, 0-based layer, 0-based head, change), largest |change| first
+
+
+def kv_share(cfg) -> int:
+    """Query heads per key/value head: 1, or n_heads / n_kv_heads under grouped-query attention (T5Gemma)."""
+    n_kv = getattr(cfg, "n_kv_heads", 0) or cfg.n_heads
+    return cfg.n_heads // n_kv
+
+
+def kv_head(cfg, head: int) -> int:
+    """The key/value head (0-based) query head `head` reads: neighbouring query heads share one, in Hugging Face's
+    repeat_kv order (kv head g serves query heads g·share .. g·share + share − 1)."""
+    return head // kv_share(cfg)
+
+
+def score_scale(cfg) -> float:
+    """What the scores are divided by when it is not √d_k: √query_pre_attn_scalar (Gemma), else 0."""
+    scalar = getattr(cfg, "query_pre_attn_scalar", 0) or 0
+    return float(scalar) ** 0.5 if scalar else 0.0
+
+
+def attention_cap(cfg) -> float:
+    """The attention scores' soft cap c (c·tanh(s / c); T5Gemma), 0 for none."""
+    return float(getattr(cfg, "attn_softcap", 0.0) or 0.0)
+
+
+def head_qkv(cfg, record: dict, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q (i, d_k), k (j, d_k), v (j, d_k)) of one head (0-based) of a recorded attention layer, as its scores read
+    them: the rotated queries and keys where the model rotates them, the key/value head the query head shares."""
+    g = kv_head(cfg, head)
+    q = record["rot_q"][head] if "rot_q" in record else record["q"][head]
+    k = record["rot_k"][g] if "rot_k" in record else record["k"][g]
+    return q, k, record["v"][g]

@@ -168,13 +168,14 @@ def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
                  kind: str, layer: int, mask: np.ndarray | None = None,
                  zmax: float | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
                  width_px: int | None = None, heads: Sequence[int] | None = None,
-                 measure: str = "weight") -> go.Figure:
+                 measure: str = "weight", share: int = 1) -> go.Figure:
     """All heads of one layer as ONE faceted figure; ``probs`` (h, i, j) (or another ``measure``, as in
     :func:`attention_figure`).
 
     Panels are titled "head 1".."head h" (1-based); ``layer`` is the 0-based
     index and is shown as ``layer + 1``. One shared colourbar, 0..zmax. ``heads`` (0-based): only these heads
-    (presenter mode shows as many as label every key), the title saying which of the h.
+    (presenter mode shows as many as label every key), the title saying which of the h. ``share`` > 1: grouped-query
+    attention, every ``share`` neighbouring query heads read one key/value head, named on each panel ("kv 1").
     """
     probs = np.asarray(probs, dtype=np.float32)
     if probs.ndim != 3:
@@ -183,7 +184,9 @@ def heads_figure(probs: np.ndarray, query_tokens: Sequence[str], key_tokens: Seq
     zmax = weight_zmax(zmax)
     shown = list(range(probs.shape[0])) if heads is None else list(heads)
     what = "all heads" if len(shown) == probs.shape[0] else f"{head_range(shown)} of {probs.shape[0]}"
-    titles = [f"head {h + 1}" for h in shown]
+    titles = [f"head {h + 1}" + (f" · kv {h // share + 1}" if share > 1 else "") for h in shown]
+    if share > 1:
+        what += f"; each {share} share one key/value head (kv)"
     return facet_heatmaps(probs[shown], titles, query_tokens, key_tokens, row_title=q_title,
                           col_title=k_title, mask=mask, zmin=0.0, zmax=zmax,
                           colorscale=PROB_SCALE, value_name=measure,

@@ -75,6 +75,8 @@ def matrix_figure(m: np.ndarray, row_tokens: Sequence[str] | None,
 # rather than under the dimensions' numbers: the rows keep that line's height).
 QKV_TITLES = {False: ("Q: one query vector per token", "K: one key vector per token", "V: one value vector per token"),
               True: ("Q: queries × d_k", "K: keys × d_k", "V: values × d_k")}
+ROTATED_TITLES = {False: ("Q, rotated by its position: one query per token", "K, rotated by its position: one key "
+                          "per token"), True: ("Q rotated × d_k", "K rotated × d_k")}
 
 
 def vectors_figure(m: np.ndarray, tokens: Sequence[str], side: str, role: str,
@@ -182,7 +184,9 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                           key_tokens: Sequence[str], kind: str,
                           dropout_probs: np.ndarray | None = None, *, scaled_scores: np.ndarray | None = None,
                           src_lang: str | None = None, tgt_lang: str | None = None,
-                          pos_bias: np.ndarray | None = None, scaled: bool = True) -> dict[str, go.Figure]:
+                          pos_bias: np.ndarray | None = None, scaled: bool = True, scale: float | None = None,
+                          capped: np.ndarray | None = None, cap: float = 0.0,
+                          rotated: bool = False) -> dict[str, go.Figure]:
     """Every step of one head as an ordered dict of figures.
 
     ``scaled_scores`` (i, j): the scores the model recorded before the mask, Q·Kᵀ/√d_k (+ ``pos_bias`` where the
@@ -190,6 +194,10 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     the bias, and the raw panel that × √d_k (pass None for ``raw_scores`` then). ``pos_bias`` (i, j): the position
     bias B the model added to this head's scores (T5's relative positions), or None. ``scaled=False``: the model
     does not divide by √d_k (T5): no "scaled" step, and the raw scores are the recorded ones less the bias.
+    ``scale``: what the scores are divided by when it is not √d_k (Gemma's √query_pre_attn_scalar). ``capped``
+    (i, j): the scores after the model's soft-capping ``cap``·tanh(s / ``cap``) (T5Gemma), which the mask and the
+    softmax then read: a "capped" step between the scaled and the masked scores. ``rotated``: ``q`` and ``k`` are the
+    rotated ones (rotary positions), whose product the scores are.
 
     Inputs: ``q`` (i, d_k), ``k`` (j, d_k), ``v`` (j, d_k), ``raw_scores`` the
     UNSCALED Q·Kᵀ (i, j) or None to compute it here (recommended; masked_fill
@@ -198,7 +206,8 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     (i, j), ``out`` = probs·V (i, d_k), ``dropout_probs`` (i, j) or None.
 
     Keys in order: "Q", "K", "V", "scores", "scaled" (only where the model scales), "bias" (only with a bias),
-    "summed" (with a bias and no mask: the scores plus the bias), "masked" (only with a mask), "softmax",
+    "summed" (with a bias and no mask: the scores plus the bias), "capped" (only with ``capped``), "masked" (only
+    with a mask), "softmax",
     "dropout" (only with dropout_probs), "output". Key labels are thinned for the page's layout: score maps a
     third of the page wide, softmax and dropout half.
     """
@@ -208,7 +217,8 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
         raise ValueError(f"shapes disagree: Q {q_arr.shape}, K {k_arr.shape}, V {v_arr.shape}; "
                          f"expected Q (i, d_k), K (j, d_k), V (j, d_k)")
     bias = None if pos_bias is None else np.asarray(pos_bias, dtype=np.float32)  # (i, j)
-    factor = np.float32(np.sqrt(d_k)) if scaled else np.float32(1.0)
+    divisor = scale if scale else np.sqrt(d_k)
+    factor = np.float32(divisor) if scaled else np.float32(1.0)
     if scaled_scores is not None:
         recorded = _clean(scaled_scores)  # (i, j) as the model recorded them
         before_bias = recorded if bias is None else recorded - bias
@@ -228,23 +238,18 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                              row_name="query", col_name="key", width_px=THIRD_WIDTH_PX)
 
     # No-break spaces: a title wrapped for a third of the page keeps "max |s| 12.3" on one line.
-    scaled_name = f"Q·Kᵀ / √{d_k}" if scaled else "Q·Kᵀ"
+    root = f"√{d_k}" if not scale else f"√{scale ** 2:g}"
+    scaled_name = f"Q·Kᵀ / {root}" if scaled else "Q·Kᵀ"
     short = bool(theme().height_px)  # presenter mode: one line each, so that a row of 20 tokens keeps its labels
+    qk_titles = QKV_TITLES[short][:2] if not rotated else ROTATED_TITLES[short]
     figs: dict[str, go.Figure] = {
-        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", QKV_TITLES[short][0], THIRD_WIDTH_PX),
-        "K": vectors_figure(k_arr, key_tokens, k_side, "key", QKV_TITLES[short][1], THIRD_WIDTH_PX),
+        "Q": vectors_figure(q_arr, query_tokens, q_side, "query", qk_titles[0], THIRD_WIDTH_PX),
+        "K": vectors_figure(k_arr, key_tokens, k_side, "key", qk_titles[1], THIRD_WIDTH_PX),
         "V": vectors_figure(v_arr, key_tokens, k_side, "key", QKV_TITLES[short][2], THIRD_WIDTH_PX),
         "scores": scores(raw, f"Q·Kᵀ, max\u00a0|s|\u00a0{_limit(raw):.1f}"),
     }
-    if scaled:
-        figs["scaled"] = scores(before_bias, f"{scaled_name}, max\u00a0|s|\u00a0{_limit(before_bias):.1f}")
-    if bias is not None:
-        figs["bias"] = scores(bias, f"+ position bias B, max\u00a0|b|\u00a0{_limit(bias):.1f}", value_name="bias")
-        if m is None:
-            figs["summed"] = scores(recorded, f"= {scaled_name} + B, max\u00a0|s|\u00a0{_limit(recorded):.1f}")
-    if m is not None:
-        figs["masked"] = scores(recorded, ("" if bias is None else f"{scaled_name} + B, ") + "masked: grey = −∞",
-                                with_mask=m)
+    figs |= _score_steps(scores, before_bias if scaled else None, bias, recorded, m, scaled_name,
+                         None if capped is None else (_clean(capped), cap))
     figs["softmax"] = probs_figure(probs, query_tokens, key_tokens, kind, mask=m,
                                    width_px=HALF_WIDTH_PX, **langs)
     if dropout_probs is not None:
@@ -255,15 +260,37 @@ def head_pipeline_figures(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     return figs
 
 
+def _score_steps(scores, before_bias: np.ndarray | None, bias: np.ndarray | None, recorded: np.ndarray,
+                 m: np.ndarray | None, scaled_name: str, capped: tuple[np.ndarray, float] | None) -> dict:
+    """The figures between the raw scores and the softmax: scaled (``before_bias``, where the model scales), the
+    bias and the scores with it, the soft-capped scores (``capped``: them and the cap) and the masked ones, each
+    drawn by ``scores(z, title, with_mask=None, value_name="score")``."""
+    figs = {}
+    if before_bias is not None:
+        figs["scaled"] = scores(before_bias, f"{scaled_name}, max\u00a0|s|\u00a0{_limit(before_bias):.1f}")
+    if bias is not None:
+        figs["bias"] = scores(bias, f"+ position bias B, max\u00a0|b|\u00a0{_limit(bias):.1f}", value_name="bias")
+        if m is None:
+            figs["summed"] = scores(recorded, f"= {scaled_name} + B, max\u00a0|s|\u00a0{_limit(recorded):.1f}")
+    if capped is not None:
+        recorded, cap = capped  # (i, j) what the mask and the softmax read
+        figs["capped"] = scores(recorded, f"soft-capped {cap:g}·tanh(s/{cap:g}), max\u00a0|s|\u00a0"
+                                          f"{_limit(recorded):.1f}")
+    if m is not None:
+        figs["masked"] = scores(recorded, ("" if bias is None else f"{scaled_name} + B, ")
+                                + ("capped, " if capped is not None else "") + "masked: grey = −∞", with_mask=m)
+    return figs
+
+
 # The steps of one head in reading order, row by row, as the Inside-one-head page lays them out.
-PIPELINE_ROWS = (("Q", "K", "V"), ("scores", "scaled", "bias", "summed", "masked"), ("softmax", "dropout"),
+PIPELINE_ROWS = (("Q", "K", "V"), ("scores", "scaled", "bias", "summed", "capped", "masked"), ("softmax", "dropout"),
                  ("output",))
 # Steps whose numbers are comparable, drawn on one colour scale where they share a row: Q, K and V; the scaled
 # scores and the masked ones (the same numbers); the weights before and after dropout. The raw scores keep a scale
 # of their own: they are √d_k times the scaled ones, which on the raw scores' scale would be drawn nearly white.
 # The position bias and the scores it makes keep scales of their own (T5; their sizes are worth seeing apart).
-SCALE_GROUPS = (("Q", "K", "V"), ("scores",), ("scaled", "masked"), ("bias",), ("summed",), ("softmax", "dropout"),
-                ("output",))
+SCALE_GROUPS = (("Q", "K", "V"), ("scores",), ("scaled", "capped", "masked"), ("bias",), ("summed",),
+                ("softmax", "dropout"), ("output",))
 
 
 def head_pipeline_rows(*args, only: Sequence[str] | None = None, **kwargs) -> dict[tuple[str, ...], go.Figure]:

@@ -115,3 +115,14 @@ def causal_figure(mask: np.ndarray, probs_on: np.ndarray, probs_off: np.ndarray,
               lambda w: attention_figure(probs_off, tokens, tokens, "dec_self", mask=mask_off, title=off_title,
                                          width_px=w, **langs)]
     return _some(panels, [1, 1, 1], only, one_scale=True)
+
+
+def window_figure(local: np.ndarray, full: np.ndarray, tokens: Sequence[str], kind: str, *, local_title: str,
+                  full_title: str, src_lang: str | None = None, tgt_lang: str | None = None,
+                  only: Sequence[int] | None = None) -> go.Figure:
+    """A local (sliding-window) layer's recorded mask ``local`` (n, n) beside a global layer's ``full`` (n, n) of
+    the same stack (``kind`` enc_self or dec_self), over ``tokens``: one figure of two panels (``only``: those)."""
+    langs = dict(src_lang=src_lang, tgt_lang=tgt_lang)
+    panels = [lambda w: mask_figure(local, tokens, tokens, title=local_title, kind=kind, width_px=w, **langs),
+              lambda w: mask_figure(full, tokens, tokens, title=full_title, kind=kind, width_px=w, **langs)]
+    return _some(panels, [1, 1], only)

@@ -44,18 +44,19 @@ def encode_pair(translator, src_words: list[str], tgt_words: list[str]) -> Pair:
     tgt_pieces = [translator.target_tokens(w) for w in tgt_words]
     lead, start = list(translator.lead), list(translator.start_prefix)
     src_tokens = lead + [p for ps in src_pieces for p in ps]
-    src_word_of = [None] * len(lead) + [w for w, ps in enumerate(src_pieces) for _ in ps] + [None]  # + <eos>
+    ends = translator.model.cfg.src_eos  # Gemma's source has no end token
+    src_word_of = [None] * len(lead) + [w for w, ps in enumerate(src_pieces) for _ in ps] + [None] * ends  # <eos>
     tgt_tokens = [p for ps in tgt_pieces for p in ps]
     sv, tv = translator.src_vocab, translator.tgt_vocab
     cfg = translator.model.cfg
-    for side, n in (("source", len(src_tokens) + 1), ("target", 1 + len(start) + len(tgt_tokens))):
+    for side, n in (("source", len(src_tokens) + ends), ("target", 1 + len(start) + len(tgt_tokens))):
         if n > cfg.max_len:
             raise ValueError(f"the {side} side has {n} pieces; the model reads at most {cfg.max_len}")
-    src = torch.tensor([sv.encode(src_tokens) + [sv.eos_idx]], dtype=torch.long)
+    src = torch.tensor([sv.encode(src_tokens) + [sv.eos_idx] * ends], dtype=torch.long)
     tgt_in = torch.tensor([[tv.bos_idx] + start + tv.encode(tgt_tokens)], dtype=torch.long)
     with torch.inference_mode():
         _, cache = translator.model.run_with_cache(src, tgt_in, C.points(cfg.n_encoder_layers, cfg.n_decoder_layers))
-    rec = C.from_cache(translator.model, cache, src_tokens + [sv.token("eos")], tv.decode(tgt_in[0].tolist()))
+    rec = C.from_cache(translator.model, cache, src_tokens + [sv.token("eos")] * ends, tv.decode(tgt_in[0].tolist()))
     return Pair(src_words, tgt_words, src_word_of, [w for w, ps in enumerate(tgt_pieces) for _ in ps], len(start),
                 rec.attention["cross"], rec.value_norm["cross"], rec.value_norm_layer["cross"],
                 rec.alti["cross"][:, :, :-1])

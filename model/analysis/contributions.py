@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from model.nn.layers import GemmaRMSNorm
+
 
 @dataclass
 class Contributions:
@@ -80,9 +82,11 @@ def points(n_enc: int, n_dec: int) -> list[str]:
 
 
 def head_outputs(v: torch.Tensor, w_o: torch.nn.Linear) -> torch.Tensor:
-    """f_h(x_j) = v_jh W_O,h for every head and key: (h, j, d) from the values ``v`` (j, h, d_head), which already
-    hold x_j W_V,h + b_V,h."""
-    h, d_head = v.shape[1], v.shape[2]
+    """f_h(x_j) = v_jh W_O,h for every head and key: (h, j, d) from the values ``v`` (j, h_kv, d_head), which already
+    hold x_j W_V,h + b_V,h. Under grouped-query attention (h_kv < h) query head h reads value head h // (h / h_kv)."""
+    d_head = v.shape[2]
+    h = w_o.weight.shape[1] // d_head
+    v = v.repeat_interleave(h // v.shape[1], dim=1) if v.shape[1] != h else v  # (j, h, d_head)
     w = w_o.weight.double().T.reshape(h, d_head, -1)  # (h, d_head, d): W_O's rows of each head
     return torch.einsum("jhk,hkd->hjd", v.double(), w)
 
@@ -101,8 +105,8 @@ def _linear_norm(t: torch.Tensor, pre: torch.Tensor, norm: torch.nn.Module) -> t
     """A post-norm block's norm taken through the parts ``t`` (i, n, d) of its input ``pre`` (i, d) = Σ_n t: the
     norm's linear part with σ fixed at the recorded one, per part, and what the norm adds (i, d) once."""
     eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps
-    gamma = norm.weight.double()
-    if isinstance(norm, torch.nn.RMSNorm):  # no mean to subtract, no bias
+    gamma = norm.weight.double() + (1.0 if isinstance(norm, GemmaRMSNorm) else 0.0)  # Gemma scales by 1 + w
+    if isinstance(norm, (torch.nn.RMSNorm, GemmaRMSNorm)):  # no mean to subtract, no bias
         sigma = (pre.pow(2).mean(-1, keepdim=True) + eps).sqrt()  # (i, 1)
         return t * (gamma / sigma)[:, None, :], torch.zeros_like(pre)
     sigma = (pre.var(-1, unbiased=False, keepdim=True) + eps).sqrt()  # the LayerNorm's own σ
@@ -113,18 +117,23 @@ def _linear_norm(t: torch.Tensor, pre: torch.Tensor, norm: torch.nn.Module) -> t
 
 @torch.no_grad()
 def block_alti(x_res: torch.Tensor, v: torch.Tensor, pattern: torch.Tensor, attn: torch.nn.Module,
-               norm: torch.nn.Module, norm_first: bool, cross: bool) -> tuple[np.ndarray, torch.Tensor]:
+               norm: torch.nn.Module, norm_first: bool, cross: bool,
+               post: torch.nn.Module | None = None) -> tuple[np.ndarray, torch.Tensor]:
     """One attention block's ALTI matrix (i, j), (i, j + 1) for cross-attention, and its decomposed output y (i, d).
 
-    ``x_res`` (i, d): the block's residual input; ``v`` (j, h, d_head) and ``pattern`` (h, i, j): its values and
-    weights as recorded; ``attn``: the MultiHeadAttention (W_O, b_O); ``norm``: the sub-layer's norm."""
+    ``x_res`` (i, d): the block's residual input; ``v`` (j, h_kv, d_head) and ``pattern`` (h, i, j): its values and
+    weights as recorded; ``attn``: the MultiHeadAttention (W_O, b_O); ``norm``: the sub-layer's norm; ``post``: the
+    norm after the sub-layer (Gemma 2: x + P(attention)), taken through the parts as a post-norm block's is."""
     x_res = x_res.double()
     t = torch.einsum("hij,hjd->ijd", pattern.double(), head_outputs(v, attn.w_o))  # (i, j, d) transformed vectors
+    b_o = attn.w_o.bias.double() if attn.w_o.bias is not None else torch.zeros(x_res.shape[1], dtype=t.dtype)
+    if post is not None:  # P's linear part with its σ fixed, per part; what P adds joins the bias
+        t, added = _linear_norm(torch.cat([t, b_o.expand(t.shape[0], 1, -1)], dim=1), t.sum(1) + b_o, post)
+        t, b_o = t[:, :-1], t[:, -1] + added
     if cross:  # the decoder's own stream: one more "token"
         t = torch.cat([t, x_res[:, None, :]], dim=1)
     else:
         t = t + torch.diag_embed(torch.ones(x_res.shape[0], dtype=t.dtype)).unsqueeze(-1) * x_res[None, :, :]
-    b_o = attn.w_o.bias.double() if attn.w_o.bias is not None else torch.zeros(x_res.shape[1], dtype=t.dtype)
     if norm_first:
         y = t.sum(1) + b_o
     else:
@@ -167,6 +176,12 @@ def _blocks(model, kind: str, layer: int) -> tuple[torch.nn.Module, torch.nn.Mod
     return (block.attn, block.sub[0]) if kind == "dec_self" else (block.cross_attn, block.sub[1])
 
 
+def post_norm(model, kind: str, layer: int) -> torch.nn.Module | None:
+    """The norm after the block's attention (Gemma 2's attn_post_ln, cross_attn_post_ln), or None."""
+    block = (model.encoder if kind == "enc_self" else model.decoder)[layer]
+    return getattr(block, f"{_attn(kind)}_post_ln", None)
+
+
 @torch.no_grad()
 def from_cache(model, cache: dict, source_tokens: list[str], decoder_tokens: list[str]) -> Contributions:
     """Value norms and ALTI+ of every block from a pass's ``cache`` (the names of :func:`points`, batch of one)."""
@@ -180,7 +195,8 @@ def from_cache(model, cache: dict, source_tokens: list[str], decoder_tokens: lis
             attn, sub = _blocks(model, kind, layer)
             v, pattern = cache[f"{prefix}.hook_v"][0], cache[f"{prefix}.hook_pattern"][0]
             per_head, whole = value_norms(v, pattern, attn.w_o)
-            c, _ = block_alti(cache[res][0], v, pattern, attn, sub.norm, sub.norm_first, kind == "cross")
+            c, _ = block_alti(cache[res][0], v, pattern, attn, sub.norm, sub.norm_first, kind == "cross",
+                              post_norm(model, kind, layer))
             alti.append(c)
             norms.append(per_head)
             layer_norms.append(whole)

@@ -16,6 +16,7 @@ from model.analysis.measures import HeadStats
 from model.analysis.sentences import Example
 from model.nn.hooks import Hooks, attn_name, gate_hooks
 from model.nn.trace import patterns
+from model.nn.rotary import layer_masks
 from model.nn.transformer import make_src_mask, make_tgt_mask
 from model.records import KINDS
 from model.training.data import collate, token_batches
@@ -103,7 +104,7 @@ def corpus_pass(translator, examples: list[Example], n_lines: int, batches: list
     of |dL(x)/dxi|}, summed token NLL). Sums of disjoint batches add up (model/analysis/sharded.py)."""
     cfg = translator.cfg
     n_layers = cfg.kind_layers
-    stats = {k: HeadStats(k, n_layers[k], cfg.n_heads, n_lines) for k in KINDS}
+    stats = {k: HeadStats(k, n_layers[k], cfg.n_heads, n_lines, cfg.src_eos) for k in KINDS}
     grad_abs = {k: np.zeros((n_layers[k], cfg.n_heads)) for k in KINDS}
     total_nll = 0.0
     for n, batch in enumerate(batches):
@@ -123,6 +124,19 @@ def finish_measures(stats: dict[str, HeadStats], grad_abs: dict[str, np.ndarray]
         results[k]["measures"]["importance_raw"] = importance_raw[k]
         results[k]["measures"]["importance"] = importance[k]
     return results, importance_raw, importance
+
+
+def windowed(cfg, masks: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each self-attention kind's masks per layer (b, L, i, j), the sliding window of a local layer (T5Gemma)
+    applied as the model applies it, for the kinds that have a local layer."""
+    out = {}
+    for kind, side in (("enc_self", "encoder"), ("dec_self", "decoder")):
+        windows = cfg.windows(side)
+        if any(windows):
+            n = masks[kind].shape[-1]
+            per = layer_masks(masks[kind][:, None], windows, n, n, 0, kind == "dec_self")  # (b, 1, i, j) each
+            out[kind] = torch.cat(per, dim=1)
+    return out
 
 
 def _gated_batch(translator, examples: list[Example], batch: list[int], stats: dict[str, HeadStats],
@@ -148,6 +162,7 @@ def _gated_batch(translator, examples: list[Example], batch: list[int], stats: d
     src_mask, tgt_mask = make_src_mask(src, pad)[:, 0], make_tgt_mask(tgt_in, pad)[:, 0]  # the masks the model used
     masks = {"enc_self": src_mask.expand(-1, src.shape[1], -1), "dec_self": tgt_mask,
              "cross": src_mask.expand(-1, tgt_in.shape[1], -1)}  # (b, i, j)
+    masks |= windowed(translator.cfg, masks)  # (b, L, i, j) where a layer has a sliding window
     with torch.no_grad():
         for k in KINDS:
             p = torch.stack([cache[attn_name(k, l, "hook_pattern")] for l in range(grads[k].shape[0])], 1)

@@ -47,10 +47,11 @@ class HeadStats:
     (measure_head) and the whole corpus, so the tests of the one check the other.
     """
 
-    def __init__(self, kind: str, n_layers: int, n_heads: int, n_sentences: int = 0):
+    def __init__(self, kind: str, n_layers: int, n_heads: int, n_sentences: int = 0, src_eos: bool = True):
+        """`src_eos`: the source ends with the end token (not T5Gemma's, whose eos_share stays 0)."""
         if kind not in KINDS:
             raise ValueError(f"unknown attention kind {kind!r}")
-        self.kind, self.L, self.h = kind, n_layers, n_heads
+        self.kind, self.L, self.h, self.src_eos = kind, n_layers, n_heads, src_eos
         self.self_attn = kind in SELF_KINDS
         z = lambda *shape: np.zeros(shape, dtype=np.float64)  # noqa: E731
         self.n_q = 0.0
@@ -88,7 +89,7 @@ class HeadStats:
     def add(
         self,
         p: np.ndarray,  # (b, L, h, i, j) attention probabilities (0 where masked)
-        allowed: np.ndarray,  # (b, i, j) bool: keys each query may attend to
+        allowed: np.ndarray,  # (b, i, j) or per layer (b, L, i, j; sliding windows) bool: keys each query may see
         qvalid: np.ndarray,  # (b, i) bool: real queries
         src_len: np.ndarray,  # (b,) real source positions (with <eos>)
         tgt_len: np.ndarray,  # (b,) real decoder positions (with <bos>)
@@ -102,6 +103,9 @@ class HeadStats:
         qw = qv[:, None, None, :]  # (b, 1, 1, i) weights for summing per head
         self.n_q += qv.sum()
         conf, n_keys = self._add_spread(p, allowed, qw)
+        # The offsets' eligibility and rare_share read the keys any layer may see (a window wider than the offsets)
+        allowed = allowed.any(1) if allowed.ndim == 4 else allowed  # (b, i, j)
+        n_keys = n_keys.max(1) if n_keys.ndim == 3 else n_keys  # (b, i)
         self._add_pattern(p, allowed, qvalid, self._reference(p, src_len, tgt_len, qw))
         am = p.argmax(-1)  # (b, L, h, i) strongest key (the first of equal ones)
         if self.self_attn:
@@ -124,14 +128,16 @@ class HeadStats:
         self.sums[name] += (per_query * qw).sum((0, 3))
 
     def _add_spread(self, p: np.ndarray, allowed: np.ndarray, qw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Confidence, entropy and entropy_fraction; returns ((b, L, h, i) max weights, (b, i) allowed keys)."""
+        """Confidence, entropy and entropy_fraction; returns ((b, L, h, i) max weights, (b, i) or (b, L, i) allowed
+        keys)."""
         conf = p.max(-1)  # (b, L, h, i)
         self._sum("confidence", conf, qw)
         ent = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(-1)  # (b, L, h, i)
         self._sum("entropy", ent, qw)
-        n_keys = allowed.sum(-1)  # (b, i)
-        uniform = np.log(np.maximum(n_keys, 2))[:, None, None, :]
-        self._sum("entropy_fraction", np.where((n_keys > 1)[:, None, None, :], ent / uniform, 0.0), qw)
+        n_keys = allowed.sum(-1)  # (b, i), or (b, L, i) where each layer has its mask
+        per = n_keys[:, :, None, :] if n_keys.ndim == 3 else n_keys[:, None, None, :]  # (b, L|1, 1, i)
+        uniform = np.log(np.maximum(per, 2))
+        self._sum("entropy_fraction", np.where(per > 1, ent / uniform, 0.0), qw)
         return conf, n_keys
 
     def _reference(self, p: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, qw: np.ndarray) -> np.ndarray:
@@ -176,7 +182,8 @@ class HeadStats:
         """enc_self and cross: weight on the source <eos> and on the final punctuation mark (when there is one)."""
         b = p.shape[0]
         rows = np.arange(b)
-        self._sum("eos_share", p[rows, ..., src_len - 1], qw)  # (b, L, h, i)
+        if self.src_eos:
+            self._sum("eos_share", p[rows, ..., src_len - 1], qw)  # (b, L, h, i)
         if punct is None:
             punct = np.full(b, -1)
         self._sum("punct_share", p[rows, ..., np.maximum(punct, 0)] * (punct >= 0)[:, None, None, None], qw)

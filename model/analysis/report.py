@@ -42,7 +42,7 @@ DEFINITIONS = {
                       "at j = i+k, among the queries for which i+k is an allowed key (0 when there is none, e.g. "
                       "k > 0 for dec_self). best_offset is the offset with the largest share, best_offset_share that "
                       "share; a head is positional when it is >= thresholds.positional (Voita et al. 2019).",
-    "eos_share": "enc_self and cross: mean weight on the source <eos>.",
+    "eos_share": "enc_self and cross: mean weight on the source <eos> (0 where the source has none: T5Gemma).",
     "punct_share": "enc_self and cross: mean weight on the source sentence's final punctuation mark, i.e. the "
                    "last token before <eos> when it is one of . ! ? ; : (a piece read without its word-start mark; "
                    "0 for sentences without one; corpus.src_final_punct says how many have one).",

@@ -90,6 +90,7 @@ def prepare(translator, src_texts: Sequence[str], ref_texts: Sequence[str]) -> t
             continue
         punct = len(source.tokens) - 1 if bare(source.tokens[-1]) in FINAL_PUNCT else -1
         rare, ok = rarest_positions(source.tokens, rank)
-        examples.append(Example(n, source.ids, tv.encode(ref), source.tokens, punct, rare + [False], ok))
+        ends = [False] * bool(source.eos_token)  # T5Gemma's source has no end token
+        examples.append(Example(n, source.ids, tv.encode(ref), source.tokens, punct, rare + ends, ok))
     return examples, skipped
 

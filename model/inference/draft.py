@@ -105,6 +105,7 @@ class Int8Generator(nn.Module):
     def __init__(self, generator: nn.Module, threads: int | None = None):
         super().__init__()
         self.proj = int8_linears([generator.proj], threads=threads)[0]
+        self.softcap = generator.softcap  # Gemma 2's final logit cap, as the model's own generator
 
     forward = Generator.forward
 

@@ -37,9 +37,10 @@ OffHeads = Iterable[tuple[str, int, int]]  # (kind, 0-based layer, 0-based head)
 class Translator(Research):
     """A model with its vocabularies and tokenizers (languages and tokenizer kind from its config).
 
-    `pieces` (a PieceCodec) is required when the config's tokenizer is "sentencepiece"; word models
-    (spaCy + Moses) need none. `languages` (code -> token) are a many-to-many model's (config.lang_tokens): the
-    source starts with src_lang's token and every decoding with tgt_lang's, forced, as generate() does.
+    `pieces` (a PieceCodec; FSMT's Moses + BPE: a MosesBpeCodec) is required unless the config's tokenizer is
+    "spacy": word models (spaCy + Moses) need none. `languages` (code -> token) are a many-to-many model's
+    (config.lang_tokens): the source starts with src_lang's token and every decoding with tgt_lang's, forced, as
+    generate() does.
     """
 
     def __init__(self, model: EncoderDecoder, src_vocab: Vocab, tgt_vocab: Vocab, metrics: dict | None = None,
@@ -62,9 +63,11 @@ class Translator(Research):
                     raise ValueError(f"{code!r} is not one of this model's languages")
             self.lead = [self.languages[self.src_lang]]
             self.start_prefix = [tgt_vocab.stoi[self.languages[self.tgt_lang]]]
-        if model.cfg.tokenizer == "sentencepiece" and pieces is None:
-            raise ValueError("a SentencePiece model needs its PieceCodec (source.spm, target.spm): use from_checkpoint")
-        self.pieces = pieces if model.cfg.tokenizer == "sentencepiece" else None
+        if model.cfg.src_bos:  # Gemma's tokenizer starts the source with <bos>
+            self.lead = [src_vocab.token("bos"), *self.lead]
+        if model.cfg.tokenizer != "spacy" and pieces is None:
+            raise ValueError(f"a {model.cfg.tokenizer} model needs its codec of pieces: use from_checkpoint")
+        self.pieces = pieces if model.cfg.tokenizer != "spacy" else None
 
     @property
     def draft(self):
@@ -102,6 +105,13 @@ class Translator(Research):
             except (OSError, RuntimeError) as e:
                 raise CheckpointError(f"{folder}: {SRC_SPM} or {TGT_SPM} is not a SentencePiece model ({e}). "
                                       "Copy both from where the model came from, or import it again.") from e
+        if model.cfg.tokenizer == "moses_bpe":  # FSMT: Moses + BPE, a vocabulary per side
+            from model.text.moses_bpe import read_codec
+
+            try:
+                pieces = read_codec(folder, src_vocab, tgt_vocab)
+            except (OSError, ValueError) as e:
+                raise CheckpointError(f"{folder}: {e}. Import the model again.") from e
         return cls(model, src_vocab, tgt_vocab, metrics, pieces=pieces, draft=draft, languages=languages)
 
     def untrained_twin(self, seed: int = 0) -> Translator:
@@ -193,9 +203,10 @@ class Translator(Research):
         lead = self.lead if tokens else []
         limit = min(max_tokens, self.cfg.max_len - 1) - len(lead)  # room for <eos> and the language token
         kept, dropped = lead + tokens[:limit], tokens[limit:]
-        ids = self.src_vocab.encode(kept) + [self.src_vocab.eos_idx]
+        eos = [self.src_vocab.token("eos")] if self.cfg.src_eos else []  # Gemma's tokenizer appends no end token
+        ids = self.src_vocab.encode(kept + eos)
         unknown = [t not in self.src_vocab for t in kept]
-        return Source(kept, ids, unknown, dropped, chars_cut, self.src_vocab.token("eos"))
+        return Source(kept, ids, unknown, dropped, chars_cut, eos[0] if eos else "")
 
     def forced_ids(self, prefix: list[str] | None) -> list[int]:
         """Forced target ids: the target language's token (many-to-many), then `prefix` (which may start with it)."""

@@ -2,7 +2,8 @@
 
 A folder holds model.safetensors, config.json, vocab.src.json, vocab.tgt.json and metrics.json, and for a
 SentencePiece model (config tokenizer "sentencepiece": an imported Marian model, or one trained with
-`model.train --tokenizer sentencepiece`) also source.spm and target.spm. Weights files (the folder's and
+`model.train --tokenizer sentencepiece`) also source.spm and target.spm, for Moses + BPE (tokenizer "moses_bpe":
+an imported FSMT) merges.txt and moses_bpe.json (model/text/moses_bpe.py). Weights files (the folder's and
 training's per-epoch ones) store each shared tensor once: without the generator matrix when it is tied to the
 target embedding, and without the target embedding when it is the source's (share_embeddings); safetensors
 refuses shared tensors, and model_state restores the ties. Keys are the module paths (encoder.0.attn.w_q.weight);
@@ -21,6 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from model.nn.config import FORMAT_VERSION, ModelConfig
 from model.nn.transformer import EncoderDecoder, renamed_state
+from model.text.moses_bpe import MERGES_FILE, OPTIONS_FILE
 from model.text.vocab import Vocab
 
 WEIGHTS, CONFIG, SRC_VOCAB, TGT_VOCAB, METRICS = (
@@ -51,6 +53,7 @@ def aliases(cfg: ModelConfig) -> dict[str, str]:
 def required_files(cfg: ModelConfig) -> tuple[str, ...]:
     """The files a folder with this config must hold."""
     return (REQUIRED + ((SRC_SPM, TGT_SPM) if cfg.tokenizer == "sentencepiece" else ())
+            + ((MERGES_FILE, OPTIONS_FILE) if cfg.tokenizer == "moses_bpe" else ())
             + ((LANGUAGES,) if cfg.lang_tokens else ()))
 
 

@@ -9,6 +9,11 @@
                                                                  GELU, language tokens (mBART-50)
     t5          t5, mt5      T5ForConditionalGeneration          RMSNorm, relative-position bias, no score scaling,
                                                                  no biases, gated GELU (v1.1, mT5, Flan-T5, MADLAD)
+    fsmt        fsmt         FSMTForConditionalGeneration        post-norm, fairseq sines from row 2, Moses + BPE,
+                                                                 a vocabulary per side (WMT19): model/io/hf_fsmt.py
+    t5gemma     t5gemma      T5GemmaForConditionalGeneration     Gemma 2's layers: rotary positions, grouped key/value
+                                                                 heads, sliding windows, soft-capping, norms after
+                                                                 the sub-layers: model/io/hf_t5gemma.py
 
 Each function here reads a saved config.json (a dict), or a Marian folder's files, and refuses, with ImportRefused
 naming the field, what our network cannot run exactly. Marian's functions are the last ones (marian_*): its folder
@@ -26,9 +31,11 @@ import torch
 from model.nn.config import ACTIVATIONS, ModelConfig
 from model.text.vocab import Vocab
 
-FAMILIES = {"marian": "marian", "m2m_100": "m2m100", "mbart": "mbart", "t5": "t5", "mt5": "t5"}
+FAMILIES = {"marian": "marian", "m2m_100": "m2m100", "mbart": "mbart", "t5": "t5", "mt5": "t5", "fsmt": "fsmt",
+            "t5gemma": "t5gemma"}
 CLASSES = {"marian": "MarianMTModel", "m2m100": "M2M100ForConditionalGeneration",
-           "mbart": "MBartForConditionalGeneration", "t5": "T5ForConditionalGeneration"}
+           "mbart": "MBartForConditionalGeneration", "t5": "T5ForConditionalGeneration",
+           "fsmt": "FSMTForConditionalGeneration", "t5gemma": "T5GemmaForConditionalGeneration"}
 T5_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new",
                   "silu": "silu", "swish": "swish"}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -61,7 +68,7 @@ def family_of(hf: dict) -> str:
     if kind not in FAMILIES:
         names = ", ".join(sorted(FAMILIES))
         raise ImportRefused(f"model_type {kind!r} is not supported: supported model types are {names} "
-                            "(Marian, M2M100 and NLLB-200, mBART-50, T5, mT5, Flan-T5 and MADLAD-400)")
+                            "(Marian, M2M100 and NLLB-200, mBART-50, T5, mT5, Flan-T5 and MADLAD-400, FSMT, T5Gemma)")
     return FAMILIES[kind]
 
 

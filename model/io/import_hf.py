@@ -5,10 +5,10 @@
 FOLDER is written by save_pretrained (model and tokenizer, with the tokenizer's SentencePiece model beside it as
 the hub's folders have it: spiece.model or sentencepiece.bpe.model), or a hub id where the machine is online.
 Families (model/io/hf_families.py): Marian (opus-mt, with its own vocabularies and two SentencePiece models; also
-`python -m model.import_marian`), M2M100 and NLLB-200, mBART-50, and T5 (v1.0, v1.1, mT5, Flan-T5, MADLAD-400). The
-folder written holds the weights (safetensors), the config, the vocabularies, the SentencePiece model (source.spm =
-target.spm but Marian's), a many-to-many model's language codes (languages.json) and a model card in metrics.json: the
-app reads it with safetensors and SentencePiece alone.
+`python -m model.import_marian`), M2M100 and NLLB-200, mBART-50, T5 (v1.0, v1.1, mT5, Flan-T5, MADLAD-400) and FSMT
+(model/io/hf_fsmt.py). The folder written holds the weights (safetensors), the config, the vocabularies, the
+SentencePiece model (source.spm = target.spm but Marian's; FSMT: merges.txt, moses_bpe.json), a many-to-many model's
+language codes (languages.json) and a model card in metrics.json: the app reads it without transformers.
 
 Before writing, the import reads a few sentences beside the original: the same token ids as its tokenizer, and
 log-probabilities within AGREE of its own, or nothing is written.
@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from model.io import hf_families as fam
+from model.io import hf_t5gemma
 from model.io.checkpoint import LANGUAGES, SRC_SPM, TGT_SPM, load_weights_into, save_checkpoint
 from model.io.cli import command
 from model.io.hf_families import WEIGHT_FILES, ImportRefused, read_json
@@ -37,9 +38,11 @@ from model.text.vocab import Vocab
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 METADATA = ("config.json", "source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
             "generation_config.json", "README.md", "spiece.model", "sentencepiece.bpe.model", "tokenizer.json",
-            "special_tokens_map.json", "added_tokens.json")  # Marian's, and the other families' (model.import_hf)
+            "special_tokens_map.json", "added_tokens.json",  # Marian's, and the other families' (model.import_hf)
+            "tokenizer.model",  # T5Gemma's: Gemma's SentencePiece model
+            "vocab-src.json", "vocab-tgt.json", "merges.txt")  # FSMT's
 AGREE = 1e-3  # largest |Δ log-probability| accepted in the check against transformers (float32 differs by ~1e-6)
-SPM_FILES = ("spiece.model", "sentencepiece.bpe.model", "source.spm")
+SPM_FILES = ("spiece.model", "sentencepiece.bpe.model", "source.spm", "tokenizer.model")
 PROBES = ("A short sentence to compare the two implementations, 1 2 3.", "Der Hund läuft im Park.")
 LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z]{2,4})?$")
 
@@ -169,7 +172,7 @@ def choose(given: str | None, tokenizer_default: str | None, table: dict[str, st
 
 def _tokenizer(transformers, folder: Path, family: str, langs: tuple[str | None, str | None]):
     try:
-        kw = {k: v for k, v in zip(("src_lang", "tgt_lang"), langs) if v} if family != "t5" else {}
+        kw = {k: v for k, v in zip(("src_lang", "tgt_lang"), langs) if v} if family not in ("t5", "t5gemma") else {}
         return transformers.AutoTokenizer.from_pretrained(str(folder), **kw)
     except Exception as e:  # a missing or broken tokenizer: one line
         raise ImportRefused(f"{folder.name}: its tokenizer cannot be loaded ({type(e).__name__}: {str(e)[:160]})") \
@@ -215,10 +218,14 @@ def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | No
         family = fam.family_of(hf)
     if family == "marian":
         return _import_marian(src, folder, hub_id, out, force, (src_lang, tgt_lang))
+    if family == "fsmt":  # Moses + BPE, a vocabulary per side: model/io/hf_fsmt.py
+        return _import_fsmt(src, folder, hub_id, out, force, hf, (src_lang, tgt_lang))
     transformers = load_transformers()
     tok = _tokenizer(transformers, folder, family, (src_lang, tgt_lang))
     spm = spm_file(folder)
-    fields = fam.t5_config(hf) if family == "t5" else fam.bart_like_config(hf, family)
+    hf, conv = (hf_t5gemma.with_ids(hf), hf_t5gemma) if family == "t5gemma" else (hf, fam)  # conv: where weights go
+    fields = (fam.t5_config(hf) if family == "t5" else hf_t5gemma.config_fields(hf, tok) if family == "t5gemma"
+              else fam.bart_like_config(hf, family))
     vocab = vocabulary(tok, int(hf["vocab_size"]), hf)
     table = language_table(tok, vocab) if fields.get("lang_tokens") else {}
     if table:
@@ -234,10 +241,10 @@ def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | No
                             f"({type(e).__name__}: {str(e)[:200]})") from None
     theirs = hf_model.state_dict()
     cfg = ModelConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), src_lang=langs[0], tgt_lang=langs[1],
-                      tokenizer="sentencepiece", src_prefix=prefix or "", **fam.sharing(theirs, family), **fields)
+                      tokenizer="sentencepiece", src_prefix=prefix or "", **conv.sharing(theirs, family), **fields)
     model = EncoderDecoder(cfg)
     try:
-        load_weights_into(model, fam.convert(theirs, cfg, family))
+        load_weights_into(model, conv.convert(theirs, cfg, family))
     except (RuntimeError, KeyError) as e:
         raise ImportRefused(f"the weights do not fit the config: {str(e).splitlines()[0][:200]}") from None
     from model.inference.translator import Translator
@@ -251,6 +258,24 @@ def import_hf(src: str, out: str | Path, force: bool = False, src_lang: str | No
     _save(out, force, model, (vocab, vocab), card, card["class"], (spm, spm))
     if table:
         (out / LANGUAGES).write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return card
+
+
+def _import_fsmt(src: str, folder: Path, hub_id: str | None, out: Path, force: bool, hf: dict,
+                 langs: tuple[str | None, str | None]) -> dict:
+    """An FSMT folder (model/io/hf_fsmt.py): Moses and BPE, a vocabulary per side (model/text/moses_bpe.py)."""
+    from model.inference.translator import Translator
+    from model.io import hf_fsmt
+
+    transformers = load_transformers()
+    tok, hf_model, model, vocabs, codec = hf_fsmt.load(transformers, folder, hf, langs)
+    tr = Translator(model, *vocabs, pieces=codec, draft=False)
+    hf_fsmt.check_reading(tr, tok, PROBES)
+    diff = _agrees(hf_fsmt.agreement(hf_model, tr, PROBES))
+    card = model_card(hf_model, model, "fsmt", hub_id, src, folder, {}, diff, transformers.__version__)
+    card["sizes"]["vocabulary"] = [len(vocabs[0]), len(vocabs[1])]
+    _save(out, force, model, vocabs, card, card["class"], ())  # no SentencePiece model: the codec's files below
+    hf_fsmt.write_tokenizer(out, folder, tok)
     return card
 
 

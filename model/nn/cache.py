@@ -177,7 +177,7 @@ class ActivationCache(Mapping):
         cfg = self.model.cfg
         if cfg.embed_norm:
             return ["embed"], [self[f"{side}.0.hook_resid_pre"]]
-        names = [("embed", "hook_embed")] + ([("pos_embed", "hook_pos_embed")] if cfg.positions != "relative" else [])
+        names = [("embed", "hook_embed")] + ([("pos_embed", "hook_pos_embed")] if cfg.position_table else [])
         return [label for label, _ in names], [self[prefix + point] for _, point in names]
 
 

@@ -6,20 +6,22 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FORMAT_VERSION = 4  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
+FORMAT_VERSION = 5  # of the checkpoint folder (config.json, model.safetensors, vocab.*.json)
 # Version 1 folders predate the fields below `pad_idx`; they load with those fields' defaults, which
 # describe exactly the model version 1 could express (ReLU, interleaved sin/cos, <bos> = 2, <eos> = 3, ...).
 # Version 3 adds the fields below `tokenizer` (other model families); a version-2 file gets their defaults.
 # Version 4 stores the weights under the modules' names as hook points name them (encoder.0.attn, mlp,
 # decoder_final_ln); an older folder's keys are renamed as it loads (model.nn.transformer.renamed_state), and an
 # older copy of the app refuses a version-4 folder by its version rather than by missing keys.
-READABLE_VERSIONS = (1, 2, 3, 4)
+# Version 5 adds the fields below `lang_tokens` (T5Gemma: rotary positions, grouped-query attention, sliding windows,
+# soft-capping, Gemma's norms); a version 1-4 file gets their defaults, which are the model it describes.
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 # gelu: exact (erf); gelu_new: its tanh approximation (T5 v1.1); swish and silu are the same function
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
 PE_LAYOUTS = ("interleaved", "sin_then_cos", "fairseq")
-NORMS = ("layer", "rms")
-POSITIONS = ("sinusoidal", "learned", "relative")
-TOKENIZERS = ("spacy", "sentencepiece")
+NORMS = ("layer", "rms", "gemma_rms")
+POSITIONS = ("sinusoidal", "learned", "relative", "rotary")
+TOKENIZERS = ("spacy", "sentencepiece", "moses_bpe")
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class ModelConfig:
     src_lang: str = field(default="de", metadata={"help": "source language code"})
     tgt_lang: str = field(default="en", metadata={"help": "target language code"})
     tokenizer: str = field(default="spacy", metadata={
-        "help": "spacy (words, Moses detokenizer) or sentencepiece (source.spm / target.spm in the folder)"})
+        "help": "spacy (words, Moses detokenizer), sentencepiece (source.spm / target.spm in the folder) or "
+                "moses_bpe (Moses + byte-pair merges with </w>: merges.txt / moses_bpe.json; FSMT)"})
     # Format version 3: what other translation families are (M2M100/NLLB, mBART, T5), each today's model by default.
     norm: str = field(default="layer", metadata={"help": "layer (LayerNorm) or rms (RMSNorm: no mean, no bias; T5)"})
     norm_eps: float = field(default=1e-5, metadata={"help": "epsilon of every norm"})
@@ -83,6 +86,30 @@ class ModelConfig:
     lang_tokens: bool = field(default=False, metadata={
         "help": "many-to-many: the source starts with its language's token and the target's is forced first "
                 "(NLLB, M2M100, mBART-50; the codes are in languages.json)"})
+    # Format version 5: what T5Gemma is (Gemma 2's layers in an encoder and a decoder), each today's model by default.
+    n_kv_heads: int = field(default=0, metadata={
+        "help": "key/value heads; 0: n_heads. Fewer: grouped-query attention, query heads g·k .. g·k + k − 1 "
+                "(k = n_heads / n_kv_heads) read key/value head g (Hugging Face's repeat_kv)"})
+    rope_base: float = field(default=10000.0, metadata={
+        "help": "positions rotary: θ_i = rope_base^(−2i/d_head); dimension i turns with i + d_head/2 (Hugging "
+                "Face's rotate_half, as Gemma pairs them)"})
+    encoder_windows: str = field(default="", metadata={
+        "help": "one window per encoder layer, comma-separated, 0 = full attention ('' = all full); a query at p "
+                "sees the keys at |p − k| ≤ window (T5Gemma's bidirectional sliding window)"})
+    decoder_windows: str = field(default="", metadata={
+        "help": "one window per decoder layer, as encoder_windows; a query at p sees the keys p − window < k ≤ p "
+                "(causal sliding window); cross-attention is always full"})
+    attn_softcap: float = field(default=0.0, metadata={
+        "help": "attention scores become cap·tanh(score/cap) before the mask (Gemma 2); 0: none"})
+    final_softcap: float = field(default=0.0, metadata={
+        "help": "the generator's logits become cap·tanh(logit/cap) (Gemma 2); 0: none"})
+    sublayer_post_norm: bool = field(default=False, metadata={
+        "help": "a norm after each sub-layer too, before it joins the stream (Gemma 2's post_*_layernorm)"})
+    query_pre_attn_scalar: float = field(default=0.0, metadata={
+        "help": "scores × query_pre_attn_scalar^−0.5 instead of ÷ √d_head (Gemma 2); 0: the usual scaling"})
+    src_bos: bool = field(default=False, metadata={"help": "the source starts with <bos> (Gemma's tokenizer)"})
+    src_eos: bool = field(default=True, metadata={
+        "help": "the source ends with the end token; Gemma's tokenizer appends none"})
 
     def __post_init__(self) -> None:
         if self.d_head < 0:
@@ -99,10 +126,44 @@ class ModelConfig:
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one vocabulary size, got {self.src_vocab_size} and "
                              f"{self.tgt_vocab_size}")
+        self._check_version_5()
         for name in ("decoder_start_idx", "eos_idx", "pad_idx"):
             if not 0 <= getattr(self, name) < self.tgt_vocab_size:
                 raise ValueError(f"{name} {getattr(self, name)} is outside the target vocabulary "
                                  f"(size {self.tgt_vocab_size})")
+
+    def _check_version_5(self) -> None:
+        kv = self.n_kv_heads or self.n_heads
+        if kv < 0 or self.n_heads % kv:
+            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
+        if self.positions == "rotary" and (self.d_k % 2 or self.rope_base <= 0):
+            raise ValueError(f"rotary positions need an even d_head (got {self.d_k}) and rope_base > 0")
+        for name in ("attn_softcap", "final_softcap", "query_pre_attn_scalar"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (none) or positive, got {getattr(self, name)}")
+        for side in ("encoder", "decoder"):
+            self.windows(side)
+
+    def windows(self, side: str) -> tuple[int, ...]:
+        """The sliding window of each layer of "encoder" or "decoder", 0 = full attention."""
+        text, n = getattr(self, f"{side}_windows"), getattr(self, f"n_{side}_layers")
+        try:
+            out = tuple(int(w) for w in text.split(",")) if text else (0,) * n
+        except ValueError:
+            raise ValueError(f"{side}_windows holds comma-separated integers, got {text!r}") from None
+        if len(out) != n or min(out, default=0) < 0:
+            raise ValueError(f"{side}_windows needs {n} windows of 0 or more (one per layer), got {text!r}")
+        return out
+
+    @property
+    def position_table(self) -> bool:
+        """A position vector is added to the embeddings (no: relative positions, T5; rotary, T5Gemma)."""
+        return self.positions in ("sinusoidal", "learned")
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads of every attention (n_heads unless grouped-query attention)."""
+        return self.n_kv_heads or self.n_heads
 
     @property
     def d_k(self) -> int:
@@ -124,8 +185,10 @@ class ModelConfig:
             raise ValueError(f"format_version {version} is not supported "
                              f"(this code reads {', '.join(map(str, READABLE_VERSIONS))})")
         known = {f.name for f in dataclasses.fields(cls)}
+        if version < 5:  # a file before version 5 cannot describe the version-5 fields: their defaults
+            known -= set(V5_FIELDS)
         if version == 2:  # a version-2 file cannot describe the version-3 fields: their defaults are its model
-            known = {f.name for f in dataclasses.fields(cls)} - set(V3_FIELDS)
+            known -= set(V3_FIELDS)
         if version == 1:  # a version-1 file cannot describe the later fields: their defaults are its model
             known = {f.name for f in dataclasses.fields(cls) if f.name in V1_FIELDS}
         unknown = sorted(set(d) - known)
@@ -145,3 +208,5 @@ V1_FIELDS = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encode
              "dropout", "attn_dropout", "max_len", "norm_first", "tie_weights", "pad_idx")
 V3_FIELDS = ("norm", "norm_eps", "positions", "pos_offset", "rel_buckets", "rel_max_distance", "embed_norm",
              "scale_attention", "ff_gated", "bias", "generator_scale", "src_prefix", "lang_tokens", "d_head")
+V5_FIELDS = ("n_kv_heads", "rope_base", "encoder_windows", "decoder_windows", "attn_softcap", "final_softcap",
+             "sublayer_post_norm", "query_pre_attn_scalar", "src_bos", "src_eos")

@@ -56,17 +56,38 @@ def _sinusoidal(n_positions: int, d_model: int, layout: str, dtype: torch.dtype 
     return pe
 
 
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm: x / √(mean(x²) + eps) × (1 + w), computed in float32 and cast back, as Hugging Face's
+    T5GemmaRMSNorm (its weight starts at 0: a scale of 1)."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.float()
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * (1.0 + self.weight.float())).type_as(x)
+
+
 def make_norm(d_model: int, kind: str = "layer", eps: float = 1e-5) -> nn.Module:
-    """LayerNorm, or RMSNorm (T5: x / √(mean(x²) + eps) × g, no mean subtracted, no bias)."""
+    """LayerNorm, RMSNorm (T5: x / √(mean(x²) + eps) × g, no mean subtracted, no bias) or Gemma's (× (1 + g))."""
+    if kind == "gemma_rms":
+        return GemmaRMSNorm(d_model, eps)
     return nn.RMSNorm(d_model, eps=eps) if kind == "rms" else nn.LayerNorm(d_model, eps=eps)
+
+
+TABLES = ("sinusoidal", "learned")  # positions added to the embeddings as a table's vectors
 
 
 class Embeddings(nn.Module):
     """Token embedding × √d_model (or × 1 without `scale`) + the positions, an optional norm (mBART), dropout.
 
-    positions: "sinusoidal" (a fixed table in `pe_layout`), "learned" (a trained table, `pos` here) or "relative"
-    (none: the model adds a bias to the attention scores instead, RelativePositionBias). Position p reads row
-    p + `pos_offset` of the table (M2M100 and mBART keep two rows before position 0).
+    positions: "sinusoidal" (a fixed table in `pe_layout`), "learned" (a trained table, `pos` here), "relative"
+    (none: the model adds a bias to the attention scores instead, RelativePositionBias) or "rotary" (none: the
+    self-attention turns its queries and keys, model/nn/rotary.py). Position p reads row p + `pos_offset` of the
+    table (M2M100 and mBART keep two rows before position 0).
     """
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float, pad_idx: int,
@@ -97,12 +118,12 @@ class Embeddings(nn.Module):
     def hook_points(self) -> list[str]:
         """The points forward passes, in order, without a prefix: the model names the encoder's at its top and the
         decoder's inside `decoder.` (model/nn/hooks.py module_points)."""
-        return ["hook_token_embed", "hook_embed", *["hook_pos_embed"] * (self.positions != "relative"),
+        return ["hook_token_embed", "hook_embed", *["hook_pos_embed"] * (self.positions in TABLES),
                 *["embed_ln.hook_normalized"] * (self.norm is not None)]
 
     def table(self) -> torch.Tensor | None:
-        """(max_len, d) the position vectors of positions 0.., or None for relative positions."""
-        if self.positions == "relative":
+        """(max_len, d) the position vectors of positions 0.., or None for relative and rotary positions."""
+        if self.positions not in TABLES:
             return None
         full = self.pe if self.positions == "sinusoidal" else self.pos.weight
         return full[self.offset:]
@@ -202,8 +223,9 @@ class FeedForward(nn.Module):
 
 
 class SublayerConnection(nn.Module):
-    """Residual + norm around a sub-layer: pre-norm x + f(N(x)) or post-norm N(x + f(x)); N is LayerNorm or
-    RMSNorm."""
+    """Residual + norm around a sub-layer: pre-norm x + f(N(x)) or post-norm N(x + f(x)); N is LayerNorm, RMSNorm or
+    Gemma's. Gemma 2 normalises the sub-layer's output too: x + P(f(N(x))), P being the layer's post norm (f here
+    ends with it: Layer._sub)."""
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool, norm: str = "layer", eps: float = 1e-5):
         super().__init__()
@@ -212,7 +234,7 @@ class SublayerConnection(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer, hooks: Hooks | None = None, out: str = "") -> torch.Tensor:
-        """`out` names the point of the sub-layer's output f(·) before it joins the stream."""
+        """`out` names the point of the sub-layer's output f(·) before it joins the stream (Gemma 2: P(f(·)))."""
         y = sublayer(self.norm(x) if self.norm_first else x)
         if hooks is not None:
             y = hooks(out, y)
@@ -227,7 +249,9 @@ def _point(hooks: Hooks | None, name: str, x: torch.Tensor) -> torch.Tensor:
 def block_parts(cfg) -> dict:
     """The keyword arguments a layer takes from the model's config (model/nn/config.py)."""
     return {"norm": cfg.norm, "eps": cfg.norm_eps, "gated": cfg.ff_gated, "bias": cfg.bias,
-            "scale": cfg.scale_attention, "d_head": cfg.d_head}
+            "scale": cfg.scale_attention, "d_head": cfg.d_head, "n_kv_heads": cfg.n_kv_heads,
+            "rope_base": cfg.rope_base if cfg.positions == "rotary" else 0.0, "softcap": cfg.attn_softcap,
+            "scalar": cfg.query_pre_attn_scalar, "post_norm": cfg.sublayer_post_norm}
 
 
 class Stack(nn.ModuleList):
@@ -245,20 +269,51 @@ class Stack(nn.ModuleList):
         return [*self.points, *map(str, range(len(self)))]
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention over the source, then feed-forward."""
+RESID = {"attn": "hook_resid_mid", "cross_attn": "hook_resid_mid_cross", "mlp": "hook_resid_post"}  # after each
+
+
+class Layer(nn.Module):
+    """What the encoder's and the decoder's layers share: their sub-layers' attention and norms, from the config's
+    parts (block_parts). Gemma 2's norms after a sub-layer are `{sub-layer}_post_ln` (attn_post_ln, ...)."""
+
+    SUBLAYERS: tuple[str, ...] = ()
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool,
                  activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
-                 bias: bool = True, scale: bool = True, d_head: int = 0):
+                 bias: bool = True, scale: bool = True, d_head: int = 0, n_kv_heads: int = 0,
+                 rope_base: float = 0.0, softcap: float = 0.0, scalar: float = 0.0, post_norm: bool = False):
         super().__init__()
-        self.attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
+        shared = dict(dropout=attn_dropout, bias=bias, scale=scale, d_head=d_head, n_kv_heads=n_kv_heads,
+                      softcap=softcap, scalar=scalar)
+        self.attn = MultiHeadAttention(d_model, n_heads, rope_base=rope_base, **shared)
+        if "cross_attn" in self.SUBLAYERS:  # cross-attention has no rotary positions
+            self.cross_attn = MultiHeadAttention(d_model, n_heads, **shared)
         self.mlp = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
-        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(2)])
+        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps)
+                                  for _ in self.SUBLAYERS])
+        for name in self.SUBLAYERS if post_norm else ():
+            setattr(self, f"{name}_post_ln", make_norm(d_model, norm, eps))
+        self.post_norm = post_norm
 
     def hook_points(self) -> list[str]:
         """Its points in the order forward reaches them; a child's name stands for the child's points."""
-        return ["hook_resid_pre", "attn", "hook_attn_out", "hook_resid_mid", "mlp", "hook_mlp_out", "hook_resid_post"]
+        out = ["hook_resid_pre"]
+        for name in self.SUBLAYERS:
+            out += [name, *[f"{name}_post_ln.hook_normalized"] * self.post_norm, f"hook_{name}_out", RESID[name]]
+        return out
+
+    def _sub(self, n: int, x: torch.Tensor, f, hooks: Hooks | None) -> torch.Tensor:
+        """Sub-layer n (named SUBLAYERS[n]) around f, f followed by its post norm where the model has one."""
+        name = self.SUBLAYERS[n]
+        post = getattr(self, f"{name}_post_ln", None)
+        g = f if post is None else (lambda y: _point(hooks, f"{name}_post_ln.hook_normalized", post(f(y))))
+        return self.sub[n](x, g, hooks, f"hook_{name}_out")
+
+
+class EncoderLayer(Layer):
+    """Self-attention over the source, then feed-forward."""
+
+    SUBLAYERS = ("attn", "mlp")
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None, hooks: Hooks | None = None,
                 pos_bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -266,29 +321,16 @@ class EncoderLayer(nn.Module):
         is added to the self-attention scores (relative positions)."""
         attn, mlp = inside(hooks, "attn"), inside(hooks, "mlp")
         x = _point(hooks, "hook_resid_pre", x)
-        x = self.sub[0](x, lambda y: self.attn(y, y, y, src_mask, attn, pos_bias=pos_bias), hooks,
-                        "hook_attn_out")
+        x = self._sub(0, x, lambda y: self.attn(y, y, y, src_mask, attn, pos_bias=pos_bias), hooks)
         x = _point(hooks, "hook_resid_mid", x)
-        x = self.sub[1](x, lambda y: self.mlp(y, mlp), hooks, "hook_mlp_out")
+        x = self._sub(1, x, lambda y: self.mlp(y, mlp), hooks)
         return _point(hooks, "hook_resid_post", x)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(Layer):
     """Masked self-attention, cross-attention to the encoder memory, then feed-forward."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attn_dropout: float, norm_first: bool,
-                 activation: str = "relu", norm: str = "layer", eps: float = 1e-5, gated: bool = False,
-                 bias: bool = True, scale: bool = True, d_head: int = 0):
-        super().__init__()
-        self.attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias, scale, d_head)
-        self.mlp = FeedForward(d_model, d_ff, dropout, activation, gated, bias)
-        self.sub = nn.ModuleList([SublayerConnection(d_model, dropout, norm_first, norm, eps) for _ in range(3)])
-
-    def hook_points(self) -> list[str]:
-        """Its points in the order forward reaches them; a child's name stands for the child's points."""
-        return ["hook_resid_pre", "attn", "hook_attn_out", "hook_resid_mid", "cross_attn", "hook_cross_attn_out",
-                "hook_resid_mid_cross", "mlp", "hook_mlp_out", "hook_resid_post"]
+    SUBLAYERS = ("attn", "cross_attn", "mlp")
 
     def forward(self, x, memory, src_mask, tgt_mask, hooks: Hooks | None = None, cache: dict | None = None,
                 pos_bias: torch.Tensor | None = None):
@@ -300,11 +342,10 @@ class DecoderLayer(nn.Module):
             self_cache, cross_cache = cache["self"], cache["cross"]
         attn, cross, mlp = inside(hooks, "attn"), inside(hooks, "cross_attn"), inside(hooks, "mlp")
         x = _point(hooks, "hook_resid_pre", x)
-        x = self.sub[0](x, lambda y: self.attn(y, y, y, tgt_mask, attn, self_cache, pos_bias=pos_bias), hooks,
-                        "hook_attn_out")
+        x = self._sub(0, x, lambda y: self.attn(y, y, y, tgt_mask, attn, self_cache, pos_bias=pos_bias), hooks)
         x = _point(hooks, "hook_resid_mid", x)
-        x = self.sub[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross, cross_cache, static_kv=True),
-                        hooks, "hook_cross_attn_out")
+        x = self._sub(1, x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross, cross_cache,
+                                                      static_kv=True), hooks)
         x = _point(hooks, "hook_resid_mid_cross", x)
-        x = self.sub[2](x, lambda y: self.mlp(y, mlp), hooks, "hook_mlp_out")
+        x = self._sub(2, x, lambda y: self.mlp(y, mlp), hooks)
         return _point(hooks, "hook_resid_post", x)

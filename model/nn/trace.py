@@ -8,12 +8,13 @@ import numpy as np
 import torch
 
 from model.nn.hooks import ATTENTION
-from model.records import KINDS, TRACE_ATTENTION, TRACE_EMBED, SentenceTrace
+from model.records import KINDS, PER_HEAD_ROWS, TRACE_ATTENTION, TRACE_EMBED, SentenceTrace
 
 # The attention points a SentenceTrace holds, by its field names (the masked scores become its mask), and the
 # embedding's: records.py's one table, read the other way.
 ATTENTION_POINTS = {field: point for point, field in TRACE_ATTENTION.items()} | {"masked": "hook_attn_scores"}
-PER_POSITION = ("q", "k", "v", "out")  # points in (b, pos, h, d_head): a trace holds them per head, (h, pos, d_head)
+PER_POSITION = PER_HEAD_ROWS  # points in (b, pos, h, d_head): a trace holds them per head, (h, pos, d_head)
+OPTIONAL = ("rot_q", "rot_k", "capped")  # only in the models that make them (rotary, soft-capped: T5Gemma)
 EMBEDDING_POINTS = {field: point for point, field in TRACE_EMBED.items()}
 EMBED_NORM = "embed_ln.hook_normalized"  # the embedding norm's output (mBART), kept to know the model has one
 # Relative positions (T5): the bias each stack adds to its self-attention scores, (1, h, i, j).
@@ -39,12 +40,16 @@ def _np(t: torch.Tensor, index: int) -> np.ndarray:
 
 
 def attention_arrays(cache: dict, kind: str, layer: int, index: int = 0) -> dict[str, np.ndarray]:
-    """One attention's arrays of batch row `index`: q, k, v, out (h, pos, d_head); scores (QKᵀ, /√d_head where the
-    model scales, + the position bias where it has one (T5), before the mask), probs (h, i, j); mask (i, j), True
-    where a key may be attended (the masked scores are finite)."""
+    """One attention's arrays of batch row `index`: q, k, v, out (h, pos, d_head), k and v with the key/value heads
+    (h_kv, pos, d_head); scores (QKᵀ, /√d_head where the model scales, + the position bias where it has one (T5),
+    before the mask), probs (h, i, j); mask (i, j), True where a key may be attended (the masked scores are finite;
+    a sliding window hides keys too). Where the model makes them (T5Gemma): rot_q, rot_k (after the rotation, as q
+    and k) and capped (h, i, j), the soft-capped scores the mask and softmax read."""
     at = ATTENTION[kind].format(layer) + "."
     d = {}
     for field, point in ATTENTION_POINTS.items():
+        if field in OPTIONAL and at + point not in cache:
+            continue
         x = _np(cache[at + point], index)
         d[field] = x.transpose(1, 0, 2) if field in PER_POSITION else x
     d["mask"] = np.isfinite(d.pop("masked")[0])  # masks carry no head dimension

@@ -16,6 +16,7 @@ from torch import nn
 from model.nn.config import ModelConfig
 from model.nn.hooks import FwdHooks, Hooks, check_filter, check_names, inside, module_points
 from model.nn.layers import DecoderLayer, Embeddings, EncoderLayer, RelativePositionBias, Stack, block_parts, make_norm
+from model.nn.rotary import layer_masks, softcap
 
 RETURN_TYPES = ("log_probs", "logits")  # TransformerLens's words for what a pass returns
 
@@ -52,16 +53,18 @@ def make_tgt_mask(tgt: torch.Tensor, pad_idx: int, causal: bool = True, use_padd
 class Generator(nn.Module):
     """Linear projection to the target vocabulary, then log-softmax.
 
-    The projection's bias is the final logits bias (Marian's `final_logits_bias`); `bias=False` drops it.
+    The projection's bias is the final logits bias (Marian's `final_logits_bias`); `bias=False` drops it. `softcap`
+    squashes the logits into (−cap, cap) as cap·tanh(logit/cap) (Gemma 2's final_logit_softcapping).
     """
 
-    def __init__(self, d_model: int, vocab_size: int, bias: bool = True):
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = True, softcap: float = 0.0):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size, bias=bias)
+        self.softcap = softcap
 
     def forward(self, x: torch.Tensor, return_type: str = "log_probs") -> torch.Tensor:
-        """(..., V) log-probabilities, or with return_type="logits" the scores before the softmax."""
-        logits = self.proj(x)
+        """(..., V) log-probabilities, or with return_type="logits" the scores before the softmax (capped)."""
+        logits = softcap(self.proj(x), self.softcap)
         return logits if return_type == "logits" else F.log_softmax(logits, dim=-1)
 
 
@@ -100,7 +103,8 @@ def renamed_state(state: dict) -> dict:
 class EncoderDecoder(nn.Module):
     """The Transformer of "Attention Is All You Need", with an optional pre-norm variant, and what the config says
     other families are (model/nn/config.py): RMSNorm, learned or relative positions, an embedding norm, no
-    scaling of the scores, a gated feed-forward, no biases."""
+    scaling of the scores, a gated feed-forward, no biases; and Gemma 2's (T5Gemma): rotary positions, grouped
+    key/value heads, sliding windows, soft-capped scores and logits, norms after the sub-layers."""
 
     def __init__(self, cfg: ModelConfig, init: bool = True):
         """`init=False` skips the model's own random initialisation (half of building the shipped model's time),
@@ -125,7 +129,7 @@ class EncoderDecoder(nn.Module):
         # Pre-norm leaves the residual stream un-normalised, so each stack ends with a norm.
         final = (lambda: make_norm(cfg.d_model, cfg.norm, cfg.norm_eps)) if cfg.norm_first else nn.Identity
         self.encoder_final_ln, self.decoder_final_ln = final(), final()
-        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size, cfg.final_logits_bias)
+        self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size, cfg.final_logits_bias, cfg.final_softcap)
         for name, p in self.named_parameters():
             if init and p.dim() > 1 and "lut" not in name and "pos" not in name:
                 nn.init.xavier_uniform_(p)
@@ -159,8 +163,10 @@ class EncoderDecoder(nn.Module):
         """Encoder layers start.. on x (b, s, d), the input of layer `start`, then the final norm: an analysis that
         changes layer `start` keeps the layers below as they ran (x is their encoder.{start}.hook_resid_pre)."""
         bias = self._pos_bias("src_pos_bias", x.shape[1], x.shape[1], 0, hooks)
+        # sliding windows (T5Gemma): a local layer's mask also hides the keys beyond its window
+        masks = layer_masks(src_mask, self.cfg.windows("encoder"), x.shape[1], x.shape[1], 0, False, x.device)
         for n in range(start, len(self.encoder)):
-            x = self.encoder[n](x, src_mask, inside(hooks, f"encoder.{n}"), bias)
+            x = self.encoder[n](x, masks[n], inside(hooks, f"encoder.{n}"), bias)
         return self._final(self.encoder_final_ln, x, hooks, "encoder_final_ln")
 
     def _pos_bias(self, which: str, n_queries: int, n_keys: int, offset: int, hooks: Hooks | None):
@@ -190,8 +196,9 @@ class EncoderDecoder(nn.Module):
         """Decoder layers start.. on y (b, t, d), the input of layer `start`, then the final norm."""
         past = 0 if cache is None else cache["len"]
         bias = self._pos_bias("tgt_pos_bias", y.shape[1], past + y.shape[1], past, hooks)
+        masks = layer_masks(tgt_mask, self.cfg.windows("decoder"), y.shape[1], past + y.shape[1], past, True, y.device)
         for n in range(start, len(self.decoder)):
-            y = self.decoder[n](y, memory, src_mask, tgt_mask, inside(hooks, f"decoder.{n}"),
+            y = self.decoder[n](y, memory, src_mask, masks[n], inside(hooks, f"decoder.{n}"),
                                 None if cache is None else cache["layers"][n], bias)
         y = self._final(self.decoder_final_ln, y, hooks, "decoder_final_ln")
         return y * self.cfg.generator_scale if self.cfg.generator_scale != 1.0 else y
@@ -274,7 +281,8 @@ def reorder_cache(cache: dict, rows: torch.Tensor) -> None:
 
 
 # The config fields that decide which points a model has (its modules' hook_points read them); sizes only shape them.
-POINT_FIELDS = ("n_encoder_layers", "n_decoder_layers", "norm_first", "ff_gated", "positions", "embed_norm")
+POINT_FIELDS = ("n_encoder_layers", "n_decoder_layers", "norm_first", "ff_gated", "positions", "embed_norm",
+                "attn_softcap", "sublayer_post_norm")
 # The rest of a skeleton's config: the smallest sizes a model can be built with.
 SKELETON = ModelConfig(src_vocab_size=4, tgt_vocab_size=4, d_model=4, n_heads=1, d_ff=4, max_len=1)
 

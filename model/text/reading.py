@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 WORD_START = "\u2581"  # SentencePiece's mark for "a space came before this piece" (as model/text/pieces.py)
+WORD_END = "</w>"  # byte-pair encoding's mark for "this piece ends a word" (FSMT; model/text/moses_bpe.py)
 
 # The rule of is_fragmented. A word read in many pieces, or in several pieces that are mostly single letters, is
 # not in the vocabulary as a whole: the model meets it as fragments. On Multi30k's validation split (the shipped
@@ -71,7 +72,7 @@ class Repetition:
 
 def _is_separator(piece: str) -> bool:
     """A piece of punctuation or symbols only (".", ",", "(", "-"): not part of a word, and it ends one."""
-    core = piece.lstrip(WORD_START)
+    core = piece.lstrip(WORD_START).removesuffix(WORD_END)
     return bool(core) and all(unicodedata.category(c)[0] in "PS" for c in core)
 
 
@@ -79,11 +80,13 @@ def read_words(tokens: list[str], pieces: bool) -> list[Word]:
     """The source's words as the model reads them.
 
     `pieces`: the tokens are SentencePiece pieces (a word starts at a piece that begins with "▁" and goes on over
-    the pieces without it; punctuation pieces are no word and end one). Otherwise every token is one word (a word
-    model, or a toy's characters), one piece each.
+    the pieces without it; punctuation pieces are no word and end one), or byte pairs (a word ends at a piece
+    that ends with "</w>"). Otherwise every token is one word (a word model, or a toy's characters), one piece each.
     """
     if not pieces:
         return [Word(t, k, (t,)) for k, t in enumerate(tokens)]
+    if any(t.endswith(WORD_END) for t in tokens):
+        return _pair_words(tokens)
     words: list[Word] = []
     run: list[str] = []
     start = 0
@@ -106,6 +109,20 @@ def read_words(tokens: list[str], pieces: bool) -> list[Word]:
     return words
 
 
+def _pair_words(tokens: list[str]) -> list[Word]:
+    """Words of byte-pair pieces: each runs up to and with the piece that ends with "</w>"; a word of punctuation
+    alone is none (as read_words)."""
+    words, run, start = [], [], 0
+    for k, tok in enumerate(tokens):
+        run.append(tok)
+        if tok.endswith(WORD_END) or k == len(tokens) - 1:
+            text = "".join(run).removesuffix(WORD_END)
+            if text and not _is_separator(text):
+                words.append(Word(text, start, tuple(run)))
+            run, start = [], k + 1
+    return words
+
+
 def is_fragmented(word: Word) -> bool:
     """Is the word read as fragments? In MANY_PIECES pieces or more, or in SOME_PIECES or more that average at most
     SHORT_PIECE characters (the reasons and what the thresholds flag are above MANY_PIECES)."""
@@ -114,7 +131,7 @@ def is_fragmented(word: Word) -> bool:
         return True
     if n < SOME_PIECES:
         return False
-    return sum(len(p.replace(WORD_START, "")) for p in word.pieces) / n <= SHORT_PIECE
+    return sum(len(p.replace(WORD_START, "").removesuffix(WORD_END)) for p in word.pieces) / n <= SHORT_PIECE
 
 
 def has_words(text: str) -> bool:
@@ -139,7 +156,10 @@ def fragmented_words(tokens: list[str], pieces: bool) -> list[Word]:
 
 
 def spelled(tokens: tuple[str, ...] | list[str], pieces: bool) -> str:
-    """Tokens as text: SentencePiece pieces joined ("▁R", "ugby" -> "Rugby"), words joined by spaces."""
+    """Tokens as text: SentencePiece pieces joined ("▁R", "ugby" -> "Rugby"), byte pairs joined ("Rug", "by</w>" ->
+    "Rugby"), words joined by spaces."""
+    if pieces and any(t.endswith(WORD_END) for t in tokens):
+        return "".join(tokens).replace(WORD_END, " ").strip() or " ".join(tokens)
     if pieces:
         text = "".join(tokens).replace(WORD_START, " ").strip()
         return text or " ".join(tokens)  # a unit of bare "▁" marks: show the marks

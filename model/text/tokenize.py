@@ -27,7 +27,10 @@ def _tokenizer(lang: str):
     with _lock:  # spacy.blank is not meant to be built concurrently
         import spacy
 
-        return spacy.blank(lang).tokenizer
+        try:
+            return spacy.blank(lang).tokenizer
+        except ImportError:  # a language spaCy has no rules for (an imported model's "tgt"): its generic rules
+            return spacy.blank("xx").tokenizer
 
 
 def tokenize(text: str, lang: str) -> list[str]:

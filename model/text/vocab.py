@@ -81,7 +81,9 @@ class Vocab:
 
     def save(self, path: str | Path) -> None:
         data = {"itos": self.itos}
-        if self.specials != DEFAULT_SPECIALS:  # word vocabularies keep the file they always had
+        # word vocabularies keep the file they always had; one with our specials elsewhere (Gemma's <pad> <eos> <bos>
+        # <unk> at 0..3) names them, or it would load as a word vocabulary
+        if self.specials != DEFAULT_SPECIALS or list(self.itos[: len(SPECIALS)]) != list(SPECIALS):
             data["specials"] = self.specials
         Path(path).write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
 

@@ -1,6 +1,7 @@
 """Real-browser tests of every view on a model of each imported family: `streamlit run app.py` serving tiny random
-M2M100, NLLB-200, mBART-50 and Flan-T5-like models (tests/hf_support.py, imported by python -m model.import_hf), in
-Chromium. Every page draws, with no exception, and names the model's own languages."""
+M2M100, NLLB-200, mBART-50, Flan-T5-like, T5Gemma and FSMT models (tests/hf_support.py, t5gemma_support.py,
+fsmt_support.py; imported by python -m model.import_hf), in Chromium. Every page draws, with no exception, and names
+the model's own languages."""
 from __future__ import annotations
 
 import pytest
@@ -16,16 +17,20 @@ from browser_support import (
     stop_server,
     wait_charts,
 )
+from tests.fsmt_support import build_fsmt
 from tests.hf_support import build, import_args
+from tests.t5gemma_support import build_t5gemma
 
-FAMILIES = ("m2m100", "nllb", "mbart", "t5")
+FAMILIES = ("m2m100", "nllb", "mbart", "t5", "t5gemma", "fsmt")
+BUILDERS = {"t5gemma": build_t5gemma, "fsmt": build_fsmt}  # the others: tests/hf_support.py build
 VIEWS = ("Overview", "Embeddings", "Positional encoding", "Attention", "Inside one head", "Masks", "Decoding",
          "What if", "Heads", "Training")
 # Views that draw no chart for these models: no head report yet (the page offers to compute it), no training film.
 NO_CHARTS = {"Heads": "Compute the head report", "Training": "no film"}
 TEXT = "Der Hund läuft im Park mit einem roten Ball."
 # What the header's tags say: the short codes of the pair (of the import's labels for the prompted T5 model).
-TAGS = {"m2m100": ("DE", "EN"), "nllb": ("DEU", "ENG"), "mbart": ("DE", "EN"), "t5": ("DE", "EN")}
+TAGS = {"m2m100": ("DE", "EN"), "nllb": ("DEU", "ENG"), "mbart": ("DE", "EN"), "t5": ("DE", "EN"),
+        "t5gemma": ("DE", "EN"), "fsmt": ("DE", "EN")}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,11 @@ def families_server(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("families")
     for family in FAMILIES:
-        import_hf(str(build(family, root / "hf" / family)), root / "ckpts" / family, **import_args(family))
+        if family in BUILDERS:
+            import_hf(str(BUILDERS[family](root / "hf" / family)), root / "ckpts" / family, src_lang="de",
+                      tgt_lang="en")
+        else:
+            import_hf(str(build(family, root / "hf" / family)), root / "ckpts" / family, **import_args(family))
     server = start_test_server(root / "ckpts", FAMILIES[0], tmp_path_factory)
     yield server
     stop_server(server)

@@ -184,3 +184,20 @@ def test_pruning_curve_refines_the_count_where_bleu_drops_by_one_point(monkeypat
     assert d["curves"]["enc_self"][1]["off"] == [["enc_self", 0, 0]]  # the least important first
     assert seen == sorted(seen) and max(seen) <= 1.0
     assert pruning._count(0.5, 5) == 3 and pruning._count(0.3, 12) == 4 and pruning._count(0.1, 12) == 1
+
+
+def test_a_sliding_window_layer_measures_against_its_own_keys():
+    """T5Gemma: a local layer's queries see only the keys in its window; a head spread evenly over them has the
+    whole entropy it could have (entropy_fraction 1), as a global head spread over every key has."""
+    from model.analysis.measures import HeadStats
+
+    n, window = 6, 1
+    i, j = np.indices((n, n))
+    local = np.abs(i - j) <= window  # (i, j)
+    allowed = np.stack([local, np.ones((n, n), dtype=bool)])[None]  # (b, L, i, j)
+    p = allowed / allowed.sum(-1, keepdims=True)  # (b, L, i, j): even over each layer's keys
+    stats = HeadStats("enc_self", 2, 1, src_eos=False)
+    stats.add(p[:, :, None], allowed, np.ones((1, n), dtype=bool), np.array([n]), np.array([n]))
+    m = stats.result()
+    np.testing.assert_allclose(m["measures"]["entropy_fraction"][:, 0], [1.0, 1.0], atol=1e-9)
+    np.testing.assert_allclose(m["measures"]["eos_share"], 0.0)  # no end token: no weight on one

@@ -10,11 +10,15 @@ import torch
 
 from model.analysis import contributions as C
 from model.nn.config import ModelConfig
+from model.nn.layers import GemmaRMSNorm
 from model.nn.transformer import EncoderDecoder
 
 LAYOUTS = {"pre-norm": {}, "post-norm": {"norm_first": False},
            "T5-like": {"norm": "rms", "norm_eps": 1e-6, "positions": "relative", "rel_buckets": 8,
-                       "rel_max_distance": 20, "scale_attention": False, "bias": False}}
+                       "rel_max_distance": 20, "scale_attention": False, "bias": False},
+           "Gemma-like": {"norm": "gemma_rms", "norm_eps": 1e-6, "positions": "rotary", "n_kv_heads": 2,
+                          "sublayer_post_norm": True, "attn_softcap": 3.0, "query_pre_attn_scalar": 12.0, "bias": False,
+                          "encoder_windows": "2,0", "decoder_windows": "2,0"}}
 
 
 def _model(**kw) -> EncoderDecoder:
@@ -24,7 +28,9 @@ def _model(**kw) -> EncoderDecoder:
     model = EncoderDecoder(cfg).eval()
     with torch.no_grad():  # norms away from 1 and 0, so that a wrong σ or a forgotten β shows
         for m in model.modules():
-            if isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)):
+            if isinstance(m, GemmaRMSNorm):  # its scale is 1 + w
+                m.weight.uniform_(-0.5, 0.5)
+            elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)):
                 m.weight.uniform_(0.5, 1.5)
                 if getattr(m, "bias", None) is not None:
                     m.bias.uniform_(-0.3, 0.3)
@@ -50,7 +56,7 @@ def check_blocks(model, cache) -> None:
             res, out, prefix = C._points(kind, layer)
             attn, sub = C._blocks(model, kind, layer)
             c, y = C.block_alti(cache[res][0], cache[f"{prefix}.hook_v"][0], cache[f"{prefix}.hook_pattern"][0],
-                                attn, sub.norm, sub.norm_first, kind == "cross")
+                                attn, sub.norm, sub.norm_first, kind == "cross", C.post_norm(model, kind, layer))
             torch.testing.assert_close(y, cache[out][0].double(), atol=1e-5, rtol=1e-5, msg=f"{kind} {layer}")
             np.testing.assert_allclose(c.sum(-1), 1.0, atol=1e-9)
             assert (c >= 0).all()

@@ -4,6 +4,7 @@ formula written out here or against transformers' own code, and every point of t
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +20,11 @@ T5_LIKE = {"norm": "rms", "norm_eps": 1e-6, "positions": "relative", "rel_bucket
            "final_logits_bias": False, "activation": "gelu"}
 MBART_LIKE = {"positions": "learned", "pos_offset": 2, "embed_norm": True, "activation": "gelu"}
 M2M_LIKE = {"pe_layout": "fairseq", "pos_offset": 2}
+# T5Gemma's network (tests/model/test_t5gemma.py checks it against transformers): every version-5 field on
+GEMMA_LIKE = {"norm": "gemma_rms", "norm_eps": 1e-6, "positions": "rotary", "rope_base": 1000.0, "n_kv_heads": 2,
+              "encoder_windows": "4,0", "decoder_windows": "4,0", "attn_softcap": 5.0, "final_softcap": 3.0,
+              "sublayer_post_norm": True, "query_pre_attn_scalar": 12.0, "ff_gated": True, "activation": "gelu_new",
+              "bias": False, "final_logits_bias": False, "n_encoder_layers": 2, "n_decoder_layers": 2}
 
 
 def test_the_fairseq_table_is_m2m100s_formula():
@@ -65,7 +71,7 @@ def test_the_gated_feed_forward_multiplies_the_activation_by_the_second_projecti
     assert all(m.bias is None for m in (ff.w_1, ff.w_2, ff.w_gate))
 
 
-@pytest.mark.parametrize("family", [T5_LIKE, MBART_LIKE, M2M_LIKE], ids=["t5", "mbart", "m2m100"])
+@pytest.mark.parametrize("family", [T5_LIKE, MBART_LIKE, M2M_LIKE, GEMMA_LIKE], ids=["t5", "mbart", "m2m100", "gemma"])
 def test_each_family_names_every_point_and_both_attention_paths_agree(make_model, encoded_pairs, family):
     model = make_model(**family)
     src, tgt = pairs_tensors(encoded_pairs)
@@ -91,9 +97,10 @@ def test_t5_scores_are_unscaled_and_carry_the_bias(make_model, encoded_pairs):
     assert not any(name.endswith(".bias") for name, _ in model.encoder.named_parameters())
 
 
-@pytest.mark.parametrize("family", [T5_LIKE, MBART_LIKE], ids=["t5", "mbart"])
+@pytest.mark.parametrize("family", [T5_LIKE, MBART_LIKE, GEMMA_LIKE], ids=["t5", "mbart", "gemma"])
 def test_incremental_decoding_equals_the_teacher_forced_pass(make_model, encoded_pairs, family):
-    """The decoder's positions (a learned table, a relative bias over the cached keys) follow the cache."""
+    """The decoder's positions (a learned table, a relative bias over the cached keys, rotary angles and sliding
+    windows) follow the cache."""
     from model.inference.decode import decode_step
 
     model = make_model(**family)
@@ -122,7 +129,7 @@ def test_a_version_3_config_round_trips_and_refuses_unknown_kinds():
     cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, **T5_LIKE)
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="positions"):
-        ModelConfig(src_vocab_size=10, tgt_vocab_size=10, positions="rotary")
+        ModelConfig(src_vocab_size=10, tgt_vocab_size=10, positions="alibi")
 
 
 def pairs_tensors(pairs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,7 +151,11 @@ def test_hooks_md_lists_the_points_other_families_add():
     listed = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `")}
     base = set(hook_names(ModelConfig(src_vocab_size=10, tgt_vocab_size=10)))
     added = set()
-    for family in (T5_LIKE, MBART_LIKE):  # a layer's point once, as {stack}.{l}.…
+    for family in (T5_LIKE, MBART_LIKE, GEMMA_LIKE):  # a layer's point once: {l}, and {stack} where both have it
         for name in set(hook_names(ModelConfig(src_vocab_size=10, tgt_vocab_size=10, **family))) - base:
-            added.add("{stack}.{l}." + name.split(".", 2)[2] if ".mlp." in name else name)
+            added.add(re.sub(r"\.\d+\.", ".{l}.", name))
+    both = {n.split(".", 1)[1] for n in added if n.startswith("encoder.")} & {
+        n.split(".", 1)[1] for n in added if n.startswith("decoder.")}
+    added = {f"{{stack}}.{n.split('.', 1)[1]}" if n.split(".", 1)[0] in ("encoder", "decoder")
+             and n.split(".", 1)[1] in both else n for n in added}
     assert listed == added

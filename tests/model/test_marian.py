@@ -330,7 +330,7 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
     from model.nn.config import FORMAT_VERSION, ModelConfig
 
     v1 = dict(CONFIG_V1)
-    assert FORMAT_VERSION == 4
+    assert FORMAT_VERSION == 5
     cfg = ModelConfig.from_dict(v1)
     assert (cfg.activation, cfg.pe_layout, cfg.scale_embedding, cfg.share_embeddings, cfg.final_logits_bias) == (
         "relu", "interleaved", True, False, True)
@@ -338,7 +338,7 @@ def test_version_1_config_loads_as_todays_model_and_cannot_hold_new_fields():
             == (2, 3, "de", "en", "spacy"))
     assert (cfg.norm, cfg.positions, cfg.scale_attention, cfg.ff_gated, cfg.bias, cfg.embed_norm) == (
         "layer", "sinusoidal", True, False, True, False)
-    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 4, read back the same
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg  # written as version 5, read back the same
     with pytest.raises(ValueError, match="activation"):
         ModelConfig.from_dict({**v1, "activation": "gelu"})  # a version-1 file cannot describe that
     with pytest.raises(ValueError, match="activation"):

@@ -23,6 +23,9 @@ FAMILIES = {
     "t5": {"norm": "rms", "positions": "relative", "ff_gated": True, "bias": False, "scale_attention": False},
     "mbart": {"positions": "learned", "pos_offset": 2, "embed_norm": True},
     "m2m100": {"pe_layout": "fairseq", "pos_offset": 2}, "layers-1-4": {"n_encoder_layers": 1, "n_decoder_layers": 4},
+    "t5gemma": {"norm": "gemma_rms", "positions": "rotary", "n_kv_heads": 1, "encoder_windows": "3,0,3",
+                "attn_softcap": 5.0, "final_softcap": 3.0, "sublayer_post_norm": True, "query_pre_attn_scalar": 6.0,
+                "ff_gated": True, "bias": False},
 }
 
 
@@ -38,14 +41,26 @@ CONFIGS = _configs()
 
 def hand_written(cfg) -> list[str]:
     """hook_names as it was written by hand before the modules declared their points: the expected list."""
-    attn = lambda a: [f"{a}.{p}" for p in ("hook_q", "hook_k", "hook_v", *EXPLICIT, "hook_z")]  # noqa: E731
+    rotary, capped, post = (getattr(cfg, "positions", "") == "rotary", bool(getattr(cfg, "attn_softcap", 0)),
+                            getattr(cfg, "sublayer_post_norm", False))
+
+    def attn(a: str) -> list[str]:
+        rot = ["hook_rot_q", "hook_rot_k"] * (rotary and a == "attn")
+        return [f"{a}.{p}" for p in ("hook_q", "hook_k", "hook_v", *rot, EXPLICIT[0],
+                                     *["hook_softcapped_scores"] * capped, *EXPLICIT[1:], "hook_z")]
+
+    def sub(a: str, resid: str) -> list[str]:
+        return [*[f"{a}_post_ln.hook_normalized"] * post, f"hook_{a}_out", resid]
+
     mlp = ["mlp.hook_pre", *["mlp.hook_pre_linear"] * getattr(cfg, "ff_gated", False), "mlp.hook_post",
-           "hook_mlp_out", "hook_resid_post"]
-    enc = ["hook_resid_pre", *attn("attn"), "hook_attn_out", "hook_resid_mid", *mlp]
-    dec = enc[:10] + attn("cross_attn") + ["hook_cross_attn_out", "hook_resid_mid_cross"] + mlp
-    relative = getattr(cfg, "positions", "sinusoidal") == "relative"
+           *sub("mlp", "hook_resid_post")]
+    enc = ["hook_resid_pre", *attn("attn"), *sub("attn", "hook_resid_mid"), *mlp]
+    dec = (["hook_resid_pre", *attn("attn"), *sub("attn", "hook_resid_mid"), *attn("cross_attn"),
+            *sub("cross_attn", "hook_resid_mid_cross"), *mlp])
+    relative = getattr(cfg, "positions", "sinusoidal") in ("relative", "rotary")
     embed = (["hook_token_embed", "hook_embed"] + ["hook_pos_embed"] * (not relative)
-             + ["embed_ln.hook_normalized"] * getattr(cfg, "embed_norm", False) + ["hook_pos_bias"] * relative)
+             + ["embed_ln.hook_normalized"] * getattr(cfg, "embed_norm", False)
+             + ["hook_pos_bias"] * (getattr(cfg, "positions", "") == "relative"))
     return (embed + [f"encoder.{l}.{p}" for l in range(cfg.n_encoder_layers) for p in enc]
             + ["encoder_final_ln.hook_normalized"] * cfg.norm_first + [f"decoder.{p}" for p in embed]
             + [f"decoder.{l}.{p}" for l in range(cfg.n_decoder_layers) for p in dec]
@@ -91,8 +106,10 @@ def test_each_point_is_made_by_the_module_its_name_is_the_path_of(name):
             assert _declarer(model, point_name) == path.rpartition(".")[0]
             continue
         assert isinstance(model.get_submodule(path), torch.nn.Module), point_name
-        # a final norm is torch's own LayerNorm: the root, which calls it, declares its point
-        assert _declarer(model, point_name) == (path if not path.endswith("_final_ln") else ""), point_name
+        # a final norm is torch's own LayerNorm: the root, which calls it, declares its point; a norm after a
+        # sub-layer (T5Gemma) is declared by the layer that calls it, alike
+        want = "" if path.endswith("_final_ln") else path.rpartition(".")[0] if path.endswith("_post_ln") else path
+        assert _declarer(model, point_name) == want, point_name
 
 
 def test_the_stacks_are_lists_of_layers_that_name_the_decoders_embedding(tiny_model):

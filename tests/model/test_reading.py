@@ -43,6 +43,16 @@ def test_pieces_are_grouped_into_words_and_punctuation_is_no_word():
                                                   ("Shirt", ("Shirt",))]
 
 
+def test_byte_pairs_end_their_words():
+    """FSMT's pieces: a word runs up to the piece marked "</w>"; punctuation alone is no word."""
+    pairs = ["Zwei</w>", "M", "ä", "n", "n", "r</w>", "spielen</w>", "F", "uss", "b", "al</w>", "im</w>", ".</w>"]
+    words = read_words(pairs, pieces=True)
+    assert [(w.text, w.start, w.n_pieces) for w in words] == [
+        ("Zwei", 0, 1), ("Männr", 1, 5), ("spielen", 6, 1), ("Fussbal", 7, 4), ("im", 11, 1)]
+    assert [w.text for w in fragmented_words(pairs, pieces=True)] == ["Männr", "Fussbal"]
+    assert spelled(("Fuss", "bal</w>", "im</w>"), pieces=True) == "Fussbal im"
+
+
 def test_a_word_model_reads_one_token_per_word():
     tokens = ["Zwei", "Männr", "spielen", "<unk>", "."]
     assert [(w.text, w.start, w.n_pieces) for w in read_words(tokens, pieces=False)] == [

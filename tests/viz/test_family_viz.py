@@ -133,3 +133,21 @@ def test_pca_leaves_the_excluded_rows_out_as_if_they_were_never_there(rows):
     assert np.abs(got - expected).max() < 1e-3 * np.abs(expected).max()
     with pytest.raises(ValueError, match="at least 2 rows"):
         pca_2d(m[:3], exclude=(0, 1))
+
+
+def test_a_soft_capped_head_shows_the_cap_between_the_scaled_and_the_masked_scores():
+    """T5Gemma: scores ÷ √query_pre_attn_scalar, then cap·tanh(s / cap), which the mask and the softmax read."""
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.normal(size=(4, 8)).astype(np.float32) * 2 for _ in range(3))
+    scaled = q @ k.T / np.sqrt(16.0)  # query_pre_attn_scalar 16, not d_k 8
+    capped = 2.0 * np.tanh(scaled / 2.0)
+    mask = np.tril(np.ones((4, 4), dtype=bool))
+    probs = np.exp(np.where(mask, capped, -np.inf))
+    probs /= probs.sum(-1, keepdims=True)
+    toks = ["a", "b", "c", "d"]
+    figs = head_pipeline_figures(q, k, v, None, mask, probs, probs @ v, toks, toks, "dec_self", scaled_scores=scaled,
+                                 scale=4.0, capped=capped, cap=2.0, rotated=True)
+    assert list(figs)[3:7] == ["scores", "scaled", "capped", "masked"]
+    np.testing.assert_allclose(figs["scores"].data[0].z, q @ k.T, rtol=1e-4, atol=1e-4)  # × 4, not × √8
+    assert np.nanmax(np.abs(figs["capped"].data[0].z)) <= 2.0 < np.nanmax(np.abs(figs["scaled"].data[0].z))
+    assert "√16" in figs["scaled"].layout.title.text and "rotated" in figs["Q"].layout.title.text

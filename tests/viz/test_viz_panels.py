@@ -53,8 +53,8 @@ def test_each_row_holds_its_steps_traces_unchanged(kind):
 
 @pytest.mark.parametrize("kind", ["cross", "dec_self"])
 def test_comparable_steps_of_a_row_share_one_colour_scale_with_one_colour_bar(kind):
-    """Q, K and V; the scaled and the masked scores; the weights before and after dropout: one range and one bar
-    each. The raw scores keep their own (√d_k times the scaled ones: on one scale the scaled would be pale)."""
+    """Q, K and V; the scaled, the soft-capped (T5Gemma) and the masked scores; the weights before and after
+    dropout: one range and one bar each. The raw scores keep their own (√d_k times the scaled ones: on one scale the scaled would be pale)."""
     args, kwargs = _head(kind)
     figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
     for steps, fig in rows.items():
@@ -69,7 +69,7 @@ def test_comparable_steps_of_a_row_share_one_colour_scale_with_one_colour_bar(ki
             # one range (each panel's range inside it) and one colour bar, the group's last panel's
             assert all((merged[n]["zmin"], merged[n]["zmax"]) == (lo, hi) for n in names), (steps, group)
             assert [n for n in names if merged[n].get("showscale") is not False] == names[-1:], (steps, group)
-    assert [set(g) for g in SCALE_GROUPS if len(g) > 1] == [{"Q", "K", "V"}, {"scaled", "masked"},
+    assert [set(g) for g in SCALE_GROUPS if len(g) > 1] == [{"Q", "K", "V"}, {"scaled", "capped", "masked"},
                                                             {"softmax", "dropout"}]
     qkv = [t for t in _sent(rows[("Q", "K", "V")])["data"] if _coloured(t)]
     lim = max(float(np.abs(a).max()) for a in args[:3])

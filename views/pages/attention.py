@@ -5,6 +5,7 @@ import numpy as np
 import streamlit as st
 
 from model.analysis.experiments import entropy
+from model.records import kv_share
 from views.parts import ablation
 from views.parts.carried import carried, choose
 from views.parts.compare import heads_match
@@ -77,7 +78,7 @@ def render(ctx: Context) -> None:
         heads = None if layer_only else shown_heads(ctx, cfg.n_heads, q_tokens, k_tokens)
         figure = (_layer_figure(values, q_tokens, keys, kind, layer, mask, name) if layer_only else
                   cached(heads_figure, values[layer], q_tokens, keys, kind, layer, mask=mask, zmax=zmax,
-                         width_px=PAGE_WIDTH_PX, heads=heads, measure=name))
+                         width_px=PAGE_WIDTH_PX, heads=heads, measure=name, share=kv_share(cfg)))
         chart(st, figure,
                   width="stretch", config=fig_config(ctx, f"attention_{kind}_L{layer + 1}_all-heads"),
                   key="heads_fig")

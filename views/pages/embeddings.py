@@ -27,6 +27,7 @@ from viz.tables import matrix_csv
 # the grey density. Each hundred dots adds to the map's draw time (`git show 8180d3c:benchmarks/bench_vocab_map.py`
 # measured it).
 VOCAB_DOTS = 300
+PIECE_NAMES = {"sentencepiece": "SentencePiece", "moses_bpe": "byte-pair (Moses + BPE)"}  # the tokenizers of pieces
 
 
 def table_words(key: str) -> str:
@@ -131,6 +132,9 @@ def stages_text(cfg, table: str) -> tuple[str, str]:
     elif positions == "learned":
         steps.append("+ learned position vector")
         said.append("The learned vector of its position is added (see Positional encoding).")
+    elif positions == "rotary":
+        said.append("No position vector is added: inside attention, each head's queries and keys are turned by "
+                    "their position instead (rotary; see Positional encoding).")
     else:
         said.append("No position vector is added: this model adds a bias for each key's distance to the attention "
                     "scores instead (see Positional encoding).")
@@ -179,12 +183,13 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     if not ctx.present:
         st.markdown("#### The whole vocabulary")
     fig, words, ids, specials = _vocab_map(ctx, side, tokens)
-    unit = "pieces" if ctx.cfg.tokenizer == "sentencepiece" else "digits" if is_toy(ctx.key) else "words"
+    unit = "pieces" if ctx.cfg.tokenizer != "spacy" else "digits" if is_toy(ctx.key) else "words"
     chart(st, fig, width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     n_dots = min(VOCAB_DOTS, len(words))
     order = {"words": "which are the most frequent in the training data (the vocabulary is built most frequent first; "
                       "hover names them)",
-             "pieces": "in the order of the SentencePiece vocabulary (hover names them)",
+             "pieces": f"in the order of the {PIECE_NAMES.get(ctx.cfg.tokenizer, 'piece')} vocabulary (hover names "
+                       "them)",
              "digits": "0 to 9 (hover names them)"}[unit]
     names = ctx.facts["special_tokens"][side]
     st.caption(f"Grey shading: where all {len(words):,} {unit} the model knows lie "

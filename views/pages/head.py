@@ -11,6 +11,7 @@ from model.analysis.experiments import dropout_sample, max_abs_diff
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, panel_group, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
+from model.records import attention_cap, head_qkv, kv_head, kv_share, score_scale
 from viz.head import head_pipeline_rows
 from viz.layout import PAGE_WIDTH_PX
 from viz.token_axes import panels_that_fit
@@ -28,16 +29,19 @@ STEPS = {  # numbered on the page in the order they appear: the mask step exists
     "output": "Output: the weighted sum of the value vectors, one per query. The heads' outputs are concatenated "
               "and multiplied by W_O.",
 }
-ORDER = [["Q", "K", "V"], ["scores", "scaled", "bias", "summed", "masked"], ["softmax", "dropout"], ["output"]]
+ORDER = [["Q", "K", "V"], ["scores", "scaled", "bias", "summed", "capped", "masked"], ["softmax", "dropout"],
+         ["output"]]
 ROW_NAMES = ["Q, K, V", "scores", "weights", "output"]  # presenter mode shows one row of ORDER at a time
 KEY_ROWS = ("scores", "weights")  # rows whose panels have the keys across
-SHORT = {"scores": "QKᵀ", "scaled": "scaled", "bias": "bias B", "summed": "+ B", "masked": "masked",
-         "softmax": "softmax", "dropout": "dropout"}  # the steps' names in presenter mode's "Choose"
+# the steps' names in presenter mode's "Choose"
+SHORT = {"scores": "QKᵀ", "scaled": "scaled", "bias": "bias B", "summed": "+ B", "capped": "capped",
+         "masked": "masked", "softmax": "softmax", "dropout": "dropout"}
 
 
-def step_texts(scaled: bool = True, biased: bool = False) -> dict[str, str]:
+def step_texts(scaled: bool = True, biased: bool = False, cfg=None, head: int = 0) -> dict[str, str]:
     """STEPS as this model takes them: `scaled` its scores are divided by √d_k (not in T5), `biased` a position
-    bias is added to them (T5's self-attention)."""
+    bias is added to them (T5's self-attention); `cfg` the model's config and `head` (0-based) the head shown, for
+    what T5Gemma adds (rotated queries and keys, its own scale, soft-capping, grouped keys and values)."""
     texts = dict(STEPS)
     recorded = "the model's recorded scores" + (" less the bias B" if biased else "") + (" × √d_k" if scaled else "")
     texts["scores"] = f"Raw scores QKᵀ: how well each query matches each key ({recorded})."
@@ -52,6 +56,30 @@ def step_texts(scaled: bool = True, biased: bool = False) -> dict[str, str]:
     if not scaled:
         texts["softmax"] = ("Softmax along each row (this model does not divide the scores by √d_k): weights ≥ 0 "
                             "that sum to 1.")
+    return texts | (_family_texts(cfg, head) if cfg is not None else {})
+
+
+def _family_texts(cfg, head: int) -> dict[str, str]:
+    """What rotary positions, grouped keys and values, another scale and soft-capping change in the steps' texts."""
+    texts, share = {}, kv_share(cfg)
+    if getattr(cfg, "positions", "") == "rotary":
+        texts["Q"] = ("Queries: the layer input times W_Q, this head's slice, then each pair of dimensions turned by "
+                      "the token's position (rotary: the Positional encoding page shows how).")
+        texts["K"] = "Keys: the input times W_K, turned by position like the queries (cross-attention: not turned)."
+    if share > 1:
+        g = kv_head(cfg, head)
+        texts["K"] = texts.get("K", STEPS["K"]) + (
+            f" Grouped-query attention: heads {g * share + 1}–{g * share + share} share this key and value head "
+            f"(kv {g + 1} of {cfg.n_heads // share}).")
+    if score_scale(cfg):
+        texts["scaled"] = (f"Scaled by 1/√{score_scale(cfg) ** 2:g} (the model's query_pre_attn_scalar, not "
+                           f"d_k = {cfg.d_k}), so that the softmax does not saturate.")
+        texts["scores"] = ("Raw scores QKᵀ: how well each query matches each key (the recorded scores × "
+                           f"{score_scale(cfg):.2f}).")
+    if attention_cap(cfg):
+        c = attention_cap(cfg)
+        texts["capped"] = (f"Soft-capped: {c:g}·tanh(s / {c:g}) squeezes every score into (−{c:g}, {c:g}); small "
+                           "scores pass almost unchanged, large ones flatten. The mask and the softmax read these.")
     return texts
 
 
@@ -76,7 +104,7 @@ def render(ctx: Context) -> None:
     if not ctx.present:
         _checks(ctx, kind, layer, head)
     biased = tr.pos_bias(kind) is not None
-    titles = numbered_steps({name for steps in rows for name in steps}, step_texts(_scaled(cfg), biased))
+    titles = numbered_steps({name for steps in rows for name in steps}, step_texts(_scaled(cfg), biased, cfg, head))
     # Read left to right, top to bottom: Q K V, then the score matrices, then the weights, then the output. Each row
     # is one figure, its panels under the steps' titles (one chart per row: a first visit draws four, not eight).
     for row_name, (names, fig) in zip(ROW_NAMES, rows.items()):
@@ -107,11 +135,15 @@ def _rows(ctx: Context, kind: str, layer: int, head: int, only: tuple[str, ...] 
     dropped, _ = dropout_sample(a["probs"][head], ctx.cfg.attn_dropout, seed=0)
     mask = a["mask"]  # (i, j) the mask the model used
     bias = tr.pos_bias(kind)  # (h, i, j) the position bias the model added to these scores (T5), or None
-    return cached(head_pipeline_rows, a["q"][head], a["k"][head], a["v"][head], None,
+    q, k, v = head_qkv(ctx.cfg, a, head)
+    capped = a.get("capped")
+    return cached(head_pipeline_rows, q, k, v, None,
                   mask if not mask.all() else None, a["probs"][head], a["out"][head], q_tokens, k_tokens, kind,
                   dropout_probs=dropped,
                   scaled_scores=a["scores"][head],  # the scores the model recorded, drawn as they are
-                  pos_bias=None if bias is None else bias[head], scaled=_scaled(ctx.cfg), only=only)
+                  pos_bias=None if bias is None else bias[head], scaled=_scaled(ctx.cfg), only=only,
+                  scale=score_scale(ctx.cfg), capped=None if capped is None else capped[head],
+                  cap=attention_cap(ctx.cfg), rotated="rot_q" in a)
 
 
 def _scaled(cfg) -> bool:
@@ -153,11 +185,12 @@ def _checks(ctx: Context, kind: str, layer: int, head: int) -> None:
              f"{cfg.n_heads * cfg.d_k}, not d_model: W_O maps them back).")
     st.caption(f"{split} "
                f"Layer {layer + 1}, head {head + 1}; attention dropout p = {cfg.attn_dropout}. {shared}{raw}")
-    expected = a["q"][head] @ a["k"][head].T / (np.sqrt(cfg.d_k) if scaled else 1.0)
+    q, k, v = head_qkv(cfg, a, head)
+    expected = q @ k.T / ((score_scale(cfg) or np.sqrt(cfg.d_k)) if scaled else 1.0)
     if bias is not None:
         expected = expected + bias[head]
     check = max_abs_diff(a["scores"][head], expected)
-    out_check = max_abs_diff(a["out"][head], a["probs"][head] @ a["v"][head])
+    out_check = max_abs_diff(a["out"][head], a["probs"][head] @ v)
     what = ("scaled scores" if scaled else "scores") + (" plus the recorded bias" if bias is not None else "")
     st.markdown(f":material/check_circle: recomputed from Q and K, the {what} match the model's recorded ones "
                 f"to {check:.1e}; weights · V matches the head output to {out_check:.1e}")

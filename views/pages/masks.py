@@ -4,6 +4,7 @@ Every mask drawn here is the one the model recorded in its trace, never one rebu
 """
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from model.analysis.experiments import weight_on_keys
@@ -13,7 +14,7 @@ from views.plumbing.figcache import cached
 from views.plumbing.state import Context, causal_experiment, padded_batch, reference_tokens
 from views.plumbing.urlstate import within
 from viz.layout import PAGE_WIDTH_PX
-from viz.masks import causal_figure, padding_figure
+from viz.masks import causal_figure, padding_figure, window_figure
 from viz.theme import theme
 from viz.token_axes import panels_that_fit
 
@@ -149,14 +150,55 @@ def _index(value, n: int) -> int:
     return within(value, 1, n) - 1
 
 
+def _windowed(cfg) -> dict[str, tuple[int, ...]]:
+    """{stack: each layer's window} of the stacks with a sliding-window (local) layer; 0 = a full layer."""
+    sides = {"encoder": "enc_self", "decoder": "dec_self"}
+    return {sides[s]: w for s in sides if any(w := (cfg.windows(s) if hasattr(cfg, "windows") else ()))}
+
+
+def _window(ctx: Context) -> None:
+    """Local layers (T5Gemma): the sliding window the model recorded beside a global layer's mask."""
+    if not ctx.present:
+        st.markdown("### Sliding window\n\nThis model alternates local and global self-attention layers. In a local "
+                    "layer a query sees only the keys within a fixed distance (the window; in the decoder only those "
+                    "before it too); a global layer sees every key its mask allows. Cross-attention is always global.")
+    tr = ctx.result.trace
+    for kind, windows in _windowed(ctx.cfg).items():
+        local = next(i for i, w in enumerate(windows) if w)
+        full = next((i for i, w in enumerate(windows) if not w), None)
+        tokens, rec = tr.axes(kind)[0], tr.attn[kind]
+        if not tokens:
+            continue
+        stack = "encoder" if kind == "enc_self" else "decoder"
+        local_mask = rec[local]["mask"]
+        full_mask = rec[full]["mask"] if full is not None else np.ones_like(local_mask)
+        chart(st, cached(window_figure, local_mask, full_mask, tokens, kind,
+                         local_title=f"{stack} layer {local + 1}: window {windows[local]}",
+                         full_title=(f"{stack} layer {full + 1}: global" if full is not None
+                                     else "without a window")), width="stretch",
+              config=fig_config(ctx, f"masks_window_{stack}_L{local + 1}"))
+        hidden = int((~local_mask).sum() - (~full_mask).sum())
+        layers = ", ".join(str(i + 1) for i, w in enumerate(windows) if w)
+        st.caption(f"Local {stack} layers: {layers} (window {windows[local]}). " + (
+            f"In layer {local + 1} the window hides {hidden} query–key cells (of {local_mask.size}) that the global "
+            "layer allows: keys too far from their query." if hidden > 0 else
+            f"Your sentence's {len(tokens)} tokens all fit in the window: here the local layers see what the global "
+            "ones see (a longer sentence shows the band)."))
+
+
 def render(ctx: Context) -> None:
     if not ctx.present:
         st.subheader("Masks")
+    windowed = bool(_windowed(ctx.cfg))
     with choices(ctx):
-        show = sections(ctx, ["padding mask", "causal mask"])
+        show = sections(ctx, ["padding mask", "causal mask"] + ["sliding window"] * windowed)
     if show("padding mask"):
         _padding(ctx)
     if not ctx.present:
         st.divider()
     if show("causal mask"):
         _causal(ctx)
+    if windowed and show("sliding window"):
+        if not ctx.present:
+            st.divider()
+        _window(ctx)

@@ -36,10 +36,11 @@ def _tokens(ctx: Context) -> None:
     left, right = st.columns(2)
     with left:
         src = res.source
+        appends = "which the model appends" if src.eos_token else "none appended by this model's tokenizer"
         st.markdown(f"**Source tokens** (what the encoder reads: {source_count(len(src.axis_tokens), src.eos_token)}, "
-                    "which the model appends; 'unknown' = not in the vocabulary, read as `<unk>`)")
+                    f"{appends}; 'unknown' = not in the vocabulary, read as `<unk>`)")
         spans = fragment_spans(src, ctx.cfg)
-        table(source_token_rows(src.tokens, src.ids, src.unknown, spans, end_token=src.eos_token),
+        table(source_token_rows(src.tokens, src.ids, src.unknown, spans, end_token=src.eos_token or None),
               "source tokens", right=("position", "id"))
         if spans:
             st.caption(FRAGMENTS_HELP)

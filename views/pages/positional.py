@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.analysis.experiments import max_abs_diff, position_similarity
+from views.parts import rotary
 from views.parts.counts import source_count
 from views.parts.widgets import chart, choices, fig_config, sections
 from views.plumbing.figcache import cached
@@ -17,7 +18,7 @@ from viz.relative import bias_by_distance, bias_distance_figure, bias_matrix_fig
 
 
 def positions_of(cfg) -> str:
-    """How the model encodes positions: "sinusoidal", "learned" or "relative" (model/nn/config.py)."""
+    """How the model encodes positions: "sinusoidal", "learned", "relative" or "rotary" (model/nn/config.py)."""
     return getattr(cfg, "positions", "sinusoidal")
 
 
@@ -27,6 +28,8 @@ def render(ctx: Context) -> None:
         return _learned(ctx)
     if kind == "relative":
         return _relative(ctx)
+    if kind == "rotary":
+        return rotary.render(ctx)
     ss = st.session_state
     d = ctx.cfg.d_model
     n_src = len(ctx.result.source.axis_tokens)

@@ -18,8 +18,9 @@ def _code(token: str) -> str:
 
 
 def source_count(n: int, end_token: str) -> str:
-    """"10 source tokens incl. `<eos>`": `n` counts what the encoder reads, the end token `end_token` included."""
-    return f"{n:,} source token{'s' * (n != 1)} incl. {_code(end_token)}"
+    """"10 source tokens incl. `<eos>`": `n` counts what the encoder reads, the end token `end_token` included; ""
+    where the source has none (T5Gemma: "10 source tokens, no end token")."""
+    return f"{n:,} source token{'s' * (n != 1)}" + (f" incl. {_code(end_token)}" if end_token else ", no end token")
 
 
 def specials_phrase(specials: Sequence[str]) -> str:

@@ -19,8 +19,9 @@ FRAGMENTS_HELP = ("“in N pieces”: every piece is in the vocabulary (✓), th
 
 
 def reads_pieces(cfg: ModelConfig) -> bool:
-    """Does the model read SentencePiece pieces (a word can be split), rather than one token per word?"""
-    return cfg.tokenizer == "sentencepiece"
+    """Does the model read pieces (SentencePiece, or FSMT's byte pairs: a word can be split), rather than one token
+    per word?"""
+    return cfg.tokenizer != "spacy"
 
 
 NO_WORDS = ("This text has no words or numbers, only punctuation or symbols: the model still writes a translation, "

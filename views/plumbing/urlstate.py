@@ -229,6 +229,7 @@ def _more_page_params() -> dict[str, Param]:
         "pe_positions": Param(50, _int_in(10, 256)),
         "pe_dims": Param((0, 1, 4, 5, 16, 17, 64, 65), parse_ints, dump_ints),
         "pe_ref": Param(10, _int_in(0, 255)),
+        "pe_key": Param(0, _int_in(0, 255)),  # rotary positions: the key whose score with position pe_ref is drawn
         # Heads (the head report; the chosen head is kind/layer/head, shared with Attention)
         # the grid's measure (default: the measured effect of switching a head off; importance where a report has
         # no ablation), its values as measured or normalised per layer, and the order the pruning curve shows
