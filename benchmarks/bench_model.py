@@ -4,14 +4,14 @@
     python benchmarks/bench_model.py --ops all|OP ... [--variants NAME=COMMIT|DIR ...] [--repeats 5] [--inner 5]
         [--sentences-k 64] [--pruning-limit 16]                                              (ops.json; OPS below)
     python benchmarks/bench_model.py --families nllb-600m,mbart-large-50,flan-t5-base | --opus-size  (families.json,
-        marian.json) [--repeats 3] [--load-repeats 3]
+        marian.json) [--repeats 3] [--load-repeats 3] [--results NAME]
 
 Default: for sources of 5-80 tokens, Translator.trace (with the int8 draft where the model gets one), without the
 draft, Translator.translate, and torch.nn.Transformer of the same size (random weights, no key/value cache); the load;
 the model built with and without its initialisation. --ops: each op on one caption sentence, a worker process per
 variant (NAME=DIR, or NAME=COMMIT in a temporary worktree) and repeat, the order reversed every other repeat (a
 variant named twice, `after=. again=.`, is the control); contributions on a 20-piece sentence. --families (--opus-size:
-opus-mt-de-en): published shapes (common.py), random weights, loaded in fresh processes: load, resident memory, a
+opus-mt-de-en): published shapes (shapes.py), random weights, loaded in fresh processes: load, resident memory, a
 20-piece sentence traced for 20 tokens, value norms and ALTI+ along it (probe). One torch thread, as the app.
 """
 from __future__ import annotations
@@ -246,7 +246,7 @@ def ops_main(args) -> int:
                  + [f"{LIMITS[row]:.2f}" if row in LIMITS else f"≤ {TARGETS_MS[row]:,.0f} ms" if row in TARGETS_MS
                     else ""] for row in rows],
                 ["op"] + [f"{n} ms" for n in names] + [f"{n}/{first}" for n in names[1:]] + ["limit"]))
-    write_results(args.results, {
+    write_results(args.results or "ops", {
         "settings": {k: getattr(args, k) for k in ("repeats", "inner", "sentences_k", "pruning_limit", "ops",
                                                      "threads")} | {"checkpoint": shown_path(args.checkpoint)},
         "variants": shown, "median_ms": medians, "limits": LIMITS, "targets_ms": TARGETS_MS,
@@ -314,7 +314,7 @@ def probe(folder: Path, tokens: int = 0, repeats: int = 3) -> dict:
 def families_main(args) -> int:
     """Each shape built in a temporary folder and loaded --load-repeats times, a fresh process each, the first with
     the folder's files out of the page cache (read from the disk); the last load traces (probe)."""
-    names, result = args.families.split(","), "marian" if args.opus_size else "families"
+    names, result = args.families.split(","), "marian" if args.opus_size else args.results or "families"
     base, rows, out, checks, limit = Path(tempfile.mkdtemp()), {}, [], {}, FAMILY_TARGETS
     try:
         for name in names:
@@ -374,7 +374,7 @@ def main() -> int:
     ap.add_argument("--pruning-limit", type=int, default=16, help="sentences of the head report's pruning curve")
     ap.add_argument("--data-dir", default=str((ROOT / ".." / "shared" / "data" / "multi30k").resolve()),
                     help="folder of Multi30k's val.de.gz and val.en.gz (for head_report)")
-    ap.add_argument("--results", default="ops", help="result file name of --ops")
+    ap.add_argument("--results", help="result file name (default: ops of --ops, families of --families)")
     ap.add_argument("--opus-size", action="store_true", help="--families opus-mt-de-en, written to marian.json")
     ap.add_argument("--families", help=f"published shapes with random weights, e.g. {','.join(shapes.HF_SHAPES)}")
     ap.add_argument("--probe", help=argparse.SUPPRESS)

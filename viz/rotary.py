@@ -88,7 +88,8 @@ def turn_figure(recorded: dict[str, np.ndarray], formula: np.ndarray, title: str
                          marker=dict(size=7 - 2 * n, symbol=("circle-open", "x")[n % 2]),
                          hovertemplate=f"pair %{{x}}<br>{name} %{{y:.3f}} rad<extra></extra>"))
     ticks = dict(tickfont=dict(size=t.tick))
-    layout = dict(xaxis=dict(title=dict(text="dimension pair i (fast → slow)"), **ticks),
+    layout = dict(xaxis=dict(title=dict(text="dimension pair i (fast → slow)"), dtick=max(1, len(formula) // 16),
+                             **ticks),
                   yaxis=dict(title=dict(text="angle turned (radians)"), range=[-3.3, 3.3], **ticks),
                   legend=dict(orientation="h", y=-0.25, x=0.0))
     return styled_figure(data, layout, title, height=420)
@@ -110,7 +111,8 @@ def distance_figure(distances: np.ndarray, scores: np.ndarray, shifts: np.ndarra
         data.append(dict(type="scatter", x=[actual], y=[scores[at]], mode="markers", name="this pair",
                          showlegend=False, marker=dict(size=12, symbol="diamond", color=t.highlight_colour),
                          hovertemplate="this pair: m − n = %{x}<br>q·k %{y:.3f}<extra></extra>"))
-    names = (("score against the distance m − n", [0.0, 0.46]), ("both moved by s (distance kept)", [0.56, 1.0]))
+    # two short lines each: a phone's panels are a third of its width apart
+    names = (("score against<br>the distance m − n", [0.0, 0.46]), ("both moved by s<br>(distance kept)", [0.56, 1.0]))
     notes = [dict(text=text, x=sum(dom) / 2, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
                   showarrow=False, font=dict(size=t.base)) for text, dom in names]
     low, high = float(min(scores.min(), shifted.min())), float(max(scores.max(), shifted.max()))

@@ -233,7 +233,7 @@ class HeadStats:
         are added, and agreement is a mean over queries, whatever order their argmax paths come in.
         """
         first = parts[0]
-        out = cls(first.kind, first.L, first.h, len(first.sent_conf))
+        out = cls(first.kind, first.L, first.h, len(first.sent_conf), first.src_eos)
         for part in parts:
             for name in cls._summed:
                 setattr(out, name, getattr(out, name) + getattr(part, name))

@@ -37,6 +37,10 @@ from model.nn.transformer import EncoderDecoder, Generator
 # tells which); below 4 MB (the tests' tiny models, the toy tasks) a step is small enough that the draft could only
 # add work.
 MIN_GENERATOR_BYTES = 4 * 2**20
+# The draft's int8 copy of the generator stays in memory beside the model: it may add at most this share of the
+# float32 weights. NLLB-600M's adds 0.11, T5Gemma B-B's 0.13; T5Gemma S-S's (Gemma's 256k-row generator on a 181M
+# model) would add 0.19, taking the process past 1.5× its weights: it runs without (its trace is within 4 s anyway).
+DRAFT_MEMORY_SHARE = 0.15
 
 
 # fbgemm packs 4 blocks of 65,536 x 1024 faster than one 256,206 x 1024 matrix, and two threads pack two at once;
@@ -152,12 +156,14 @@ def worth_a_draft(model: EncoderDecoder) -> bool:
     """Large generators only, and only where the generator is a large share of a step (at least DRAFT_SHARE of the
     decoder layers' weights: the shipped model 0.65, opus-mt 1.2, NLLB-600M 1.3): a small model's step is already in
     cache, and where the layers dominate (Flan-T5-base: 0.22) a wrong guess's extra checking pass costs more than
-    the int8 layers save (random weights flip near-tied tokens; each flip is another traced pass)."""
+    the int8 layers save (random weights flip near-tied tokens; each flip is another traced pass); and only where its
+    copy adds at most DRAFT_MEMORY_SHARE of the weights' bytes."""
     cfg = model.cfg
     generator = cfg.d_model * cfg.tgt_vocab_size
     layers = sum(p.numel() for p in model.decoder.parameters())
+    weights = sum(p.numel() for p in model.parameters())  # a tied matrix counted once
     return (generator * 4 >= MIN_GENERATOR_BYTES and generator >= DRAFT_SHARE * layers
-            and quantization_available())
+            and generator <= DRAFT_MEMORY_SHARE * 4 * weights and quantization_available())
 
 
 # Where the float32 generator is this large the draft is built while the model loads: NLLB-600M's and mBART-50's

@@ -64,7 +64,8 @@ class Generator(nn.Module):
 
     def forward(self, x: torch.Tensor, return_type: str = "log_probs") -> torch.Tensor:
         """(..., V) log-probabilities, or with return_type="logits" the scores before the softmax (capped)."""
-        logits = softcap(self.proj(x), self.softcap)
+        logits = self.proj(x)
+        logits = softcap(logits, self.softcap) if self.softcap else logits
         return logits if return_type == "logits" else F.log_softmax(logits, dim=-1)
 
 
@@ -164,7 +165,9 @@ class EncoderDecoder(nn.Module):
         changes layer `start` keeps the layers below as they ran (x is their encoder.{start}.hook_resid_pre)."""
         bias = self._pos_bias("src_pos_bias", x.shape[1], x.shape[1], 0, hooks)
         # sliding windows (T5Gemma): a local layer's mask also hides the keys beyond its window
-        masks = layer_masks(src_mask, self.cfg.windows("encoder"), x.shape[1], x.shape[1], 0, False, x.device)
+        windows = self.cfg.windows("encoder")
+        masks = layer_masks(src_mask, windows, x.shape[1], x.shape[1], 0, False, x.device) if any(windows) else \
+            [src_mask] * len(windows)
         for n in range(start, len(self.encoder)):
             x = self.encoder[n](x, masks[n], inside(hooks, f"encoder.{n}"), bias)
         return self._final(self.encoder_final_ln, x, hooks, "encoder_final_ln")
@@ -196,7 +199,9 @@ class EncoderDecoder(nn.Module):
         """Decoder layers start.. on y (b, t, d), the input of layer `start`, then the final norm."""
         past = 0 if cache is None else cache["len"]
         bias = self._pos_bias("tgt_pos_bias", y.shape[1], past + y.shape[1], past, hooks)
-        masks = layer_masks(tgt_mask, self.cfg.windows("decoder"), y.shape[1], past + y.shape[1], past, True, y.device)
+        windows = self.cfg.windows("decoder")
+        masks = layer_masks(tgt_mask, windows, y.shape[1], past + y.shape[1], past, True, y.device) if any(windows) \
+            else [tgt_mask] * len(windows)
         for n in range(start, len(self.decoder)):
             y = self.decoder[n](y, memory, src_mask, masks[n], inside(hooks, f"decoder.{n}"),
                                 None if cache is None else cache["layers"][n], bias)

@@ -122,7 +122,8 @@ def test_combined_head_stats_equal_one_fed_every_batch():
         whole.add(*batch)
         halves[n % 2].add(*batch)
     combined = HeadStats.combine(halves)
-    fields = set(HeadStats._summed) | set(HeadStats._listed) | {"sums", "sent_conf", "kind", "L", "h", "self_attn"}
+    fields = set(HeadStats._summed) | set(HeadStats._listed) | {"sums", "sent_conf", "kind", "L", "h", "self_attn",
+                                                                  "src_eos"}
     assert set(vars(whole)) == fields  # a field combine() does not know would be lost on several ranks
     a, b = whole.result(), combined.result()
     for name in a["measures"]:

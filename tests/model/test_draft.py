@@ -123,8 +123,10 @@ def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
     shipped = ModelConfig(src_vocab_size=8000, tgt_vocab_size=7931, d_model=256, n_heads=4, n_encoder_layers=1,
                           n_decoder_layers=1, d_ff=64)  # the shipped model's generator: 256 x 7931
     assert worth_a_draft(EncoderDecoder(shipped)) == quantization_available()
-    big = ModelConfig(src_vocab_size=100, tgt_vocab_size=MIN_GENERATOR_BYTES // (4 * 64), d_model=64, n_heads=2,
-                      n_encoder_layers=1, n_decoder_layers=1, d_ff=64)
+    # (a source table twice the generator's: the int8 copy must stay within DRAFT_MEMORY_SHARE of the weights)
+    rows = MIN_GENERATOR_BYTES // (4 * 64)
+    big = ModelConfig(src_vocab_size=2 * rows, tgt_vocab_size=rows, d_model=64, n_heads=2, n_encoder_layers=1,
+                      n_decoder_layers=1, d_ff=64)
     assert worth_a_draft(EncoderDecoder(big)) and not worth_a_draft(EncoderDecoder(big.__class__(
         **{**big.__dict__, "tgt_vocab_size": big.tgt_vocab_size - 1})))
     # Where the decoder layers outweigh the generator a wrong guess's checking pass costs more than int8 saves:
@@ -133,9 +135,14 @@ def test_translator_uses_a_draft_only_where_it_pays(translator, pairs):
                        n_decoder_layers=12, d_ff=2048, ff_gated=True, bias=False, positions="relative", norm="rms")
     nllb = ModelConfig(src_vocab_size=256206, tgt_vocab_size=256206, d_model=1024, n_heads=16, n_encoder_layers=1,
                        n_decoder_layers=12, d_ff=4096, max_len=1024)
+    # T5Gemma S-S's shape: Gemma's 256k-row generator is most of its weights; its int8 copy would take the process
+    # past 1.5× its weights
+    gemma_ss = ModelConfig(src_vocab_size=256000, tgt_vocab_size=256000, d_model=512, n_heads=8, n_encoder_layers=8,
+                           n_decoder_layers=8, d_ff=1024, ff_gated=True, bias=False, share_embeddings=True)
     with torch.device("meta"):
         assert not worth_a_draft(EncoderDecoder(flan, init=False))
         assert worth_a_draft(EncoderDecoder(nllb, init=False)) == quantization_available()
+        assert not worth_a_draft(EncoderDecoder(gemma_ss, init=False))
     drafted = Translator(translator.model, translator.src_vocab, translator.tgt_vocab, draft=True)
     assert drafted.draft is not None
     for de, _ in pairs[:4]:

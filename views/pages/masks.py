@@ -162,8 +162,13 @@ def _window(ctx: Context) -> None:
         st.markdown("### Sliding window\n\nThis model alternates local and global self-attention layers. In a local "
                     "layer a query sees only the keys within a fixed distance (the window; in the decoder only those "
                     "before it too); a global layer sees every key its mask allows. Cross-attention is always global.")
-    tr = ctx.result.trace
-    for kind, windows in _windowed(ctx.cfg).items():
+    tr, stacks = ctx.result.trace, _windowed(ctx.cfg)
+    if ctx.present and len(stacks) > 1:  # a projector's screen holds one stack's pair of masks: the side chosen
+        with choices(ctx):
+            side = st.radio("Stack", ["src", "tgt"], horizontal=True, key="emb_side", persist_state="session",
+                            format_func={"src": "encoder", "tgt": "decoder"}.get)
+        stacks = {k: w for k, w in stacks.items() if k == ("enc_self" if side == "src" else "dec_self")}
+    for kind, windows in stacks.items():
         local = next(i for i, w in enumerate(windows) if w)
         full = next((i for i, w in enumerate(windows) if not w), None)
         tokens, rec = tr.axes(kind)[0], tr.attn[kind]

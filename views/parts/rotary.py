@@ -56,12 +56,18 @@ def render(ctx: Context) -> None:
                    f"{d_head // 2 - 1} turns {angles(np.array([1]), d_head, base)[0, -1]:.1e}: fast pairs tell "
                    "neighbours apart, slow ones keep a long distance readable. The formula; no table is stored.")
     ss["pe_ref"], ss["pe_key"] = within(ss["pe_ref"], 0, n - 1), within(ss["pe_key"], 0, n - 1)
-    if show(PARTS[1]) or show(PARTS[2]):
-        c1, c2 = st.columns(2)
-        name = lambda i: f"{i}: {tokens[i]}"  # noqa: E731
-        m = c1.selectbox("Query position m", list(range(n)), key="pe_ref", persist_state="session", format_func=name)
-        j = c2.selectbox("Key position n", list(range(n)), key="pe_key", persist_state="session", format_func=name)
-        _check(q, rot_q, k, rot_k, base, ctx)
+    m, j = ss["pe_ref"], ss["pe_key"]
+    picks = show(PARTS[1]) or show(PARTS[2])
+    if picks:
+        with choices(ctx):  # presenter mode: in the header's "Choose", the figure keeps the screen
+            c1, c2 = st.columns(2)
+            name = lambda i: f"{i}: {tokens[i]}"  # noqa: E731
+            m = c1.selectbox("Query position m", list(range(n)), key="pe_ref", persist_state="session",
+                             format_func=name)
+            j = c2.selectbox("Key position n", list(range(n)), key="pe_key", persist_state="session",
+                             format_func=name)
+        if not ctx.present:
+            _check(q, rot_q, k, rot_k, base, ctx)
     if show(PARTS[1]):
         turns = {f"query at {m} (recorded)": turned(q[m], rot_q[m]), f"key at {m} (recorded)": turned(k[m], rot_k[m])}
         chart(st, cached(turn_figure, turns, angles(np.array([m]), d_head, base)[0],
@@ -71,6 +77,8 @@ def render(ctx: Context) -> None:
                    "what the model recorded before and after, the line is p·θᵢ.")
     if show(PARTS[2]):
         _distance(q[m], k[j], m, j, base, n, ctx, f"L{layer + 1}H{head + 1}", float(rot_q[m] @ rot_k[j]))
+    if picks and ctx.present:
+        _check(q, rot_q, k, rot_k, base, ctx)
 
 
 def _check(q: np.ndarray, rot_q: np.ndarray, k: np.ndarray, rot_k: np.ndarray, base: float, ctx: Context) -> None:
