@@ -133,3 +133,14 @@ def build(family: str, folder: Path) -> Path:
 def import_args(family: str) -> dict:
     src, tgt = LANGS[family]
     return {"src_lang": src, "tgt_lang": tgt, "prefix": PREFIX if family.startswith("t5") else None}
+
+
+def assert_same_greedy(tr, ours, seq: list[int], what) -> list[int]:
+    """Our greedy Translation `ours` is generate()'s `seq` (its start token first): the same tokens, and ended by the
+    end token in both or cut by the same length limit (`finished`). Returns their tokens after the start token."""
+    assert seq[0] == tr.cfg.decoder_start_idx, what
+    theirs = seq[1:]
+    ended = bool(theirs) and theirs[-1] == tr.cfg.eos_idx
+    assert ours.finished == ended, what
+    assert tr.tgt_vocab.encode(ours.raw_tokens) == (theirs[:-1] if ended else theirs), what
+    return theirs

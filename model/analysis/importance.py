@@ -15,8 +15,8 @@ import torch
 from model.analysis.measures import HeadStats
 from model.analysis.sentences import Example
 from model.nn.hooks import Hooks, attn_name, gate_hooks
-from model.nn.trace import patterns
 from model.nn.rotary import layer_masks
+from model.nn.trace import patterns
 from model.nn.transformer import make_src_mask, make_tgt_mask
 from model.records import KINDS
 from model.training.data import collate, token_batches

@@ -214,7 +214,12 @@ def convert(theirs: dict[str, torch.Tensor], cfg, family: str) -> dict[str, torc
     """Our state dict (each shared tensor once) from a model's state dict, in float32."""
     theirs = {k: v.detach().float().cpu() for k, v in theirs.items()}
     ours = t5_weights(theirs, cfg) if family == "t5" else bart_like_weights(theirs, cfg)
-    enc, dec, head = embeddings(theirs, "" if family == "t5" else "model.")
+    return with_embeddings(ours, cfg, *embeddings(theirs, "" if family == "t5" else "model."))
+
+
+def with_embeddings(ours: dict[str, torch.Tensor], cfg, enc: torch.Tensor, dec: torch.Tensor,
+                    head: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`ours` with the encoder's, decoder's and generator's matrices, each where the config keeps one of its own."""
     ours["src_embed.lut.weight"] = enc
     if not cfg.share_embeddings:
         ours["tgt_embed.lut.weight"] = dec

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from model.io.hf_families import T5_ACTIVATIONS, ImportRefused
+from model.io.hf_families import T5_ACTIVATIONS, ImportRefused, with_embeddings
 
 # T5GemmaModuleConfig's defaults (transformers 5), for a config.json that leaves a key out
 MODULE_DEFAULTS = {"num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
@@ -163,10 +163,4 @@ def convert(theirs: dict[str, torch.Tensor], cfg, family: str = "t5gemma") -> di
             for x, y in MLP.items():
                 ours[f"{mine}.mlp.{x}.weight"] = theirs[f"{layer}.mlp.{y}.weight"]
         ours[f"{side}_final_ln.weight"] = theirs[f"model.{side}.norm.weight"]
-    enc, dec, head = embeddings(theirs)
-    ours["src_embed.lut.weight"] = enc
-    if not cfg.share_embeddings:
-        ours["tgt_embed.lut.weight"] = dec
-    if not cfg.tie_weights:
-        ours["generator.proj.weight"] = head
-    return ours
+    return with_embeddings(ours, cfg, *embeddings(theirs))

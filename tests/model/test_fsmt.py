@@ -26,7 +26,7 @@ from model.nn.hooks import attn_name  # noqa: E402
 from model.nn.trace import patterns  # noqa: E402
 from model.text.moses_bpe import MosesBpeCodec, read_merges  # noqa: E402
 from tests.fsmt_support import build_fsmt, tokenizer  # noqa: E402
-from tests.hf_support import DE, EN, sentences  # noqa: E402
+from tests.hf_support import DE, EN, assert_same_greedy, sentences  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTENCES = sentences(DE, 12, 7) + [
@@ -110,11 +110,7 @@ def test_greedy_translations_equal_generate(imported):
             seq = hf.generate(torch.tensor([source.ids]), num_beams=1, do_sample=False,
                               max_new_tokens=tr.max_steps(source, None), bad_words_ids=[[tr.cfg.pad_idx]],
                               forced_eos_token_id=None)[0].tolist()
-        assert seq[0] == tr.cfg.decoder_start_idx
-        theirs = seq[1:]
-        ended = bool(theirs) and theirs[-1] == tr.cfg.eos_idx
-        assert ours.finished == ended, text
-        assert tr.tgt_vocab.encode(ours.raw_tokens) == (theirs[:-1] if ended else theirs), text
+        assert_same_greedy(tr, ours, seq, text)
         distinct.update(ours.raw_tokens)
     assert len(distinct) >= 4
     r = tr.trace(SENTENCES[12])

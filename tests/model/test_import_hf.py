@@ -21,7 +21,7 @@ from model.inference.translator import Translator  # noqa: E402
 from model.io.import_hf import ImportRefused, import_hf, main  # noqa: E402
 from model.nn.hooks import attn_name  # noqa: E402
 from model.nn.trace import patterns  # noqa: E402
-from tests.hf_support import DE, FAMILIES, PREFIX, build, import_args, sentences  # noqa: E402
+from tests.hf_support import DE, FAMILIES, PREFIX, assert_same_greedy, build, import_args, sentences  # noqa: E402
 from tests.model.test_marian import _edit_config  # noqa: E402
 
 SENTENCES = sentences(DE, 18, 7) + ["Der Hund läuft im Park mit einem roten Ball.", "Ein Zebra frisst Äpfel!"]
@@ -88,11 +88,7 @@ def test_greedy_translations_equal_generate(imported):
         limit = tr.max_steps(source, None)
         ours = tr.translate(text)
         seq = _generate(hf, tr, source, limit)
-        assert seq[0] == tr.cfg.decoder_start_idx
-        theirs = seq[1:]
-        ended = bool(theirs) and theirs[-1] == tr.cfg.eos_idx
-        assert ours.finished == ended, (family, text)
-        assert tr.tgt_vocab.encode(ours.raw_tokens) == (theirs[:-1] if ended else theirs), (family, text)
+        assert_same_greedy(tr, ours, seq, (family, text))
         distinct.update(ours.raw_tokens)
     # Varied output (a tied generator at random writes the same few tokens; the others dozens): a misplaced weight
     # would change it. The logits test below compares every step's distribution as well.

@@ -25,6 +25,7 @@ from model.io.import_marian import ImportRefused, import_marian, main  # noqa: E
 from model.nn.config import FORMAT_VERSION  # noqa: E402
 from model.nn.hooks import attn_name  # noqa: E402
 from model.nn.trace import patterns  # noqa: E402
+from tests.hf_support import assert_same_greedy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DE = ("der die das ein eine Hund Katze Mann Frau Kind läuft spielt liest schläft im Park Schnee Haus "
@@ -169,11 +170,7 @@ def test_greedy_output_equals_generate(imported):
             # rule, not the model, so it is off here and our `finished` flag says where the limit cut.
             seq = hf.generate(torch.tensor([source.ids]), num_beams=1, do_sample=False, max_new_tokens=limit,
                               bad_words_ids=[[pad]], forced_eos_token_id=None)[0].tolist()
-        assert seq[0] == tr.cfg.decoder_start_idx
-        theirs = seq[1:]
-        ended = bool(theirs) and theirs[-1] == tr.cfg.eos_idx
-        assert ours.finished == ended  # ended by </s> in both, or cut by the same length limit
-        assert tr.tgt_vocab.encode(ours.raw_tokens) == (theirs[:-1] if ended else theirs), text
+        theirs = assert_same_greedy(tr, ours, seq, text)  # ended by </s> in both, or cut by the same length limit
         assert ours.text == tok.decode(theirs, skip_special_tokens=True, use_source_tokenizer=False)
 
 

@@ -26,7 +26,7 @@ from model.nn.hooks import Hooks, attn_name  # noqa: E402
 from model.nn.trace import for_trace, patterns  # noqa: E402
 from model.nn.transformer import EncoderDecoder, hook_names, make_src_mask, make_tgt_mask  # noqa: E402
 from model.records import kv_head  # noqa: E402
-from tests.hf_support import DE, sentences  # noqa: E402
+from tests.hf_support import DE, assert_same_greedy, sentences  # noqa: E402
 from tests.t5gemma_support import WINDOW, build_t5gemma  # noqa: E402
 
 SENTENCES = sentences(DE, 18, 7) + ["Der Hund läuft im Park mit einem roten Ball.", "Ein Zebra frisst Äpfel!"]
@@ -50,8 +50,8 @@ def imported(saved, tmp_path_factory):
 def test_the_config_is_t5gemmas(imported):
     _, _, tr, out = imported
     cfg = tr.cfg
-    assert (cfg.positions, cfg.norm, cfg.sublayer_post_norm, cfg.n_kv_heads, cfg.rope_base) == ("rotary", "gemma_rms", True,
-                                                                                          2, 1000.0)
+    assert (cfg.positions, cfg.norm, cfg.sublayer_post_norm, cfg.n_kv_heads, cfg.rope_base) == (
+        "rotary", "gemma_rms", True, 2, 1000.0)
     assert cfg.windows("encoder") == cfg.windows("decoder") == (WINDOW, 0)
     assert (cfg.attn_softcap, cfg.final_softcap, cfg.query_pre_attn_scalar) == (5.0, 3.0, 12.0)
     assert (cfg.src_bos, cfg.src_eos, cfg.scale_embedding, cfg.ff_gated, cfg.bias) == (True, False, True, True, False)
@@ -86,11 +86,7 @@ def test_greedy_translations_equal_generate(imported):
         source = tr.prepare(text)
         ours = tr.translate(text)
         seq = _generate(hf, tr, source, tr.max_steps(source, None))
-        assert seq[0] == tr.cfg.decoder_start_idx
-        theirs = seq[1:]
-        ended = bool(theirs) and theirs[-1] == tr.cfg.eos_idx
-        assert ours.finished == ended, text
-        assert tr.tgt_vocab.encode(ours.raw_tokens) == (theirs[:-1] if ended else theirs), text
+        assert_same_greedy(tr, ours, seq, text)
         distinct.update(ours.raw_tokens)
         longest = max(longest, len(ours.raw_tokens))
     assert len(distinct) >= 4 and longest > 2 * WINDOW  # varied, and long enough for the decoder's window to cut
@@ -236,8 +232,9 @@ def test_gemmas_norm_is_computed_in_float32_as_transformers():
         assert torch.equal(ours(x), theirs(x)) and ours(x).dtype == dtype
 
 
-GQA_ROTARY = dict(positions="rotary", n_kv_heads=2, encoder_windows="3,0", decoder_windows="0,3", sublayer_post_norm=True,
-                  norm="gemma_rms", query_pre_attn_scalar=6.0, ff_gated=True, bias=False, activation="gelu_new")
+GQA_ROTARY = dict(positions="rotary", n_kv_heads=2, encoder_windows="3,0", decoder_windows="0,3",
+                  sublayer_post_norm=True, norm="gemma_rms", query_pre_attn_scalar=6.0, ff_gated=True, bias=False,
+                  activation="gelu_new")
 
 
 def test_fused_and_written_out_attention_agree_without_a_cap(make_model, encoded_pairs):

@@ -5,15 +5,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from viz.rotary import (angles, distance_figure, frequency_figure, pairs, rotate, score_by_distance, turn_figure,
-                        turned, wrap)
+from viz.rotary import (
+    angles,
+    distance_figure,
+    frequency_figure,
+    pairs,
+    rotate,
+    score_by_distance,
+    turn_figure,
+    turned,
+    wrap,
+)
 
 BASE = 10000.0
 
 
 def test_rotation_equals_the_networks():
     torch = pytest.importorskip("torch")
-    from model.nn.rotary import rotary_cos_sin, rotate as net_rotate
+    from model.nn.rotary import rotary_cos_sin
+    from model.nn.rotary import rotate as net_rotate
 
     x = np.random.default_rng(0).normal(size=(7, 16))
     cos, sin = rotary_cos_sin(7, 3, 16, BASE, torch.zeros(1, dtype=torch.float64))

@@ -54,7 +54,8 @@ def test_each_row_holds_its_steps_traces_unchanged(kind):
 @pytest.mark.parametrize("kind", ["cross", "dec_self"])
 def test_comparable_steps_of_a_row_share_one_colour_scale_with_one_colour_bar(kind):
     """Q, K and V; the scaled, the soft-capped (T5Gemma) and the masked scores; the weights before and after
-    dropout: one range and one bar each. The raw scores keep their own (√d_k times the scaled ones: on one scale the scaled would be pale)."""
+    dropout: one range and one bar each. The raw scores keep their own (√d_k times the scaled ones: on one scale the
+    scaled would be pale)."""
     args, kwargs = _head(kind)
     figs, rows = head_pipeline_figures(*args, **kwargs), head_pipeline_rows(*args, **kwargs)
     for steps, fig in rows.items():

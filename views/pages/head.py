@@ -8,10 +8,10 @@ import numpy as np
 import streamlit as st
 
 from model.analysis.experiments import dropout_sample, max_abs_diff
+from model.records import attention_cap, head_qkv, kv_head, kv_share, score_scale
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, panel_group, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
-from model.records import attention_cap, head_qkv, kv_head, kv_share, score_scale
 from viz.head import head_pipeline_rows
 from viz.layout import PAGE_WIDTH_PX
 from viz.token_axes import panels_that_fit
