@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from model.analysis import align as _align
+from model.analysis.links import links, matrix, word_matrix, words
 from viz.alignment import alignment_figure
 from viz.attention import attention_figure, heads_figure
 from viz.kinds import KIND_NAMES
@@ -80,14 +81,14 @@ def alignment(tr, source: str, target: str | None = None, method: str = "alti", 
     teacher-forced, each target word linked to the source word it receives the most from at decoder `layer`
     ("auto": two thirds of the depth, "mean", or 1-based), by `method` ("attention", "value-norm", "alti")."""
     target = tr.translate(source).text if target is None else target
-    pair = _align.encode_pair(tr, _align.words(source), _align.words(target))
+    pair = _align.encode_pair(tr, words(source), words(target))
     n = tr.cfg.n_decoder_layers
     li = None if layer == "mean" else max(1, round(2 * n / 3)) - 1 if layer == "auto" else _index(layer, n, "layer")
     hi = None if head is None or method == "alti" else _index(head, tr.cfg.n_heads, "head")
-    m = _align.matrix(pair, method, li, hi)
+    m = matrix(pair, method, li, hi)
     where = "mean of the layers" if li is None else f"layer {li + 1}"
-    return alignment_figure(_align.word_matrix(pair, m, shift), pair.src_words, pair.tgt_words,
-                            predicted=frozenset(_align.links(pair, m, shift)), title=f"{method}, {where}",
+    return alignment_figure(word_matrix(pair, m, shift), pair.src_words, pair.tgt_words,
+                            predicted=frozenset(links(pair, m, shift)), title=f"{method}, {where}",
                             measure={"attention": "weight", "value-norm": "value norm ‖α·f‖"}.get(method,
                                                                                                "ALTI+ share"),
                             src_lang=_langs(tr)["src_lang"] or "DE", tgt_lang=_langs(tr)["tgt_lang"] or "EN")

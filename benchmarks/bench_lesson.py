@@ -103,7 +103,7 @@ def main() -> int:
     ap.add_argument("--screenshot", help="save the opened page's top as this PNG (implies --browser)")
     args = ap.parse_args()
 
-    from model.training.film import APP_EXAMPLES
+    from model.records import APP_EXAMPLES
 
     translator = open_translator(ROOT / "checkpoints" / args.model, threads=1)
     if translator is None:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from model.analysis.align import METHODS, aer, encode_pair, links, matrix, pharaoh, read_talp
+from model.analysis.align import encode_pair
+from model.analysis.links import METHODS, aer, links, matrix, pharaoh, read_talp
 from model.io.cli import add_common_options, command, load_translator, set_threads, write_out
 
 ANNOTATED = Path(__file__).resolve().parent / "data" / "multi30k-align"  # dev.de, dev.en, dev.talp, dev.lines

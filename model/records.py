@@ -44,6 +44,11 @@ VIEWS = ("Overview", "Embeddings", "Positional encoding", "Attention", "Inside o
          "Alignment", "What if", "Heads", "Training")
 
 
+
+class CheckpointError(Exception):
+    """A checkpoint folder that cannot be loaded; the message says which file and what to do (raised by
+    model/io/checkpoint.py; here so that pages catch it without importing torch)."""
+
 @dataclass
 class Step:
     """One greedy step: what the decoder saw, what it proposed and what it picked."""

@@ -4,9 +4,9 @@ A page holds a `Model` (an opaque handle) and asks this module: load a checkpoin
 the tokens of a reference, the config facts it shows, a teacher-forced pass, an attribution, the masks'
 experiments, the head-report job, a toy run, an ablation. Every answer is a record of model/records.py, a string,
 a number, a dict or a NumPy array: no tensor, module or vocabulary passes this door. Pages import this module,
-model.records and model's rooms of plain NumPy functions (analysis.agreement, experiments, pairs, text.reading,
-io.export): the door passes on no name of those (tests/views/test_service_door.py imports every page with this
-module stubbed and finds no torch loaded).
+model.records and model's rooms of plain NumPy functions (analysis.agreement, experiments, pairs, links, text.reading,
+io.export, training.data, training.film_file): the door passes on no name of those, nor any other it does not define
+(tests/views/test_service_door.py imports every page with this module stubbed and finds no torch loaded).
 """
 from __future__ import annotations
 
@@ -23,18 +23,13 @@ from model.analysis import experiments as _experiments
 from model.analysis import lens as _lens
 from model.analysis import patch as _patch
 from model.analysis import report as _report
-from model.analysis.align import METHODS as ALIGN_METHODS  # noqa: F401  (word alignment: NumPy in, links out)
-from model.analysis.align import aer, links, matrix, read_talp, word_matrix  # noqa: F401
-from model.inference.runtime import use_threads  # noqa: F401
+from model.analysis.links import Pair, words
+from model.inference import runtime
 from model.inference.translator import Translator
 from model.io import export as _export
 from model.io import lesson as _lesson
-from model.io.checkpoint import CheckpointError  # noqa: F401
 from model.records import Attribution, Contrast, Knockout, LogitLens, ModelConfig, Patching, SentenceTrace, Translation
 from model.training import toy as _toy
-from model.training.data import DataError, find_file, read_parallel, read_split  # noqa: F401
-from model.training.film import APP_EXAMPLES, Film, FilmError, load_film, mean_entropy  # noqa: F401
-from model.training.film import JSON_NAME as FILM_JSON  # noqa: F401
 
 OffHeads = tuple  # ((kind, 0-based layer, 0-based head), ...) of heads switched off
 
@@ -49,6 +44,11 @@ class Model:
     @property
     def cfg(self) -> ModelConfig:
         return self._translator.cfg
+
+
+def use_threads(n: int) -> None:
+    """Torch's and the BLAS libraries' threads for every request of this process (model/inference/runtime.py)."""
+    runtime.use_threads(n)
 
 
 def load(folder: str) -> Model:
@@ -186,10 +186,10 @@ def contributions(model: Model, text: str, tgt_tokens: list[str]) -> _contrib.Co
     return _contrib.contributions(model._translator, text, tgt_tokens)
 
 
-def align_sentence(model: Model, source: str, target: str) -> _align.Pair:
+def align_sentence(model: Model, source: str, target: str) -> Pair:
     """A sentence and its translation (the model's own, or a reference) read as words and run through the model
     teacher-forced on the translation (ValueError for a side without words)."""
-    return _align.encode_pair(model._translator, _align.words(source), _align.words(target))
+    return _align.encode_pair(model._translator, words(source), words(target))
 
 
 def annotated_pairs(model: Model) -> _align.AnnotatedSet:

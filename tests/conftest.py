@@ -113,7 +113,7 @@ def train_on_pairs(model, vocabs, encoded_pairs, steps: int, lr: float):
     import torch
     import torch.nn.functional as F
 
-    from model.training.data import collate
+    from model.training.batch import collate
 
     sv, tv = vocabs
     src, tgt_in, tgt_out = collate(encoded_pairs, list(range(len(encoded_pairs))), sv.pad_idx, tv.bos_idx, tv.eos_idx)

@@ -46,7 +46,8 @@ def test_show_attention_draws_what_a_layer_carries(tr):
 
 def test_show_alignment_links_the_words_as_model_align_does(tr):
     import atlas
-    from model.analysis.align import encode_pair, links, matrix
+    from model.analysis.align import encode_pair
+    from model.analysis.links import links, matrix
 
     fig = atlas.show.alignment(tr, "Ein Hund läuft .", "A dog runs .", method="alti", layer=2)
     predicted = next(t for t in fig.data if t.name == "predicted")

@@ -19,7 +19,8 @@ from model.nn.rotary import layer_masks
 from model.nn.trace import patterns
 from model.nn.transformer import make_src_mask, make_tgt_mask
 from model.records import KINDS
-from model.training.data import collate, token_batches
+from model.training.batch import collate
+from model.training.data import token_batches
 
 DEFAULT_BATCH_TOKENS = 3000
 

@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from model.nn.config import FORMAT_VERSION, ModelConfig
 from model.nn.transformer import EncoderDecoder, renamed_state
+from model.records import CheckpointError
 from model.text.moses_bpe import MERGES_FILE, OPTIONS_FILE
 from model.text.vocab import Vocab
 
@@ -34,10 +35,6 @@ LANGUAGES = "languages.json"  # a many-to-many model's language codes -> tokens 
 TIED_KEY = "generator.proj.weight"  # the same tensor as tgt_embed.lut.weight when tied
 SHARED_KEY = "tgt_embed.lut.weight"  # the same tensor as src_embed.lut.weight when share_embeddings
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
-
-
-class CheckpointError(Exception):
-    """A checkpoint folder that cannot be loaded; the message says which file and what to do."""
 
 
 def aliases(cfg: ModelConfig) -> dict[str, str]:

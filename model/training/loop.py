@@ -25,7 +25,8 @@ from model.nn.transformer import EncoderDecoder, make_src_mask, make_tgt_mask
 from model.text.pieces import PieceCodec
 from model.text.vocab import Vocab
 from model.training import distributed
-from model.training.data import collate, token_batches
+from model.training.batch import collate
+from model.training.data import token_batches
 from model.training.evaluate import bleu_scores
 from model.training.film import FilmRecorder
 

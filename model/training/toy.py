@@ -25,7 +25,7 @@ from model.nn.trace import patterns, probs
 from model.nn.transformer import EncoderDecoder
 from model.text.tokenize import clean_text
 from model.text.vocab import SPECIALS, Vocab
-from model.training.data import collate
+from model.training.batch import collate
 
 SYMBOLS = [str(d) for d in range(10)]
 TASKS: dict[str, Callable[[list[str]], list[str]]] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.analysis.align import Pair, aer, links, matrix, read_talp
+from model.analysis.links import Pair, aer, links, matrix, read_talp
 
 
 def test_aer_is_och_and_neys_formula():
@@ -75,7 +75,7 @@ def test_the_command_line_aligns_and_scores_and_refuses_bad_input(tiny, tmp_path
 
 
 def test_the_word_matrix_averages_a_words_rows_and_sums_its_columns():
-    from model.analysis.align import word_matrix
+    from model.analysis.links import word_matrix
 
     pair = Pair(["ab", "c"], ["x", "y"], [0, 0, 1, None], [0, 0, 1], 0, *[np.zeros(1)] * 4)
     m = np.array([[0.1, 0.6, 0.1, 0.2], [0.0, 0.0, 0.3, 0.7], [0.1, 0.1, 0.5, 0.3], [0.9, 0.0, 0.0, 0.1]])

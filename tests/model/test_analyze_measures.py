@@ -127,7 +127,7 @@ def test_offset_pattern_of_a_cross_head_is_relative_to_the_diagonal():
 # ----------------------------------------------------------------------------- the gate gradient
 
 def test_head_mask_gradient_equals_finite_differences(make_model, encoded_pairs, vocabs):
-    from model.training.data import collate
+    from model.training.batch import collate
 
     sv, tv = vocabs
     model = make_model(seed=3).double()

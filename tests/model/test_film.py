@@ -12,18 +12,10 @@ import pytest
 import torch
 
 from model.nn.trace import patterns, probs
+from model.records import APP_EXAMPLES, KINDS
 from model.training import train as train_cli
-from model.training.film import (
-    APP_EXAMPLES,
-    KINDS,
-    SCHEMA,
-    FilmError,
-    FilmRecorder,
-    choose_probes,
-    is_film_step,
-    load_film,
-    mean_entropy,
-)
+from model.training.film import FilmRecorder, choose_probes, is_film_step
+from model.training.film_file import SCHEMA, FilmError, load_film, mean_entropy
 from test_model_data import synthetic_corpus, train_args
 
 torch.set_num_threads(1)
@@ -68,9 +60,9 @@ def test_app_examples_are_the_pages_examples():
     found = [node.value for node in ast.walk(tree)
              if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EXAMPLES" for t in node.targets)]
     assert len(found) == 1 and ast.unparse(found[0]) == "records.APP_EXAMPLES"
-    from model import service
+    from model.training import film
 
-    assert service.APP_EXAMPLES is APP_EXAMPLES
+    assert film.APP_EXAMPLES is APP_EXAMPLES  # the film's probes start with them
     assert len(APP_EXAMPLES) == 6 and all(s.startswith(("Ein", "Zwei")) for s in APP_EXAMPLES)
 
 

@@ -13,7 +13,8 @@ import torch
 from model.io.checkpoint import load_checkpoint, save_checkpoint
 from model.training import evaluate as evaluate_cli
 from model.training import train as train_cli
-from model.training.data import DataError, collate, find_file, read_lines, read_parallel, read_split, token_batches
+from model.training.batch import collate
+from model.training.data import DataError, find_file, read_lines, read_parallel, read_split, token_batches
 
 torch.set_num_threads(1)
 

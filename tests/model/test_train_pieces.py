@@ -16,7 +16,7 @@ from model.text.pieces import WORD_START, PieceCodec, train_piece_model, vocab_o
 from model.text.tokenize import clean_text, tokenize
 from model.text.vocab import SPECIALS, UNK, Vocab
 from model.training import train as train_cli
-from model.training.film import load_film
+from model.training.film_file import load_film
 from model.training.vocabularies import encode_pairs
 from test_model_data import synthetic_corpus, train_args
 

@@ -33,7 +33,7 @@ def root(tmp_path_factory, demo_folder):
 
 
 def test_the_film_draws_the_recorded_frame(root):
-    from model.training.film import load_film, mean_entropy
+    from model.training.film_file import load_film, mean_entropy
 
     film = load_film(root / "filmed")
     at = run_app(view="Training", ckpt="filmed", kind="cross", layer=1, film_probe=2, film_frame=1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.service import ALIGN_METHODS, aer, align_sentence, annotated_pairs, links, matrix, read_talp, word_matrix
+from model.analysis.links import METHODS as ALIGN_METHODS
+from model.analysis.links import aer, links, matrix, read_talp, word_matrix
+from model.service import align_sentence, annotated_pairs
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, sections, table
 from views.plumbing.figcache import cached

@@ -14,6 +14,7 @@ import numpy as np
 import streamlit as st
 
 from model import service
+from model.training import film_file
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shown_heads
 from views.plumbing import jobs
@@ -51,21 +52,21 @@ def film_folder(key: str) -> Path | None:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the training film…")
-def _load(folder: str, mtime_ns: int) -> service.Film:
+def _load(folder: str, mtime_ns: int) -> film_file.Film:
     """The film, read once per file version (the key holds film.json's modification time)."""
-    return service.load_film(folder)
+    return film_file.load_film(folder)
 
 
 def below(key: str) -> str:
     """What this page draws under the header, in words true of this model: a film only where it has one (the
     untrained twin, a toy and a checkpoint trained without one have none)."""
     folder = film_folder(key)
-    jpath = folder / service.FILM_JSON if folder is not None else None
+    jpath = folder / film_file.JSON_NAME if folder is not None else None
     if jpath is not None and jpath.is_file():
         try:
             _load(str(folder), jpath.stat().st_mtime_ns)
             return "The film below is teacher-forced on reference translations"
-        except service.FilmError:
+        except film_file.FilmError:
             pass  # the page says what is wrong with it
     return "This model has no training film; the toy task below trains a fresh model of its own"
 
@@ -79,10 +80,10 @@ def _film(ctx: Context, part: str | None = None) -> None:
         what = "was never trained" if is_twin(ctx.key) else "was trained live on this page, without a film"
         st.info(f"This model {what}, so it has no film. Choose a trained checkpoint in the sidebar.")
         return
-    jpath = folder / service.FILM_JSON
+    jpath = folder / film_file.JSON_NAME
     try:
         film = _load(str(folder), jpath.stat().st_mtime_ns if jpath.is_file() else 0)
-    except service.FilmError as e:
+    except film_file.FilmError as e:
         st.info(f"No training film for this model. {md_escape(public_message(str(e)))}")
         return
     if not ctx.present:
@@ -107,7 +108,7 @@ def _film(ctx: Context, part: str | None = None) -> None:
     _frames(ctx, film, ss["film_probe"] - 1, kind, layer, part)
 
 
-def _frames(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, part: str | None = None,
+def _frames(ctx: Context, film: film_file.Film, probe: int, kind: str, layer: int, part: str | None = None,
             where=st) -> None:
     """The frame slider, the play button and everything that changes with the frame."""
     ss = st.session_state
@@ -147,7 +148,7 @@ def _toggle_play(n: int) -> None:
         ss["film_frame"] = 1  # at the end, Play starts again from the first frame
 
 
-def _frame(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, f: int,
+def _frame(ctx: Context, film: film_file.Film, probe: int, kind: str, layer: int, f: int,
            part: str | None = None) -> None:
     step = int(film.steps[f])
     p = film.probes[probe]
@@ -159,7 +160,7 @@ def _frame(ctx: Context, film: service.Film, probe: int, kind: str, layer: int, 
         st.markdown(frame_text)
     q_tokens, k_tokens = film.axes(probe, kind)
     probs = film.attn[probe][kind][f, layer].astype(np.float32)  # (h, i, j)
-    entropy = service.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
+    entropy = film_file.mean_entropy(film, kind)  # (F, L) over probes, heads and queries
     # Presenter mode: below the play button and the frame slider.
     with below_controls(rows=2):
         if part in (None, "heads"):

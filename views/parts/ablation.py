@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.analysis.experiments import find_data_dir, paired_bootstrap
-from model.service import DataError
+from model.training.data import DataError
 from views.parts.counts import measured_on
 from views.parts.text import md_escape
 from views.plumbing.jobs import ABLATION_SENTENCES, MAX_HEAVY_JOBS, heavy_job_slot

@@ -12,6 +12,7 @@ import streamlit as st
 
 from model import service
 from model.analysis import experiments
+from model.training.data import find_file, read_parallel
 from views.parts.text import md_escape
 from views.parts.widgets import table
 from views.plumbing import jobs
@@ -109,8 +110,8 @@ def _work(key: str, folder: str, full: bool):
         model, error = load_model(key)
         if model is None:
             raise RuntimeError(error)
-        src_path, ref_path = service.find_file(folder, "val", "de"), service.find_file(folder, "val", "en")
-        src, ref = service.read_parallel(str(src_path), str(ref_path))
+        src_path, ref_path = find_file(folder, "val", "de"), find_file(folder, "val", "en")
+        src, ref = read_parallel(str(src_path), str(ref_path))
         report = service.head_report(model, src, ref, ablation=full, pruning=full, progress=progress,
                                      name=report_name(key), src_path=str(src_path), ref_path=str(ref_path))
         target = report_paths(key)

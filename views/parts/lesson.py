@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from model import service
+from model.records import CheckpointError
 from views.plumbing.state import is_twin, load_model, trace_sentence
 from viz.lesson import lesson_html as _page
 
@@ -13,7 +14,7 @@ def lesson_html(key: str, text: str, max_len: int, prefix: tuple[str, ...], deco
     and builds its figures in the app's default theme (viz.lesson sets it), not in the session's."""
     model, error = load_model(key)
     if model is None:
-        raise service.CheckpointError(error)
+        raise CheckpointError(error)
     translation = trace_sentence(key, text, max_len, prefix)
     lesson = service.lesson_data(model, [(translation, decoding or None)], key)
     lesson["model"]["trained"] = not is_twin(key)  # the untrained twin's pages say so; so does its lesson

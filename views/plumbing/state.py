@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from model import records
-from model.records import Attribution, ModelConfig, Translation
+from model.records import Attribution, CheckpointError, ModelConfig, Translation
+from model.training.data import read_split
 from views.plumbing import urlstate
 from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import kind_labels from here)
 
@@ -41,7 +42,6 @@ def _service():
     """model.service, imported on first use: it imports torch (a second or more), and a session's first run draws
     the sidebar before that, so that the browser draws it while the server imports (app.py)."""
     from model import service
-
     service.use_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))  # one per request: model/inference/runtime.py
     return service
 
@@ -156,7 +156,7 @@ def _paired(key: str, src: str, tgt: str) -> service.Model:
     """A many-to-many model read between src and tgt: a view of the loaded model, no copy of its weights."""
     model, error = load_model(key)
     if model is None:
-        raise _service().CheckpointError(error)
+        raise CheckpointError(error)
     return _service().with_languages(model, src, tgt)
 
 
@@ -166,7 +166,7 @@ def load_model(key: str) -> tuple[service.Model | None, str | None]:
     if pair is not None:
         try:
             return _paired(base, *pair), None
-        except _service().CheckpointError as e:
+        except CheckpointError as e:
             return None, str(e)
         except ValueError:
             return None, (f"The model {base.removesuffix(TWIN)} has no language {pair[0]!r} or {pair[1]!r}: choose "
@@ -184,10 +184,9 @@ def load_model(key: str) -> tuple[service.Model | None, str | None]:
                       "and toy models trained on the Training page). Choose one there.")
     name = key[: -len(TWIN)] if key.endswith(TWIN) else key
     folder = checkpoint_dir() / name
-    service = _service()
     try:
         return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
-    except service.CheckpointError as e:
+    except CheckpointError as e:
         return None, public_message(str(e))
     except Exception as e:  # anything else still must not reach the user as a trace
         return None, public_message(f"{folder}: could not be loaded ({type(e).__name__}: {e}). "
@@ -197,7 +196,7 @@ def load_model(key: str) -> tuple[service.Model | None, str | None]:
 def _model(key: str) -> service.Model:
     model, error = load_model(key)
     if model is None:
-        raise _service().CheckpointError(error)
+        raise CheckpointError(error)
     return model
 
 
@@ -334,7 +333,7 @@ def ablated(key: str, text: str, tokens: tuple[str, ...], off: tuple, max_len: i
 @st.cache_data(max_entries=32, show_spinner=False)
 def val_translations(key: str, folder: str, off: tuple, n: int) -> tuple[list[str], list[str]]:
     """(greedy translations of the first n validation sentences with the heads off, their references)."""
-    src, ref = _service().read_split(folder, "val")
+    src, ref = read_split(folder, "val")
     return _service().translate_batch(_model(key), src[:n], off_heads=off or None), ref[:n]
 
 
