@@ -99,6 +99,12 @@ def test_the_sliding_window_is_the_mask_the_model_recorded(root, gemma):
     np.testing.assert_array_equal(local, full & (np.abs(i - j) <= 4))  # the window, as recorded
     hidden = int((~local).sum() - (~full).sum())
     assert hidden > 0 and f"the window hides {hidden} query–key cells" in said
+    # layer 1's padding figure is a local layer's: the note says so, and the pads still get no weight
+    assert "Encoder layer 1 is a local layer" in said
+    leak = next(m for m in at.metric if m.label == "weight real tokens give to pads")
+    assert float(leak.value) == 0.0
+    off = run_app(view="Masks", text=TEXT, ckpt="t5gemma", pad_on=0)  # the real tokens near the pads reach them
+    assert float(next(m for m in off.metric if m.label == "weight real tokens give to pads").value) > 0.0
     fig = next(s for s in _specs(at) if "encoder layer 1: window 4" in json.dumps(s, ensure_ascii=False))
     z = array(next(t for t in fig["data"] if t["type"] == "heatmap")["z"]).reshape(n, n)
     np.testing.assert_array_equal(z > 0.5, local)

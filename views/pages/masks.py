@@ -43,7 +43,9 @@ def _padding(ctx: Context) -> None:
         layer, head = layer_head(ctx.cfg.n_encoder_layers, ctx.cfg.n_heads, "pad", ctx.present,
                                  row[1:3] if row else None)
     probs = tr.attn["enc_self"][layer]["probs"][head]  # (s, s) with pad rows and columns
-    pads = ~on["trace"].attn["enc_self"][layer]["mask"].all(0)  # (s,) key columns the padding mask hides
+    # (s,) key columns the padding mask hides: from every query (a local layer's window hides a real key from
+    # the far queries only)
+    pads = ~on["trace"].attn["enc_self"][layer]["mask"].any(0)
     tokens = demo["trace"].src_tokens
     # the weights' panel takes three fifths of the row, the mask's two: the narrower labels its keys as two of them
     only = panel_group(ctx, ["the weights", "the mask"], panels_that_fit(2, tokens, tokens, int(PAGE_WIDTH_PX * 0.8)))
@@ -51,6 +53,7 @@ def _padding(ctx: Context) -> None:
           config=fig_config(ctx, f"masks_padding_L{layer + 1}_H{head + 1}_mask-{'on' if use_mask else 'off'}"))
     if ctx.present:
         st.caption(partner)
+    _local_note(ctx, "encoder", layer)
     leak = weight_on_keys(probs, ~pads, pads)
     m1, m2 = st.columns(2)
     m1.metric("weight real tokens give to pads", f"{leak:.3f}",
@@ -94,6 +97,7 @@ def _causal(ctx: Context) -> None:
     st.markdown("Blue cells may be attended to: the lower triangle and the diagonal. Grey cells are set to −∞ "
                 "before the softmax, so they get weight exactly 0. Row i is the step that predicts token i+1; "
                 "the cell right of the diagonal holds that very token.")
+    _local_note(ctx, "decoder", layer)
     if ctx.present:
         st.caption(forced)
     rows = [{c: f"{v:.3f}" if c in _PROBS else v for c, v in row.items()} for row in exp.rows]
@@ -154,6 +158,14 @@ def _windowed(cfg) -> dict[str, tuple[int, ...]]:
     """{stack: each layer's window} of the stacks with a sliding-window (local) layer; 0 = a full layer."""
     sides = {"encoder": "enc_self", "decoder": "dec_self"}
     return {sides[s]: w for s in sides if any(w := (cfg.windows(s) if hasattr(cfg, "windows") else ()))}
+
+
+def _local_note(ctx: Context, stack: str, layer: int) -> None:
+    """Under a local layer's figure: its mask is also its sliding window (0-based `layer`)."""
+    windows = ctx.cfg.windows(stack) if hasattr(ctx.cfg, "windows") else ()
+    if windows and windows[layer]:
+        st.caption(f"{stack.capitalize()} layer {layer + 1} is a local layer: the mask it used also hides the keys "
+                   f"outside its window of {windows[layer]} (the sliding window, below).")
 
 
 def _window(ctx: Context) -> None:
