@@ -78,6 +78,22 @@ def _one(hf: dict, a: str, b: str) -> int:
     return int(hf[a])
 
 
+def fairseq_shape(hf: dict, activation: str) -> tuple[str, int, int, dict]:
+    """(activation, d_model, heads, our ids) of a fairseq-style config (Marian, FSMT: `activation` its default),
+    or ImportRefused naming what one config of ours cannot hold: an activation the network lacks, encoder and
+    decoder of different heads or widths, an id that is not one integer, d_model not divisible by the heads."""
+    act = hf.get("activation_function", activation)
+    if act not in ACTIVATIONS:
+        raise ImportRefused(f"activation_function {act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
+    for a, b in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
+        _one(hf, a, b)
+    ids = _ids(hf)
+    d_model, heads = int(hf["d_model"]), int(hf["encoder_attention_heads"])
+    if d_model % heads:
+        raise ImportRefused(f"d_model {d_model} is not divisible by encoder_attention_heads {heads}")
+    return act, d_model, heads, ids
+
+
 def _ids(hf: dict) -> dict:
     out = {}
     for key, ours in (("pad_token_id", "pad_idx"), ("eos_token_id", "eos_idx"),
@@ -276,18 +292,7 @@ def marian_config(hf: dict, tok_cfg: dict, folder: Path, langs: tuple[str, str])
         if key in hf and bool(hf[key]) != want:
             raise ImportRefused(f"{key} = {hf[key]} is not supported: Marian here is post-norm with sinusoidal "
                                 f"positions and no extra LayerNorm ({key} must be {want})")
-    act = hf.get("activation_function", "gelu")
-    if act not in ACTIVATIONS:
-        raise ImportRefused(f"activation_function {act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
-    for a, b in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf.get(a) != hf.get(b):
-            raise ImportRefused(f"{a} ({hf.get(a)}) differs from {b} ({hf.get(b)}): one value serves both stacks here")
-    for key in ("eos_token_id", "pad_token_id", "decoder_start_token_id"):
-        if not isinstance(hf.get(key), int):
-            raise ImportRefused(f"{key} must be one integer, got {hf.get(key)!r}")
-    d_model, heads = int(hf["d_model"]), int(hf["encoder_attention_heads"])
-    if d_model % heads:
-        raise ImportRefused(f"d_model {d_model} is not divisible by encoder_attention_heads {heads}")
+    act, d_model, heads, _ = fairseq_shape(hf, "gelu")
     src_size = int(hf["vocab_size"])
     tgt_size = int(hf.get("decoder_vocab_size") or src_size)
     separate = bool(tok_cfg.get("separate_vocabs", False))

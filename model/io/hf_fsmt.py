@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from model.io.hf_families import ImportRefused, layer_map, read_json
-from model.nn.config import ACTIVATIONS, ModelConfig
+from model.io.hf_families import ImportRefused, fairseq_shape, layer_map, read_json
+from model.nn.config import ModelConfig
 from model.nn.layers import sinusoidal_encoding
 from model.nn.transformer import EncoderDecoder
 from model.text.moses_bpe import MERGES_FILE, MosesBpeCodec, read_merges, write_options
@@ -30,21 +30,7 @@ TOKENIZER_FILES = (SRC_VOCAB, TGT_VOCAB, MERGES_FILE)
 def fsmt_config(hf: dict) -> dict:
     """ModelConfig fields (without vocabularies and languages) of a saved FSMTConfig; ImportRefused naming the field
     our network cannot run exactly."""
-    act = hf.get("activation_function", "relu")
-    if act not in ACTIVATIONS:
-        raise ImportRefused(f"activation_function {act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
-    for a, b in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf.get(a) != hf.get(b):
-            raise ImportRefused(f"{a} ({hf.get(a)}) differs from {b} ({hf.get(b)}): one value serves both stacks here")
-    ids = {}
-    for key, ours in (("pad_token_id", "pad_idx"), ("eos_token_id", "eos_idx"),
-                      ("decoder_start_token_id", "decoder_start_idx")):
-        if not isinstance(hf.get(key), int):
-            raise ImportRefused(f"{key} must be one integer, got {hf.get(key)!r}")
-        ids[ours] = int(hf[key])
-    d_model, heads = int(hf["d_model"]), int(hf["encoder_attention_heads"])
-    if d_model % heads:
-        raise ImportRefused(f"d_model {d_model} is not divisible by encoder_attention_heads {heads}")
+    act, d_model, heads, ids = fairseq_shape(hf, "relu")
     return dict(
         d_model=d_model, n_heads=heads, n_encoder_layers=int(hf["encoder_layers"]),
         n_decoder_layers=int(hf["decoder_layers"]), d_ff=int(hf["encoder_ffn_dim"]),
