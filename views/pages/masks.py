@@ -170,11 +170,13 @@ def _local_note(ctx: Context, stack: str, layer: int) -> None:
 
 def _window(ctx: Context) -> None:
     """Local layers (T5Gemma): the sliding window the model recorded beside a global layer's mask."""
-    if not ctx.present:
-        st.markdown("### Sliding window\n\nThis model alternates local and global self-attention layers. In a local "
-                    "layer a query sees only the keys within a fixed distance (the window; in the decoder only those "
-                    "before it too); a global layer sees every key its mask allows. Cross-attention is always global.")
     tr, stacks = ctx.result.trace, _windowed(ctx.cfg)
+    if not ctx.present:
+        windows = [w for side in ("encoder", "decoder") for w in ctx.cfg.windows(side)]
+        st.markdown(f"### Sliding window\n\n{sum(map(bool, windows))} of this model's {len(windows)} self-attention "
+                    "layers are local: a query sees only the keys within a fixed distance (the window; in the decoder "
+                    "only those before it too). A global layer sees every key its mask allows. Cross-attention is "
+                    "always global.")
     if ctx.present and len(stacks) > 1:  # a projector's screen holds one stack's pair of masks: the side chosen
         with choices(ctx):
             side = st.radio("Stack", ["src", "tgt"], horizontal=True, key="emb_side", persist_state="session",
