@@ -87,11 +87,15 @@ def click_radio(page, key: str, index: int) -> None:
     wait_new_run(page, before)
 
 
-def wait_title(page, holds: str) -> None:
-    """Wait until a chart's title holds `holds` (spaces left out of both: a wrapped title's lines are joined
-    without one), e.g. after a run that redraws the chart."""
-    page.wait_for_function("""(s) => [...document.querySelectorAll("[data-testid='stPlotlyChart'] .gtitle")]
-        .some(e => e.textContent.replace(/ /g, '').includes(s))""", arg=holds.replace(" ", ""), timeout=30_000)
+def wait_title(page, holds: str, gone: str = "") -> None:
+    """Wait until a chart's title holds `holds` and, when `gone` is given, no chart's title holds `gone` any more
+    (spaces left out of all: a wrapped title's lines are joined without one). Streamlit keeps the last run's charts
+    on the page, faded, until the new run replaces them, so a redraw is only over when the old title is gone."""
+    page.wait_for_function("""([s, g]) => {
+        const titles = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .gtitle")]
+            .map(e => e.textContent.replace(/ /g, ''));
+        return titles.some(t => t.includes(s)) && !(g && titles.some(t => t.includes(g)));
+    }""", arg=[holds.replace(" ", ""), gone.replace(" ", "")], timeout=30_000)
 
 
 @pytest.mark.browser
@@ -114,7 +118,7 @@ def test_heads_scale_and_pruning_order_are_in_the_link(page, app_server):
     wait_title(page, "pruning heads by importance")
     page.go_back()  # Back: the curve by the measured loss increase again
     page.wait_for_function("() => !location.search.includes('heads_prune_order')", timeout=30_000)
-    wait_title(page, "pruning heads by measured loss increase")
+    wait_title(page, "pruning heads by measured loss increase", gone="pruning heads by importance")
     assert not any(t.startswith("pruning heads by importance") for t in chart_titles(page))
     assert_no_exception(page)
 
