@@ -1,5 +1,5 @@
-"""The speed layer's switches: every device that makes a page faster by going around a framework's public API, or
-by doing in Python what the browser would measure, can be turned off on its own.
+"""The speed layer's switches: every device that makes a page faster by going around a framework's public API, by
+doing in Python what the browser would measure, or by working ahead of a click, can be turned off on its own.
 
     ATLAS_SPEED_OFF=look,axis_notes   those devices off (`all`: every one)
     ATLAS_PUBLIC_ONLY=1               every device that uses a private Plotly or Streamlit name off (PRIVATE)
@@ -19,6 +19,8 @@ DEVICES = {
     "figcache": "a kept figure's JSON answers Streamlit's to_json call (views/plumbing/streamlit_internals.py)",
     "look": "Streamlit's chart look written into each figure, so a chart is drawn once (viz/look.py)",
     "axis_notes": "axis titles as notes past the labels, so Plotly measures no label (viz/axis_notes.py)",
+    "ahead": "the next page's model work and figures made in the background after a switch "
+             "(views/plumbing/ahead.py)",
 }
 PRIVATE = ("plotly", "streamlit", "figcache")
 

@@ -154,8 +154,7 @@ def _source_share(ctx: Context, steps: list, step_no: int) -> None:
 def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool) -> None:
     """The step's candidates chart, what was chosen and the buttons that choose another."""
     labels, probs, chosen_idx = step.candidates()
-    title = "next-token candidates" if present else f"step {step_no}: next-token candidates"  # the slider says it
-    chart(st, cached(candidates_figure, labels, probs, chosen_idx, title=title),
+    chart(st, _candidates_chart(step, step_no, present),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
     if ctx.present:
         st.markdown(read)
@@ -187,6 +186,20 @@ def _layer_head(cfg, container=st, beside=None) -> tuple[int, int]:
     return layer, head
 
 
+def ahead(ctx: Context) -> list:
+    """What a first visit computes, to be done before it (views/plumbing/ahead.py): the step the session shows, its
+    candidates, where it looked and its attribution, and ALTI+ along the decoding with the source-share strip."""
+    steps = ctx.result.steps or []
+    if not steps:
+        return []
+    ss = st.session_state
+    step_no = _step_no(ss.get("dec_step"), len(steps))
+    layer, head = _dec_layer_head(ctx.cfg, ss.get("dec_layer"), ss.get("dec_head"))
+    step = steps[step_no - 1]
+    return [lambda: _candidates_chart(step, step_no, False), lambda: _cross_chart(ctx, step, step_no, layer, head),
+            lambda: _source_share_chart(ctx, steps, step_no), lambda: _attribution_chart(ctx, steps, step_no)]
+
+
 def _step_no(value, n: int) -> int:
     """The session's step choice (1-based, None: not made) kept within 1..n, as the step slider keeps it."""
     return within(value, 1, n)
@@ -201,6 +214,12 @@ def _dec_layer_head(cfg, layer, head) -> tuple[int, int]:
 def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: str, title: str = "") -> None:
     chart(st, _cross_chart(ctx, step, step_no, layer, head, title), width="stretch",
           config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{_head_words(head)}"), key=key)
+
+
+def _candidates_chart(step, step_no: int, present: bool):
+    labels, probs, chosen_idx = step.candidates()
+    title = "next-token candidates" if present else f"step {step_no}: next-token candidates"  # the slider says it
+    return cached(candidates_figure, labels, probs, chosen_idx, title=title)
 
 
 def _head_words(head: int) -> str:

@@ -8,10 +8,11 @@ import numpy as np
 import streamlit as st
 
 from model.analysis.experiments import dropout_sample, max_abs_diff
-from model.records import attention_cap, head_qkv, kv_head, kv_share, score_scale
+from model.records import KINDS, attention_cap, head_qkv, kv_head, kv_share, score_scale
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, panel_group, sections, shows_caption
 from views.plumbing.figcache import cached
 from views.plumbing.state import Context
+from views.plumbing.urlstate import within
 from viz.head import head_pipeline_rows
 from viz.layout import PAGE_WIDTH_PX
 from viz.token_axes import panels_that_fit
@@ -124,6 +125,16 @@ def render(ctx: Context) -> None:
             _step_titles(names, titles, "caption")
     if ctx.present:
         _checks(ctx, kind, layer, head)
+
+
+def ahead(ctx: Context) -> list:
+    """What a first visit builds, to be built before it (views/plumbing/ahead.py): the rows of figures of the head
+    the session has chosen."""
+    ss, cfg = st.session_state, ctx.cfg
+    kind = ss.get("kind") if ss.get("kind") in KINDS else KINDS[0]
+    layers = cfg.n_encoder_layers if kind == "enc_self" else cfg.n_decoder_layers
+    layer, head = within(ss.get("layer"), 1, layers) - 1, within(ss.get("head"), 1, cfg.n_heads) - 1
+    return [lambda: _rows(ctx, kind, layer, head)]
 
 
 def _rows(ctx: Context, kind: str, layer: int, head: int, only: tuple[str, ...] | None = None) -> dict:

@@ -149,6 +149,17 @@ def _causal_chart(on, off, layer: int, head: int, only: list[int] | None = None)
                   only=None if only is None or len(only) == 3 else tuple(only))
 
 
+def ahead(ctx: Context) -> list:
+    """What a first visit computes, to be done before it (views/plumbing/ahead.py): the padded batch as the session
+    shows it, the causal part's reference and passes, and both figures for the session's layers and heads."""
+    ss, cfg = st.session_state, ctx.cfg
+    use_mask = ss.get("pad_on", True) is not False
+    pad = _index(ss.get("pad_layer"), cfg.n_encoder_layers), _index(ss.get("pad_head"), cfg.n_heads)
+    causal = _index(ss.get("causal_layer"), cfg.n_decoder_layers), _index(ss.get("causal_head"), cfg.n_heads)
+    calls = [lambda: _padding_chart(_padding_data(ctx, use_mask)[1], *pad, use_mask)]
+    return calls + ([lambda: _causal_chart(*_causal_data(ctx)[1:3], *causal)] if ctx.result.raw_tokens else [])
+
+
 def _index(value, n: int) -> int:
     """A 1-based choice of the session, kept within 1..n as the page's select box keeps it, as a 0-based index."""
     return within(value, 1, n) - 1

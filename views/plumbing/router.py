@@ -11,7 +11,8 @@ One run of the fragment, in order:
 3. the page draws itself: `PAGES[view].render(ctx)`, in the run's theme and the model's languages;
 4. the header (views/parts/header.py) is drawn into its slot above the page, after the page: while presenter mode's quiz
    asks about a step, the header keeps that step's answer;
-5. the URL is written (a fragment run does not reach app.py's end).
+5. after a switch, the next page's model work and figures are made in the background (views/plumbing/ahead.py);
+6. the URL is written (a fragment run does not reach app.py's end).
 
 Widgets keep their values by themselves between runs that do not draw them (`persist_state`,
 views/plumbing/urlstate.py).
@@ -46,12 +47,13 @@ from views.parts.header import Header, presenter_slots
 from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
 from views.parts.widgets import choosing_in
-from views.plumbing import warmup
+from views.plumbing import ahead, warmup
 from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PHONE_PX, PHONE_THEME, Theme, presenter_theme, using_theme
 
-# The page registry: each view of the sidebar's list and the module that draws it; a page has `render(ctx)`.
+# The page registry: each view of the sidebar's list and the module that draws it; a page has `render(ctx)`, and
+# one whose first visit costs the server most has `ahead(ctx)`, the calls that visit makes (views/plumbing/ahead.py).
 PAGES: dict[str, ModuleType] = {
     "Overview": overview, "Embeddings": embeddings, "Positional encoding": positional, "Attention": attention,
     "Inside one head": head, "Masks": masks, "Decoding": decoding, "Alignment": alignment, "What if": whatif,
@@ -106,6 +108,7 @@ def above(view: str, shows: str, key: str) -> str:
     return f"**Every figure below shows: {shows}**"
 
 
+LAST_VIEW = "_page_last_view"  # session state: the view of the session's previous page run
 IN_APP_RUN = "_page_in_app_run"  # session state: the page is drawn by a run of the whole app, not its fragment's
 
 
@@ -153,6 +156,14 @@ def _page(ctx: Context, frame: Frame) -> None:
     # After the page: while the quiz asks about a step, the header keeps that step's answer.
     draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
                 f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}", slots)
+    # After a switch (not a session's first run, nor a sentence, layer or head change), the first visit of the next
+    # page down the list that has one to make ahead is made, unless that page will draw two sides
+    last, ss[LAST_VIEW] = ss.get(LAST_VIEW), view
+    below = VIEWS[VIEWS.index(view) + 1:] if view in VIEWS else []
+    following = next((v for v in below if hasattr(PAGES.get(v), "ahead")), None)
+    if last not in (None, view) and following and not ctx.present and not (
+            ss["compare"] != "off" and following in COMPARE_VIEWS):
+        ahead.after(PAGES[following].ahead(ctx))
 
 
 def end(warm) -> None:

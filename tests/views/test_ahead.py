@@ -1,0 +1,89 @@
+"""views/plumbing/ahead.py: after a page switch, the model work and figures of the next of Inside one head, Masks and
+Decoding down the list are made in the background, through the caches the page reads, so its first visit asks the model
+nothing and builds no figure."""
+from __future__ import annotations
+
+import pytest
+
+from tests.app_support import run_app
+
+# The service's answers a first visit of each page computes (each test types a sentence no other test types, so
+# nothing comes from a cache another test filled).
+ANSWERS = {"Inside one head": (), "Masks": ("padded_batch", "causal_reference", "causal_experiment"),
+           "Decoding": ("contributions", "attribution")}
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """{service function: calls} of the model's answers the pages compute (through views/plumbing/state.py)."""
+    from model import service
+
+    calls = {}
+    for name in {n for names in ANSWERS.values() for n in names}:
+        real = getattr(service, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(service, name, counted)
+    return calls
+
+
+def _switch(at, view: str):
+    from views.plumbing import ahead
+
+    at.sidebar.radio(key="view").set_value(view).run()
+    ahead.wait_idle()
+    assert not at.exception
+    return at
+
+
+@pytest.mark.parametrize("before, view, text, choices", [
+    ("Attention", "Inside one head", "Ein Hund schläft auf dem roten Sofa.", {"kind": "cross", "layer": 2}),
+    # Attention has nothing to make ahead: the page above it prepares the next one that has
+    ("Positional encoding", "Inside one head", "Ein Hund schläft auf dem blauen Sofa.", {"head": 2}),
+    ("Inside one head", "Masks", "Ein Hund schläft auf dem grünen Sofa.", {"pad_on": 0, "causal_head": 2}),
+    ("Masks", "Decoding", "Zwei Männer laufen durch den Park.", {"dec_step": 2, "dec_head": 0}),
+])
+def test_the_page_before_prepares_the_first_visit(checkpoints, asked, monkeypatch, before, view, text, choices):
+    from views.plumbing import ahead
+    from views.plumbing.figcache import FIGURES
+
+    at = run_app(view="Overview", text=text, **choices)
+    _switch(at, before)
+    ready = dict(asked)
+    assert set(ANSWERS[view]) <= set(ready), ready
+    monkeypatch.setattr(ahead, "after", lambda todo: None)  # the page's own visit prepares nothing further
+    misses = FIGURES.misses
+    _switch(at, view)  # its first visit: every answer and figure was made in the background
+    assert asked == ready, f"the first visit of {view} asked the model again"
+    assert FIGURES.misses == misses, f"the first visit of {view} built {FIGURES.misses - misses} figure(s)"
+    assert at.get("plotly_chart")
+
+
+def test_nothing_is_prepared_off_or_without_a_switch(checkpoints, asked, monkeypatch):
+    from views.plumbing import ahead
+
+    at = run_app(view="Inside one head", text="Eine Frau liest eine Zeitung am Strand.")  # a first run: no switch
+    ahead.wait_idle()
+    assert "padded_batch" not in asked
+    monkeypatch.setenv("ATLAS_SPEED_OFF", "ahead")
+    _switch(at, "Attention")
+    _switch(at, "Inside one head")
+    assert "padded_batch" not in asked
+    monkeypatch.delenv("ATLAS_SPEED_OFF")
+    _switch(at, "Masks")  # computed by the page itself
+    assert asked.get("padded_batch", 0) >= 1
+
+
+def test_presenter_mode_and_side_by_side_prepare_nothing(checkpoints, asked):
+    at = run_app(view="Overview", text="Ein Kind spielt mit einem blauen Ball.", present=1)
+    _switch(at, "Inside one head")
+    assert "padded_batch" not in asked  # presenter mode: Masks is not prepared
+    # side by side: Masks draws one side and is prepared; Decoding draws two sides and is not
+    at = run_app(view="Overview", text="Ein Kind spielt mit einem roten Ball.", compare="sentence")
+    _switch(at, "Inside one head")
+    assert "padded_batch" in asked
+    _switch(at, "Masks")
+    assert "contributions" not in asked and "attribution" not in asked

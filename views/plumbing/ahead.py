@@ -1,0 +1,59 @@
+"""The next page's work, done in the background while the student looks at this one.
+
+Three pages cost the server most on their first visit for a sentence: Inside one head (four rows of one head's steps),
+Masks (a padded batch, a reference, two teacher-forced passes, five panels) and Decoding (ALTI+ along the decoding,
+the gradients of one step's attribution, four figures). A class goes through the sidebar's pages in order, so after
+a page switch the router hands `after` the `ahead(ctx)` of the next of them down the list: that page reads the
+session (in the run's own thread) and returns the calls its first visit will make, and one worker thread makes
+them, in the run's theme and languages, through the same shared caches (views/plumbing/state.py, the figure cache).
+The page then finds its answers there, or waits for the one being computed instead of computing it again.
+
+Bounded for a shared server: one worker for the process; at most one task waiting behind the running one (a click
+while both slots are taken prepares nothing: the page computes as before); only after a switch, never in presenter
+mode or side by side (their figures are laid out for another screen or for two sides). A task that fails is
+dropped: the page computes the same calls and says what went wrong there. Nothing of a request is kept here once
+its task has run. `ATLAS_SPEED_OFF=ahead` turns it off (viz/speed.py), which is how it is measured
+(docs/performance.md).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from viz.kinds import languages, using_languages
+from viz.speed import off
+from viz.theme import theme, using_theme
+
+_log = logging.getLogger(__name__)
+_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-ahead")
+_slots = threading.BoundedSemaphore(2)  # the running task and one waiting
+
+
+def after(todo: list[Callable[[], object]]) -> Future | None:
+    """Make the next page's calls (what its `ahead(ctx)` returned in the run's thread) in the worker; None when
+    there is nothing to do, the device is off, or both slots are taken."""
+    if not todo or off("ahead") or not _slots.acquire(blocking=False):
+        return None
+    try:
+        return _worker.submit(_run, todo, theme(), languages())
+    except RuntimeError:  # the interpreter is shutting down
+        _slots.release()
+        return None
+
+
+def _run(todo: list[Callable[[], object]], look, langs: tuple[str, str]) -> None:
+    try:
+        with using_theme(look), using_languages(*langs):
+            for call in todo:
+                call()
+    except Exception:  # the page makes the same call when it is opened and says what went wrong there
+        _log.warning("preparing the next page failed", exc_info=True)
+    finally:
+        _slots.release()
+
+
+def wait_idle(timeout: float = 60.0) -> None:
+    """Return once every task submitted so far has run (the worker runs them in order)."""
+    _worker.submit(lambda: None).result(timeout)
