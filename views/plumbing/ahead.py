@@ -2,8 +2,8 @@
 
 Three pages cost the server most on their first visit for a sentence: Inside one head (four rows of one head's steps),
 Masks (a padded batch, a reference, two teacher-forced passes, five panels) and Decoding (ALTI+ along the decoding,
-the gradients of one step's attribution, four figures). A class goes through the sidebar's pages in order, so after
-a page switch the router hands `after` the `ahead(ctx)` of the next of them down the list: that page reads the
+the gradients of one step's attribution, four figures). A class goes through the sidebar's pages in order, so when
+a switch lands on the page just above one of them, the router hands `after` that page's `ahead(ctx)`: it reads the
 session (in the run's own thread) and returns the calls its first visit will make, and one worker thread makes
 them, in the run's theme and languages, through the same shared caches (views/plumbing/state.py, the figure cache).
 The page then finds its answers there, or waits for the one being computed instead of computing it again.

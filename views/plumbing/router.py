@@ -156,12 +156,13 @@ def _page(ctx: Context, frame: Frame) -> None:
     # After the page: while the quiz asks about a step, the header keeps that step's answer.
     draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
                 f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}", slots)
-    # After a switch (not a session's first run, nor a sentence, layer or head change), the first visit of the next
-    # page down the list that has one to make ahead is made, unless that page will draw two sides
+    # After a switch (not a session's first run, nor a sentence, layer or head change), the next page's first visit
+    # is made ahead where it has one to make, unless that page will draw two sides. Only the very next page: work
+    # started here competes for the server's interpreter with this page's last messages, so a page pays for it only
+    # where the student is likely to go next.
     last, ss[LAST_VIEW] = ss.get(LAST_VIEW), view
-    below = VIEWS[VIEWS.index(view) + 1:] if view in VIEWS else []
-    following = next((v for v in below if hasattr(PAGES.get(v), "ahead")), None)
-    if last not in (None, view) and following and not ctx.present and not (
+    following = VIEWS[VIEWS.index(view) + 1] if view in VIEWS[:-1] else None
+    if last not in (None, view) and hasattr(PAGES.get(following), "ahead") and not ctx.present and not (
             ss["compare"] != "off" and following in COMPARE_VIEWS):
         ahead.after(PAGES[following].ahead(ctx))
 
