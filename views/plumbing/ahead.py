@@ -5,8 +5,10 @@ Masks (a padded batch, a reference, two teacher-forced passes, five panels) and 
 the gradients of one step's attribution, four figures). A class goes through the sidebar's pages in order, so when
 a switch lands on the page just above one of them, the router hands `after` that page's `ahead(ctx)`: it reads the
 session (in the run's own thread) and returns the calls its first visit will make, and one worker thread makes
-them, in the run's theme and languages, through the same shared caches (views/plumbing/state.py, the figure cache).
-The page then finds its answers there, or waits for the one being computed instead of computing it again.
+them once that run has ended, in its theme and languages, through the same shared caches (views/plumbing/state.py,
+the figure cache). Started earlier, the work competed for the interpreter with the page's own last messages and
+slowed the page that asked for it. The page then finds its answers there, or waits for the one being computed
+instead of computing it again.
 
 Bounded for a shared server: one worker for the process; at most one task waiting behind the running one (a click
 while both slots are taken prepares nothing: the page computes as before); only after a switch, never in presenter
@@ -29,6 +31,7 @@ from viz.theme import theme, using_theme
 _log = logging.getLogger(__name__)
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-ahead")
 _slots = threading.BoundedSemaphore(2)  # the running task and one waiting
+RUN_END_WAIT_S = 10.0  # the longest a task waits for the run that asked for it to end
 
 
 def after(todo: list[Callable[[], object]]) -> Future | None:
@@ -36,15 +39,18 @@ def after(todo: list[Callable[[], object]]) -> Future | None:
     there is nothing to do, the device is off, or both slots are taken."""
     if not todo or off("ahead") or not _slots.acquire(blocking=False):
         return None
+    run = threading.current_thread()  # Streamlit's thread of this run: it ends with the run
     try:
-        return _worker.submit(_run, todo, theme(), languages())
+        return _worker.submit(_run, todo, theme(), languages(), None if run is threading.main_thread() else run)
     except RuntimeError:  # the interpreter is shutting down
         _slots.release()
         return None
 
 
-def _run(todo: list[Callable[[], object]], look, langs: tuple[str, str]) -> None:
+def _run(todo: list[Callable[[], object]], look, langs: tuple[str, str], run: threading.Thread | None) -> None:
     try:
+        if run is not None:  # the page that asked sends its last messages first: they would wait for the interpreter
+            run.join(RUN_END_WAIT_S)
         with using_theme(look), using_languages(*langs):
             for call in todo:
                 call()
