@@ -52,7 +52,7 @@ def test_the_page_before_prepares_the_first_visit(checkpoints, asked, monkeypatc
     _switch(at, before)
     ready = dict(asked)
     assert set(ANSWERS[view]) <= set(ready), ready
-    monkeypatch.setattr(ahead, "after", lambda todo: None)  # the page's own visit prepares nothing further
+    monkeypatch.setattr(ahead, "after", lambda calls: None)  # the page's own visit prepares nothing further
     misses = FIGURES.misses
     _switch(at, view)  # its first visit: every answer and figure was made in the background
     assert asked == ready, f"the first visit of {view} asked the model again"
@@ -86,3 +86,17 @@ def test_presenter_mode_and_side_by_side_prepare_nothing(checkpoints, asked):
     assert "padded_batch" in asked
     _switch(at, "Masks")
     assert "contributions" not in asked and "attribution" not in asked
+
+
+def test_a_page_whose_list_fails_disturbs_nothing(checkpoints, asked, monkeypatch):
+    from views.pages import masks
+
+    def broken(ctx):
+        raise KeyError("pad_layer")
+
+    monkeypatch.setattr(masks, "ahead", broken)
+    at = run_app(view="Overview", text="Ein Mann repariert ein altes Fahrrad.")
+    _switch(at, "Inside one head")  # the page on screen draws as ever
+    assert at.get("plotly_chart") and "padded_batch" not in asked
+    _switch(at, "Masks")  # and Masks computes on its visit
+    assert asked.get("padded_batch", 0) >= 1

@@ -34,10 +34,18 @@ _slots = threading.BoundedSemaphore(2)  # the running task and one waiting
 RUN_END_WAIT_S = 10.0  # the longest a task waits for the run that asked for it to end
 
 
-def after(todo: list[Callable[[], object]]) -> Future | None:
-    """Make the next page's calls (what its `ahead(ctx)` returned in the run's thread) in the worker; None when
-    there is nothing to do, the device is off, or both slots are taken."""
-    if not todo or off("ahead") or not _slots.acquire(blocking=False):
+def after(calls: Callable[[], list[Callable[[], object]]]) -> Future | None:
+    """Make the next page's calls in the worker: `calls` is its `ahead`, asked here, in the run's thread, for what
+    its first visit will make. None when there is nothing to do, the device is off, or both slots are taken; a page
+    whose `ahead` fails is left to compute on its visit (the page on screen is not disturbed)."""
+    if off("ahead"):
+        return None
+    try:
+        todo = calls()
+    except Exception:
+        _log.warning("listing the next page's work failed", exc_info=True)
+        return None
+    if not todo or not _slots.acquire(blocking=False):
         return None
     run = threading.current_thread()  # Streamlit's thread of this run: it ends with the run
     try:

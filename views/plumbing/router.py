@@ -164,7 +164,7 @@ def _page(ctx: Context, frame: Frame) -> None:
     following = VIEWS[VIEWS.index(view) + 1] if view in VIEWS[:-1] else None
     if last not in (None, view) and hasattr(PAGES.get(following), "ahead") and not ctx.present and not (
             ss["compare"] != "off" and following in COMPARE_VIEWS):
-        ahead.after(PAGES[following].ahead(ctx))
+        ahead.after(lambda: PAGES[following].ahead(ctx))
 
 
 def end(warm) -> None:
