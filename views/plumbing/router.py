@@ -157,9 +157,9 @@ def _page(ctx: Context, frame: Frame) -> None:
     draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
                 f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}", slots)
     # After a switch (not a session's first run, nor a sentence, layer or head change), the next page's first visit
-    # is made ahead where it has one to make, unless that page will draw two sides. Only the very next page: work
-    # started here competes for the server's interpreter with this page's last messages, so a page pays for it only
-    # where the student is likely to go next.
+    # is made ahead where it has one to make, unless that page will draw two sides. Only the very next page: the work
+    # costs the server whether or not the student goes there, and started further up the list it slowed the page
+    # that started it (docs/performance.md).
     last, ss[LAST_VIEW] = ss.get(LAST_VIEW), view
     following = VIEWS[VIEWS.index(view) + 1] if view in VIEWS[:-1] else None
     if last not in (None, view) and hasattr(PAGES.get(following), "ahead") and not ctx.present and not (
