@@ -154,7 +154,7 @@ def _source_share(ctx: Context, steps: list, step_no: int) -> None:
 def _candidates_part(ctx: Context, step, step_no: int, read: str, present: bool) -> None:
     """The step's candidates chart, what was chosen and the buttons that choose another."""
     labels, probs, chosen_idx = step.candidates()
-    chart(st, _candidates_chart(step, step_no, present),
+    chart(st, _candidates_chart(labels, probs, chosen_idx, step_no, present),
           width="stretch", config=fig_config(ctx, f"decoding_step{step_no}_candidates"), key="cands")
     if ctx.present:
         st.markdown(read)
@@ -196,7 +196,8 @@ def ahead(ctx: Context) -> list:
     step_no = _step_no(ss.get("dec_step"), len(steps))
     layer, head = _dec_layer_head(ctx.cfg, ss.get("dec_layer"), ss.get("dec_head"))
     step = steps[step_no - 1]
-    return [lambda: _candidates_chart(step, step_no, False), lambda: _cross_chart(ctx, step, step_no, layer, head),
+    return [lambda: _candidates_chart(*step.candidates(), step_no, False),
+            lambda: _cross_chart(ctx, step, step_no, layer, head),
             lambda: _source_share_chart(ctx, steps, step_no), lambda: _attribution_chart(ctx, steps, step_no)]
 
 
@@ -216,8 +217,8 @@ def _cross_figure(ctx: Context, step, step_no: int, layer: int, head: int, key: 
           config=fig_config(ctx, f"decoding_step{step_no}_cross_L{layer}_{_head_words(head)}"), key=key)
 
 
-def _candidates_chart(step, step_no: int, present: bool):
-    labels, probs, chosen_idx = step.candidates()
+def _candidates_chart(labels, probs, chosen_idx: int, step_no: int, present: bool):
+    """The step's candidates (``step.candidates()``) as a figure."""
     title = "next-token candidates" if present else f"step {step_no}: next-token candidates"  # the slider says it
     return cached(candidates_figure, labels, probs, chosen_idx, title=title)
 
