@@ -41,16 +41,15 @@ from views.plumbing.state import (
     PARAMS,
     ROLE_SWAP,
     Context,
+    ModelKey,
     checkpoint_choices,
     checkpoint_label,
     config_languages,
     init_state,
-    is_twin,
     language_codes,
     languages_of,
     load_model,
     model_facts,
-    pair_key,
     trace_json,
     trace_sentence,
     traced_decoding,
@@ -102,7 +101,7 @@ def _language(code: str) -> str:
 def _choose_languages(codes: list[str]) -> None:
     """A many-to-many model's pair, chosen before this run's key is made from it (so a session's first run and the
     next name the same model): a link's unknown code, none, or a model switched: the model's own choice."""
-    mine = config_languages(ss["ckpt"]) or (codes[0], codes[-1])
+    mine = config_languages(ModelKey.parse(ss["ckpt"])) or (codes[0], codes[-1])
     for side, default in zip(("src_lang", "tgt_lang"), mine):
         if ss[side] not in codes:
             ss[side] = default
@@ -132,10 +131,11 @@ def _use_example() -> None:
 
 # The sidebar names the languages of the model that is open, read from its config: on a session's first run it
 # goes out before torch is imported and the model loaded, and the browser draws it meanwhile.
-codes = language_codes(ss["ckpt"])  # a many-to-many model's (NLLB, M2M100, mBART-50), else none
+codes = language_codes(ModelKey.parse(ss["ckpt"]))  # a many-to-many model's (NLLB, M2M100, mBART-50), else none
 if codes:
     _choose_languages(codes)
-key = pair_key(ss["ckpt"], ss["src_lang"], ss["tgt_lang"]) if codes else ss["ckpt"]
+key = ModelKey.parse(ss["ckpt"])
+key = key.with_pair(ss["src_lang"], ss["tgt_lang"]) if codes else key
 langs = languages_of(key)
 with st.sidebar:
     st.title("Attention Atlas")
@@ -243,14 +243,14 @@ with st.sidebar:
                        # runs on click, in another thread: bind the values now, not the session state
                        lambda key=key, n=ss["max_len"], how=shows if mode == "beam" else "":
                        trace_json(key, text, n, forced, how),
-                       file_name=file_stem(key, text, shows) + ".json", mime="application/json",
+                       file_name=file_stem(str(key), text, shows) + ".json", mime="application/json",
                        on_click="ignore", key="download_trace",
                        help="What every figure shows: tokens, ids, all attention as [layer][head][query][key], "
                             "every step's candidates. Same schema as `python -m model.export` (docs/formats.md).")
     st.download_button("Download a lesson file (HTML)",
                        lambda key=key, n=ss["max_len"], how=shows if mode == "beam" else "":
                        lesson_html(key, text, n, forced, how),
-                       file_name=file_stem(key, text, shows) + ".html", mime="text/html",
+                       file_name=file_stem(str(key), text, shows) + ".html", mime="text/html",
                        on_click="ignore", key="download_lesson",
                        help="One HTML page with this sentence's figures: every attention kind × layer × head, the "
                             "decoding steps, the embeddings and the positional encoding. It opens in any browser "
@@ -279,7 +279,7 @@ if wrong_language(key, text):
     notes.append(("info", f"To this model's vocabularies the text reads as {langs['tgt_name']} rather than "
                           f"{langs['src_name']}. It translates {langs['src_name']} into {langs['tgt_name']}: type a "
                           f"{langs['src_name']} sentence."))
-if is_twin(key) and result.trace is not None:
+if key.twin and result.trace is not None:
     notes.append(("info", md_escape(untrained_summary(result.trace.log_probs, [s.chosen_prob for s in result.steps],
                                                       result.finished))))
 header = Header(src_tag=f"{'A · ' if comparing else ''}{langs['src']}", tgt_tag=langs["tgt"],

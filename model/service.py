@@ -10,7 +10,7 @@ io.export, training.data, training.film_file): the door passes on no name of tho
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +30,7 @@ from model.io import export as _export
 from model.io import lesson as _lesson
 from model.records import Attribution, Contrast, Knockout, LogitLens, ModelConfig, Patching, SentenceTrace, Translation
 from model.training import toy as _toy
+from model.training.data import read_split
 
 OffHeads = tuple  # ((kind, 0-based layer, 0-based head), ...) of heads switched off
 
@@ -69,19 +70,21 @@ def untrained_twin(model: Model, seed: int = 0) -> Model:
 
 # ----------------------------------------------------------------------------- one sentence
 
-def trace(model: Model, text: str, max_len: int | None = None, prefix: list[str] | None = None) -> Translation:
-    """Greedy decoding (after a forced prefix, if given) with every step and the full trace, as NumPy."""
-    return model._translator.trace(text, max_len=max_len, prefix=prefix)
+def trace(model: Model, text: str, max_len: int | None = 0, prefix: Sequence[str] | None = ()) -> Translation:
+    """Greedy decoding (after a forced prefix, if given) with every step and the full trace, as NumPy; `max_len`
+    steps at most (0 or None: the automatic limit). A prefix ending in the end token is a whole output (a beam
+    hypothesis traced along its tokens)."""
+    return model._translator.trace(text, max_len=max_len or None, prefix=list(prefix or ()) or None)
 
 
-def translate(model: Model, text: str, beam: int = 1, max_len: int | None = None,
+def translate(model: Model, text: str, beam: int = 1, max_len: int | None = 0,
               off_heads: OffHeads | None = None) -> Translation:
     """Greedy (beam 1) or beam search, untraced; `off_heads` switches heads off."""
-    return model._translator.translate(text, beam=beam, max_len=max_len, off_heads=off_heads)
+    return model._translator.translate(text, beam=beam, max_len=max_len or None, off_heads=off_heads or None)
 
 
 def translate_batch(model: Model, texts: list[str], off_heads: OffHeads | None = None) -> list[str]:
-    return model._translator.translate_batch(texts, off_heads=off_heads)
+    return model._translator.translate_batch(texts, off_heads=off_heads or None)
 
 
 def score(model: Model, text: str, tgt_tokens: list[str], off_heads: OffHeads | None = None) -> float:
@@ -160,6 +163,20 @@ def facts(model: Model) -> dict:
 
 
 # ----------------------------------------------------------------------------- what-if experiments
+
+def ablation(model: Model, text: str, tgt_tokens: list[str], off_heads: OffHeads, max_len: int | None = 0
+             ) -> tuple[str, float, float]:
+    """(greedy translation with the heads off, log p of tgt_tokens with every head, and with the heads off)."""
+    new = translate(model, text, max_len=max_len, off_heads=off_heads)
+    return new.text, score(model, text, tgt_tokens), score(model, text, tgt_tokens, off_heads)
+
+
+def val_translations(model: Model, folder: str, off_heads: OffHeads, n: int) -> tuple[list[str], list[str]]:
+    """(greedy translations of the first n sentences of the validation split in `folder` (a --data-dir) with the
+    heads off, their references)."""
+    src, ref = read_split(folder, "val")
+    return translate_batch(model, src[:n], off_heads), ref[:n]
+
 
 def knockout(model: Model, text: str, tgt_tokens: list[str]) -> Knockout:
     """Each head alone switched off, teacher-forced on tgt_tokens: the change of every token's log-probability."""

@@ -47,7 +47,8 @@ def toy_key():
     from model.training import toy
     from views.plumbing import state
 
-    return state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
+    key = state.keep_toy("copy", service.Model(toy.ToyTranslator(toy.EncoderDecoder(toy.toy_config()), "copy")))
+    return str(key)  # as a link names it
 
 
 @pytest.fixture(scope="module")

@@ -101,14 +101,14 @@ def test_the_sidebar_takes_the_languages_the_loaded_model_gives(marian_root):
     at = run_app(view="Overview", text=TEXT)
     assert not at.exception, at.exception
     assert next(t for t in at.text_area if t.key == "text").label == "French sentence"
-    for key in ("tiny-marian", "tiny-marian:untrained"):
+    for key in map(state.ModelKey.parse, ("tiny-marian", "tiny-marian:untrained")):
         assert state.languages_of(key) == state.model_facts(key)["langs"]
     broken = marian_root / "broken-config"
     broken.mkdir()
     try:
         (broken / "config.json").write_text("{not json", encoding="utf-8")
-        assert state.languages_of("broken-config") == state.NO_LANGUAGES
-        assert state.languages_of("not-offered") == state.NO_LANGUAGES
+        assert state.languages_of(state.ModelKey("broken-config")) == state.NO_LANGUAGES
+        assert state.languages_of(state.ModelKey("not-offered")) == state.NO_LANGUAGES
     finally:
         (broken / "config.json").unlink()
         broken.rmdir()

@@ -153,7 +153,7 @@ def test_the_quiz_holds_on_an_untrained_twin_and_a_toy(checkpoints, demo_transla
     from views.plumbing import state
 
     key, text = ("demo:untrained", SENTENCE) if which == "twin" else (toy_key, "3 1 4 1 5")
-    model, error = state.load_model(key)
+    model, error = state.load_model(state.ModelKey.parse(key))
     assert error is None
     steps = service.trace(model, text).steps
     n = min(2, len(steps))  # a random toy may stop after one step

@@ -90,9 +90,9 @@ def test_a_toy_task_trained_live_opens_in_the_decoding_view(root):
     key = at.session_state["ckpt"]
     assert key.startswith("toy:reverse:") and at.session_state["view"] == "Decoding"
     from model import service
-    from views.plumbing.state import load_model
+    from views.plumbing.state import ModelKey, load_model
 
-    toy, _ = load_model(key)
+    toy, _ = load_model(ModelKey.parse(key))
     expected = service.translate(toy, "3 1 4 1 5 9 2 6").text
     assert expected in visible_text(at).replace("\\", "")  # the header shows this model's own translation
     # Another session does not have it unless it has the link; a link to a toy the server no longer has says so.

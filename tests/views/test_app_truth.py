@@ -296,14 +296,15 @@ def test_training_header_promises_a_film_only_where_there_is_one(checkpoints, ck
 
 def test_training_header_names_the_film_of_a_model_that_has_one(monkeypatch):
     from views.pages import training
+    from views.plumbing.state import ModelKey
 
     root = Path(__file__).resolve().parents[2] / "checkpoints"
     monkeypatch.setenv("ATLAS_CHECKPOINT_DIR", str(root))
     assert (root / "multi30k-de-en" / "film.json").is_file()
     assert not (root / "multi30k-de-en-words" / "film.json").exists()
-    assert training.below("multi30k-de-en").startswith("The film below is teacher-forced")
+    assert training.below(ModelKey("multi30k-de-en")).startswith("The film below is teacher-forced")
     for key in ("multi30k-de-en:untrained", "multi30k-de-en-words", "toy:copy:0000"):
-        assert training.below(key).startswith("This model has no training film"), key
+        assert training.below(ModelKey.parse(key)).startswith("This model has no training film"), key
 
 
 def test_a_toy_on_the_masks_page_is_batched_with_digits_and_measured_against_its_task(toy_key):

@@ -28,14 +28,21 @@ def server(folder, monkeypatch):
     return folder
 
 
-def test_pair_keys_round_trip():
-    from views.plumbing.languages import language_labels, language_name, split_pair
+def test_model_keys_round_trip():
+    from views.plumbing.languages import ModelKey, language_labels, language_name
 
-    assert split_pair("nllb@deu_Latn>eng_Latn:untrained") == ("nllb:untrained", ("deu_Latn", "eng_Latn"))
-    assert split_pair("multi30k-de-en") == ("multi30k-de-en", None)
-    assert split_pair("toy:copy:ab12") == ("toy:copy:ab12", None)
+    twin = ModelKey.parse("nllb@deu_Latn>eng_Latn:untrained")
+    assert twin == ModelKey("nllb", twin=True, pair=("deu_Latn", "eng_Latn"))
+    assert twin.base == ModelKey("nllb", twin=True) and twin.other_twin().twin is False
+    assert ModelKey.parse("multi30k-de-en") == ModelKey("multi30k-de-en")
+    toy = ModelKey.parse("toy:copy:ab12")
+    assert toy == ModelKey("copy", run="ab12") and toy.toy and toy.other_twin() == toy
+    assert toy.with_pair("de", "en") == toy and ModelKey("m").with_pair("de", None) == ModelKey("m")
+    for text in ("nllb@deu_Latn>eng_Latn:untrained", "multi30k-de-en", "m:untrained", "toy:copy:ab12", "a@b>c"):
+        assert str(ModelKey.parse(text)) == text
+    assert len({ModelKey.parse("m"), ModelKey("m"), ModelKey("m", twin=True)}) == 2  # hashable: caches key by it
     assert [language_name(c) for c in ("de", "de_DE", "deu_Latn", "xx_Yyyy")] == ["German"] * 3 + ["xx_Yyyy"]
-    assert language_labels("m", "deu_Latn", "en_XX")["src"] == "DEU"
+    assert language_labels(ModelKey("m"), "deu_Latn", "en_XX")["src"] == "DEU"
 
 
 def test_the_sidebar_offers_the_models_languages_and_the_url_keeps_the_pair(server):
@@ -60,7 +67,7 @@ def test_the_pair_is_what_the_model_reads_and_writes(server):
     """The trace the pages draw starts from the chosen languages' tokens: the page's model is the pair's."""
     from views.plumbing import state
 
-    key = state.pair_key("nllb", "fra_Latn", "spa_Latn")
+    key = state.ModelKey("nllb").with_pair("fra_Latn", "spa_Latn")
     model, error = state.load_model(key)
     assert error is None
     r = state.trace_sentence(key, "Der Hund läuft.", 0)

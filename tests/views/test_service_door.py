@@ -138,3 +138,37 @@ def test_the_kept_requests_are_named_as_the_table_says():
     for name, kept in state.KEPT.items():
         assert getattr(state, name).__name__ == name, f"state.{name} is not KEPT[{name!r}]'s function"
         assert kept.answer in dir(__import__("model.service", fromlist=["_"])), kept.answer
+
+
+def test_a_page_asks_with_the_answers_own_arguments_and_a_default_left_out_is_the_same_request(checkpoints):
+    """The kept functions take the model's key, then the model.service function's arguments in its order: a call
+    naming a default and one leaving it out are one request (one trace, not two), and a wrong argument fails."""
+    import inspect
+
+    import pytest
+
+    from model import service
+    from views.plumbing import state
+
+    key = state.ModelKey("demo")
+    first = state.trace_sentence(key, "Ein Hund läuft.", 0)
+    assert state.trace_sentence(key, "Ein Hund läuft.", 0, ()) is first
+    assert state.trace_sentence(key, text="Ein Hund läuft.", max_len=0) is first
+    assert state.trace_sentence(key, "Ein Hund läuft.", 0, tuple(first.raw_tokens[:1])) is not first
+    with pytest.raises(TypeError):
+        state.trace_sentence(key, "Ein Hund läuft.", 0, (), "one too many")
+    lens = state.logit_lens(key, "Ein Hund läuft.", tuple(first.raw_tokens), 0)
+    assert state.logit_lens(key, "Ein Hund läuft.", tuple(first.raw_tokens), 0, 5) is lens
+    assert list(inspect.signature(service.logit_lens).parameters)[:5] == ["model", "text", "tgt_tokens", "step", "k"]
+
+
+def test_the_model_is_asked_through_the_table_only():
+    """A page keeps no answer of the model in a cache of its own: a cached function outside state.py that loads a
+    model would be a second way to the model, keyed and bounded apart from KEPT."""
+    for path in PAGES:
+        if path.name == "state.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any("cache_" in ast.unparse(d) for d in node.decorator_list):
+                called = {ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
+                assert "load_model" not in called, f"{path.relative_to(ROOT)}: {node.name} keeps the model's answer"

@@ -6,31 +6,16 @@ import streamlit as st
 
 from model.analysis.links import METHODS as ALIGN_METHODS
 from model.analysis.links import aer, links, matrix, read_talp, word_matrix
-from model.service import align_sentence, annotated_pairs
 from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, sections, table
 from views.plumbing.figcache import cached
-from views.plumbing.state import Context, load_model
+from views.plumbing.state import Context, aligned_sentence, annotated_pairs
 from viz.alignment import alignment_figure
 
 REF_CHARS = 1000  # a reference translation, or its gold links
 PARTS = ["one pair", "the whole set", "your sentence"]
 NAMES = {"attention": "weights α", "value-norm": "value norms ‖α·f‖", "alti": "ALTI+"}
 MEASURES = {"attention": "weight", "value-norm": "value norm ‖α·f‖", "alti": "ALTI+ share"}
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _sentence(key: str, source: str, target: str):
-    """The sidebar's sentence and its translation, word by word, through model `key` (teacher-forced)."""
-    model, _ = load_model(key)
-    return align_sentence(model, source, target)
-
-
-@st.cache_resource(max_entries=4, show_spinner="Reading the 100 annotated pairs through the model…")
-def _annotated(key: str):
-    """The annotated pairs as model `key` reads them (one teacher-forced pass each, kept for every session)."""
-    model, _ = load_model(key)
-    return annotated_pairs(model)
 
 
 def _layer_options(n: int) -> list[str]:
@@ -83,7 +68,7 @@ def render(ctx: Context) -> None:
                    f"to {ctx.langs['tgt_name']}): `python -m model.align --src FILE --tgt FILE --gold FILE.talp` "
                    "scores it on pairs of its own.")
         return
-    data = _annotated(ctx.key)
+    data = annotated_pairs(ctx.key)
     found = [links(p, matrix(p, method, li, hi), shift) for p in data.pairs]
     whole = aer(found, data.sure, data.possible)
     if show("one pair"):
@@ -123,7 +108,7 @@ def _own(ctx: Context, method: str, li, hi, shift: bool) -> None:
                                    "j, counted from 1, words as the figure splits them")
     target = (ref or "").strip() or ctx.result.text
     try:
-        pair = _sentence(ctx.key, ctx.text, target)
+        pair = aligned_sentence(ctx.key, ctx.text, target)
     except ValueError as e:
         st.info(f"Nothing to align: {e}.")
         return

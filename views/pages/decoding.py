@@ -303,7 +303,7 @@ def _attribution_chart(ctx: Context, steps: list, step_no: int):
     """(the attribution of step `step_no`'s token, its methods, the figure): one row per method."""
     step = steps[step_no - 1]
     # Token step_no - 1 (0-based) is the one chosen at step step_no; the result holds that row only.
-    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), step_no - 1)
+    res = attribution(ctx.key, ctx.text, tuple(s.chosen_token for s in steps), (step_no - 1,))
     methods = [m for m in ATTRIBUTION_ROWS if m in res.matrices]
     shares = [res.matrices[m][0] for m in methods]
     total = carried_record(ctx).alti["total"][-1]  # (T, S + T) after the last decoder layer

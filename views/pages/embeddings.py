@@ -8,7 +8,7 @@ import streamlit as st
 from views.parts.counts import embedding_rows, without_specials
 from views.parts.widgets import chart, choices, csv_button, fig_config, sections, shows_caption, table
 from views.plumbing.figcache import cached
-from views.plumbing.state import Context, is_toy, is_twin, vocab_embeddings
+from views.plumbing.state import Context, ModelKey, vocab_embeddings
 from viz.embeddings import (
     NORM_NAMES,
     PCA_FIT_ROWS,
@@ -30,19 +30,20 @@ VOCAB_DOTS = 300
 PIECE_NAMES = {"sentencepiece": "SentencePiece", "moses_bpe": "byte-pair (Moses + BPE)"}  # the tokenizers of pieces
 
 
-def table_words(key: str) -> str:
+def table_words(key: ModelKey) -> str:
     """What the embedding table is, true of this model: the untrained twin's rows are random, not learned."""
-    return "randomly initialised (untrained)" if is_twin(key) else "learned"
+    return "randomly initialised (untrained)" if key.twin else "learned"
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _pca(key: str, side: str, specials: tuple[int, ...]) -> np.ndarray:
+def _pca(key: ModelKey, side: str, specials: tuple[int, ...]) -> np.ndarray:
     lut, _ = vocab_embeddings(key, side)
     return pca_2d(lut, exclude=specials)  # without the specials: <pad> is all zeros and would pull the map
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _vocab_index(key: str, side: str, specials: tuple[int, ...]) -> tuple[list[str], dict[int, int], dict[str, int]]:
+def _vocab_index(key: ModelKey, side: str,
+                 specials: tuple[int, ...]) -> tuple[list[str], dict[int, int], dict[str, int]]:
     """(the map's entries, vocabulary id -> map row, token -> vocabulary id): the same for every sentence, so
     built once per model and side rather than on every visit (three passes over a 58,000-entry vocabulary)."""
     _, itos = vocab_embeddings(key, side)
@@ -52,7 +53,7 @@ def _vocab_index(key: str, side: str, specials: tuple[int, ...]) -> tuple[list[s
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _neighbours(key: str, side: str, ids: tuple[int, ...], specials: tuple[int, ...]):
+def _neighbours(key: ModelKey, side: str, ids: tuple[int, ...], specials: tuple[int, ...]):
     """The nearest-neighbour table of this sentence's entries, kept per model, side and ids: going through the
     figure cache would hash the whole embedding matrix (8 MB for the shipped model) on every visit."""
     lut, itos = vocab_embeddings(key, side)
@@ -183,7 +184,7 @@ def _vocabulary(ctx: Context, side: str, tokens: list[str]) -> None:
     if not ctx.present:
         st.markdown("#### The whole vocabulary")
     fig, words, ids, specials = _vocab_map(ctx, side, tokens)
-    unit = "pieces" if ctx.cfg.tokenizer != "spacy" else "digits" if is_toy(ctx.key) else "words"
+    unit = "pieces" if ctx.cfg.tokenizer != "spacy" else "digits" if ctx.key.toy else "words"
     chart(st, fig, width="stretch", config=fig_config(ctx, f"embeddings_{side}_vocabulary-map"))
     n_dots = min(VOCAB_DOTS, len(words))
     order = {"words": "which are the most frequent in the training data (the vocabulary is built most frequent first; "

@@ -29,7 +29,7 @@ from views.parts.text import md_escape, md_table
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections
 from views.plumbing import jobs
 from views.plumbing.figcache import cached
-from views.plumbing.state import Context, is_toy, load_model, teacher_forced
+from views.plumbing.state import Context, load_model, teacher_forced
 from viz.attention import attention_figure
 from viz.heads import (
     GROUP_NAMES,
@@ -66,7 +66,7 @@ def render(ctx: Context) -> None:
                    "Clark et al. (2019) and Michel et al. (2019), computed for the model you have open by "
                    "`python -m model.analyze`. Choose a measure to colour the grid; the text in a cell is the head's "
                    "role.")
-    if is_toy(ctx.key):
+    if ctx.key.toy:
         st.info("Head reports are computed over Multi30k's validation split, which a toy model cannot read. "
                 "Choose a translation model in the sidebar.")
         return

@@ -132,7 +132,7 @@ def _padding_chart(demo: dict, layer: int, head: int, use_mask: bool, only: list
 def _causal_data(ctx: Context):
     """(what the decoder is teacher-forced on, the trace with the causal mask, the one without, the comparison)."""
     tokens, ended, reference = reference_tokens(ctx.key, ctx.text, tuple(ctx.result.raw_tokens), ctx.result.finished)
-    return (reference, *causal_experiment(ctx.key, ctx.text, tokens, reference, ended))
+    return (reference, *causal_experiment(ctx.key, ctx.text, tuple(tokens), reference, ended))
 
 
 def _causal_chart(on, off, layer: int, head: int, only: list[int] | None = None):

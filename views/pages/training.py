@@ -19,7 +19,7 @@ from views.parts.text import md_escape
 from views.parts.widgets import chart, choices, fig_config, kind_layer_head, sections, shown_heads
 from views.plumbing import jobs
 from views.plumbing.figcache import cached
-from views.plumbing.state import Context, checkpoint_dir, is_toy, is_twin, keep_toy, public_message, sync_url
+from views.plumbing.state import Context, ModelKey, keep_toy, public_message, sync_url
 from views.plumbing.urlstate import within
 from viz.attention import attention_figure, heads_figure
 from viz.layout import PAGE_WIDTH_PX
@@ -44,11 +44,9 @@ def render(ctx: Context) -> None:
 
 # ----------------------------------------------------------------------------- the film
 
-def film_folder(key: str) -> Path | None:
+def film_folder(key: ModelKey) -> Path | None:
     """The checkpoint folder whose film the page shows (None: the key has no folder of its own)."""
-    if is_toy(key) or is_twin(key):
-        return None
-    return checkpoint_dir() / key
+    return None if key.toy or key.twin else key.folder()
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the training film…")
@@ -57,7 +55,7 @@ def _load(folder: str, mtime_ns: int) -> film_file.Film:
     return film_file.load_film(folder)
 
 
-def below(key: str) -> str:
+def below(key: ModelKey) -> str:
     """What this page draws under the header, in words true of this model: a film only where it has one (the
     untrained twin, a toy and a checkpoint trained without one have none)."""
     folder = film_folder(key)
@@ -77,7 +75,7 @@ def _film(ctx: Context, part: str | None = None) -> None:
         st.markdown("#### The film of this model's training")
     folder = film_folder(ctx.key)
     if folder is None:
-        what = "was never trained" if is_twin(ctx.key) else "was trained live on this page, without a film"
+        what = "was never trained" if ctx.key.twin else "was trained live on this page, without a film"
         st.info(f"This model {what}, so it has no film. Choose a trained checkpoint in the sidebar.")
         return
     jpath = folder / film_file.JSON_NAME
@@ -294,7 +292,7 @@ def _show_done(ctx: Context, done: dict, box) -> None:
                args=(done["key"],))
 
 
-def _open_toy(key: str) -> None:
+def _open_toy(key: ModelKey) -> None:
     ss = st.session_state
-    ss["ckpt"], ss["text"], ss["view"] = key, service.TOY_EXAMPLE, "Decoding"
+    ss["ckpt"], ss["text"], ss["view"] = str(key), service.TOY_EXAMPLE, "Decoding"
     ss["prefix"], ss["dec_step"] = (), 1

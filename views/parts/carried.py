@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from model.service import source_share_marks
-from views.plumbing.state import Context, checkpoint_dir, contributions, is_twin
+from views.plumbing.state import Context, contributions
 
 MEASURES = {"weights": "weights α", "norms": "value norms ‖α·f‖", "alti": "ALTI+ (a layer's)"}
 EXPLAIN = {
@@ -57,7 +57,7 @@ def carried(ctx: Context, measure: str, kind: str, k_tokens: list[str]) -> tuple
 def low_share(ctx: Context, share: float) -> str:
     """A sentence flagging a source share low for this model (below the 5th percentile of its tokens on the annotated
     sentences), or what it is compared with; "" where the model has no calibration."""
-    marks = None if is_twin(ctx.key) else source_share_marks(checkpoint_dir() / ctx.key)
+    marks = None if ctx.key.twin or ctx.key.toy else source_share_marks(ctx.key.folder())
     if marks is None or "5" not in marks["percentiles"]:
         return ""
     low = float(marks["percentiles"]["5"])

@@ -10,7 +10,7 @@ from dataclasses import replace
 import streamlit as st
 
 from views.parts.text import md_escape
-from views.plumbing.state import COMPARE, Context, checkpoint_label, load_model, model_facts, traced_decoding
+from views.plumbing.state import COMPARE, Context, ModelKey, checkpoint_label, load_model, model_facts, traced_decoding
 
 LABEL_CHARS = 48  # a side's label above its figures; longer sentences are cut with "…"
 
@@ -23,7 +23,7 @@ def _short(text: str) -> str:
 def with_side_b(ctx: Context, ss) -> Context:
     """ctx with `other` (side B) and both labels set, or ctx unchanged after a message saying why not."""
     how = ss["compare"]
-    key_b = ss["ckpt2"] if how == "model" else ctx.key
+    key_b = ModelKey.parse(ss["ckpt2"]) if how == "model" else ctx.key
     text_b = (ss.get("text2") or "") if how == "sentence" else ctx.text
     model_b, error = load_model(key_b)
     if error:

@@ -1,8 +1,9 @@
 """The Heads page's report file: where it is looked for, how a page names it, and the job that computes it.
 
 A report lives beside the checkpoint, or in the cache folder (always for the untrained twin, whose weights are not
-that folder's). A page names it relative to the checkpoint folder or by the cache folder's setting, never by the
-server's absolute path. Without a report the page offers to compute one in a background job (views/plumbing/jobs.py).
+that folder's, and for a many-to-many model read between two languages, whose corpus reads otherwise). A page names
+it relative to the checkpoint folder or by the cache folder's setting, never by the server's absolute path. Without a
+report the page offers to compute one in a background job (views/plumbing/jobs.py).
 """
 from __future__ import annotations
 
@@ -16,20 +17,25 @@ from model.training.data import find_file, read_parallel
 from views.parts.text import md_escape
 from views.parts.widgets import table
 from views.plumbing import jobs
-from views.plumbing.state import TWIN, Context, checkpoint_dir, is_twin, load_model, public_message
+from views.plumbing.state import Context, ModelKey, checkpoint_dir, load_model, public_message
 
 
-def report_name(key: str) -> str:
-    """The cache folder's name of a checkpoint key (the untrained twin gets its own)."""
-    return key.removesuffix(TWIN) + ("-untrained" if is_twin(key) else "")
+def report_name(key: ModelKey) -> str:
+    """The cache folder's name of a model (the untrained twin and each language pair get their own)."""
+    pair = f"@{key.pair[0]}-{key.pair[1]}" if key.pair else ""
+    return key.name + pair + ("-untrained" if key.twin else "")
 
 
-def report_paths(key: str) -> list[Path]:
-    """Where a checkpoint's report is looked for, in order: beside the checkpoint (not for the twin, whose
-    weights are not in that folder), then the cache folder."""
-    folder = checkpoint_dir() / key.removesuffix(TWIN)
+def _own_folder(key: ModelKey) -> bool:
+    """Does the report belong beside the checkpoint? Its trained weights read as the checkpoint reads them."""
+    return not (key.twin or key.pair)
+
+
+def report_paths(key: ModelKey) -> list[Path]:
+    """Where a model's report is looked for, in order: beside the checkpoint (see _own_folder), then the cache
+    folder."""
     cached_path = service.report_cache_dir(report_name(key)) / service.REPORT_NAME
-    return [cached_path] if is_twin(key) else [folder / service.REPORT_NAME, cached_path]
+    return [key.folder() / service.REPORT_NAME, cached_path] if _own_folder(key) else [cached_path]
 
 
 def place(path: Path | str) -> str:
@@ -45,7 +51,7 @@ def _read(path: str, mtime_ns: int) -> dict:
     return service.load_report(path)
 
 
-def find_report(key: str) -> tuple[dict | None, Path | None, str | None]:
+def find_report(key: ModelKey) -> tuple[dict | None, Path | None, str | None]:
     """(report, its path, None), or (None, the path that failed, why), or (None, None, None) when there is none."""
     for path in report_paths(key):
         if path.is_file():
@@ -56,7 +62,7 @@ def find_report(key: str) -> tuple[dict | None, Path | None, str | None]:
     return None, None, None
 
 
-def job_name(key: str) -> str:
+def job_name(key: ModelKey) -> str:
     return f"head-report:{key}"
 
 
@@ -66,16 +72,17 @@ def no_report(ctx: Context, error: str | None) -> None:
         st.error(f"The head report could not be read. {md_escape(error)}")
     else:
         looked = ", ".join(f"`{place(p)}`" for p in report_paths(ctx.key))
-        trained = ctx.key.removesuffix(TWIN)
-        if is_twin(ctx.key):
+        trained = ctx.key.other_twin() if ctx.key.twin else ctx.key
+        if ctx.key.twin:
             st.info(f"There is no head report for the untrained twin yet (looked in {looked}). A report of the "
-                    f"trained model ({md_escape(trained)}) describes its learned weights, not these random ones: the "
-                    "twin gets its own, computed here over the validation split and kept in the cache folder. For "
-                    "a trained model, `python -m model.analyze --checkpoint FOLDER` computes one from a terminal.")
+                    f"trained model ({md_escape(str(trained))}) describes its learned weights, not these random "
+                    "ones: the twin gets its own, computed here over the validation split and kept in the cache "
+                    "folder. For a trained model, `python -m model.analyze --checkpoint FOLDER` computes one from a "
+                    "terminal.")
         else:
             st.info(f"There is no head report for this model yet (looked in {looked}). It is computed once per "
                     "model over the validation split and kept; from a terminal: `python -m model.analyze "
-                    f"--checkpoint {place(checkpoint_dir() / trained)}`.")
+                    f"--checkpoint {place(trained.folder())}`.")
     compute_button(ctx)
 
 
@@ -104,7 +111,7 @@ def compute_button(ctx: Context, again: bool = False) -> None:
         st.rerun()
 
 
-def _work(key: str, folder: str, full: bool):
+def _work(key: ModelKey, folder: str, full: bool):
     """The job: analyse the validation split and write the report where find_report looks for it."""
     def work(progress):
         model, error = load_model(key)
@@ -115,13 +122,13 @@ def _work(key: str, folder: str, full: bool):
         report = service.head_report(model, src, ref, ablation=full, pruning=full, progress=progress,
                                      name=report_name(key), src_path=str(src_path), ref_path=str(ref_path))
         target = report_paths(key)
-        if is_twin(key):
+        if not _own_folder(key):
             return str(service.write_report(report, target[0], checkpoint_dir()))
-        return str(service.write_report(report, None, checkpoint_dir() / key))
+        return str(service.write_report(report, None, key.folder()))
     return work
 
 
-def progress(key: str) -> None:
+def progress(key: ModelKey) -> None:
     """The running job's progress, refreshed every second; the page reloads when it is done."""
     @st.fragment(run_every=1.0)
     def poll() -> None:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from model import service
 from model.records import CheckpointError
-from views.plumbing.state import is_twin, load_model, trace_sentence
+from views.plumbing.state import ModelKey, load_model, trace_sentence
 from viz.lesson import lesson_html as _page
 
 
-def lesson_html(key: str, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
+def lesson_html(key: ModelKey, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
     """The lesson file of the decoding the figures show (the same trace as "Download this trace (JSON)").
 
     Runs when the button is clicked, in another thread than the page: it gets every value it needs as an argument
@@ -16,6 +16,6 @@ def lesson_html(key: str, text: str, max_len: int, prefix: tuple[str, ...], deco
     if model is None:
         raise CheckpointError(error)
     translation = trace_sentence(key, text, max_len, prefix)
-    lesson = service.lesson_data(model, [(translation, decoding or None)], key)
-    lesson["model"]["trained"] = not is_twin(key)  # the untrained twin's pages say so; so does its lesson
+    lesson = service.lesson_data(model, [(translation, decoding or None)], str(key))
+    lesson["model"]["trained"] = not key.twin  # the untrained twin's pages say so; so does its lesson
     return _page(lesson, "with the app's download button")

@@ -159,7 +159,7 @@ def file_name(ctx: Context, what: str) -> str:
     """A download's name without extension: model, sentence, decoding, then what it shows (view, kind, layer, head)."""
     from model.io.export import file_stem
 
-    return file_stem(ctx.key, ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
+    return file_stem(str(ctx.key), ctx.text, ctx.shows) + "_" + re.sub(r"[^\w-]+", "-", what).strip("-")
 
 
 def fig_config(ctx: Context, what: str) -> dict:

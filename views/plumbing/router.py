@@ -48,7 +48,7 @@ from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
 from views.parts.widgets import choosing_in
 from views.plumbing import ahead, warmup
-from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, checkpoint_label, sync_url
+from views.plumbing.state import COMPARE, COMPARE_VIEWS, VIEWS, Context, ModelKey, checkpoint_label, sync_url
 from viz.kinds import using_languages
 from viz.theme import DEFAULT_THEME, PHONE_PX, PHONE_THEME, Theme, presenter_theme, using_theme
 
@@ -90,7 +90,7 @@ def draw_views(slot) -> None:
     slot.radio("View", VIEWS, key="view", persist_state="session")
 
 
-def above(view: str, shows: str, key: str) -> str:
+def above(view: str, shows: str, key: ModelKey) -> str:
     """The header's caption on what the figures below show (`shows`: the decoding, in words; `key`: the model)."""
     if view == "Heads":
         return (f"**Above: {shows}. The figures below come from the head report: the corpus, teacher-forced on its "
@@ -146,7 +146,7 @@ def _page(ctx: Context, frame: Frame) -> None:
     if ss["compare"] != "off" and (view in COMPARE_VIEWS) != frame.comparing:
         st.rerun(scope="app")  # side by side starts or ends: the header and the trace differ
     draw_views(frame.views)
-    caption = above(view, ctx.shows, ss["ckpt"])
+    caption = above(view, ctx.shows, ctx.key)
     if ss["compare"] != "off" and not frame.comparing:
         st.caption(f"Side by side ({COMPARE[ss['compare']]}) is drawn on the {' and '.join(COMPARE_VIEWS)} pages.")
     ss["_quiz_secret"] = None  # presenter mode's quiz sets the step it asks about while drawing the page

@@ -8,6 +8,7 @@ arrays and strings from here; they never see a tensor or a module.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import secrets
@@ -18,8 +19,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from model import records
-from model.records import Attribution, CheckpointError, ModelConfig, Translation
-from model.training.data import read_split
+from model.records import CheckpointError, ModelConfig, Translation
 from views.plumbing import urlstate
 from viz.kinds import LANGUAGE_NAMES, kind_labels  # noqa: F401  (pages import kind_labels from here)
 
@@ -28,11 +28,10 @@ if TYPE_CHECKING:
 
 from views.plumbing.languages import (  # noqa: F401  (pages import them from here)
     NO_LANGUAGES,
+    ModelKey,
     config_languages,
     language_codes,
     language_labels,
-    pair_key,
-    split_pair,
 )
 from views.plumbing.paths import ROOT, checkpoint_dir, public_message  # noqa: F401  (pages import them from here)
 
@@ -51,8 +50,6 @@ def default_model() -> str:
     return os.environ.get("ATLAS_DEFAULT_MODEL", "multi30k-de-en")
 
 
-TWIN = ":untrained"  # suffix of a checkpoint key: same architecture, random weights
-
 EXAMPLES = records.APP_EXAMPLES  # from Multi30k's validation set; the trainer's film uses the same ones as probes
 
 VIEWS = list(records.VIEWS)
@@ -70,8 +67,7 @@ def _fixups(values: dict) -> None:
     if values["ckpt"] is None:
         values["ckpt"] = default_model()
     if values["ckpt2"] is None:  # side by side's default second model: the first one's untrained twin
-        values["ckpt2"] = values["ckpt"].removesuffix(TWIN) + TWIN if not values["ckpt"].endswith(TWIN) else \
-            values["ckpt"].removesuffix(TWIN)
+        values["ckpt2"] = str(ModelKey.parse(values["ckpt"]).other_twin())
 
 
 def init_state() -> bool:
@@ -96,31 +92,28 @@ def _offered_folders() -> list[str]:
 
 
 def checkpoint_choices() -> list[str]:
-    """Checkpoint keys: every folder under checkpoints/, plus the untrained twin of the default."""
-    default = default_model()
-    return [default, default + TWIN] + [name for name in _offered_folders() if name != default]
+    """The sidebar's models, as the URL names them: every folder under checkpoints/, plus the default's untrained
+    twin."""
+    default = ModelKey(default_model())
+    return [str(default), str(default.other_twin())] + [name for name in _offered_folders() if name != default.name]
 
 
-def offered(key: str) -> bool:
+def offered(key: ModelKey) -> bool:
     """Does the server offer this model? Its folders and their untrained twins (toys are checked on loading), read
     between any two of its languages."""
-    name = split_pair(key)[0].removesuffix(TWIN)
-    return name in _offered_folders() or (name == default_model() and "/" not in name and name not in ("", ".", ".."))
+    name = key.name
+    return not key.toy and (name in _offered_folders() or (
+        name == default_model() and "/" not in name and name not in ("", ".", "..")))
 
 
-TOY = "toy:"  # prefix of a toy model trained live on the Training page: toy:<task>:<run id>
 MAX_TOYS = 32  # toy models kept by the server (about 0.4 MB each), oldest dropped first
-_toys: dict[str, service.Model] = {}
+_toys: dict[ModelKey, service.Model] = {}
 _toys_lock = threading.Lock()
 
 
-def is_toy(key: str) -> bool:
-    return key.startswith(TOY)
-
-
-def keep_toy(task: str, model: service.Model) -> str:
-    """Keep a toy model trained live (in this server process only) and return its checkpoint key."""
-    key = f"{TOY}{task}:{secrets.token_hex(4)}"
+def keep_toy(task: str, model: service.Model) -> ModelKey:
+    """Keep a toy model trained live (in this server process only) and return its key."""
+    key = ModelKey(task, run=secrets.token_hex(4))
     with _toys_lock:
         _toys[key] = model
         while len(_toys) > MAX_TOYS:
@@ -128,17 +121,14 @@ def keep_toy(task: str, model: service.Model) -> str:
     return key
 
 
-def checkpoint_label(key: str) -> str:
-    """Short enough for the sidebar's select box; the help text says the rest."""
-    if is_toy(key):
-        return f"toy: {key.split(':')[1]} (trained live)"
-    if key.endswith(TWIN):
-        return f"{key[: -len(TWIN)]} (untrained)"
-    return f"{key} (trained)" if key == default_model() else key
-
-
-def is_twin(key: str) -> bool:
-    return key.endswith(TWIN)
+def checkpoint_label(key: ModelKey | str) -> str:
+    """Short enough for the sidebar's select box (which holds the URL's text); the help text says the rest."""
+    key = ModelKey.parse(key) if isinstance(key, str) else key
+    if key.toy:
+        return f"toy: {key.name} (trained live)"
+    if key.twin:
+        return f"{key.other_twin()} (untrained)"
+    return f"{key} (trained)" if key == ModelKey(default_model()) else str(key)
 
 
 @st.cache_resource(show_spinner="Loading the model…")
@@ -152,7 +142,7 @@ def _twin(folder: str) -> service.Model:
 
 
 @st.cache_resource(show_spinner=False)
-def _paired(key: str, src: str, tgt: str) -> service.Model:
+def _paired(key: ModelKey, src: str, tgt: str) -> service.Model:
     """A many-to-many model read between src and tgt: a view of the loaded model, no copy of its weights."""
     model, error = load_model(key)
     if model is None:
@@ -160,32 +150,30 @@ def _paired(key: str, src: str, tgt: str) -> service.Model:
     return _service().with_languages(model, src, tgt)
 
 
-def load_model(key: str) -> tuple[service.Model | None, str | None]:
+def load_model(key: ModelKey) -> tuple[service.Model | None, str | None]:
     """(model, None) or (None, a message saying what is wrong and how to fix it)."""
-    base, pair = split_pair(key)
-    if pair is not None:
+    if key.pair is not None:
         try:
-            return _paired(base, *pair), None
+            return _paired(key.base, *key.pair), None
         except CheckpointError as e:
             return None, str(e)
         except ValueError:
-            return None, (f"The model {base.removesuffix(TWIN)} has no language {pair[0]!r} or {pair[1]!r}: choose "
+            return None, (f"The model {key.name} has no language {key.pair[0]!r} or {key.pair[1]!r}: choose "
                           "its languages in the sidebar.")
-    if is_toy(key):
+    if key.toy:
         with _toys_lock:
             toy = _toys.get(key)
         return (toy, None) if toy is not None else (None, (
             f"The toy model {key} is not on this server any more: toy models trained live are kept only while "
             "the server runs (and the last 32 of them). Train it again on the Training page."))
     if not offered(key):
-        asked = f"“{key}”" if re.fullmatch(r"[\w-][\w.-]*(:untrained)?", key) else "the link names"
+        asked = f"“{key}”" if re.fullmatch(r"[\w-][\w.-]*", key.name) else "the link names"
         return None, (f"This server does not offer the model {asked}. A link may name only a model in the "
                       "sidebar's Model list (the folders of the server's checkpoint folder, their untrained twins, "
                       "and toy models trained on the Training page). Choose one there.")
-    name = key[: -len(TWIN)] if key.endswith(TWIN) else key
-    folder = checkpoint_dir() / name
+    folder = key.folder()
     try:
-        return (_twin(str(folder)) if key.endswith(TWIN) else _load(str(folder))), None
+        return (_twin(str(folder)) if key.twin else _load(str(folder))), None
     except CheckpointError as e:
         return None, public_message(str(e))
     except Exception as e:  # anything else still must not reach the user as a trace
@@ -193,102 +181,98 @@ def load_model(key: str) -> tuple[service.Model | None, str | None]:
                                     "Choose another checkpoint.")
 
 
-def _model(key: str) -> service.Model:
+def _model(key: ModelKey) -> service.Model:
     model, error = load_model(key)
     if model is None:
         raise CheckpointError(error)
     return model
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)  # ~0.6 MB each with the shipped model
-def trace_sentence(key: str, text: str, max_len: int, prefix: tuple[str, ...] = ()) -> Translation:
-    """Greedy decoding with the full trace, as NumPy (cached per checkpoint, sentence and prefix).
-
-    A prefix ending in <eos> is a whole output (a beam hypothesis traced along its tokens).
-    """
-    return _service().trace(_model(key), text, max_len=max_len or None, prefix=list(prefix) or None)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def trace_json(key: str, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
-    """The trace the figures show, in `python -m model.export`'s JSON schema."""
-    return _service().trace_json(_model(key), trace_sentence(key, text, max_len, prefix), key, decoding or None)
-
-
 # The requests a page makes that the server keeps, one line each: the name pages call, the model.service function
-# that answers (the model first, then the page's arguments in the page's order; tuples, which a cache can hash, are
-# handed on as lists), how many answers are kept, and whether every session shares one answer (st.cache_resource:
-# records pages only read) or gets a copy (st.cache_data: small values).
+# that answers, how many answers are kept, and whether every session shares one answer (st.cache_resource: records
+# pages only read) or gets a copy (st.cache_data: small values), and what the page says while it waits (False:
+# nothing, the page's own placeholder shows). A page calls `name(key, ...)` with the answer's own
+# arguments after its model, in its order (tuples, which a cache can hash, are handed on as lists); a call that
+# leaves an argument to its default is kept as the call that names it.
 @dataclass(frozen=True)
 class Kept:
     answer: str  # the model.service function
     entries: int
     shared: bool = True
-    doc: str = ""
+    spinner: str | bool = False
 
 
 KEPT = {
-    "wrong_language": Kept("looks_like_target_language", 128, shared=False,
-                           doc="Does the text look like the model's target language (a hint for a user who typed it)?"),
-    "teacher_forced": Kept("teacher_forced", 64, doc="SentenceTrace of a teacher-forced pass over <bos> + tgt_tokens "
-                                                     "(key, text, tgt_tokens, causal: the causal mask on or off)."),
-    # The what-if lab (the What if page, the Decoding page's lens and contrast): teacher-forced on the given tokens.
-    "knockout": Kept("knockout", 32, doc="Each head alone switched off: the change of every token's log-probability "
-                                         "(key, text, tgt_tokens)."),
-    "patching": Kept("patching", 32, doc="Activation patching clean -> corrupted, the same number of source tokens "
-                                         "(key, clean, corrupt, tgt_tokens)."),
-    "logit_lens": Kept("logit_lens", 64, doc="Each decoder layer's output through the final norm and the generator "
-                                             "(key, text, tgt_tokens, 0-based step, k)."),
-    "contributions": Kept("contributions", 32, doc="Value norms and ALTI+ teacher-forced on the decoding's own tokens, "
-                                                   "its end token included (key, text, tgt_tokens)."),
-    "contrast": Kept("contrast", 64, doc="Why target and not foil: source attribution of the difference, and head "
-                                         "knockout (key, text, tgt_tokens, 0-based step, target, foil)."),
-    "causal_experiment": Kept("causal_experiment", 64, doc="(trace with the causal mask, trace without it, the "
-                                                           "comparison) (key, text, tokens, reference, ended)."),
-    "vocab_embeddings": Kept("embedding_matrix", 8, doc="(V, d) learned embedding matrix of 'src' or 'tgt', and its "
-                                                        "tokens (key, side)."),
+    # a sentence: greedy decoding (after a forced prefix) with the full trace, as NumPy (~0.6 MB with the shipped
+    # model); beam search's output, untraced; the model's plain facts
+    "trace_sentence": Kept("trace", 64),
+    "beam_translation": Kept("translate", 128),
+    "facts": Kept("facts", 8),
+    "wrong_language": Kept("looks_like_target_language", 128, shared=False),
+    # teacher-forced passes over the decoding's own tokens (or a reference): one attribution row per step shown (a
+    # row costs the gradient methods a batch row of its own), the Masks page's causal experiment and its reference
+    "teacher_forced": Kept("teacher_forced", 64),
+    "attribution": Kept("attribution", 64),
+    "reference_tokens": Kept("causal_reference", 64),
+    "causal_experiment": Kept("causal_experiment", 64),
+    "vocab_embeddings": Kept("embedding_matrix", 8),
+    # the what-if lab (the What if page, the Decoding page's lens and contrast, the Attention page's knockout)
+    "knockout": Kept("knockout", 32),
+    "patching": Kept("patching", 32),
+    "logit_lens": Kept("logit_lens", 64),
+    "contributions": Kept("contributions", 32),
+    "contrast": Kept("contrast", 64),
+    "ablated": Kept("ablation", 64, shared=False),
+    "val_translations": Kept("val_translations", 32, shared=False),
+    # word alignment: the sidebar's sentence and a translation word by word, and the 100 annotated pairs
+    "aligned_sentence": Kept("align_sentence", 32),
+    "annotated_pairs": Kept("annotated_pairs", 4, spinner="Reading the 100 annotated pairs through the model…"),
 }
 
 
 def _kept(name: str, kept: Kept):
-    """The cached function pages call as `name` (see KEPT)."""
-    def ask(key: str, *args):
+    """The function pages call as `name` (see KEPT), with the answer's signature and words."""
+    def ask(key: ModelKey, *args):
         return getattr(_service(), kept.answer)(_model(key), *(list(a) if isinstance(a, tuple) else a for a in args))
 
     # Streamlit keys a function's cache on its module, qualified name and source: one name per request, one cache
     ask.__name__ = ask.__qualname__ = name
-    ask.__doc__ = kept.doc
-    cache = st.cache_resource if kept.shared else st.cache_data
-    return cache(max_entries=kept.entries, show_spinner=False)(ask)
+    cached = (st.cache_resource if kept.shared else st.cache_data)(max_entries=kept.entries,
+                                                                     show_spinner=kept.spinner)(ask)
+    signature = None  # the answer's, read on the first call (the service is imported then, not before)
+
+    def call(key: ModelKey, *args, **kwargs):
+        nonlocal signature
+        signature = signature or inspect.signature(getattr(_service(), kept.answer))
+        bound = signature.bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        return cached(key, *list(bound.arguments.values())[1:])
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"model.service.{kept.answer} of `key`'s model, kept ({kept.entries} answers, "  \
+                   f"{'shared by every session' if kept.shared else 'a copy per run'})."
+    call.clear = cached.clear
+    return call
 
 
-(wrong_language, teacher_forced, knockout, patching, logit_lens, contributions, contrast, causal_experiment,
- vocab_embeddings) = (_kept(name, kept) for name, kept in KEPT.items())  # KEPT's names, in its order (a test checks)
+(trace_sentence, beam_translation, facts, wrong_language, teacher_forced, attribution, reference_tokens,
+ causal_experiment, vocab_embeddings, knockout, patching, logit_lens, contributions, contrast, ablated,
+ val_translations, aligned_sentence, annotated_pairs) = (
+    _kept(name, kept) for name, kept in KEPT.items())  # KEPT's names, in its order (a test checks)
 
 
-@st.cache_resource(max_entries=128, show_spinner=False)
-def beam_translation(key: str, text: str, beam: int, max_len: int) -> Translation:
-    return _service().translate(_model(key), text, beam=beam, max_len=max_len or None)
+# Two answers are made from a kept trace: the export's JSON of the trace the figures show, and the sentence padded
+# in a batch beside its greedy decoding alone (kept, so usually no search at all).
+@st.cache_data(max_entries=32, show_spinner=False)
+def trace_json(key: ModelKey, text: str, max_len: int, prefix: tuple[str, ...], decoding: str) -> str:
+    """The trace the figures show, in `python -m model.export`'s JSON schema."""
+    return _service().trace_json(_model(key), trace_sentence(key, text, max_len, prefix), str(key), decoding or None)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def attribution(key: str, text: str, tgt_tokens: tuple[str, ...], row: int) -> Attribution:
-    """The attribution of token `row` (0-based) of a decoding to the source (columns), NumPy only.
-
-    Teacher-forced along the decoding's own tokens: the decoder reads exactly the prefixes it read while
-    decoding, so it explains the choice made at step row + 1. One token, not the whole decoding: the page shows
-    one step, and each explained token costs the gradient methods a batch row of its own (the whole matrix
-    was most of a first visit's server CPU)."""
-    return _service().attribution(_model(key), text, list(tgt_tokens), rows=[row])
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def padded_batch(key: str, text: str, use_mask: bool, max_len: int = 0) -> dict:
+def padded_batch(key: ModelKey, text: str, use_mask: bool, max_len: int = 0) -> dict:
     """The sentence padded in a batch with a longer partner (the model picks it), both searched with the session's
-    length limit `max_len` (0: automatic).
-
-    Its greedy translation alone is the header's (`trace_sentence` with the same limit: kept, so usually no
-    search at all); a decoding the translator does not accept as that is redone there."""
+    length limit `max_len` (0: automatic); a decoding the translator does not accept as the one alone is redone."""
     model, alone = _model(key), trace_sentence(key, text, max_len)
     try:
         return _service().padded_batch(model, text, use_mask, alone, max_len or None)
@@ -296,45 +280,21 @@ def padded_batch(key: str, text: str, use_mask: bool, max_len: int = 0) -> dict:
         return _service().padded_batch(model, text, use_mask, max_len=max_len or None)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def reference_tokens(key: str, text: str, fallback: tuple[str, ...],
-                     finished: bool = True) -> tuple[tuple[str, ...], bool, str]:
-    """(tokens to teacher-force, whether they ended at <eos>, what they are): see service.causal_reference;
-    `fallback` is the model's own output, `finished` whether it ended at <eos>."""
-    tokens, ended, what = _service().causal_reference(_model(key), text, list(fallback), finished)
-    return tuple(tokens), ended, what
-
-
-def languages_of(key: str) -> dict:
+def languages_of(key: ModelKey) -> dict:
     """language_labels of `key`'s model (its language pair, else its config's), read without loading the model (a
     session's first run draws the sidebar before torch is imported); NO_LANGUAGES where the folder or its config
     cannot be read. The same labels as model_facts(key)["langs"]."""
-    if is_toy(key):
+    if key.toy:
         return language_labels(key, "", "")
     langs = config_languages(key) if offered(key) else None
     return NO_LANGUAGES if langs is None else language_labels(key, *langs)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)  # shared and read-only: no copy per run
-def model_facts(key: str) -> dict:
-    """Plain facts about the loaded model: parameter counts, metrics, specials, target vocabulary."""
-    facts = _service().facts(_model(key))
-    return facts | {"langs": language_labels(key, facts["src_lang"], facts["tgt_lang"])}
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def ablated(key: str, text: str, tokens: tuple[str, ...], off: tuple, max_len: int) -> tuple[str, float, float]:
-    """(greedy translation with the heads off, log-prob of `tokens` with all heads, and with the heads off)."""
-    model = _model(key)
-    new = _service().translate(model, text, max_len=max_len or None, off_heads=off)
-    return new.text, _service().score(model, text, list(tokens)), _service().score(model, text, list(tokens), off)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def val_translations(key: str, folder: str, off: tuple, n: int) -> tuple[list[str], list[str]]:
-    """(greedy translations of the first n validation sentences with the heads off, their references)."""
-    src, ref = read_split(folder, "val")
-    return _service().translate_batch(_model(key), src[:n], off_heads=off or None), ref[:n]
+def model_facts(key: ModelKey) -> dict:
+    """Plain facts about the loaded model (parameter counts, metrics, specials, target vocabulary; kept), and its
+    languages as the pages name them."""
+    kept = facts(key)
+    return kept | {"langs": language_labels(key, kept["src_lang"], kept["tgt_lang"])}
 
 
 @dataclass(frozen=True)
@@ -349,7 +309,7 @@ class Traced:
     forced: tuple[str, ...]  # the tokens the decoder was run along (empty for greedy)
 
 
-def traced_decoding(key: str, text: str, decoding: str, beam_size: int, max_len: int,
+def traced_decoding(key: ModelKey, text: str, decoding: str, beam_size: int, max_len: int,
                     prefix: tuple[str, ...] = (), greedy: Translation | None = None) -> Traced:
     """Trace what the figures show: the user's forced prefix, else beam search's output, else greedy (`greedy`:
     the sentence's greedy trace where the caller has it already)."""
@@ -375,7 +335,7 @@ def traced_decoding(key: str, text: str, decoding: str, beam_size: int, max_len:
 class Context:
     """What every view gets: the traced sentence, the state, and which decoding the figures show."""
 
-    key: str
+    key: ModelKey
     cfg: ModelConfig
     result: Translation  # the traced decoding every figure shows (.trace a SentenceTrace)
     text: str
