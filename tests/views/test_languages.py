@@ -34,6 +34,7 @@ def test_model_keys_round_trip():
     twin = ModelKey.parse("nllb@deu_Latn>eng_Latn:untrained")
     assert twin == ModelKey("nllb", twin=True, pair=("deu_Latn", "eng_Latn"))
     assert twin.base == ModelKey("nllb", twin=True) and twin.other_twin().twin is False
+    assert twin.folder().name == "nllb"  # a pair reads the folder's weights: no folder is named after the pair
     assert ModelKey.parse("multi30k-de-en") == ModelKey("multi30k-de-en")
     toy = ModelKey.parse("toy:copy:ab12")
     assert toy == ModelKey("copy", run="ab12") and toy.toy and toy.other_twin() == toy
