@@ -3,6 +3,8 @@ work and figures are made in the background, through the caches the page reads, 
 nothing and builds no figure."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from tests.app_support import run_app
@@ -22,6 +24,7 @@ def asked(monkeypatch):
     for name in {n for names in ANSWERS.values() for n in names}:
         real = getattr(service, name)
 
+        @functools.wraps(real)  # the kept functions take the answer's signature (views/plumbing/state.py)
         def counted(*args, _real=real, _name=name, **kwargs):
             calls[_name] = calls.get(_name, 0) + 1
             return _real(*args, **kwargs)
