@@ -1,6 +1,6 @@
-"""views/plumbing/ahead.py: after a switch to the page just above Inside one head, Masks or Decoding, that page's model
-work and figures are made in the background, through the caches the page reads, so its first visit asks the model
-nothing and builds no figure."""
+"""views/plumbing/ahead.py: after a switch to a page above Inside one head, Masks or Decoding (the first of them below
+it in the list), that page's model work and figures are made in the background, through the caches the page reads,
+so its first visit asks the model nothing and builds no figure."""
 from __future__ import annotations
 
 import functools
@@ -44,6 +44,8 @@ def _switch(at, view: str):
 
 @pytest.mark.parametrize("before, view, text, choices", [
     ("Attention", "Inside one head", "Ein Hund schläft auf dem roten Sofa.", {"kind": "cross", "layer": 2}),
+    # Attention is drawn with the sentence: coming from the page above it, a class goes on to Inside one head
+    ("Positional encoding", "Inside one head", "Ein Hund schläft auf dem blauen Sofa.", {"kind": "cross"}),
     ("Inside one head", "Masks", "Ein Hund schläft auf dem grünen Sofa.", {"pad_on": 0, "causal_head": 2}),
     ("Masks", "Decoding", "Zwei Männer laufen durch den Park.", {"dec_step": 2, "dec_head": 0}),
 ])
@@ -63,13 +65,13 @@ def test_the_page_before_prepares_the_first_visit(checkpoints, asked, monkeypatc
     assert at.get("plotly_chart")
 
 
-def test_nothing_is_prepared_off_without_a_switch_or_two_pages_ahead(checkpoints, asked, monkeypatch):
+def test_nothing_is_prepared_off_without_a_switch_or_past_the_next_page_with_work(checkpoints, asked, monkeypatch):
     from views.plumbing import ahead
 
     at = run_app(view="Inside one head", text="Eine Frau liest eine Zeitung am Strand.")  # a first run: no switch
     ahead.wait_idle()
     assert "padded_batch" not in asked
-    _switch(at, "Attention")  # the page just above Inside one head, two above Masks
+    _switch(at, "Attention")  # Inside one head is prepared; Masks, below it, is not
     assert "padded_batch" not in asked
     monkeypatch.setenv("ATLAS_SPEED_OFF", "ahead")
     _switch(at, "Inside one head")
@@ -103,3 +105,15 @@ def test_a_page_whose_list_fails_disturbs_nothing(checkpoints, asked, monkeypatc
     assert at.get("plotly_chart") and "padded_batch" not in asked
     _switch(at, "Masks")  # and Masks computes on its visit
     assert asked.get("padded_batch", 0) >= 1
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+def test_the_worker_takes_only_the_time_nothing_else_wants():
+    import os
+    import threading
+
+    from views.plumbing import ahead
+
+    nice = ahead._worker.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result(60)
+    assert nice == ahead.LOWEST_PRIORITY
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < ahead.LOWEST_PRIORITY  # the caller's own

@@ -2,13 +2,17 @@
 
 Three pages cost the server most on their first visit for a sentence: Inside one head (four rows of one head's steps),
 Masks (a padded batch, a reference, two teacher-forced passes, five panels) and Decoding (ALTI+ along the decoding,
-the gradients of one step's attribution, four figures). A class goes through the sidebar's pages in order, so when
-a switch lands on the page just above one of them, the router hands `after` that page's `ahead(ctx)`: it reads the
-session (in the run's own thread) and returns the calls its first visit will make, and one worker thread makes
-them once that run has ended, in its theme and languages, through the same shared caches (views/plumbing/state.py,
-the figure cache). Started earlier, the work competed for the interpreter with the page's own last messages and
-slowed the page that asked for it. The page then finds its answers there, or waits for the one being computed
-instead of computing it again.
+the gradients of one step's attribution, four figures). A class goes down the sidebar's list of pages, so after a
+switch the router hands `after` the `ahead(ctx)` of the first of them below the page on screen: it reads the session
+(in the run's own thread) and returns the calls its first visit will make, and one worker thread makes them once
+that run has ended, in its theme and languages, through the same shared caches (views/plumbing/state.py, the figure
+cache). The page then finds its answers there, or waits for the one being computed instead of computing it again.
+
+The work is a guess, so it must not slow what is certain: the worker starts after the run that asked (before, it
+competed for the interpreter with the page's last messages), and it runs at the lowest priority, so it takes only
+the processor time that the browser drawing the page (on the same machine in a measurement, or on a lecturer's
+laptop) and other sessions' requests leave. At the server's priority it slowed the page that started it
+(docs/performance.md).
 
 Bounded for a shared server: one worker for the process; at most one task waiting behind the running one (a click
 while both slots are taken prepares nothing: the page computes as before); only after a switch, never in presenter
@@ -20,6 +24,8 @@ its task has run. `ATLAS_SPEED_OFF=ahead` turns it off (viz/speed.py), which is 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +35,22 @@ from viz.speed import off
 from viz.theme import theme, using_theme
 
 _log = logging.getLogger(__name__)
-_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-ahead")
+LOWEST_PRIORITY = 19  # the worker's nice value: it takes only the processor time that nothing else wants
+
+
+def _yield_to_everything() -> None:
+    """Lower the worker thread's priority to the lowest: work made ahead is a guess, and must not slow the browser
+    drawing the page that asked for it (on the same machine in a classroom's lecturer laptop, and in the
+    measurement) nor another session's request. Linux only, where a nice value belongs to one thread (elsewhere
+    the same call would name a process)."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
+        except OSError:  # not allowed here: the work is still made, at the server's priority
+            _log.info("the ahead worker keeps the server's priority", exc_info=True)
+
+
+_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-ahead", initializer=_yield_to_everything)
 _slots = threading.BoundedSemaphore(2)  # the running task and one waiting
 RUN_END_WAIT_S = 10.0  # the longest a task waits for the run that asked for it to end
 

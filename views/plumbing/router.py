@@ -156,13 +156,14 @@ def _page(ctx: Context, frame: Frame) -> None:
     # After the page: while the quiz asks about a step, the header keeps that step's answer.
     draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
                 f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}", slots)
-    # After a switch (not a session's first run, nor a sentence, layer or head change), the next page's first visit
-    # is made ahead where it has one to make, unless that page will draw two sides. Only the very next page: the work
-    # costs the server whether or not the student goes there, and started further up the list it slowed the page
-    # that started it (docs/performance.md).
+    # After a switch (not a session's first run, nor a sentence, layer or head change), the first visit of the next
+    # page down the list that has work to make ahead is made, unless that page will draw two sides: a class goes down
+    # the list, past pages that cost little (Attention is drawn with the sentence). The worker takes only the time
+    # the browser leaves (views/plumbing/ahead.py), so the page on screen does not pay for it (docs/performance.md).
     last, ss[LAST_VIEW] = ss.get(LAST_VIEW), view
-    following = VIEWS[VIEWS.index(view) + 1] if view in VIEWS[:-1] else None
-    if last not in (None, view) and hasattr(PAGES.get(following), "ahead") and not ctx.present and not (
+    below = VIEWS[VIEWS.index(view) + 1:] if view in VIEWS else []
+    following = next((v for v in below if hasattr(PAGES.get(v), "ahead")), None)
+    if last not in (None, view) and following is not None and not ctx.present and not (
             ss["compare"] != "off" and following in COMPARE_VIEWS):
         ahead.after(lambda: PAGES[following].ahead(ctx))
 
