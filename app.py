@@ -98,10 +98,10 @@ def _language(code: str) -> str:
     return code if name == code else f"{name} ({code})"
 
 
-def _choose_languages(codes: list[str]) -> None:
+def _choose_languages(model: ModelKey, codes: list[str]) -> None:
     """A many-to-many model's pair, chosen before this run's key is made from it (so a session's first run and the
     next name the same model): a link's unknown code, none, or a model switched: the model's own choice."""
-    mine = config_languages(ModelKey.parse(ss["ckpt"])) or (codes[0], codes[-1])
+    mine = config_languages(model) or (codes[0], codes[-1])
     for side, default in zip(("src_lang", "tgt_lang"), mine):
         if ss[side] not in codes:
             ss[side] = default
@@ -131,11 +131,11 @@ def _use_example() -> None:
 
 # The sidebar names the languages of the model that is open, read from its config: on a session's first run it
 # goes out before torch is imported and the model loaded, and the browser draws it meanwhile.
-codes = language_codes(ModelKey.parse(ss["ckpt"]))  # a many-to-many model's (NLLB, M2M100, mBART-50), else none
+key = ModelKey.parse(ss["ckpt"])  # the model the sidebar chose, as the URL names it
+codes = language_codes(key)  # a many-to-many model's (NLLB, M2M100, mBART-50), else none
 if codes:
-    _choose_languages(codes)
-key = ModelKey.parse(ss["ckpt"])
-key = key.with_pair(ss["src_lang"], ss["tgt_lang"]) if codes else key
+    _choose_languages(key, codes)
+    key = key.with_pair(ss["src_lang"], ss["tgt_lang"])
 langs = languages_of(key)
 with st.sidebar:
     st.title("Attention Atlas")
