@@ -99,3 +99,18 @@ def test_the_quiz_on_a_many_to_many_model_reveals_at_the_first_click_and_says_wh
     assert "the target language's token" in chosen and "by you" not in chosen
     forced = run_app(view="Decoding", text="Der Hund läuft.", dec_step=2, prefix="eng_Latn ▁Der")
     assert "forced by you" in next(m.value for m in forced.markdown if m.value.startswith("Chosen:"))
+
+
+def test_a_pairs_head_report_is_its_own_and_the_models_own_pair_reads_the_checkpoints(server):
+    """`python -m model.analyze --checkpoint FOLDER` writes the report of the languages the checkpoint reads beside
+    it; another pair's report would describe other sentences, so it has a cache folder of its own."""
+    from views.parts.heads_report import report_paths
+    from views.plumbing import state
+
+    own = state.config_languages(state.ModelKey("nllb"))
+    other = ("fra_Latn", "spa_Latn")
+    assert own != other
+    assert report_paths(state.ModelKey("nllb").with_pair(*own))[0].parent == server / "nllb"
+    paths = report_paths(state.ModelKey("nllb").with_pair(*other))
+    assert len(paths) == 1 and paths[0].parent.name == "nllb@fra_Latn-spa_Latn"
+    assert len(report_paths(state.ModelKey("nllb", twin=True).with_pair(*own))) == 1  # the twin's weights are not there

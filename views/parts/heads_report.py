@@ -1,9 +1,9 @@
 """The Heads page's report file: where it is looked for, how a page names it, and the job that computes it.
 
 A report lives beside the checkpoint, or in the cache folder (always for the untrained twin, whose weights are not
-that folder's, and for a many-to-many model read between two languages, whose corpus reads otherwise). A page names
-it relative to the checkpoint folder or by the cache folder's setting, never by the server's absolute path. Without a
-report the page offers to compute one in a background job (views/plumbing/jobs.py).
+that folder's, and for a many-to-many model read between other languages than its own, whose corpus reads
+otherwise). A page names it relative to the checkpoint folder or by the cache folder's setting, never by the
+server's absolute path. Without a report the page offers to compute one in a background job (views/plumbing/jobs.py).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from model.training.data import find_file, read_parallel
 from views.parts.text import md_escape
 from views.parts.widgets import table
 from views.plumbing import jobs
-from views.plumbing.state import Context, ModelKey, checkpoint_dir, load_model, public_message
+from views.plumbing.state import Context, ModelKey, checkpoint_dir, config_languages, load_model, public_message
 
 
 def report_name(key: ModelKey) -> str:
@@ -27,8 +27,9 @@ def report_name(key: ModelKey) -> str:
 
 
 def _own_folder(key: ModelKey) -> bool:
-    """Does the report belong beside the checkpoint? Its trained weights read as the checkpoint reads them."""
-    return not (key.twin or key.pair)
+    """Does the report belong beside the checkpoint? Its trained weights, read between the languages the checkpoint
+    reads (`python -m model.analyze --checkpoint FOLDER` writes that report there)."""
+    return not key.twin and (key.pair is None or key.pair == config_languages(key.base))
 
 
 def report_paths(key: ModelKey) -> list[Path]:
