@@ -117,3 +117,30 @@ def test_the_worker_takes_only_the_time_nothing_else_wants():
     nice = ahead._worker.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result(60)
     assert nice == ahead.LOWEST_PRIORITY
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < ahead.LOWEST_PRIORITY  # the caller's own
+
+
+def test_the_worker_stops_once_a_run_comes_in():
+    """A page waits for an answer the worker is computing, and a low-priority worker gets little time on a busy
+    server: once any session's run is going, the worker makes no further call (the page makes it itself)."""
+    import threading
+
+    from views.plumbing import ahead
+    from views.plumbing.streamlit_internals import SCRIPT_THREAD
+
+    made, release = [], threading.Event()
+    run = threading.Thread(target=release.wait, args=(30,), name=SCRIPT_THREAD)
+
+    def first():
+        made.append("first")
+        run.start()  # a session's run starts
+
+    try:
+        assert ahead.after(lambda: [first, lambda: made.append("second")]) is not None
+        ahead.wait_idle()
+        assert made == ["first"]
+    finally:
+        release.set()
+        run.join(30)
+    ahead.after(lambda: [lambda: made.append("third")])
+    ahead.wait_idle()
+    assert made[-1] == "third"  # with no run going, the work is made

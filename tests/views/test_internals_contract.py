@@ -92,6 +92,23 @@ def test_streamlit_still_has_the_history_flag_and_every_test_id_the_css_names():
     assert not missing, f"{port}: the frontend has no element with data-testid {missing}"
 
 
+def test_streamlit_runs_a_sessions_script_in_the_thread_the_app_counts():
+    from streamlit.testing.v1 import AppTest
+
+    from views.plumbing import streamlit_internals as si
+
+    def script():
+        import threading
+
+        import streamlit as st
+
+        st.write(threading.current_thread().name)
+
+    at = AppTest.from_function(script).run()
+    assert at.markdown[0].value == si.SCRIPT_THREAD, "Streamlit renamed its script thread: port runs_in_flight"
+    assert si.runs_in_flight() == 0  # none is running now
+
+
 def test_with_the_switch_the_css_names_no_test_id_and_keeps_the_apps_own_rules():
     from views.plumbing import streamlit_internals as si
 

@@ -12,7 +12,10 @@ The work is a guess, so it must not slow what is certain: the worker starts afte
 competed for the interpreter with the page's last messages), and it runs at the lowest priority, so it takes only
 the processor time that the browser drawing the page (on the same machine in a measurement, or on a lecturer's
 laptop) and other sessions' requests leave. At the server's priority it slowed the page that started it
-(docs/performance.md).
+(docs/performance.md). A low priority alone would invert priorities: a page asking for an answer the worker is
+computing waits for it (the caches compute each answer once), and on a busy server the worker gets little time. So
+the worker stops at the next call once any session's run has started (the page makes the rest itself): at most one
+call is ever waited for.
 
 Bounded for a shared server: one worker for the process; at most one task waiting behind the running one (a click
 while both slots are taken prepares nothing: the page computes as before); only after a switch, never in presenter
@@ -30,6 +33,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from views.plumbing.streamlit_internals import runs_in_flight
 from viz.kinds import languages, using_languages
 from viz.speed import off
 from viz.theme import theme, using_theme
@@ -82,6 +86,8 @@ def _run(todo: list[Callable[[], object]], look, langs: tuple[str, str], run: th
             run.join(RUN_END_WAIT_S)
         with using_theme(look), using_languages(*langs):
             for call in todo:
+                if runs_in_flight():  # certain work came in: the guess yields to it
+                    return
                 call()
     except Exception:  # the page makes the same call when it is opened and says what went wrong there
         _log.warning("preparing the next page failed", exc_info=True)

@@ -1,5 +1,6 @@
-"""Every private name of Streamlit the app relies on, in one room: the history flag of a run, and the CSS that reaches
-into Streamlit's elements by their `data-testid` (a frontend detail, not an API).
+"""Every private name of Streamlit the app relies on, in one room: the history flag of a run, the name of the thread
+that runs a session's script, and the CSS that reaches into Streamlit's elements by their `data-testid` (a frontend
+detail, not an API).
 
 A Streamlit upgrade may rename either. tests/views/test_internals_contract.py checks that the installed Streamlit still
 has the flag and every test id named here, and names this file when one is gone. With `ATLAS_PUBLIC_ONLY=1`
@@ -11,6 +12,7 @@ never blank.
 from __future__ import annotations
 
 import re
+import threading
 
 from viz.speed import off
 from viz.theme import DEFAULT_THEME
@@ -24,6 +26,16 @@ def history_navigation() -> bool | None:
 
     ctx = get_script_run_ctx()
     return getattr(ctx, "is_history_navigation", None) if ctx is not None else None
+
+
+SCRIPT_THREAD = "ScriptRunner.scriptThread"  # Streamlit's name of the thread that runs one session's script
+
+
+def runs_in_flight() -> int | None:
+    """How many sessions' scripts this process is running now (None: cannot tell, with the switch on)."""
+    if off("streamlit"):
+        return None
+    return sum(t.name == SCRIPT_THREAD for t in threading.enumerate())
 
 
 def serve_kept_json(kept: type) -> None:
