@@ -14,7 +14,8 @@ from axe_support import settle
 from browser_support import open_app, runs, wait_new_run
 
 # What has the focus: its control's key (Streamlit's st-key-KEY class), its text, and whether the focus shows: the
-# browser matches :focus-visible and draws an outline at least 2 px wide (the app's ring, views/widgets.PAGE_STYLE).
+# browser matches :focus-visible and draws an outline at least 2 px wide (the app's ring, PAGE_CSS in
+# views/plumbing/streamlit_internals.py).
 FOCUS_JS = """() => {
   const e = document.activeElement;
   if (!e || e === document.body) return null;

@@ -90,7 +90,9 @@ PAGE_CSS = ("html, body, [class*='st-'] {font-size: 1.05rem;} .block-container {
             "html .stApp :focus-visible, html .stApp .js-plotly-plot .plotly .modebar-btn:focus-visible "
             "{outline: 3px solid #1d4ed8; outline-offset: 2px;} "
             # A radio's input is clipped to 1 px (its ring would not show): the option it belongs to gets the ring.
-            "html .stApp [data-testid='stRadioOption']:has(input:focus-visible) "
+            # React Aria marks that option data-focus-visible: a plain attribute rule, where :has(input:focus-visible)
+            # made the browser check the option's descendants on every change of the page.
+            "html .stApp [data-testid='stRadioOption'][data-focus-visible] "
             "{outline: 3px solid #1d4ed8; outline-offset: 2px; border-radius: 0.25rem;} "
             ".atlas-scroll {max-height: 400px; overflow-y: auto; margin-bottom: 1rem;}")
 
