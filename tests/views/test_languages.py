@@ -114,3 +114,23 @@ def test_a_pairs_head_report_is_its_own_and_the_models_own_pair_reads_the_checkp
     paths = report_paths(state.ModelKey("nllb").with_pair(*other))
     assert len(paths) == 1 and paths[0].parent.name == "nllb@fra_Latn-spa_Latn"
     assert len(report_paths(state.ModelKey("nllb", twin=True).with_pair(*own))) == 1  # the twin's weights are not there
+
+
+def test_side_b_of_two_models_reads_between_the_sidebars_languages(server):
+    """One sentence, two models: side B (the untrained twin by default) translates between the languages the
+    sidebar chose, as side A does, not its config's; the labels name the models, not the pair's key."""
+    at = run_app(view="Attention", text="Der Hund läuft.", compare="model", src_lang="fra_Latn", tgt_lang="spa_Latn")
+    assert not at.exception
+    side_b = next(m.value for m in at.markdown if m.value.startswith("#### :gray[B ·"))
+    assert side_b.startswith("#### :gray[B · FRA]") and ":gray[→ SPA]" in side_b, side_b
+    captions = " ".join(c.value for c in at.caption)
+    assert "B · nllb \\(untrained\\)" in captions and "@" not in captions.split("B · ")[1][:40], captions  # escaped
+
+
+def test_presenter_mode_draws_side_b_under_side_a_in_the_header(server):
+    """In presenter mode the header is the page's first line: side B's sentence comes after side A's, in the
+    header's own place (drawn before it, it stood above A, under Streamlit's toolbar button)."""
+    at = run_app(view="Attention", text="Der Hund läuft.", compare="model", present="1")
+    assert not at.exception
+    lines = [m.value for m in at.markdown if m.value.startswith("#### :gray[")]
+    assert [line[:13] for line in lines] == ["#### :gray[A ", "#### :gray[B "], lines

@@ -10,7 +10,16 @@ from dataclasses import replace
 import streamlit as st
 
 from views.parts.text import md_escape
-from views.plumbing.state import COMPARE, Context, ModelKey, checkpoint_label, load_model, model_facts, traced_decoding
+from views.plumbing.state import (
+    COMPARE,
+    Context,
+    ModelKey,
+    checkpoint_label,
+    language_codes,
+    load_model,
+    model_facts,
+    traced_decoding,
+)
 
 LABEL_CHARS = 48  # a side's label above its figures; longer sentences are cut with "…"
 
@@ -24,6 +33,8 @@ def with_side_b(ctx: Context, ss) -> Context:
     """ctx with `other` (side B) and both labels set, or ctx unchanged after a message saying why not."""
     how = ss["compare"]
     key_b = ModelKey.parse(ss["ckpt2"]) if how == "model" else ctx.key
+    if how == "model" and ctx.key.pair and set(ctx.key.pair) <= set(language_codes(key_b)):
+        key_b = key_b.with_pair(*ctx.key.pair)  # B reads between the sidebar's languages too, where it has them
     text_b = (ss.get("text2") or "") if how == "sentence" else ctx.text
     model_b, error = load_model(key_b)
     if error:
@@ -42,15 +53,22 @@ def with_side_b(ctx: Context, ss) -> Context:
         label_a, label_b = f"A · {_short(ctx.text)}", f"B · {_short(text_b)}"
     b = Context(key=key_b, cfg=model_b.cfg, result=traced.result, text=text_b, max_len=ctx.max_len,
                 mode=traced.mode, shows=traced.shows, facts=model_facts(key_b), present=ctx.present, label=label_b)
-    _header(traced.result, label_b, traced.shows, how, b.langs, b.facts["end_token"])
+    if not ctx.present:  # presenter mode: the header's own line draws B under A (views/plumbing/router.py)
+        _header(b, label_b, how)
     return replace(ctx, other=b, label=label_a)
 
 
-def _header(result, label_b: str, shows: str, how: str, langs: dict, end: str) -> None:
-    """Side B's sentence and translation under side A's, in the same form."""
-    src = md_escape(" ".join(result.source.tokens))
-    out = md_escape(result.text) or "∅ (empty output)"
-    st.markdown(f"#### :gray[B · {langs['src']}] {src} :gray[→ {langs['tgt']}] {out}")
+def side_b_line(b: Context) -> str:
+    """Side B's sentence and translation, in the form of the header's line for side A."""
+    src = md_escape(" ".join(b.result.source.tokens))
+    out = md_escape(b.result.text) or "∅ (empty output)"
+    return f"#### :gray[B · {b.langs['src']}] {src} :gray[→ {b.langs['tgt']}] {out}"
+
+
+def _header(b: Context, label_b: str, how: str) -> None:
+    """Side B's sentence and translation under side A's, and what B is."""
+    result, shows, end = b.result, b.shows, b.facts["end_token"]
+    st.markdown(side_b_line(b))
     status = "" if result.finished else f" · stopped at the length limit before `{end}`"
     st.caption(f"**Side by side ({COMPARE[how]}): {md_escape(label_b)}**, {shows}{status}. Both sides use the "
                "same decoding settings; a forced prefix applies to the single view only.")

@@ -43,6 +43,7 @@ from views.pages import (
     training,
     whatif,
 )
+from views.parts.compare import side_b_line
 from views.parts.header import Header, presenter_slots
 from views.parts.header import draw as draw_header
 from views.parts.note import lines as note_lines
@@ -156,6 +157,8 @@ def _page(ctx: Context, frame: Frame) -> None:
     # After the page: while the quiz asks about a step, the header keeps that step's answer.
     draw_header(frame.header_slot, frame.header, ss.get("_quiz_secret"),
                 f"{caption} · {checkpoint_label(ss['ckpt'])} · {frame.facts}", slots)
+    if slots is not None and ctx.other is not None:  # side B's line under A's, in the header's place
+        slots.text.markdown(side_b_line(ctx.other))
     # After a switch (not a session's first run, nor a sentence, layer or head change), the first visit of the next
     # page down the list that has work to make ahead is made, unless that page will draw two sides: a class goes down
     # the list, past pages that cost little (Attention is drawn with the sentence). The worker takes only the time

@@ -122,13 +122,14 @@ def keep_toy(task: str, model: service.Model) -> ModelKey:
 
 
 def checkpoint_label(key: ModelKey | str) -> str:
-    """Short enough for the sidebar's select box (which holds the URL's text); the help text says the rest."""
+    """Short enough for the sidebar's select box (which holds the URL's text); the help text says the rest. It names
+    the model: its languages are the sidebar's, beside it."""
     key = ModelKey.parse(key) if isinstance(key, str) else key
     if key.toy:
         return f"toy: {key.name} (trained live)"
     if key.twin:
-        return f"{key.other_twin()} (untrained)"
-    return f"{key} (trained)" if key == ModelKey(default_model()) else str(key)
+        return f"{key.name} (untrained)"
+    return f"{key.name} (trained)" if key.name == default_model() else key.name
 
 
 @st.cache_resource(show_spinner="Loading the model…")
